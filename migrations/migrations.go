@@ -1,0 +1,10 @@
+// Package migrations holds Herald's SQL schema, embedded into the binary and
+// applied by goose (`herald migrate up|status`).
+package migrations
+
+import "embed"
+
+// FS holds every NNNN_verb_noun.sql migration.
+//
+//go:embed *.sql
+var FS embed.FS

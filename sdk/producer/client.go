@@ -1,0 +1,123 @@
+package producer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Client emits events over Herald's HTTP API (POST /v1/events) with a
+// tenant's API key.
+type Client struct {
+	// BaseURL is Herald's public API, e.g. "http://127.0.0.1:8080".
+	BaseURL string
+	// APIKey authenticates the tenant.
+	APIKey string
+	// HTTP is the client used (http.DefaultClient when nil).
+	HTTP *http.Client
+}
+
+// Problem is an RFC 9457 problem document returned by the API.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	// Field names the request field at fault, when there is one.
+	Field string `json:"field,omitempty"`
+}
+
+func (p *Problem) Error() string {
+	if p.Field != "" {
+		return fmt.Sprintf("herald api: %d %s: %s (field %s)", p.Status, p.Title, p.Detail, p.Field)
+	}
+	return fmt.Sprintf("herald api: %d %s: %s", p.Status, p.Title, p.Detail)
+}
+
+// EventStatus is the API's view of one event and its deliveries.
+type EventStatus struct {
+	EventID     string           `json:"event_id"`
+	Type        string           `json:"type"`
+	Status      string           `json:"status"`
+	Attempts    int              `json:"attempts"`
+	LastError   string           `json:"last_error,omitempty"`
+	CreatedAt   time.Time        `json:"created_at"`
+	ProcessedAt *time.Time       `json:"processed_at,omitempty"`
+	Deliveries  []DeliveryStatus `json:"deliveries"`
+}
+
+// DeliveryStatus is one delivery of an event.
+type DeliveryStatus struct {
+	DeliveryID        string    `json:"delivery_id"`
+	UserID            string    `json:"user_id"`
+	Channel           string    `json:"channel"`
+	Status            string    `json:"status"`
+	Attempts          int       `json:"attempts"`
+	Provider          string    `json:"provider,omitempty"`
+	ProviderMessageID string    `json:"provider_message_id,omitempty"`
+	LastError         string    `json:"last_error,omitempty"`
+	NextAttemptAt     time.Time `json:"next_attempt_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+// Emit posts ev. created is false when the event_id was already known (the
+// API answered 200 with the existing event instead of 201).
+func (c *Client) Emit(ctx context.Context, ev Event) (status EventStatus, created bool, err error) {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return EventStatus{}, false, err
+	}
+	code, err := c.do(ctx, http.MethodPost, "/v1/events", body, &status)
+	return status, code == http.StatusCreated, err
+}
+
+// Event fetches an event's status and deliveries.
+func (c *Client) Event(ctx context.Context, eventID string) (EventStatus, error) {
+	var st EventStatus
+	_, err := c.do(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(eventID), nil, &st)
+	return st, err
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("herald api: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("herald api: read: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		p := &Problem{Status: resp.StatusCode}
+		if json.Unmarshal(data, p) != nil || p.Title == "" {
+			p.Title = http.StatusText(resp.StatusCode)
+			p.Detail = strings.TrimSpace(string(data))
+		}
+		return resp.StatusCode, p
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("herald api: decode: %w", err)
+		}
+	}
+	return resp.StatusCode, nil
+}
