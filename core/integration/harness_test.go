@@ -1,0 +1,373 @@
+// Package integration holds black-box tests: a real `herald serve` process,
+// real plugin binaries, a real PostgreSQL database and RabbitMQ vhost.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/testenv"
+	"github.com/heraldhq/herald/sdk/producer"
+)
+
+var (
+	heraldOnce sync.Once
+	heraldBin  string
+	heraldDir  string
+)
+
+func heraldBinary(t *testing.T) string {
+	t.Helper()
+	heraldOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "herald-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		heraldDir = dir
+		heraldBin = testenv.BuildHerald(t, dir)
+	})
+	if heraldBin == "" {
+		t.Fatal("herald binary was not built")
+	}
+	return heraldBin
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// env is one test's world: database, vhost, plugins, rules, config.
+type env struct {
+	t        *testing.T
+	db       *testenv.DB
+	broker   *testenv.Broker
+	dir      string
+	cfgPath  string
+	rulesDir string
+	record   string
+	apiURL   string
+	admin    string
+	apiKey   string
+	tenant   string
+}
+
+// sinkRules is a rules file whose channels all go to the recording sink.
+const sinkRules = `
+defaults {
+  time_zone = "UTC"
+  retry {
+    max_attempts = 5
+    initial      = "200ms"
+    max          = "1s"
+  }
+  user_type "CUSTOMER" {
+    enabled = ["WEBSOCKET", "EMAIL", "PUSH"]
+  }
+}
+
+channel "EMAIL" {
+  providers = [{ plugin = "sink", config = { record_file = "%[1]s", outcome = "%[2]s" } }]
+}
+channel "PUSH" {
+  providers = [{ plugin = "sink", config = { record_file = "%[1]s", outcome = "%[2]s" } }]
+}
+channel "WEBSOCKET" {
+  best_effort = true
+  providers   = [{ plugin = "sink", config = { record_file = "%[1]s", outcome = "%[2]s" } }]
+}
+
+event "RESERVATION_REQUESTED" {
+  shared = true
+  audience {
+    group = "restaurant:{{ .payload.restaurant_id }}"
+    roles = ["MANAGER", "CHEF", "WAITER"]
+  }
+  mandatory   = ["WEBSOCKET"]
+  optional    = ["EMAIL", "PUSH"]
+  quiet_hours = "ignore"
+  inbox {
+    title = "New reservation"
+    body  = "{{ .payload.customer_name }}, {{ .payload.pax }} people"
+  }
+  template "EMAIL" {
+    subject = "New reservation: {{ .payload.customer_name }}"
+    body    = "{{ .payload.customer_name }} asked for {{ .payload.pax }}."
+  }
+  payload_schema = <<JSON
+{
+  "type": "object",
+  "required": ["restaurant_id", "customer_name", "pax"],
+  "properties": {
+    "restaurant_id": {"type": ["string", "integer"]},
+    "customer_name": {"type": "string", "minLength": 1},
+    "pax": {"type": "integer", "minimum": 1}
+  }
+}
+JSON
+}
+`
+
+// staff is the directory: restaurant 5 with three staff members.
+var staff = rules.Directory{
+	Recipients: []rules.Recipient{
+		{UserID: "staff1", UserType: "STAFF", Email: "s1@example.com", Active: true},
+		{UserID: "staff2", UserType: "STAFF", Email: "s2@example.com", Active: true},
+		{UserID: "staff3", UserType: "STAFF", Email: "s3@example.com", Active: true},
+	},
+	Groups:  []rules.Group{{Key: "restaurant:5", Type: "restaurant"}},
+	Members: []rules.Member{{Group: "restaurant:5", UserID: "staff1", Role: "MANAGER"}, {Group: "restaurant:5", UserID: "staff2", Role: "CHEF"}, {Group: "restaurant:5", UserID: "staff3", Role: "WAITER"}},
+}
+
+// deliveriesPerEvent is what one RESERVATION_REQUESTED yields for staff.
+const deliveriesPerEvent = 9
+
+func newEnv(t *testing.T, outcome string) *env {
+	t.Helper()
+	e := &env{t: t, db: testenv.Postgres(t), broker: testenv.RabbitMQ(t), dir: t.TempDir(), tenant: "acme"}
+	e.record = filepath.Join(e.dir, "sink.jsonl")
+	e.rulesDir = filepath.Join(e.dir, "rules")
+	if err := os.MkdirAll(e.rulesDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.writeRules(fmt.Sprintf(sinkRules, e.record, outcome))
+	plugins := testenv.PluginBinaries(t, "sink")
+	api, admin := freePort(t), freePort(t)
+	e.apiURL, e.admin = "http://"+api, "http://"+admin
+	e.cfgPath = filepath.Join(e.dir, "herald.hcl")
+	cfg := fmt.Sprintf(`
+database { url = %q }
+amqp { url = %q }
+http {
+  listen       = %q
+  admin_listen = %q
+}
+plugins { dir = %q }
+rules = ["rules/*.hcl"]
+relay { poll_interval = "200ms" }
+publisher {
+  poll_interval = "200ms"
+  reclaim_after = "20s"
+}
+retry {
+  poll_interval = "200ms"
+  lease         = "5s"
+}
+log { level = "debug" }
+`, e.db.URL, e.broker.URL, api, admin, plugins)
+	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := store.EnsureTenant(ctx, e.db.Pool, e.tenant, "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	key, err := store.CreateAPIKey(ctx, e.db.Pool, e.tenant, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.apiKey = key
+	if err := store.ImportDirectory(ctx, e.db.Pool, e.tenant, &staff); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) writeRules(body string) {
+	e.t.Helper()
+	p := filepath.Join(e.rulesDir, "rules.hcl")
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// daemon is one running `herald serve`.
+type daemon struct {
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+	mu   *sync.Mutex
+	done chan struct{}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// Log returns what the daemon logged so far.
+func (d *daemon) Log() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.log.String()
+}
+
+// start runs herald serve and waits until its API is ready.
+func (e *env) start() *daemon {
+	e.t.Helper()
+	d := &daemon{log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
+	d.cmd = exec.Command(heraldBinary(e.t), "serve", "--config", e.cfgPath)
+	d.cmd.Stdout = lockedWriter{d.mu, d.log}
+	d.cmd.Stderr = lockedWriter{d.mu, d.log}
+	if err := d.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	e.t.Cleanup(func() {
+		d.stop(syscall.SIGTERM)
+		if e.t.Failed() {
+			e.t.Logf("herald log:\n%s", tail(d.Log(), 200))
+		}
+	})
+	testenv.Eventually(e.t, 60*time.Second, func() bool {
+		select {
+		case <-d.done:
+			e.t.Fatalf("herald exited during start:\n%s", d.Log())
+		default:
+		}
+		resp, err := http.Get(e.apiURL + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "herald serve ready at %s", e.apiURL)
+	return d
+}
+
+// stop signals the daemon and waits for it to exit.
+func (d *daemon) stop(sig syscall.Signal) {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(sig)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (e *env) client() *producer.Client {
+	return &producer.Client{BaseURL: e.apiURL, APIKey: e.apiKey}
+}
+
+func reservation(id string) producer.Event {
+	return producer.Event{EventID: id, Type: "RESERVATION_REQUESTED",
+		Payload: json.RawMessage(`{"restaurant_id": 5, "customer_name": "Rossi", "pax": 4}`)}
+}
+
+// count runs a count query.
+func (e *env) count(q string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.db.Pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// waitAllSent waits until want deliveries exist and all are SENT.
+func (e *env) waitAllSent(want int, deadline time.Duration) {
+	e.t.Helper()
+	testenv.Eventually(e.t, deadline, func() bool {
+		return e.count(`SELECT count(*) FROM deliveries WHERE status = 'SENT'`) == want
+	}, "%d deliveries SENT (now: %s)", want, e.statusSummary())
+}
+
+func (e *env) statusSummary() string {
+	rows, err := e.db.Pool.Query(context.Background(), `SELECT status, count(*) FROM deliveries GROUP BY status ORDER BY status`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var parts []string
+	for rows.Next() {
+		var s string
+		var n int
+		_ = rows.Scan(&s, &n)
+		parts = append(parts, fmt.Sprintf("%s=%d", s, n))
+	}
+	return strings.Join(parts, " ")
+}
+
+// assertExactlyOnce checks the database's exactly-once record: every
+// delivery SENT with exactly one successful attempt.
+func (e *env) assertExactlyOnce(want int) {
+	e.t.Helper()
+	if n := e.count(`SELECT count(*) FROM deliveries`); n != want {
+		e.t.Fatalf("deliveries = %d, want %d", n, want)
+	}
+	if n := e.count(`SELECT count(*) FROM deliveries WHERE status <> 'SENT'`); n != 0 {
+		e.t.Fatalf("%d deliveries not SENT: %s", n, e.statusSummary())
+	}
+	if n := e.count(`SELECT count(*) FROM (SELECT delivery_id FROM delivery_attempts WHERE outcome = 'sent'
+		GROUP BY delivery_id HAVING count(*) <> 1) x`); n != 0 {
+		e.t.Fatalf("%d deliveries have more than one successful attempt", n)
+	}
+	if n := e.count(`SELECT count(DISTINCT delivery_id) FROM delivery_attempts WHERE outcome = 'sent'`); n != want {
+		e.t.Fatalf("deliveries with a sent attempt = %d, want %d", n, want)
+	}
+}
+
+// sinkRecords reads what the sink plugin received, keyed by delivery id.
+func (e *env) sinkRecords() map[string]int {
+	e.t.Helper()
+	data, err := os.ReadFile(e.record)
+	if err != nil && !os.IsNotExist(err) {
+		e.t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec struct {
+			DeliveryID string `json:"delivery_id"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			e.t.Fatalf("sink record %q: %v", line, err)
+		}
+		got[rec.DeliveryID]++
+	}
+	return got
+}

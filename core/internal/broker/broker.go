@@ -1,0 +1,255 @@
+// Package broker keeps Herald's RabbitMQ connection alive (reconnect with
+// backoff) and declares the topology: one durable topic exchange, durable
+// queues and their bindings. Routing keys are "<recipient type>.<channel>".
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Queue is one durable queue with its bindings and consumer settings.
+type Queue struct {
+	Name        string
+	Bindings    []string
+	Prefetch    int
+	Concurrency int
+	Quorum      bool
+}
+
+// Topology is what the broker must hold for Herald to work.
+type Topology struct {
+	Exchange string
+	Queues   []Queue
+}
+
+// DefaultQueues returns one queue per channel: "herald.<channel>" (lower
+// case) bound to "*.<CHANNEL>".
+func DefaultQueues(channels []string) []Queue {
+	qs := make([]Queue, 0, len(channels))
+	for _, ch := range channels {
+		qs = append(qs, Queue{Name: "herald." + strings.ToLower(ch), Bindings: []string{"*." + ch}})
+	}
+	return qs
+}
+
+// RoutingKey is the key a delivery for userType on channel is published with.
+func RoutingKey(userType, channel string) string { return userType + "." + channel }
+
+// Declare declares the exchange, queues and bindings on ch (idempotent).
+func (t Topology) Declare(ch *amqp.Channel) error {
+	if err := ch.ExchangeDeclare(t.Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declare exchange %s: %w", t.Exchange, err)
+	}
+	for _, q := range t.Queues {
+		var args amqp.Table
+		if q.Quorum {
+			args = amqp.Table{"x-queue-type": "quorum"}
+		}
+		if _, err := ch.QueueDeclare(q.Name, true, false, false, false, args); err != nil {
+			return fmt.Errorf("declare queue %s: %w", q.Name, err)
+		}
+		for _, b := range q.Bindings {
+			if err := ch.QueueBind(q.Name, b, t.Exchange, false, nil); err != nil {
+				return fmt.Errorf("bind queue %s to %s: %w", q.Name, b, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Routable reports whether a routing key reaches at least one queue.
+func (t Topology) Routable(key string) bool {
+	for _, q := range t.Queues {
+		for _, b := range q.Bindings {
+			if topicMatch(b, key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// topicMatch matches an AMQP topic pattern ("*" one word, "#" zero or more).
+func topicMatch(pattern, key string) bool {
+	return matchWords(strings.Split(pattern, "."), strings.Split(key, "."))
+}
+
+func matchWords(p, k []string) bool {
+	if len(p) == 0 {
+		return len(k) == 0
+	}
+	if p[0] == "#" {
+		for i := 0; i <= len(k); i++ {
+			if matchWords(p[1:], k[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(k) == 0 {
+		return false
+	}
+	if p[0] != "*" && p[0] != k[0] {
+		return false
+	}
+	return matchWords(p[1:], k[1:])
+}
+
+// QueueNames returns the topology's queue names, sorted.
+func (t Topology) QueueNames() []string {
+	names := make([]string, 0, len(t.Queues))
+	for _, q := range t.Queues {
+		names = append(names, q.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ErrClosed is returned once the Conn is closed; callers stop.
+var ErrClosed = errors.New("broker: connection closed")
+
+// Conn is a RabbitMQ connection that redials with backoff when it drops and
+// re-declares the topology on every new connection.
+type Conn struct {
+	url  string
+	topo Topology
+	log  hclog.Logger
+
+	mu      sync.Mutex
+	conn    *amqp.Connection
+	ready   chan struct{} // closed while conn is usable
+	closed  bool
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+// Dial starts keeping a connection to url. It returns at once; use
+// Connection to wait for the broker.
+func Dial(url string, topo Topology, log hclog.Logger) *Conn {
+	c := &Conn{url: url, topo: topo, log: log.Named("broker"), ready: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{})}
+	go c.run()
+	return c
+}
+
+func (c *Conn) run() {
+	defer close(c.stopped)
+	backoff := 100 * time.Millisecond
+	for {
+		conn, err := c.connect()
+		if err != nil {
+			c.log.Warn("broker unavailable, retrying", "error", err, "in", backoff)
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(backoff + rand.N(backoff/2)):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+		c.mu.Lock()
+		c.conn = conn
+		close(c.ready)
+		c.mu.Unlock()
+		c.log.Info("broker connected")
+		select {
+		case <-c.stop:
+			_ = conn.Close()
+			return
+		case err := <-closed:
+			c.log.Warn("broker connection lost", "error", err)
+		}
+		c.mu.Lock()
+		c.conn = nil
+		c.ready = make(chan struct{})
+		c.mu.Unlock()
+	}
+}
+
+func (c *Conn) connect() (*amqp.Connection, error) {
+	conn, err := amqp.DialConfig(c.url, amqp.Config{Heartbeat: 10 * time.Second, Properties: amqp.Table{"connection_name": "herald"}})
+	if err != nil {
+		return nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	defer ch.Close()
+	if err := c.topo.Declare(ch); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// Connection waits until the broker is connected and returns the connection.
+func (c *Conn) Connection(ctx context.Context) (*amqp.Connection, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		conn, ready := c.conn, c.ready
+		c.mu.Unlock()
+		if conn != nil && !conn.IsClosed() {
+			return conn, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.stop:
+			return nil, ErrClosed
+		case <-ready:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Channel opens a channel on the current connection, waiting for one.
+func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
+	for {
+		conn, err := c.Connection(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ch, err := conn.Channel()
+		if err == nil {
+			return ch, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Topology returns the declared topology.
+func (c *Conn) Topology() Topology { return c.topo }
+
+// Close closes the connection and stops redialing.
+func (c *Conn) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.mu.Unlock()
+	close(c.stop)
+	<-c.stopped
+}

@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/sdk/producer"
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	commands = append(commands, newMigrateCmd, newTenantsCmd, newAPIKeysCmd, newDirectoryCmd, newDeliveriesCmd, newEmitCmd, newEventsCmd)
+}
+
+func newMigrateCmd() *cobra.Command {
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:       "migrate up|down|status",
+		Short:     "Apply or inspect database migrations",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"up", "down", "status"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := loadDaemon(cfgPath)
+			if err != nil {
+				return err
+			}
+			return store.MigrateTo(cmd.Context(), d.Database.URL, args[0], cmd.OutOrStdout())
+		},
+	}
+	addConfigFlag(cmd, &cfgPath)
+	return cmd
+}
+
+func newTenantsCmd() *cobra.Command {
+	var cfgPath, name string
+	cmd := &cobra.Command{Use: "tenants", Short: "Manage tenants"}
+	create := &cobra.Command{
+		Use:   "create TENANT_ID",
+		Short: "Create a tenant (no-op when it exists)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withPool(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
+				if err := store.EnsureTenant(ctx, q, args[0], name); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "tenant %s ready\n", args[0])
+				return nil
+			})
+		},
+	}
+	create.Flags().StringVar(&name, "name", "", "display name")
+	addConfigFlag(create, &cfgPath)
+	cmd.AddCommand(create)
+	return cmd
+}
+
+func newAPIKeysCmd() *cobra.Command {
+	var cfgPath, tenant, name, key string
+	cmd := &cobra.Command{Use: "apikeys", Short: "Manage producer API keys"}
+	create := &cobra.Command{
+		Use:   "create --tenant T [--name N] [--key hk_...]",
+		Short: "Create an API key for a tenant and print it (only its hash is stored)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if tenant == "" {
+				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
+			}
+			return withPool(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
+				if err := store.EnsureTenant(ctx, q, tenant, ""); err != nil {
+					return err
+				}
+				k, err := store.CreateAPIKey(ctx, q, tenant, name, key)
+				if err != nil {
+					return &ExitError{Code: 2, Err: fmt.Errorf("--key: %w", err)}
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), k)
+				return nil
+			})
+		},
+	}
+	create.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	create.Flags().StringVar(&name, "name", "", "key name")
+	create.Flags().StringVar(&key, "key", "", "use this key instead of a random one")
+	addConfigFlag(create, &cfgPath)
+	cmd.AddCommand(create)
+	return cmd
+}
+
+func newDirectoryCmd() *cobra.Command {
+	var cfgPath, tenant string
+	cmd := &cobra.Command{Use: "directory", Short: "Manage recipients, groups, preferences and settings"}
+	imp := &cobra.Command{
+		Use:   "import --tenant T DIR.json",
+		Short: "Upsert a directory file (the format rules explain --directory reads)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if tenant == "" {
+				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
+			}
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			var dir rules.Directory
+			if err := json.Unmarshal(data, &dir); err != nil {
+				return &ExitError{Code: 2, Err: fmt.Errorf("%s: %w", args[0], err)}
+			}
+			return withTx(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
+				if err := store.EnsureTenant(ctx, q, tenant, ""); err != nil {
+					return err
+				}
+				if err := store.ImportDirectory(ctx, q, tenant, &dir); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "imported %d recipients, %d groups, %d members, %d preferences, %d settings\n",
+					len(dir.Recipients), len(dir.Groups), len(dir.Members), len(dir.Preferences), len(dir.Settings))
+				return nil
+			})
+		},
+	}
+	imp.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	addConfigFlag(imp, &cfgPath)
+	cmd.AddCommand(imp)
+	return cmd
+}
+
+func newDeliveriesCmd() *cobra.Command {
+	var cfgPath, tenant, event, channel string
+	var ids []string
+	var all bool
+	var extra int
+	cmd := &cobra.Command{Use: "deliveries", Short: "Inspect and replay deliveries"}
+	retry := &cobra.Command{
+		Use:   "retry [--tenant T] [--event E] [--channel C] [--id ID]... | --all",
+		Short: "Requeue FAILED deliveries (dead letters) for another round of attempts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := store.RequeueFilter{TenantID: tenant, EventID: event, Channel: channel, DeliveryIDs: ids}
+			if !all && f.TenantID == "" && f.EventID == "" && f.Channel == "" && len(f.DeliveryIDs) == 0 {
+				return &ExitError{Code: 2, Err: errors.New("name what to retry (--tenant, --event, --channel, --id) or pass --all")}
+			}
+			if extra < 1 {
+				return &ExitError{Code: 2, Err: errors.New("--attempts must be at least 1")}
+			}
+			return withPool(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
+				n, err := store.RequeueFailed(ctx, q, f, extra)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "requeued %d failed deliveries\n", n)
+				return nil
+			})
+		},
+	}
+	retry.Flags().StringVar(&tenant, "tenant", "", "only this tenant")
+	retry.Flags().StringVar(&event, "event", "", "only this event id")
+	retry.Flags().StringVar(&channel, "channel", "", "only this channel")
+	retry.Flags().StringSliceVar(&ids, "id", nil, "only these delivery ids")
+	retry.Flags().BoolVar(&all, "all", false, "every failed delivery")
+	retry.Flags().IntVar(&extra, "attempts", 3, "attempts to allow each requeued delivery")
+	addConfigFlag(retry, &cfgPath)
+	cmd.AddCommand(retry)
+	return cmd
+}
+
+func newEmitCmd() *cobra.Command {
+	var url, key, id, typ, payload, aggType, aggID string
+	cmd := &cobra.Command{
+		Use:   "emit --type T --id ID --payload JSON",
+		Short: "Post an event to a running herald over the HTTP API",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if key == "" {
+				return &ExitError{Code: 2, Err: errors.New("--api-key (or HERALD_API_KEY) is required")}
+			}
+			c := &producer.Client{BaseURL: url, APIKey: key}
+			ev := producer.Event{EventID: id, Type: typ, AggregateType: aggType, AggregateID: aggID, Payload: json.RawMessage(payload)}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			st, created, err := c.Emit(ctx, ev)
+			if err != nil {
+				return err
+			}
+			verb := "accepted"
+			if !created {
+				verb = "already known"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "event %s %s (status %s)\n", st.EventID, verb, st.Status)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "url", envOr("HERALD_URL", "http://127.0.0.1:8080"), "herald API base URL; env HERALD_URL")
+	cmd.Flags().StringVar(&key, "api-key", os.Getenv("HERALD_API_KEY"), "tenant API key; env HERALD_API_KEY")
+	cmd.Flags().StringVar(&id, "id", "", "event id (idempotency key)")
+	cmd.Flags().StringVar(&typ, "type", "", "event type")
+	cmd.Flags().StringVar(&payload, "payload", "{}", "JSON object")
+	cmd.Flags().StringVar(&aggType, "aggregate-type", "", "aggregate type")
+	cmd.Flags().StringVar(&aggID, "aggregate-id", "", "aggregate id")
+	return cmd
+}
+
+func newEventsCmd() *cobra.Command {
+	var url, key string
+	cmd := &cobra.Command{Use: "events", Short: "Inspect events"}
+	show := &cobra.Command{
+		Use:   "show EVENT_ID",
+		Short: "Print an event's status and deliveries (over the HTTP API)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := &producer.Client{BaseURL: url, APIKey: key}
+			st, err := c.Event(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "event %s  type %s  status %s  attempts %d\n", st.EventID, st.Type, st.Status, st.Attempts)
+			if st.LastError != "" {
+				fmt.Fprintf(w, "last error: %s\n", st.LastError)
+			}
+			fmt.Fprintf(w, "%-12s %-10s %-10s %-8s %s\n", "USER", "CHANNEL", "STATUS", "ATTEMPTS", "LAST ERROR")
+			for _, d := range st.Deliveries {
+				fmt.Fprintf(w, "%-12s %-10s %-10s %-8d %s\n", d.UserID, d.Channel, d.Status, d.Attempts, d.LastError)
+			}
+			return nil
+		},
+	}
+	show.Flags().StringVar(&url, "url", envOr("HERALD_URL", "http://127.0.0.1:8080"), "herald API base URL; env HERALD_URL")
+	show.Flags().StringVar(&key, "api-key", os.Getenv("HERALD_API_KEY"), "tenant API key; env HERALD_API_KEY")
+	cmd.AddCommand(show)
+	return cmd
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// withPool runs fn with a pool to the configured database.
+func withPool(ctx context.Context, cfgPath string, fn func(context.Context, store.Querier) error) error {
+	d, err := loadDaemon(cfgPath)
+	if err != nil {
+		return err
+	}
+	pool, err := connect(ctx, d)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return fn(ctx, pool)
+}
+
+// withTx runs fn in one transaction that commits when fn succeeds.
+func withTx(ctx context.Context, cfgPath string, fn func(context.Context, store.Querier) error) error {
+	d, err := loadDaemon(cfgPath)
+	if err != nil {
+		return err
+	}
+	pool, err := connect(ctx, d)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return fn(ctx, tx) })
+}

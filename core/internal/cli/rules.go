@@ -1,0 +1,240 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/store"
+)
+
+func init() { commands = append(commands, newRulesCmd) }
+
+func newRulesCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rules",
+		Short: "Check rules files and explain decisions",
+	}
+	cmd.AddCommand(newRulesCheckCmd(), newRulesExplainCmd())
+	return cmd
+}
+
+func newRulesCheckCmd() *cobra.Command {
+	var (
+		pluginDir string
+		together  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "check FILE...",
+		Short: "Validate rules files (HCL or YAML)",
+		Long: `Check validates rules files and prints every problem with its file, line,
+rule and field, exiting 1; or prints a one-line summary and exits 0.
+
+Each FILE is checked as a complete rule set on its own (so herald.hcl and
+herald.yaml, the same rules in two formats, can be checked in one call).
+With --together the files are loaded as one rule set, as herald serve
+loads its "rules" list: channels in one file, events in another, and an
+event type or channel defined twice is an error.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRulesCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, pluginDir, together)
+		},
+	}
+	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "also check that every provider's binary herald-plugin-<plugin> is in `DIR`")
+	cmd.Flags().BoolVar(&together, "together", false, "load the files as one rule set, as herald serve does")
+	return cmd
+}
+
+func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, together bool) error {
+	sets := [][]string{args}
+	if !together {
+		sets = sets[:0]
+		for _, a := range args {
+			sets = append(sets, []string{a})
+		}
+	}
+	var (
+		problems   int
+		files      = map[string]bool{}
+		eventTypes = map[string]bool{}
+		channels   = map[string]bool{}
+	)
+	for _, set := range sets {
+		rs, read, err := config.CheckRules(pluginDir, set...)
+		for _, f := range read {
+			files[f] = true
+		}
+		if err != nil {
+			var errs config.RulesErrors
+			if errors.As(err, &errs) {
+				for _, e := range errs {
+					fmt.Fprintln(stderr, e.Error())
+				}
+				problems += len(errs)
+			} else {
+				fmt.Fprintln(stderr, err)
+				problems++
+			}
+			continue
+		}
+		for _, t := range rs.EventTypes() {
+			eventTypes[t] = true
+		}
+		for _, ch := range rs.Channels() {
+			channels[ch.Name] = true
+		}
+	}
+	if problems > 0 {
+		fmt.Fprintf(stderr, "%d %s\n", problems, pluralWord(problems, "problem", "problems"))
+		return &ExitError{Code: 1}
+	}
+	fmt.Fprintf(stdout, "ok: %d %s, %d event %s, %d %s\n",
+		len(files), pluralWord(len(files), "file", "files"),
+		len(eventTypes), pluralWord(len(eventTypes), "type", "types"),
+		len(channels), pluralWord(len(channels), "channel", "channels"))
+	return nil
+}
+
+func pluralWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// rulesExplainOptions are the flags of `herald rules explain`.
+type rulesExplainOptions struct {
+	rules       []string
+	event       string
+	directory   string
+	at          string
+	json        bool
+	databaseURL string
+	tenant      string
+}
+
+func newRulesExplainCmd() *cobra.Command {
+	var o rulesExplainOptions
+	cmd := &cobra.Command{
+		Use:   "explain --rules FILE --event EVENT.json (--directory DIR.json | --database-url URL) [--at RFC3339] [--json]",
+		Short: "Show who gets an event, on which channels, and why",
+		Long: `Explain runs the rule engine on a sample event and prints every recipient
+with the channels kept, deferred and dropped, each with its reason, then the
+users left out. The directory comes from a DIR.json file (recipients,
+groups, members, preferences, settings) or, with --database-url, from the
+live database of --tenant (default: the event's tenant_id).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRulesExplain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.rules, "rules", nil, "rules `FILE` or glob (repeatable; loaded as one rule set)")
+	f.StringVar(&o.event, "event", "", "event `FILE` (JSON: type, event_id, tenant_id, payload, ...)")
+	f.StringVar(&o.directory, "directory", "", "directory snapshot `FILE` (JSON)")
+	f.StringVar(&o.at, "at", "", "decision time, RFC 3339 (default now)")
+	f.BoolVar(&o.json, "json", false, "print the decision as JSON")
+	f.StringVar(&o.databaseURL, "database-url", "", "read the directory from this PostgreSQL `URL` instead of --directory")
+	f.StringVar(&o.tenant, "tenant", "", "tenant to read with --database-url (default: the event's tenant_id)")
+	_ = cmd.MarkFlagRequired("rules")
+	_ = cmd.MarkFlagRequired("event")
+	cmd.MarkFlagsMutuallyExclusive("directory", "database-url")
+	cmd.MarkFlagsOneRequired("directory", "database-url")
+	return cmd
+}
+
+func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExplainOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	rs, err := config.LoadRules(o.rules...)
+	if err != nil {
+		var errs config.RulesErrors
+		if errors.As(err, &errs) {
+			for _, e := range errs {
+				fmt.Fprintln(stderr, e.Error())
+			}
+			return &ExitError{Code: 1}
+		}
+		return err
+	}
+	var ev rules.Event
+	if err := readRulesJSON(o.event, &ev); err != nil {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--event: %w", err)}
+	}
+	at := time.Now()
+	if o.at != "" {
+		if at, err = time.Parse(time.RFC3339, o.at); err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--at: want RFC 3339 such as 2026-03-10T23:00:00+01:00: %w", err)}
+		}
+	}
+	if err := rs.ValidatePayload(ev.Type, ev.Payload); err != nil {
+		if errors.Is(err, rules.ErrNoRule) {
+			return &ExitError{Code: 1, Err: fmt.Errorf("event type %q has no rule (rules have %v)", ev.Type, rs.EventTypes())}
+		}
+		fmt.Fprintf(stderr, "warning: the event would be refused at enqueue: %v\n", err)
+	}
+
+	var dir *rules.Directory
+	if o.databaseURL != "" {
+		tenant := o.tenant
+		if tenant == "" {
+			tenant = ev.TenantID
+		}
+		if tenant == "" {
+			return &ExitError{Code: 2, Err: errors.New("--tenant is required when the event has no tenant_id")}
+		}
+		needs, err := rs.Needs(ev)
+		if err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		pool, err := pgxpool.New(ctx, o.databaseURL)
+		if err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--database-url: %w", err)}
+		}
+		defer pool.Close()
+		if dir, err = store.LoadDirectory(ctx, pool, tenant, needs); err != nil {
+			return fmt.Errorf("load directory: %w", err)
+		}
+	} else {
+		dir = &rules.Directory{}
+		if err := readRulesJSON(o.directory, dir); err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--directory: %w", err)}
+		}
+	}
+
+	d, err := rs.Decide(ev, dir, at)
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(d)
+	}
+	return rules.WriteExplain(stdout, d, at)
+}
+
+// readRulesJSON decodes a JSON file strictly (unknown fields are errors).
+func readRulesJSON(path string, v any) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	dec := json.NewDecoder(fh)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}

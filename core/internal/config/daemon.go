@@ -1,0 +1,344 @@
+// Package config loads Herald's daemon settings and rules files with koanf
+// (HCL or YAML, chosen by file extension), decodes them strictly (unknown
+// keys are errors) and validates them.
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/hcl"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// Daemon is the configuration of `herald serve`.
+type Daemon struct {
+	// Database is the PostgreSQL connection.
+	Database DatabaseConfig `koanf:"database"`
+	// AMQP is the RabbitMQ connection and topology.
+	AMQP AMQPConfig `koanf:"amqp"`
+	// HTTP holds the listen addresses of the public and admin APIs.
+	HTTP HTTPConfig `koanf:"http"`
+	// Plugins locates the plugin binaries.
+	Plugins PluginsConfig `koanf:"plugins"`
+	// Rules lists rules files or globs, relative to the config file.
+	Rules []string `koanf:"rules"`
+	// Relay tunes the event relay.
+	Relay RelayConfig `koanf:"relay"`
+	// Publisher tunes the delivery publisher.
+	Publisher PublisherConfig `koanf:"publisher"`
+	// Retry tunes the retry poller.
+	Retry RetryConfig `koanf:"retry"`
+	// Log sets the log level and format.
+	Log LogConfig `koanf:"log"`
+}
+
+// DatabaseConfig is the PostgreSQL connection.
+type DatabaseConfig struct {
+	// URL is a libpq-style URL. Env: HERALD_DATABASE_URL.
+	URL string `koanf:"url"`
+	// MaxConns caps the connection pool.
+	MaxConns int `koanf:"max_conns"`
+}
+
+// AMQPConfig is the RabbitMQ connection and topology.
+type AMQPConfig struct {
+	// URL is the broker URL. Env: HERALD_AMQP_URL.
+	URL string `koanf:"url"`
+	// Exchange is the durable topic exchange deliveries are published to.
+	Exchange string `koanf:"exchange"`
+	// Queues maps queue names to their bindings and consumer settings. When
+	// empty, one queue per configured channel is declared:
+	// "herald.<channel>" bound to "*.<CHANNEL>".
+	Queues map[string]QueueConfig `koanf:"queue"`
+}
+
+// QueueConfig is one durable queue, its bindings and its consumers.
+type QueueConfig struct {
+	// Bindings are routing-key patterns; keys are "<user type>.<channel>".
+	Bindings []string `koanf:"bindings"`
+	// Prefetch is the consumer's prefetch count.
+	Prefetch int `koanf:"prefetch"`
+	// Concurrency is the number of goroutines handling messages.
+	Concurrency int `koanf:"concurrency"`
+	// Quorum declares a quorum queue instead of a classic one.
+	Quorum bool `koanf:"quorum"`
+}
+
+// HTTPConfig holds listen addresses.
+type HTTPConfig struct {
+	// Listen is the public API address. Env: HERALD_HTTP_LISTEN.
+	Listen string `koanf:"listen"`
+	// AdminListen is the admin API address (plugins, pprof); keep it on loopback.
+	AdminListen string `koanf:"admin_listen"`
+	// Pprof exposes /debug/pprof on the admin listener.
+	Pprof bool `koanf:"pprof"`
+}
+
+// PluginsConfig locates plugin binaries.
+type PluginsConfig struct {
+	// Dir holds herald-plugin-* binaries. Env: HERALD_PLUGINS_DIR.
+	Dir string `koanf:"dir"`
+}
+
+// RelayConfig tunes the event relay.
+type RelayConfig struct {
+	// BatchSize is how many events one transaction claims.
+	BatchSize int `koanf:"batch_size"`
+	// PollInterval is the fallback poll when no notification arrives.
+	PollInterval time.Duration `koanf:"poll_interval"`
+	// MaxAttempts bounds how often a failing event is tried before FAILED.
+	MaxAttempts int `koanf:"max_attempts"`
+	// Workers is the number of concurrent relay loops.
+	Workers int `koanf:"workers"`
+}
+
+// PublisherConfig tunes the delivery publisher.
+type PublisherConfig struct {
+	// BatchSize is how many deliveries one claim takes.
+	BatchSize int `koanf:"batch_size"`
+	// ConfirmWindow bounds unconfirmed publishes in flight.
+	ConfirmWindow int `koanf:"confirm_window"`
+	// PerMessage is how many deliveries one broker message carries at most.
+	PerMessage int `koanf:"per_message"`
+	// PollInterval is the fallback poll when no notification arrives.
+	PollInterval time.Duration `koanf:"poll_interval"`
+	// ReclaimAfter republishes PUBLISHED deliveries not consumed in time
+	// (a message lost with its queue).
+	ReclaimAfter time.Duration `koanf:"reclaim_after"`
+}
+
+// RetryConfig tunes the retry poller.
+type RetryConfig struct {
+	// PollInterval is how often due RETRY and DEFERRED deliveries are claimed.
+	PollInterval time.Duration `koanf:"poll_interval"`
+	// Lease is how long a listener may hold a delivery in SENDING before the
+	// poller treats the attempt as lost and moves it to RETRY.
+	Lease time.Duration `koanf:"lease"`
+}
+
+// LogConfig sets logging.
+type LogConfig struct {
+	// Level is trace, debug, info, warn or error. Env: HERALD_LOG_LEVEL.
+	Level string `koanf:"level"`
+	// JSON switches to JSON log lines.
+	JSON bool `koanf:"json"`
+}
+
+// DefaultDaemon returns the settings used for every key the file omits.
+func DefaultDaemon() Daemon {
+	return Daemon{
+		Database:  DatabaseConfig{URL: "postgres://herald:herald@127.0.0.1:5432/herald?sslmode=disable", MaxConns: 16},
+		AMQP:      AMQPConfig{URL: "amqp://guest:guest@127.0.0.1:5672/", Exchange: "herald.deliveries"},
+		HTTP:      HTTPConfig{Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:8081"},
+		Plugins:   PluginsConfig{Dir: "bin/plugins"},
+		Relay:     RelayConfig{BatchSize: 100, PollInterval: time.Second, MaxAttempts: 5, Workers: 2},
+		Publisher: PublisherConfig{BatchSize: 500, ConfirmWindow: 1000, PerMessage: 50, PollInterval: time.Second, ReclaimAfter: 5 * time.Minute},
+		Retry:     RetryConfig{PollInterval: time.Second, Lease: 2 * time.Minute},
+		Log:       LogConfig{Level: "info"},
+	}
+}
+
+// parserFor returns the koanf parser for path's extension.
+func parserFor(path string) (koanf.Parser, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".hcl":
+		return hcl.Parser(true), nil
+	case ".yaml", ".yml":
+		return yaml.Parser(), nil
+	}
+	return nil, fmt.Errorf("%s: unknown config format %q (want .hcl, .yaml or .yml)", path, filepath.Ext(path))
+}
+
+// daemonEnvPrefix prefixes every environment override.
+const daemonEnvPrefix = "HERALD_"
+
+// LoadDaemon reads the daemon config at path (empty: defaults only), applies
+// HERALD_* environment overrides (HERALD_DATABASE_URL for database.url and so
+// on: the key path upper-cased with dots as underscores), decodes strictly
+// and validates. Relative rules paths and plugins.dir are resolved against
+// the config file's directory.
+func LoadDaemon(path string) (Daemon, error) {
+	k := koanf.New(".")
+	def := DefaultDaemon()
+	if err := k.Load(confmap.Provider(daemonDefaultsMap(def), "."), nil); err != nil {
+		return Daemon{}, err
+	}
+	fromFile := koanf.New(".")
+	if path != "" {
+		p, err := parserFor(path)
+		if err != nil {
+			return Daemon{}, err
+		}
+		if err := fromFile.Load(file.Provider(path), p); err != nil {
+			return Daemon{}, fmt.Errorf("%s: %w", path, err)
+		}
+		if err := k.Merge(fromFile); err != nil {
+			return Daemon{}, err
+		}
+	}
+	// Environment overrides for every scalar key the defaults know.
+	known := map[string]string{}
+	for _, key := range k.Keys() {
+		known[daemonEnvPrefix+strings.ToUpper(strings.ReplaceAll(key, ".", "_"))] = key
+	}
+	known[daemonEnvPrefix+"RULES"] = "rules"
+	overrides := map[string]any{}
+	for _, kv := range os.Environ() {
+		name, val, _ := strings.Cut(kv, "=")
+		key, ok := known[name]
+		if !ok {
+			continue
+		}
+		if key == "rules" {
+			overrides[key] = strings.Split(val, ",")
+		} else {
+			overrides[key] = val
+		}
+	}
+	if err := k.Load(confmap.Provider(overrides, "."), nil); err != nil {
+		return Daemon{}, err
+	}
+	var d Daemon
+	err := k.UnmarshalWithConf("", &d, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		),
+		ErrorUnused:      true,
+		WeaklyTypedInput: true,
+		Result:           &d,
+		TagName:          "koanf",
+	}})
+	if err != nil {
+		name := path
+		if name == "" {
+			name = "environment"
+		}
+		return Daemon{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if path != "" {
+		base := filepath.Dir(path)
+		for i, r := range d.Rules {
+			if !filepath.IsAbs(r) {
+				d.Rules[i] = filepath.Join(base, r)
+			}
+		}
+		if os.Getenv(daemonEnvPrefix+"PLUGINS_DIR") == "" && !filepath.IsAbs(d.Plugins.Dir) && fromFile.Exists("plugins.dir") {
+			d.Plugins.Dir = filepath.Join(base, d.Plugins.Dir)
+		}
+	}
+	if err := d.Validate(); err != nil {
+		name := path
+		if name == "" {
+			name = "config"
+		}
+		return Daemon{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return d, nil
+}
+
+func daemonDefaultsMap(d Daemon) map[string]any {
+	return map[string]any{
+		"database.url":             d.Database.URL,
+		"database.max_conns":       d.Database.MaxConns,
+		"amqp.url":                 d.AMQP.URL,
+		"amqp.exchange":            d.AMQP.Exchange,
+		"http.listen":              d.HTTP.Listen,
+		"http.admin_listen":        d.HTTP.AdminListen,
+		"http.pprof":               d.HTTP.Pprof,
+		"plugins.dir":              d.Plugins.Dir,
+		"relay.batch_size":         d.Relay.BatchSize,
+		"relay.poll_interval":      d.Relay.PollInterval.String(),
+		"relay.max_attempts":       d.Relay.MaxAttempts,
+		"relay.workers":            d.Relay.Workers,
+		"publisher.batch_size":     d.Publisher.BatchSize,
+		"publisher.confirm_window": d.Publisher.ConfirmWindow,
+		"publisher.per_message":    d.Publisher.PerMessage,
+		"publisher.poll_interval":  d.Publisher.PollInterval.String(),
+		"publisher.reclaim_after":  d.Publisher.ReclaimAfter.String(),
+		"retry.poll_interval":      d.Retry.PollInterval.String(),
+		"retry.lease":              d.Retry.Lease.String(),
+		"log.level":                d.Log.Level,
+		"log.json":                 d.Log.JSON,
+	}
+}
+
+// Validate checks the settings' meaning and names the first bad field.
+func (d Daemon) Validate() error {
+	var errs []string
+	bad := func(field, msg string, args ...any) {
+		errs = append(errs, fmt.Sprintf("%s: %s", field, fmt.Sprintf(msg, args...)))
+	}
+	if d.Database.URL == "" {
+		bad("database.url", "must not be empty")
+	}
+	if d.AMQP.URL == "" {
+		bad("amqp.url", "must not be empty")
+	}
+	if d.AMQP.Exchange == "" {
+		bad("amqp.exchange", "must not be empty")
+	}
+	names := make([]string, 0, len(d.AMQP.Queues))
+	for n := range d.AMQP.Queues {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		q := d.AMQP.Queues[n]
+		if len(q.Bindings) == 0 {
+			bad("amqp.queue."+n+".bindings", "needs at least one routing-key pattern")
+		}
+		if q.Prefetch < 0 || q.Concurrency < 0 {
+			bad("amqp.queue."+n, "prefetch and concurrency must not be negative")
+		}
+	}
+	if d.HTTP.Listen == "" {
+		bad("http.listen", "must not be empty")
+	}
+	positive := map[string]int{
+		"relay.batch_size": d.Relay.BatchSize, "relay.max_attempts": d.Relay.MaxAttempts, "relay.workers": d.Relay.Workers,
+		"publisher.batch_size": d.Publisher.BatchSize, "publisher.confirm_window": d.Publisher.ConfirmWindow,
+		"publisher.per_message": d.Publisher.PerMessage, "database.max_conns": d.Database.MaxConns,
+	}
+	for _, f := range sortedKeys(positive) {
+		if positive[f] <= 0 {
+			bad(f, "must be positive, got %d", positive[f])
+		}
+	}
+	durations := map[string]time.Duration{
+		"relay.poll_interval": d.Relay.PollInterval, "publisher.poll_interval": d.Publisher.PollInterval,
+		"publisher.reclaim_after": d.Publisher.ReclaimAfter, "retry.poll_interval": d.Retry.PollInterval, "retry.lease": d.Retry.Lease,
+	}
+	for _, f := range sortedKeys(durations) {
+		if durations[f] <= 0 {
+			bad(f, "must be a positive duration, got %s", durations[f])
+		}
+	}
+	switch d.Log.Level {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "unknown level %q (want trace, debug, info, warn or error)", d.Log.Level)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,92 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadDaemonHCLAndYAMLAgree(t *testing.T) {
+	hclPath := writeFile(t, "herald.hcl", `
+database { url = "postgres://a@127.0.0.1/x" }
+amqp {
+  queue "notification.restaurant" { bindings = ["RESTAURANT.*"] prefetch = 50 concurrency = 2 }
+}
+rules = ["rules/a.hcl"]
+relay { batch_size = 10  poll_interval = "250ms" }
+`)
+	yamlPath := writeFile(t, "herald.yaml", `
+database: {url: "postgres://a@127.0.0.1/x"}
+amqp:
+  queue:
+    notification.restaurant: {bindings: ["RESTAURANT.*"], prefetch: 50, concurrency: 2}
+rules: ["rules/a.hcl"]
+relay: {batch_size: 10, poll_interval: 250ms}
+`)
+	h, err := LoadDaemon(hclPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := LoadDaemon(yamlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Relay.PollInterval != 250*time.Millisecond || y.Relay.PollInterval != 250*time.Millisecond {
+		t.Fatalf("poll interval: hcl %s yaml %s", h.Relay.PollInterval, y.Relay.PollInterval)
+	}
+	qh, qy := h.AMQP.Queues["notification.restaurant"], y.AMQP.Queues["notification.restaurant"]
+	if qh.Prefetch != 50 || qy.Prefetch != 50 || qh.Bindings[0] != "RESTAURANT.*" || qy.Bindings[0] != "RESTAURANT.*" {
+		t.Fatalf("queues differ: hcl %+v yaml %+v", qh, qy)
+	}
+	if filepath.Base(filepath.Dir(h.Rules[0])) != "rules" || !filepath.IsAbs(h.Rules[0]) {
+		t.Fatalf("rules path not resolved against the config dir: %v", h.Rules)
+	}
+	if h.Relay.MaxAttempts != DefaultDaemon().Relay.MaxAttempts {
+		t.Fatalf("default not kept: %d", h.Relay.MaxAttempts)
+	}
+}
+
+func TestLoadDaemonEnvOverrides(t *testing.T) {
+	t.Setenv("HERALD_DATABASE_URL", "postgres://env@127.0.0.1/y")
+	t.Setenv("HERALD_RELAY_BATCH_SIZE", "7")
+	d, err := LoadDaemon("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Database.URL != "postgres://env@127.0.0.1/y" || d.Relay.BatchSize != 7 {
+		t.Fatalf("env not applied: %+v", d)
+	}
+}
+
+func TestLoadDaemonErrorsNameTheField(t *testing.T) {
+	tests := map[string]struct {
+		body string
+		want string
+	}{
+		"unknown key":      {`relay { batchsize = 3 }`, "batchsize"},
+		"bad duration":     {`retry { poll_interval = "soon" }`, "poll_interval"},
+		"negative":         {`relay { batch_size = -1 }`, "relay.batch_size"},
+		"queue no binding": {`amqp { queue "q" { prefetch = 1 } }`, "amqp.queue.q.bindings"},
+		"bad level":        {`log { level = "loud" }`, "log.level"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := writeFile(t, "herald.hcl", tc.body)
+			_, err := LoadDaemon(p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+				t.Fatalf("error %v does not name %q and the file", err, tc.want)
+			}
+		})
+	}
+}

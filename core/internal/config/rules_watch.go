@@ -1,0 +1,213 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/heraldhq/herald/core/internal/rules"
+)
+
+// DefaultRulesDebounce is how long RulesWatcher.Run waits after the last
+// change to a rules file before reloading: editors write a file in several
+// steps (truncate, write, rename).
+const DefaultRulesDebounce = 200 * time.Millisecond
+
+// RulesWatcher serves the current rule set and replaces it when the rules
+// files change. A new version that does not load is rejected with its
+// errors logged, and the last good rule set keeps serving.
+//
+// Lifecycle: NewRulesWatcher loads the files once (and fails if they are
+// broken); Current is then always non-nil. Run watches the files until its
+// context ends; Reload (what SIGHUP calls) reloads on demand.
+type RulesWatcher struct {
+	paths  []string
+	logger hclog.Logger
+
+	// Debounce overrides DefaultRulesDebounce; set it before Run.
+	Debounce time.Duration
+
+	current  atomic.Pointer[rules.RuleSet]
+	mu       sync.Mutex // serialises reloads
+	files    []string   // files of the last load attempt, guarded by mu
+	onChange []func(*rules.RuleSet)
+}
+
+// OnChange registers fn to be called with every newly installed rule set,
+// after Current returns it. Callbacks run in the goroutine that reloads
+// (Run's or Reload's caller), one reload at a time.
+func (w *RulesWatcher) OnChange(fn func(*rules.RuleSet)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.onChange = append(w.onChange, fn)
+}
+
+// NewRulesWatcher loads the rules files (paths may be globs) and returns a
+// watcher serving them. It logs through logger as given (name it, e.g.
+// logger.Named("rules")); nil discards the logs.
+func NewRulesWatcher(paths []string, logger hclog.Logger) (*RulesWatcher, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	w := &RulesWatcher{paths: append([]string(nil), paths...), logger: logger}
+	rs, files, err := loadRulesFiles(w.paths)
+	w.files = files
+	if err != nil {
+		return nil, err
+	}
+	w.current.Store(rs)
+	w.logger.Info("rules loaded", "files", len(files), "event_types", len(rs.EventTypes()), "channels", len(rs.Channels()))
+	return w, nil
+}
+
+// Current returns the rule set in force. It is safe for concurrent use.
+func (w *RulesWatcher) Current() *rules.RuleSet { return w.current.Load() }
+
+// Reload loads the rules files again. On success the new rule set replaces
+// the current one; on failure every problem is logged, the current rule set
+// stays, and the error (a RulesErrors) is returned.
+func (w *RulesWatcher) Reload() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rs, files, err := loadRulesFiles(w.paths)
+	if len(files) > 0 {
+		w.files = files
+	}
+	if err != nil {
+		var errs RulesErrors
+		if errors.As(err, &errs) {
+			for _, e := range errs {
+				w.logger.Error("invalid rules", "file", e.File, "line", e.Line, "rule", e.Rule, "field", e.Field, "error", e.Msg)
+			}
+		} else {
+			w.logger.Error("cannot load rules", "error", err)
+		}
+		w.logger.Warn("rules reload rejected; keeping the last good rules", "problems", max(len(errs), 1))
+		return err
+	}
+	w.current.Store(rs)
+	w.logger.Info("rules reloaded", "files", len(files), "event_types", len(rs.EventTypes()), "channels", len(rs.Channels()))
+	for _, fn := range w.onChange {
+		fn(rs)
+	}
+	return nil
+}
+
+// Run watches the directories holding the rules files (editors replace
+// files, so watching the files themselves would lose them) and reloads,
+// debounced, when a rules file is written, created, renamed or removed. It
+// returns when ctx ends.
+func (w *RulesWatcher) Run(ctx context.Context) error {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("rules: watch: %w", err)
+	}
+	defer fw.Close()
+	for _, dir := range w.watchDirs() {
+		if err := fw.Add(dir); err != nil {
+			return fmt.Errorf("rules: watch %s: %w", dir, err)
+		}
+		w.logger.Debug("watching rules directory", "dir", dir)
+	}
+	debounce := w.Debounce
+	if debounce <= 0 {
+		debounce = DefaultRulesDebounce
+	}
+	timer := time.NewTimer(debounce)
+	if !timer.Stop() {
+		<-timer.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return errors.New("rules: watcher closed")
+			}
+			if ev.Op == fsnotify.Chmod || !w.relevant(ev.Name) {
+				continue
+			}
+			w.logger.Debug("rules file changed", "file", ev.Name, "op", ev.Op.String())
+			timer.Reset(debounce)
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return errors.New("rules: watcher closed")
+			}
+			w.logger.Warn("watch error", "error", err)
+		case <-timer.C:
+			_ = w.Reload() // Reload logs its errors.
+		}
+	}
+}
+
+// watchDirs returns the directories of the patterns and of the files they
+// matched, without duplicates.
+func (w *RulesWatcher) watchDirs() []string {
+	w.mu.Lock()
+	files := append([]string(nil), w.files...)
+	w.mu.Unlock()
+	seen := map[string]bool{}
+	var dirs []string
+	add := func(d string) {
+		d = filepath.Clean(d)
+		if seen[d] {
+			return
+		}
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			return
+		}
+		seen[d] = true
+		dirs = append(dirs, d)
+	}
+	for _, p := range w.paths {
+		dir := filepath.Dir(p)
+		if strings.ContainsAny(dir, "*?[") {
+			matches, _ := filepath.Glob(dir)
+			for _, m := range matches {
+				add(m)
+			}
+			continue
+		}
+		add(dir)
+	}
+	for _, f := range files {
+		add(filepath.Dir(f))
+	}
+	sort.Strings(dirs)
+	return dirs
+}
+
+// relevant reports whether a changed path is, or could become, a rules
+// file: it matches a pattern or was loaded last time.
+func (w *RulesWatcher) relevant(name string) bool {
+	name = filepath.Clean(name)
+	for _, p := range w.paths {
+		p = filepath.Clean(p)
+		if p == name {
+			return true
+		}
+		if ok, _ := filepath.Match(p, name); ok {
+			return true
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, f := range w.files {
+		if filepath.Clean(f) == name {
+			return true
+		}
+	}
+	return false
+}

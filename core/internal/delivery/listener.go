@@ -1,0 +1,266 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/sdk"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Sender hands a batch of deliveries of one channel to its plugin. The
+// plugin host implements it; it returns the results and the provider that
+// served the batch. A non-nil error means the whole batch failed.
+type Sender interface {
+	Send(ctx context.Context, channel string, batch []sdk.Delivery) ([]sdk.Result, string, error)
+}
+
+// ListenerConfig tunes the listeners.
+type ListenerConfig struct {
+	// Lease is how long a delivery may stay SENDING before the retry poller
+	// declares the attempt lost.
+	Lease time.Duration
+	// SendTimeout bounds one Send call (default: half the lease).
+	SendTimeout time.Duration
+	// DefaultPrefetch and DefaultConcurrency apply to queues that set none.
+	DefaultPrefetch    int
+	DefaultConcurrency int
+}
+
+func (c *ListenerConfig) setDefaults() {
+	if c.Lease <= 0 {
+		c.Lease = 2 * time.Minute
+	}
+	if c.SendTimeout <= 0 {
+		c.SendTimeout = c.Lease / 2
+	}
+	if c.DefaultPrefetch <= 0 {
+		c.DefaultPrefetch = 20
+	}
+	if c.DefaultConcurrency <= 0 {
+		c.DefaultConcurrency = 4
+	}
+}
+
+// Listener consumes every queue of the topology with manual acks: for each
+// message it claims the deliveries (skipping ones already past that
+// attempt), sends them through their channel's plugin, records the outcome
+// and only then acks.
+type Listener struct {
+	pool   *pgxpool.Pool
+	conn   *broker.Conn
+	sender Sender
+	rules  func() *rules.RuleSet
+	cfg    ListenerConfig
+	log    hclog.Logger
+}
+
+// NewListener returns a listener; call Run to start it.
+func NewListener(pool *pgxpool.Pool, conn *broker.Conn, sender Sender, ruleset func() *rules.RuleSet, log hclog.Logger, cfg ListenerConfig) *Listener {
+	cfg.setDefaults()
+	return &Listener{pool: pool, conn: conn, sender: sender, rules: ruleset, cfg: cfg, log: log.Named("listener")}
+}
+
+// Run consumes until ctx ends, resubscribing after broker failures. On
+// return every in-flight message has been recorded and acked (or will be
+// redelivered by the broker).
+func (l *Listener) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, q := range l.conn.Topology().Queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.consumeQueue(ctx, q)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (l *Listener) consumeQueue(ctx context.Context, q broker.Queue) {
+	prefetch, workers := q.Prefetch, q.Concurrency
+	if prefetch <= 0 {
+		prefetch = l.cfg.DefaultPrefetch
+	}
+	if workers <= 0 {
+		workers = l.cfg.DefaultConcurrency
+	}
+	log := l.log.With("queue", q.Name)
+	for ctx.Err() == nil {
+		err := func() error {
+			ch, err := l.conn.Channel(ctx)
+			if err != nil {
+				return err
+			}
+			defer ch.Close()
+			if err := ch.Qos(prefetch, 0, false); err != nil {
+				return fmt.Errorf("qos: %w", err)
+			}
+			msgs, err := ch.ConsumeWithContext(ctx, q.Name, "", false, false, false, false, nil)
+			if err != nil {
+				return fmt.Errorf("consume: %w", err)
+			}
+			var wg sync.WaitGroup
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for m := range msgs {
+						l.handle(ctx, log, m)
+					}
+				}()
+			}
+			wg.Wait()
+			return errors.New("consumer channel closed")
+		}()
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("consumer stopped; resubscribing", "error", err)
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+}
+
+// handle processes one message. It uses a context that outlives ctx so a
+// shutdown finishes recording what was sent before acking.
+func (l *Listener) handle(ctx context.Context, log hclog.Logger, m amqp.Delivery) {
+	env, err := DecodeEnvelope(m.Body)
+	if err != nil {
+		// Malformed input never blocks other work: log and drop it.
+		log.Error("dropping malformed message", "error", err, "message_id", m.MessageId)
+		_ = m.Ack(false)
+		return
+	}
+	work := context.WithoutCancel(ctx)
+	claimed, err := store.ClaimForSend(work, l.pool, env.Deliveries, l.cfg.Lease)
+	if err != nil {
+		log.Warn("claim failed; message goes back to the queue", "error", err)
+		sleepCtx(ctx, 200*time.Millisecond)
+		_ = m.Nack(false, true)
+		return
+	}
+	if skipped := len(env.Deliveries) - len(claimed); skipped > 0 {
+		log.Debug("skipping deliveries already handled", "count", skipped)
+	}
+	if len(claimed) > 0 {
+		outs := l.send(work, claimed)
+		if err := l.record(work, outs); err != nil {
+			// The deliveries stay SENDING; their lease expires and the retry
+			// poller moves them to RETRY. Nothing is lost.
+			log.Error("recording outcomes failed; attempts will be retried after the lease", "error", err)
+		}
+	}
+	if err := m.Ack(false); err != nil {
+		log.Warn("ack failed; the message will be redelivered and skipped", "error", err)
+	}
+}
+
+func (l *Listener) record(ctx context.Context, outs []store.Outcome) error {
+	var err error
+	for i := range 5 {
+		if _, err = store.RecordOutcomes(ctx, l.pool, outs); err == nil {
+			return nil
+		}
+		sleepCtx(ctx, time.Duration(i+1)*200*time.Millisecond)
+	}
+	return err
+}
+
+// send groups the claimed deliveries by channel, sends each group and turns
+// the results into outcomes.
+func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Outcome {
+	byChannel := map[string][]store.Claimed{}
+	for _, c := range claimed {
+		byChannel[c.Channel] = append(byChannel[c.Channel], c)
+	}
+	channels := make([]string, 0, len(byChannel))
+	for ch := range byChannel {
+		channels = append(channels, ch)
+	}
+	sort.Strings(channels)
+	rs := l.rules()
+	var outs []store.Outcome
+	for _, chName := range channels {
+		group := byChannel[chName]
+		policy := DefaultRetry
+		if rs != nil {
+			if cc, ok := rs.Channel(chName); ok && cc.Retry.MaxAttempts > 0 {
+				policy = cc.Retry
+			}
+		}
+		started := time.Now()
+		batch := make([]sdk.Delivery, len(group))
+		for i, c := range group {
+			batch[i] = toSDK(c)
+		}
+		sendCtx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
+		results, provider, err := l.sender.Send(sendCtx, chName, batch)
+		cancel()
+		byID := map[string]sdk.Result{}
+		if err == nil {
+			for _, r := range results {
+				byID[r.DeliveryID] = r
+			}
+		}
+		for _, c := range group {
+			o := store.Outcome{ID: c.ID, Attempt: c.Attempt, Provider: provider, StartedAt: started}
+			r, ok := byID[c.ID]
+			switch {
+			case err != nil:
+				o.Kind, o.Error = "error", err.Error()
+			case !ok:
+				o.Kind, o.Error = "error", "plugin returned no result for the delivery"
+			default:
+				o.Kind, o.Error, o.RetryAfter = r.Outcome.String(), r.Reason, r.RetryAfter
+				o.ProviderMessageID = r.ProviderMessageID
+			}
+			switch {
+			case err == nil && ok && r.Outcome == sdk.OutcomeSent:
+				o.Status = store.StatusSent
+			case err == nil && ok && r.Outcome == sdk.OutcomePermanent:
+				o.Status = store.StatusFailed
+				if r.Code != "" {
+					o.Error = fmt.Sprintf("%s (code %s)", r.Reason, r.Code)
+				}
+			case c.BestEffort || c.Attempt >= c.MaxAttempts:
+				o.Status = store.StatusFailed
+				if !c.BestEffort {
+					o.Error = fmt.Sprintf("attempts exhausted (%d): %s", c.Attempt, o.Error)
+				}
+			default:
+				o.Status = store.StatusRetry
+				o.NextAttemptAt = time.Now().Add(Backoff(policy, c.Attempt, o.RetryAfter))
+			}
+			outs = append(outs, o)
+		}
+	}
+	return outs
+}
+
+func toSDK(c store.Claimed) sdk.Delivery {
+	d := sdk.Delivery{
+		DeliveryID:     c.ID,
+		IdempotencyKey: c.TenantID + ":" + c.ID,
+		TenantID:       c.TenantID,
+		EventID:        c.EventID,
+		EventType:      c.EventType,
+		NotificationID: c.NotificationID,
+		Channel:        c.Channel,
+		Severity:       c.Severity,
+		Attempt:        c.Attempt,
+		CreatedAt:      c.CreatedAt,
+	}
+	_ = json.Unmarshal(c.Recipient, &d.Recipient)
+	_ = json.Unmarshal(c.Content, &d.Content)
+	return d
+}

@@ -1,0 +1,290 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// PublisherConfig tunes the publisher.
+type PublisherConfig struct {
+	// BatchSize is how many deliveries one claim takes.
+	BatchSize int
+	// PerMessage caps the deliveries one broker message carries.
+	PerMessage int
+	// PollInterval is the fallback wake-up when no notification arrives.
+	PollInterval time.Duration
+	// ReclaimAfter republishes PUBLISHED deliveries no listener took.
+	ReclaimAfter time.Duration
+	// ConfirmTimeout bounds the wait for the broker's confirms.
+	ConfirmTimeout time.Duration
+}
+
+func (c *PublisherConfig) setDefaults() {
+	if c.BatchSize <= 0 {
+		c.BatchSize = 500
+	}
+	if c.PerMessage <= 0 {
+		c.PerMessage = 50
+	}
+	if c.PerMessage > MaxEnvelope {
+		c.PerMessage = MaxEnvelope
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.ReclaimAfter <= 0 {
+		c.ReclaimAfter = 5 * time.Minute
+	}
+	if c.ConfirmTimeout <= 0 {
+		c.ConfirmTimeout = 30 * time.Second
+	}
+}
+
+// Publisher claims deliveries due for the broker (new, due retries and
+// stale published ones), publishes them as persistent messages with
+// pipelined publisher confirms and marks them PUBLISHED only once confirmed.
+// When the broker is down the rows simply wait.
+type Publisher struct {
+	pool *pgxpool.Pool
+	conn *broker.Conn
+	cfg  PublisherConfig
+	log  hclog.Logger
+	kick chan struct{}
+
+	ch      *amqp.Channel
+	returns chan amqp.Return
+}
+
+// NewPublisher returns a publisher; call Run to start it.
+func NewPublisher(pool *pgxpool.Pool, conn *broker.Conn, log hclog.Logger, cfg PublisherConfig) *Publisher {
+	cfg.setDefaults()
+	return &Publisher{pool: pool, conn: conn, cfg: cfg, log: log.Named("publisher"), kick: make(chan struct{}, 1)}
+}
+
+// Kick wakes the publisher (new deliveries exist).
+func (p *Publisher) Kick() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run publishes until ctx ends. It wakes on Kick, on PostgreSQL
+// notifications of new deliveries and every PollInterval.
+func (p *Publisher) Run(ctx context.Context) error {
+	go store.Listen(ctx, p.pool, "herald_deliveries", p.log, p.Kick)
+	defer p.closeChannel()
+	lastStale := time.Time{}
+	for {
+		kinds := []store.ClaimKind{store.ClaimPending, store.ClaimRetry}
+		if time.Since(lastStale) > p.cfg.ReclaimAfter/4 {
+			kinds = append(kinds, store.ClaimStale)
+			lastStale = time.Now()
+		}
+		// Wait for the broker before claiming anything, so that no rows are
+		// held locked while it is down; deliveries wait in the database.
+		if _, err := p.channel(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			p.log.Warn("broker channel unavailable; deliveries wait in the database", "error", err)
+			sleepCtx(ctx, 500*time.Millisecond)
+			continue
+		}
+		for _, kind := range kinds {
+			for ctx.Err() == nil {
+				n, err := p.publishBatch(ctx, kind)
+				if err != nil {
+					if ctx.Err() == nil {
+						p.log.Warn("publish batch failed; deliveries stay queued in the database", "error", err)
+						p.closeChannel()
+						sleepCtx(ctx, 500*time.Millisecond)
+					}
+					break
+				}
+				if n < p.cfg.BatchSize {
+					break
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.kick:
+		case <-time.After(p.cfg.PollInterval):
+		}
+	}
+}
+
+func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
+	if p.ch != nil && !p.ch.IsClosed() {
+		return p.ch, nil
+	}
+	ch, err := p.conn.Channel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("confirm mode: %w", err)
+	}
+	p.returns = ch.NotifyReturn(make(chan amqp.Return, 4096))
+	p.ch = ch
+	return ch, nil
+}
+
+func (p *Publisher) closeChannel() {
+	if p.ch != nil {
+		_ = p.ch.Close()
+		p.ch = nil
+	}
+}
+
+type pending struct {
+	refs []store.Ref
+	dc   *amqp.DeferredConfirmation
+}
+
+// publishBatch claims one batch of the kind, publishes it and marks what
+// was confirmed. It returns how many deliveries were claimed.
+func (p *Publisher) publishBatch(ctx context.Context, kind store.ClaimKind) (int, error) {
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := store.ClaimForPublish(ctx, tx, kind, p.cfg.BatchSize, p.cfg.ReclaimAfter)
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	// Run waited for the broker; a channel lost since then fails the batch.
+	ch := p.ch
+	if ch == nil || ch.IsClosed() {
+		return 0, errors.New("broker channel closed")
+	}
+	topo := p.conn.Topology()
+	byKey := map[string][]store.Ref{}
+	var unroutable []string
+	for _, r := range rows {
+		key := broker.RoutingKey(r.UserType, r.Channel)
+		if !topo.Routable(key) {
+			unroutable = append(unroutable, r.ID)
+			continue
+		}
+		byKey[key] = append(byKey[key], store.Ref{ID: r.ID, Attempt: r.Attempt})
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var inflight []pending
+	for _, key := range keys {
+		refs := byKey[key]
+		for start := 0; start < len(refs); start += p.cfg.PerMessage {
+			part := refs[start:min(start+p.cfg.PerMessage, len(refs))]
+			body, err := json.Marshal(Envelope{V: 1, Deliveries: part})
+			if err != nil {
+				return 0, err
+			}
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, topo.Exchange, key, true, false, amqp.Publishing{
+				ContentType:  "application/json",
+				DeliveryMode: amqp.Persistent,
+				MessageId:    part[0].ID,
+				Timestamp:    time.Now(),
+				Body:         body,
+			})
+			if err != nil {
+				return 0, fmt.Errorf("publish: %w", err)
+			}
+			inflight = append(inflight, pending{refs: part, dc: dc})
+		}
+	}
+	confirmCtx, cancel := context.WithTimeout(ctx, p.cfg.ConfirmTimeout)
+	defer cancel()
+	var confirmed []string
+	nacked := 0
+	for _, f := range inflight {
+		ok, err := f.dc.WaitContext(confirmCtx)
+		if err != nil {
+			return 0, fmt.Errorf("wait for confirms: %w", err)
+		}
+		if !ok {
+			nacked += len(f.refs)
+			continue
+		}
+		for _, r := range f.refs {
+			confirmed = append(confirmed, r.ID)
+		}
+	}
+	// The broker sends basic.return before the ack of the same message.
+	returned := map[string]bool{}
+drain:
+	for {
+		select {
+		case r := <-p.returns:
+			if env, err := DecodeEnvelope(r.Body); err == nil {
+				for _, ref := range env.Deliveries {
+					returned[ref.ID] = true
+				}
+			}
+			p.log.Error("message returned by the broker: no queue bound", "routing_key", r.RoutingKey, "reply", r.ReplyText)
+		default:
+			break drain
+		}
+	}
+	kept := confirmed[:0]
+	for _, id := range confirmed {
+		if returned[id] {
+			unroutable = append(unroutable, id)
+		} else {
+			kept = append(kept, id)
+		}
+	}
+	if err := store.MarkPublished(ctx, tx, kept); err != nil {
+		return 0, err
+	}
+	if len(unroutable) > 0 {
+		if err := failUnroutable(ctx, tx, unroutable); err != nil {
+			return 0, err
+		}
+		p.log.Error("deliveries failed: no queue bound for their routing key", "count", len(unroutable))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit published: %w", err)
+	}
+	if nacked > 0 {
+		p.log.Warn("broker nacked messages; their deliveries will be published again", "deliveries", nacked)
+	}
+	return len(rows), nil
+}
+
+func failUnroutable(ctx context.Context, tx pgx.Tx, ids []string) error {
+	_, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'FAILED', updated_at = now(),
+		last_error = 'unroutable: no queue is bound for routing key ' || user_type || '.' || channel
+		WHERE delivery_id = ANY($1::uuid[]) AND status IN ('PENDING', 'RETRY', 'PUBLISHED')`, ids)
+	if err != nil {
+		return fmt.Errorf("fail unroutable: %w", err)
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

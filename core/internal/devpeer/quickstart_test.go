@@ -1,0 +1,285 @@
+package devpeer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/testenv"
+	"github.com/heraldhq/herald/sdk"
+)
+
+// TestQuickstartPluginsDeliverToThePeers is the quick start without the
+// database and the broker: it loads examples/quickstart (rules, directory,
+// event), decides and renders the reservation, then runs the real plugin
+// binaries configured exactly as the rules file says — only the dev peers'
+// ports swapped for free ones — and checks that every delivery is SENT and
+// that the peers logged each message.
+func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the plugin binaries")
+	}
+	root := testenv.RepoRoot(t)
+	qs := filepath.Join(root, "examples", "quickstart")
+	rs, err := config.LoadRules(filepath.Join(qs, "rules.hcl"))
+	if err != nil {
+		t.Fatalf("load quickstart rules: %v", err)
+	}
+	var dir rules.Directory
+	readJSON(t, filepath.Join(qs, "directory.json"), &dir)
+	var body struct {
+		EventID       string          `json:"event_id"`
+		Type          string          `json:"type"`
+		AggregateType string          `json:"aggregate_type"`
+		AggregateID   string          `json:"aggregate_id"`
+		Payload       json.RawMessage `json:"payload"`
+	}
+	readJSON(t, filepath.Join(qs, "reservation.json"), &body)
+	if err := rs.ValidatePayload(body.Type, body.Payload); err != nil {
+		t.Fatalf("reservation.json payload: %v", err)
+	}
+	ev := rules.Event{TenantID: "demo", EventID: body.EventID, Type: body.Type, AggregateType: body.AggregateType,
+		AggregateID: body.AggregateID, Payload: body.Payload, OccurredAt: time.Now()}
+	// 03:00 UTC is inside the default quiet hours: the quick start must
+	// deliver anyway.
+	at := time.Date(2026, 3, 10, 3, 0, 0, 0, time.UTC)
+	dec, err := rs.Decide(ev, &dir, at)
+	if err != nil {
+		t.Fatalf("decide: %v", err)
+	}
+
+	// What the quick start is meant to show.
+	want := map[string][]string{
+		"staff1": {"EMAIL", "PUSH", "SLACK", "SMS", "WEBSOCKET"},
+		"staff2": {"EMAIL", "PUSH", "SLACK", "WEBSOCKET"}, // SMS: managers only (and switched off)
+		"staff3": {"PUSH", "SLACK", "WEBSOCKET"},          // EMAIL off for this event type
+	}
+	got := map[string][]string{}
+	byChannel := map[string][]sdk.Delivery{}
+	for _, rd := range dec.Recipients {
+		for _, cd := range rd.Channels {
+			if cd.Deferred {
+				t.Errorf("%s %s deferred", rd.Recipient.UserID, cd.Channel)
+			}
+			got[rd.Recipient.UserID] = append(got[rd.Recipient.UserID], cd.Channel)
+			content, err := rs.Render(ev, rd.Recipient, cd.Channel)
+			if err != nil {
+				t.Fatalf("render %s %s: %v", rd.Recipient.UserID, cd.Channel, err)
+			}
+			id := fmt.Sprintf("%s-%s-%s", ev.EventID, rd.Recipient.UserID, cd.Channel)
+			byChannel[cd.Channel] = append(byChannel[cd.Channel], sdk.Delivery{
+				DeliveryID: id, IdempotencyKey: "idem-" + id, TenantID: ev.TenantID, EventID: ev.EventID,
+				EventType: ev.Type, NotificationID: "n-" + rd.Recipient.UserID, Channel: cd.Channel,
+				Severity: dec.Severity, Attempt: 1, CreatedAt: at,
+				Recipient: sdk.Recipient{UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType,
+					Email: rd.Recipient.Email, Phone: rd.Recipient.Phone, Locale: rd.Recipient.Locale,
+					TimeZone: rd.Recipient.TimeZone, DeviceTokens: rd.Recipient.DeviceTokens, Attributes: rd.Recipient.Attributes},
+				Content: sdk.Content{Subject: content.Subject, Title: content.Title, Body: content.Body, HTML: content.HTML, Data: content.Data},
+			})
+		}
+	}
+	for u := range got {
+		slices.Sort(got[u])
+	}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("quick-start channels per user = %v, want %v", got, want)
+	}
+
+	p, sink := startPeers(t)
+	// The rules file points at `herald devpeers`' default addresses; the
+	// test's peers listen on free ports instead.
+	swap := map[string]map[string]struct{ want, test any }{
+		"EMAIL": {"host": {"127.0.0.1", hostOf(p.SMTPAddr())}, "port": {2525, portOf(t, p.SMTPAddr())}, "tls": {"none", "none"}},
+		"PUSH":  {"endpoint": {"http://" + DefaultHTTPAddr, p.HTTPURL()}},
+		"SMS":   {"base_url": {"http://" + DefaultHTTPAddr, p.HTTPURL()}},
+		"SLACK": {"api_url": {"http://" + DefaultHTTPAddr + "/api/", p.HTTPURL() + "/api/"}},
+	}
+	plugins := map[string]string{"EMAIL": "email", "PUSH": "push", "SMS": "sms", "SLACK": "slack"}
+	binDir := testenv.PluginBinaries(t, slices.Sorted(maps.Values(plugins))...)
+
+	for _, chName := range slices.Sorted(maps.Keys(plugins)) {
+		t.Run(chName, func(t *testing.T) {
+			ch, ok := rs.Channel(chName)
+			if !ok || len(ch.Providers) != 1 {
+				t.Fatalf("channel %s: %d providers, want 1", chName, len(ch.Providers))
+			}
+			prov := ch.Providers[0]
+			if prov.Plugin != plugins[chName] {
+				t.Fatalf("channel %s uses plugin %q, want %q", chName, prov.Plugin, plugins[chName])
+			}
+			cfg := maps.Clone(prov.Config)
+			for k, v := range swap[chName] {
+				if fmt.Sprint(cfg[k]) != fmt.Sprint(v.want) {
+					t.Errorf("rules.hcl %s %s = %v, want %v (herald devpeers' default)", chName, k, cfg[k], v.want)
+				}
+				cfg[k] = v.test
+			}
+			plug, logs := launchPlugin(t, filepath.Join(binDir, "herald-plugin-"+plugins[chName]))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			desc, err := plug.Describe(ctx)
+			if err != nil {
+				t.Fatalf("describe: %v", err)
+			}
+			if desc.ChannelType != chName {
+				t.Fatalf("plugin %s serves %q, want %q", prov.Plugin, desc.ChannelType, chName)
+			}
+			checked, err := sdk.CheckConfig(desc.Config, cfg)
+			if err != nil {
+				t.Fatalf("the %s provider config does not fit the plugin's fields: %v", chName, err)
+			}
+			if err := plug.Configure(ctx, sdk.ConfigureRequest{ProviderName: prov.Name, Config: checked}); err != nil {
+				t.Fatalf("configure: %v", err)
+			}
+			h, err := plug.Health(ctx)
+			if err != nil || !h.Healthy {
+				t.Fatalf("health against the dev peer: %+v %v\nplugin log:\n%s", h, err, logs)
+			}
+			batch := byChannel[chName]
+			results, err := plug.Send(ctx, batch)
+			if err != nil {
+				t.Fatalf("send: %v\nplugin log:\n%s", err, logs)
+			}
+			if len(results) != len(batch) {
+				t.Fatalf("%d results for %d deliveries", len(results), len(batch))
+			}
+			for _, r := range results {
+				if r.Outcome != sdk.OutcomeSent || r.ProviderMessageID == "" {
+					t.Errorf("delivery %s: %+v, want SENT with a provider message id\nplugin log:\n%s", r.DeliveryID, r, logs)
+				}
+			}
+		})
+	}
+
+	// Every delivery shows up in the peers' log.
+	for _, d := range byChannel["EMAIL"] {
+		sink.waitLine(t, "smtp", "accepted", "to=<"+d.Recipient.Email+">", fmt.Sprintf("subject=%q", d.Content.Subject))
+	}
+	for _, d := range byChannel["PUSH"] {
+		for _, tok := range d.Recipient.DeviceTokens {
+			sink.waitLine(t, "fcm", "accepted", "project=herald-demo", "token="+clip(tok, 40), "idempotency_key="+d.IdempotencyKey)
+		}
+	}
+	for _, d := range byChannel["SMS"] {
+		sink.waitLine(t, "twilio", "accepted", "to="+d.Recipient.Phone, "idempotency_token="+d.IdempotencyKey)
+	}
+	for _, d := range byChannel["SLACK"] {
+		target := d.Recipient.Attributes["slack_user_id"]
+		if target == "" {
+			target = "#reservations"
+		}
+		sink.waitLine(t, "slack", "posted", "channel="+target, "idempotency_key="+d.IdempotencyKey)
+	}
+	if n := countLines(sink, "rejected"); n != 0 {
+		t.Errorf("the peers rejected %d requests:\n%s", n, strings.Join(sink.lines(), "\n"))
+	}
+	t.Logf("dev peer log:\n%s", strings.Join(sink.lines(), "\n"))
+}
+
+func TestQuickstartDirectoryAndEventAreStrictJSON(t *testing.T) {
+	qs := filepath.Join(testenv.RepoRoot(t), "examples", "quickstart")
+	var dir rules.Directory
+	readJSON(t, filepath.Join(qs, "directory.json"), &dir)
+	if len(dir.Recipients) != 4 || len(dir.Members) != 3 {
+		t.Errorf("directory: %d recipients, %d members; want 4 and 3", len(dir.Recipients), len(dir.Members))
+	}
+	for _, r := range dir.Recipients {
+		if !r.Active || r.TimeZone != "UTC" || r.Email == "" || r.Phone == "" || len(r.DeviceTokens) == 0 {
+			t.Errorf("recipient %s: %+v, want active, UTC, with email, phone and device tokens", r.UserID, r)
+		}
+	}
+}
+
+// readJSON decodes a file, refusing unknown fields.
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the plugin's log goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// launchPlugin runs a plugin binary the way the host does (go-plugin, gRPC,
+// AutoMTLS, versioned plugin set) and returns its channel.
+func launchPlugin(t *testing.T, bin string) (sdk.Channel, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin)
+	cmd.Env = []string{sdk.EnvHostPID + "=" + fmt.Sprint(os.Getpid()), sdk.EnvLogLevel + "=debug"}
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  sdk.Handshake,
+		VersionedPlugins: sdk.HostPluginSet(),
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		Logger:           hclog.New(&hclog.LoggerOptions{Name: filepath.Base(bin), Output: logs, Level: hclog.Debug}),
+		StartTimeout:     30 * time.Second,
+	})
+	t.Cleanup(client.Kill)
+	rpc, err := client.Client()
+	if err != nil {
+		t.Fatalf("start %s: %v\n%s", bin, err, logs)
+	}
+	raw, err := rpc.Dispense(sdk.DispenseName)
+	if err != nil {
+		t.Fatalf("dispense %s: %v", bin, err)
+	}
+	ch, ok := raw.(sdk.Channel)
+	if !ok {
+		t.Fatalf("dispense %s: got %T", bin, raw)
+	}
+	return ch, logs
+}
+
+func hostOf(addr string) string {
+	h, _, _ := strings.Cut(addr, ":")
+	return h
+}
+
+func portOf(t *testing.T, addr string) int {
+	t.Helper()
+	_, p, _ := strings.Cut(addr, ":")
+	var n int
+	if _, err := fmt.Sscan(p, &n); err != nil {
+		t.Fatalf("port of %q: %v", addr, err)
+	}
+	return n
+}

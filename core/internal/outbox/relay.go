@@ -1,0 +1,270 @@
+// Package outbox is the relay: it claims PENDING events from the
+// transactional outbox and, in one transaction per batch, turns each into
+// inbox notifications and per-channel deliveries (as the rule engine
+// decides), bumps unread counters and marks the events PROCESSED. A crash
+// rolls the batch back; unique keys make a second run write nothing twice.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/sdk"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config tunes the relay.
+type Config struct {
+	// BatchSize is how many events one transaction claims.
+	BatchSize int
+	// PollInterval is the fallback wake-up when no notification arrives.
+	PollInterval time.Duration
+	// MaxAttempts bounds how often an event that cannot be processed is
+	// tried before it is marked FAILED.
+	MaxAttempts int
+	// Workers is the number of concurrent relay loops.
+	Workers int
+}
+
+func (c *Config) setDefaults() {
+	if c.BatchSize <= 0 {
+		c.BatchSize = 100
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.Workers <= 0 {
+		c.Workers = 1
+	}
+}
+
+// Relay turns outbox events into notifications and deliveries.
+type Relay struct {
+	pool  *pgxpool.Pool
+	rules func() *rules.RuleSet
+	cfg   Config
+	log   hclog.Logger
+	kick  chan struct{}
+	// published is called after a batch wrote deliveries.
+	published func()
+	now       func() time.Time
+}
+
+// New returns a relay reading the current rules through ruleset and
+// calling onDeliveries after each batch that wrote deliveries.
+func New(pool *pgxpool.Pool, ruleset func() *rules.RuleSet, onDeliveries func(), log hclog.Logger, cfg Config) *Relay {
+	cfg.setDefaults()
+	if onDeliveries == nil {
+		onDeliveries = func() {}
+	}
+	return &Relay{pool: pool, rules: ruleset, cfg: cfg, log: log.Named("relay"), kick: make(chan struct{}, 1), published: onDeliveries, now: time.Now}
+}
+
+// Kick wakes the relay.
+func (r *Relay) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run relays until ctx ends, woken by LISTEN/NOTIFY on new events, by Kick
+// and, as a fallback, every PollInterval.
+func (r *Relay) Run(ctx context.Context) error {
+	go store.Listen(ctx, r.pool, "herald_events", r.log, r.Kick)
+	done := make(chan struct{})
+	for range r.cfg.Workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			r.loop(ctx)
+		}()
+	}
+	for range r.cfg.Workers {
+		<-done
+	}
+	return nil
+}
+
+func (r *Relay) loop(ctx context.Context) {
+	for ctx.Err() == nil {
+		n, err := r.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("relay batch failed; it will be retried", "error", err)
+			sleep(ctx, 500*time.Millisecond)
+			continue
+		}
+		if n == r.cfg.BatchSize {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-r.kick:
+		case <-time.After(r.cfg.PollInterval):
+		}
+	}
+}
+
+// RunOnce processes one batch and returns how many events it claimed.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	rs := r.rules()
+	if rs == nil {
+		return 0, errors.New("no rules loaded")
+	}
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	events, err := store.ClaimEvents(ctx, tx, r.cfg.BatchSize)
+	if err != nil || len(events) == 0 {
+		return 0, err
+	}
+	var (
+		notes     []store.NewNotification
+		dels      []store.NewDelivery
+		processed []int64
+	)
+	now := r.now()
+	for _, e := range events {
+		n, d, err := r.fanout(ctx, tx, rs, e, now)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			var dbErr *dbError
+			if errors.As(err, &dbErr) {
+				return 0, err // the whole batch rolls back and is retried
+			}
+			retryIn := time.Duration(math.Min(float64(time.Second)*math.Pow(2, float64(e.Attempts)), float64(5*time.Minute)))
+			failed, ferr := store.FailEventAttempt(ctx, tx, e.ID, err.Error(), r.cfg.MaxAttempts, retryIn)
+			if ferr != nil {
+				return 0, ferr
+			}
+			lvl := r.log.Warn
+			if failed {
+				lvl = r.log.Error
+			}
+			lvl("event could not be processed", "tenant", e.TenantID, "event_id", e.EventID, "type", e.Type,
+				"attempt", e.Attempts+1, "failed", failed, "error", err)
+			continue
+		}
+		notes = append(notes, n...)
+		dels = append(dels, d...)
+		processed = append(processed, e.ID)
+	}
+	_, nd, err := store.InsertFanout(ctx, tx, notes, dels)
+	if err != nil {
+		return 0, err
+	}
+	if err := store.MarkEventsProcessed(ctx, tx, processed); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit relay batch: %w", err)
+	}
+	if nd > 0 {
+		r.published()
+	}
+	return len(events), nil
+}
+
+// dbError marks failures of the database, which abort the whole batch,
+// as opposed to failures of one event's rules or data.
+type dbError struct{ err error }
+
+func (e *dbError) Error() string { return e.err.Error() }
+func (e *dbError) Unwrap() error { return e.err }
+
+// fanout decides and renders one event.
+func (r *Relay) fanout(ctx context.Context, tx pgx.Tx, rs *rules.RuleSet, e store.EventRow, now time.Time) ([]store.NewNotification, []store.NewDelivery, error) {
+	ev := rules.Event{TenantID: e.TenantID, EventID: e.EventID, Type: e.Type, AggregateType: e.AggregateType,
+		AggregateID: e.AggregateID, Payload: e.Payload, OccurredAt: e.CreatedAt}
+	needs, err := rs.Needs(ev)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := store.LoadDirectory(ctx, tx, e.TenantID, needs)
+	if err != nil {
+		return nil, nil, &dbError{err}
+	}
+	dec, err := rs.Decide(ev, dir, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	var notes []store.NewNotification
+	var dels []store.NewDelivery
+	for _, rd := range dec.Recipients {
+		inbox, err := rs.Render(ev, rd.Recipient, "")
+		if err != nil {
+			return nil, nil, fmt.Errorf("render inbox for %s: %w", rd.Recipient.UserID, err)
+		}
+		nid, err := uuid.NewV7()
+		if err != nil {
+			return nil, nil, err
+		}
+		note := store.NewNotification{ID: nid.String(), TenantID: e.TenantID, EventID: e.EventID, UserID: rd.Recipient.UserID,
+			EventType: e.Type, Title: inbox.Title, Body: inbox.Body, Data: inbox.Data, Severity: dec.Severity}
+		if note.Title == "" {
+			note.Title = inbox.Subject
+		}
+		if dec.Shared {
+			note.ShareKey = e.EventID
+		}
+		notes = append(notes, note)
+		recipient, err := json.Marshal(sdk.Recipient{UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType,
+			Email: rd.Recipient.Email, Phone: rd.Recipient.Phone, Locale: rd.Recipient.Locale, TimeZone: rd.Recipient.TimeZone,
+			DeviceTokens: rd.Recipient.DeviceTokens, Attributes: rd.Recipient.Attributes})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, cd := range rd.Channels {
+			content, err := rs.Render(ev, rd.Recipient, cd.Channel)
+			if err != nil {
+				return nil, nil, fmt.Errorf("render %s for %s: %w", cd.Channel, rd.Recipient.UserID, err)
+			}
+			body, err := json.Marshal(sdk.Content{Subject: content.Subject, Title: content.Title, Body: content.Body,
+				HTML: content.HTML, Data: content.Data})
+			if err != nil {
+				return nil, nil, err
+			}
+			cc, _ := rs.Channel(cd.Channel)
+			maxAttempts := cc.Retry.MaxAttempts
+			if maxAttempts <= 0 {
+				maxAttempts = 5
+			}
+			if cc.BestEffort {
+				maxAttempts = 1
+			}
+			d := store.NewDelivery{NotificationID: nid.String(), TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
+				UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: cd.Channel, Severity: dec.Severity,
+				Status: store.StatusPending, BestEffort: cc.BestEffort, MaxAttempts: maxAttempts, NextAttemptAt: now,
+				Recipient: recipient, Content: body}
+			if cd.Deferred {
+				d.Status, d.NextAttemptAt = store.StatusDeferred, cd.DeferUntil
+			}
+			dels = append(dels, d)
+		}
+	}
+	return notes, dels, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,157 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/outbox"
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/testenv"
+	"github.com/heraldhq/herald/sdk/producer"
+)
+
+const testRules = `
+defaults { time_zone = "UTC" }
+channel "EMAIL" { providers = [{ plugin = "sink" }] }
+channel "WEBSOCKET" {
+  best_effort = true
+  providers   = [{ plugin = "sink" }]
+}
+event "PING" {
+  audience { user = "{{ .payload.user }}" }
+  mandatory   = ["WEBSOCKET"]
+  optional    = ["EMAIL"]
+  quiet_hours = "ignore"
+  inbox {
+    title = "Ping"
+    body  = "for {{ .payload.user }}"
+  }
+}
+`
+
+func setup(t *testing.T) (*testenv.DB, *rules.RuleSet) {
+	t.Helper()
+	db := testenv.Postgres(t)
+	p := filepath.Join(t.TempDir(), "rules.hcl")
+	if err := os.WriteFile(p, []byte(testRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := config.LoadRules(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := &rules.Directory{Recipients: []rules.Recipient{
+		{UserID: "u1", UserType: "CUSTOMER", Email: "u1@example.com", Active: true},
+		{UserID: "u2", UserType: "CUSTOMER", Email: "u2@example.com", Active: false},
+	}}
+	if err := store.ImportDirectory(context.Background(), db.Pool, "t1", dir); err != nil {
+		t.Fatal(err)
+	}
+	return db, rs
+}
+
+func enqueue(t *testing.T, db *testenv.DB, id, typ, payload string) {
+	t.Helper()
+	err := producer.Enqueue(context.Background(), db.Pool, producer.Event{TenantID: "t1", EventID: id, Type: typ, Payload: json.RawMessage(payload)})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func count(t *testing.T, db *testenv.DB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestRelayFansOutOnceAndBadEventsFailWithoutBlocking(t *testing.T) {
+	t.Parallel()
+	db, rs := setup(t)
+	ctx := context.Background()
+	enqueue(t, db, "bad-type", "NO_SUCH_TYPE", `{}`)
+	enqueue(t, db, "good", "PING", `{"user": "u1"}`)
+	enqueue(t, db, "inactive", "PING", `{"user": "u2"}`)
+	enqueue(t, db, "good-2", "PING", `{"user": "u1"}`)
+
+	r := outbox.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(), outbox.Config{BatchSize: 10, MaxAttempts: 3})
+	// Each failed try pushes the bad event's available_at out; make it due
+	// again at once so the test bounds the attempts, not the clock.
+	for i := range 3 {
+		if _, err := r.RunOnce(ctx); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if _, err := db.Pool.Exec(ctx, `UPDATE event_outbox SET available_at = now() WHERE status = 'PENDING'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var status, lastErr string
+	var attempts int
+	if err := db.Pool.QueryRow(ctx, `SELECT status, attempts, last_error FROM event_outbox WHERE event_id = 'bad-type'`).Scan(&status, &attempts, &lastErr); err != nil {
+		t.Fatal(err)
+	}
+	if status != "FAILED" || attempts != 3 || lastErr == "" {
+		t.Fatalf("bad event: status %s attempts %d error %q, want FAILED after 3 with a reason", status, attempts, lastErr)
+	}
+	if n := count(t, db, `SELECT count(*) FROM event_outbox WHERE status = 'PROCESSED'`); n != 3 {
+		t.Fatalf("processed events = %d, want 3", n)
+	}
+	// u1 gets WEBSOCKET and EMAIL for each good event; inactive u2 nothing.
+	if n := count(t, db, `SELECT count(*) FROM deliveries`); n != 4 {
+		t.Fatalf("deliveries = %d, want 4", n)
+	}
+	if n := count(t, db, `SELECT unread FROM notification_counters WHERE user_id = 'u1'`); n != 2 {
+		t.Fatalf("u1 unread = %d, want 2", n)
+	}
+	var maxAttempts int
+	if err := db.Pool.QueryRow(ctx, `SELECT max_attempts FROM deliveries WHERE channel = 'WEBSOCKET' LIMIT 1`).Scan(&maxAttempts); err != nil {
+		t.Fatal(err)
+	}
+	if maxAttempts != 1 {
+		t.Fatalf("best-effort WEBSOCKET max_attempts = %d, want 1", maxAttempts)
+	}
+}
+
+func TestInsertFanoutTwiceWritesOnce(t *testing.T) {
+	t.Parallel()
+	db, _ := setup(t)
+	ctx := context.Background()
+	note := store.NewNotification{ID: "0190d0a0-0000-7000-8000-000000000001", TenantID: "t1", EventID: "e1", UserID: "u1", EventType: "PING", Severity: "info"}
+	del := store.NewDelivery{NotificationID: note.ID, TenantID: "t1", EventID: "e1", EventType: "PING", UserID: "u1", UserType: "CUSTOMER",
+		Channel: "EMAIL", Severity: "info", Status: store.StatusPending, MaxAttempts: 3, NextAttemptAt: time.Now()}
+	for i := range 2 {
+		note2 := note
+		if i == 1 {
+			note2.ID = "0190d0a0-0000-7000-8000-000000000002"
+			del.NotificationID = note2.ID
+		}
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := store.InsertFanout(ctx, tx, []store.NewNotification{note2}, []store.NewDelivery{del}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM notifications`); n != 1 {
+		t.Fatalf("notifications = %d, want 1", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM deliveries`); n != 1 {
+		t.Fatalf("deliveries = %d, want 1", n)
+	}
+	if n := count(t, db, `SELECT unread FROM notification_counters WHERE user_id = 'u1'`); n != 1 {
+		t.Fatalf("unread = %d, want 1", n)
+	}
+}

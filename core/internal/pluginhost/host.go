@@ -1,0 +1,607 @@
+// Package pluginhost runs Herald's channel plugins: it discovers
+// herald-plugin-* binaries in a plugin directory, launches one process per
+// configured provider through hashicorp/go-plugin (gRPC, AutoMTLS, SHA-256
+// pinning), supervises them (health checks, restart with backoff after a
+// crash), hot-swaps them (reload or a changed binary: start new, health
+// check, switch, drain old), and fails over between the providers of a
+// channel with a circuit breaker.
+//
+// The host only deals in sdk types: it gets an sdk.Channel from go-plugin's
+// Dispense and never touches protobuf messages.
+package pluginhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/sdk"
+)
+
+// Errors Send and Reload return. Each says what the caller does next.
+var (
+	// ErrUnknownChannel means no channel of that name is configured; the
+	// delivery cannot go anywhere until the config names it (the caller
+	// fails or parks it).
+	ErrUnknownChannel = errors.New("unknown channel")
+	// ErrNoProvider means every provider of the channel is refused or
+	// stopped; it prompts the caller to move the batch to RETRY while the
+	// operator fixes the config or binary. It is retryable.
+	ErrNoProvider = sdk.RetryableError(errors.New("no provider available"), 0)
+	// ErrCircuitOpen means every available provider of the channel has its
+	// circuit open; it prompts the caller to move the batch to RETRY. It is
+	// retryable.
+	ErrCircuitOpen = sdk.RetryableError(errors.New("circuit open"), 0)
+	// ErrThrottled means the channel's providers are rate limited; the error
+	// is sdk.IsRateLimited and sdk.RetryAfter gives the wait.
+	ErrThrottled = errors.New("provider throttled")
+	// ErrUnknownPlugin is returned by Reload for a name that matches no
+	// provider.
+	ErrUnknownPlugin = errors.New("unknown plugin")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("plugin host closed")
+)
+
+// Backoff is the restart policy after a plugin crash or a failed start.
+type Backoff struct {
+	// Initial is the first delay (default 100ms).
+	Initial time.Duration
+	// Max caps the delay (default 30s). A plugin that served for longer
+	// than Max before crashing restarts from Initial again.
+	Max time.Duration
+	// Multiplier grows the delay after each failed attempt (default 2).
+	Multiplier float64
+}
+
+func (b *Backoff) setDefaults() {
+	if b.Initial <= 0 {
+		b.Initial = 100 * time.Millisecond
+	}
+	if b.Max <= 0 {
+		b.Max = 30 * time.Second
+	}
+	if b.Multiplier < 1 {
+		b.Multiplier = 2
+	}
+}
+
+func (b Backoff) delay(attempt int) time.Duration {
+	if attempt <= 0 {
+		return 0
+	}
+	d := float64(b.Initial)
+	for i := 1; i < attempt && d < float64(b.Max); i++ {
+		d *= b.Multiplier
+	}
+	return min(time.Duration(d), b.Max)
+}
+
+// Config configures a Host.
+type Config struct {
+	// Dir is the plugin directory; provider plugin "email" runs
+	// Dir/herald-plugin-email.
+	Dir string
+	// Logger receives the host's logs and every plugin's logs, re-emitted
+	// under plugin=<name>, channel=<channel>, provider=<provider>.
+	Logger hclog.Logger
+	// Channels maps each channel to its providers.
+	Channels []rules.ChannelConfig
+	// HealthInterval is how often serving plugins are health-checked
+	// (default 10s).
+	HealthInterval time.Duration
+	// WatchInterval is how often the plugin directory is checked for
+	// changed binaries, which are then hot-swapped (default 2s; negative
+	// disables watching).
+	WatchInterval time.Duration
+	// CallTimeout bounds Describe, Configure and Health calls (default 10s).
+	CallTimeout time.Duration
+	// SendTimeout bounds one Send call to a plugin when the caller's context
+	// has no deadline (default 60s).
+	SendTimeout time.Duration
+	// StartTimeout bounds a plugin's launch and handshake (default 20s).
+	StartTimeout time.Duration
+	// DrainTimeout is how long a hot swap waits for the old plugin's
+	// in-flight sends before stopping it (default 30s).
+	DrainTimeout time.Duration
+	// Restart is the backoff between restarts of a crashed plugin.
+	Restart Backoff
+	// Breaker configures failover between the providers of a channel.
+	Breaker BreakerPolicy
+	// HostCapabilities is sent to plugins in ConfigureRequest.
+	HostCapabilities []string
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.HealthInterval <= 0 {
+		c.HealthInterval = 10 * time.Second
+	}
+	if c.WatchInterval == 0 {
+		c.WatchInterval = 2 * time.Second
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 10 * time.Second
+	}
+	if c.SendTimeout <= 0 {
+		c.SendTimeout = 60 * time.Second
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 20 * time.Second
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	c.Restart.setDefaults()
+	c.Breaker.setDefaults()
+}
+
+// Validate checks the config.
+func (c *Config) Validate() error {
+	if c.Dir == "" {
+		return errors.New("pluginhost: config: Dir is required")
+	}
+	return validateChannels(c.Channels)
+}
+
+func validateChannels(chs []rules.ChannelConfig) error {
+	seen := map[string]bool{}
+	for _, ch := range chs {
+		if ch.Name == "" {
+			return errors.New("pluginhost: config: a channel has no name")
+		}
+		if seen[ch.Name] {
+			return fmt.Errorf("pluginhost: config: channel %q is configured twice", ch.Name)
+		}
+		seen[ch.Name] = true
+		names := map[string]bool{}
+		for _, p := range ch.Providers {
+			if err := validPluginName(p.Plugin); err != nil {
+				return fmt.Errorf("pluginhost: config: channel %q: %w", ch.Name, err)
+			}
+			n := providerName(p)
+			if names[n] {
+				return fmt.Errorf("pluginhost: config: channel %q: provider %q is configured twice", ch.Name, n)
+			}
+			names[n] = true
+		}
+	}
+	return nil
+}
+
+// Host runs the plugins of every configured channel.
+type Host struct {
+	cfg Config
+	log hclog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.RWMutex
+	channels map[string]*channelGroup
+	started  bool
+	closed   bool
+}
+
+// channelGroup is one channel's providers in failover order.
+type channelGroup struct {
+	cfg       rules.ChannelConfig
+	providers []*provider
+}
+
+// New returns a Host for cfg. Nothing runs until Start.
+func New(cfg Config) (*Host, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Host{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, channels: map[string]*channelGroup{}}
+	return h, nil
+}
+
+// Start launches every configured provider and waits for each one's first
+// start attempt (bounded by ctx). A provider that fails to start does not
+// fail Start: a refused one (checksum mismatch, missing binary, bad config)
+// waits for a reload or a new binary, a crashed or unhealthy one is retried
+// with backoff; Status and the log say which and why, and Send skips it.
+// Start returns an error only when the host cannot run at all. Call Close
+// in every case.
+func (h *Host) Start(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	if h.started {
+		h.mu.Unlock()
+		return errors.New("pluginhost: already started")
+	}
+	h.started = true
+	h.mu.Unlock()
+	if st, err := os.Stat(h.cfg.Dir); err != nil {
+		h.log.Warn("plugin directory is not readable", "dir", h.cfg.Dir, "error", err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("pluginhost: %s is not a directory", h.cfg.Dir)
+	}
+	groups := h.buildGroups(h.cfg.Channels, nil)
+	h.mu.Lock()
+	h.channels = groups
+	h.mu.Unlock()
+	var all []*provider
+	for _, g := range groups {
+		all = append(all, g.providers...)
+	}
+	h.startProviders(ctx, all)
+	if h.cfg.WatchInterval > 0 {
+		h.wg.Add(1)
+		go h.watch()
+	}
+	return nil
+}
+
+// startProviders runs each provider's supervisor and waits for its first
+// start attempt or ctx.
+func (h *Host) startProviders(ctx context.Context, ps []*provider) {
+	for _, p := range ps {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			p.run()
+		}()
+	}
+	for _, p := range ps {
+		select {
+		case <-p.firstDone:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// buildGroups makes channel groups for chs, reusing providers from keep
+// (keyed by channel/provider) when their config is unchanged.
+func (h *Host) buildGroups(chs []rules.ChannelConfig, keep map[string]*provider) map[string]*channelGroup {
+	groups := make(map[string]*channelGroup, len(chs))
+	for _, ch := range chs {
+		g := &channelGroup{cfg: ch}
+		type ordered struct {
+			p   *provider
+			pri int
+			idx int
+		}
+		var list []ordered
+		for i, pc := range ch.Providers {
+			key := ch.Name + "/" + providerName(pc)
+			p := keep[key]
+			if p == nil {
+				p = newProvider(h, ch.Name, pc)
+			}
+			p.setPriority(pc.Priority)
+			list = append(list, ordered{p: p, pri: pc.Priority, idx: i})
+		}
+		sort.SliceStable(list, func(i, j int) bool { return list[i].pri < list[j].pri })
+		for _, o := range list {
+			g.providers = append(g.providers, o.p)
+		}
+		groups[ch.Name] = g
+	}
+	return groups
+}
+
+// Send delivers batch through channel's first available provider by
+// priority and returns one Result per delivery in batch order
+// (results[i].DeliveryID == batch[i].DeliveryID), and the name of the
+// provider that handled it. The batch is split by the plugin's MaxBatch.
+//
+// A non-nil error means the deliveries from len(results) on were not
+// delivered and go to RETRY: results holds the answers for the chunks the
+// plugin did answer (often none). When the plugin process died or is
+// restarting the error wraps sdk.ErrPluginExited; when the providers are
+// rate limited it is sdk.IsRateLimited with sdk.RetryAfter; when every
+// circuit is open it wraps ErrCircuitOpen; a channel nobody configured gives
+// ErrUnknownChannel. Every error except ErrUnknownChannel and ErrClosed is
+// sdk.IsRetryable or sdk.IsRateLimited.
+//
+// Outcomes of single deliveries travel in results, never as errors. A
+// RateLimited outcome also throttles the whole provider until its
+// retry-after.
+func (h *Host) Send(ctx context.Context, channel string, batch []sdk.Delivery) ([]sdk.Result, string, error) {
+	h.mu.RLock()
+	closed := h.closed
+	g := h.channels[channel]
+	h.mu.RUnlock()
+	if closed {
+		return nil, "", ErrClosed
+	}
+	if g == nil {
+		return nil, "", fmt.Errorf("pluginhost: send: channel %q: %w", channel, ErrUnknownChannel)
+	}
+	if len(batch) == 0 {
+		return nil, "", nil
+	}
+	p, inst, probe, err := g.pick(time.Now())
+	if err != nil {
+		return nil, "", fmt.Errorf("pluginhost: send: channel %q: %w", channel, err)
+	}
+	defer inst.release()
+	results, err := p.send(ctx, inst, batch, probe)
+	if err != nil {
+		return results, p.name, fmt.Errorf("pluginhost: send: channel %q provider %q: %w", channel, p.name, err)
+	}
+	return results, p.name, nil
+}
+
+// pick returns the first provider by priority that is serving, not
+// throttled and whose circuit lets the send through, with its current
+// instance acquired (release it after the send).
+func (g *channelGroup) pick(now time.Time) (*provider, *instance, bool, error) {
+	var restarting, open, refused int
+	var throttledUntil time.Time
+	for _, p := range g.providers {
+		p.mu.Lock()
+		inst := p.inst
+		switch {
+		case inst == nil:
+			if p.state == StateRefused || p.state == StateStopped {
+				refused++
+			} else {
+				restarting++
+			}
+		case now.Before(p.throttleUntil):
+			if throttledUntil.IsZero() || p.throttleUntil.Before(throttledUntil) {
+				throttledUntil = p.throttleUntil
+			}
+		default:
+			ok, probe := p.breaker.allow(now)
+			if !ok {
+				open++
+				break
+			}
+			if !inst.acquire() {
+				p.breaker.abandon(probe)
+				restarting++
+				break
+			}
+			p.mu.Unlock()
+			return p, inst, probe, nil
+		}
+		p.mu.Unlock()
+	}
+	switch {
+	case !throttledUntil.IsZero():
+		return nil, nil, false, sdk.RateLimitedError(ErrThrottled, throttledUntil.Sub(now))
+	case restarting > 0:
+		return nil, nil, false, fmt.Errorf("provider restarting: %w", sdk.ErrPluginExited)
+	case open > 0:
+		return nil, nil, false, ErrCircuitOpen
+	}
+	return nil, nil, false, ErrNoProvider
+}
+
+// Describe returns the Description of the plugin currently serving channel
+// (the first serving provider by priority).
+func (h *Host) Describe(channel string) (sdk.Description, bool) {
+	h.mu.RLock()
+	g := h.channels[channel]
+	h.mu.RUnlock()
+	if g == nil {
+		return sdk.Description{}, false
+	}
+	for _, p := range g.providers {
+		p.mu.Lock()
+		inst := p.inst
+		p.mu.Unlock()
+		if inst != nil {
+			return inst.desc, true
+		}
+	}
+	return sdk.Description{}, false
+}
+
+// Channels returns the names of the configured channels, sorted.
+func (h *Host) Channels() []string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]string, 0, len(h.channels))
+	for n := range h.channels {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Status returns the state of every provider, by channel then priority.
+func (h *Host) Status() []ProviderStatus {
+	h.mu.RLock()
+	names := make([]string, 0, len(h.channels))
+	for n := range h.channels {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var ps []*provider
+	for _, n := range names {
+		ps = append(ps, h.channels[n].providers...)
+	}
+	h.mu.RUnlock()
+	now := time.Now()
+	out := make([]ProviderStatus, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.status(now))
+	}
+	return out
+}
+
+// Reload hot-swaps every provider whose plugin name, provider name, or
+// "channel/provider" equals name: it starts the plugin binary now on disk,
+// describes, configures and health-checks it, switches traffic to it,
+// drains the old process's in-flight sends and stops it. When the new one
+// fails, it is stopped and the old one keeps serving; the error says why.
+// A refused or restarting provider is simply started again.
+func (h *Host) Reload(ctx context.Context, name string) error {
+	h.mu.RLock()
+	var ps []*provider
+	for _, g := range h.channels {
+		for _, p := range g.providers {
+			if p.cfg.Plugin == name || p.name == name || p.channel+"/"+p.name == name {
+				ps = append(ps, p)
+			}
+		}
+	}
+	closed := h.closed
+	h.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	if len(ps) == 0 {
+		return fmt.Errorf("pluginhost: reload %q: %w", name, ErrUnknownPlugin)
+	}
+	var errs []error
+	for _, p := range ps {
+		if err := p.requestReload(ctx, "reload"); err != nil {
+			errs = append(errs, fmt.Errorf("pluginhost: reload channel %q provider %q: %w", p.channel, p.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reconfigure applies new channel config (rules hot reload): providers that
+// are new start, removed ones stop, and changed ones (plugin, checksum,
+// priority aside config) are replaced by a new process with the new config,
+// switched to only once it is serving; when it fails the old one keeps
+// serving and the error says why. Unchanged providers keep running.
+func (h *Host) Reconfigure(channels []rules.ChannelConfig) error {
+	if err := validateChannels(channels); err != nil {
+		return err
+	}
+	h.mu.RLock()
+	if h.closed {
+		h.mu.RUnlock()
+		return ErrClosed
+	}
+	old := map[string]*provider{}
+	for _, g := range h.channels {
+		for _, p := range g.providers {
+			old[p.channel+"/"+p.name] = p
+		}
+	}
+	h.mu.RUnlock()
+
+	keep := map[string]*provider{}
+	var fresh []*provider
+	replaced := map[string]*provider{}
+	for _, ch := range channels {
+		for _, pc := range ch.Providers {
+			key := ch.Name + "/" + providerName(pc)
+			if p, ok := old[key]; ok && sameProvider(p.cfg, pc) {
+				keep[key] = p
+				continue
+			}
+			np := newProvider(h, ch.Name, pc)
+			keep[key] = np
+			fresh = append(fresh, np)
+			if p, ok := old[key]; ok {
+				replaced[key] = p
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, h.cfg.StartTimeout+h.cfg.CallTimeout*3)
+	h.startProviders(ctx, fresh)
+	cancel()
+	var errs []error
+	for _, np := range fresh {
+		key := np.channel + "/" + np.name
+		prev := replaced[key]
+		if prev == nil {
+			continue
+		}
+		if np.serving() || !prev.serving() {
+			continue
+		}
+		// The changed provider failed to start: keep the old one serving.
+		st := np.status(time.Now())
+		errs = append(errs, fmt.Errorf("pluginhost: reconfigure channel %q provider %q: new config failed (%s), old one keeps serving", np.channel, np.name, st.LastError))
+		np.stopAndWait()
+		keep[key] = prev
+		delete(replaced, key)
+	}
+	groups := h.buildGroups(channels, keep)
+	h.mu.Lock()
+	h.channels = groups
+	h.mu.Unlock()
+	// Stop what is no longer used.
+	inUse := map[*provider]bool{}
+	for _, p := range keep {
+		inUse[p] = true
+	}
+	for _, p := range old {
+		if !inUse[p] {
+			h.log.Info("stopping provider removed or changed by new config", "channel", p.channel, "provider", p.name)
+			p.stopAndWait()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops every plugin process and waits for them to exit. Send
+// returns ErrClosed afterwards.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	var ps []*provider
+	for _, g := range h.channels {
+		ps = append(ps, g.providers...)
+	}
+	h.mu.Unlock()
+	h.cancel()
+	for _, p := range ps {
+		p.stop()
+	}
+	h.wg.Wait()
+	return nil
+}
+
+// watch polls the plugin directory and hot-swaps providers whose binary
+// changed on disk.
+func (h *Host) watch() {
+	defer h.wg.Done()
+	t := time.NewTicker(h.cfg.WatchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.RLock()
+		var ps []*provider
+		for _, g := range h.channels {
+			ps = append(ps, g.providers...)
+		}
+		h.mu.RUnlock()
+		for _, p := range ps {
+			if !p.binaryChanged() {
+				continue
+			}
+			h.log.Info("plugin binary changed on disk; hot-swapping", "plugin", p.cfg.Plugin, "channel", p.channel, "provider", p.name)
+			ctx, cancel := context.WithTimeout(h.ctx, h.cfg.StartTimeout+h.cfg.CallTimeout*3+h.cfg.DrainTimeout)
+			if err := p.requestReload(ctx, "binary changed"); err != nil {
+				h.log.Error("hot swap after binary change failed", "channel", p.channel, "provider", p.name, "error", err)
+			}
+			cancel()
+		}
+	}
+}

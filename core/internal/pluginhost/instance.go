@@ -1,0 +1,279 @@
+package pluginhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/heraldhq/herald/sdk"
+)
+
+// BinaryPrefix starts the file name of every plugin binary.
+const BinaryPrefix = "herald-plugin-"
+
+// Binary is a plugin binary found in the plugin directory.
+type Binary struct {
+	// Name is the plugin's short name ("email").
+	Name string `json:"name"`
+	// Path is the binary's path.
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// Discover lists the herald-plugin-* executables in dir, by name.
+func Discover(dir string) ([]Binary, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pluginhost: discover: %w", err)
+	}
+	var out []Binary
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), BinaryPrefix)
+		if !ok || name == "" || e.IsDir() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		out = append(out, Binary{Name: name, Path: filepath.Join(dir, e.Name()), Size: info.Size(), ModTime: info.ModTime()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func binaryPath(dir, plugin string) string {
+	return filepath.Join(dir, BinaryPrefix+plugin)
+}
+
+func validPluginName(name string) error {
+	if name == "" {
+		return errors.New("a provider names no plugin")
+	}
+	if strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return fmt.Errorf("plugin name %q must be a bare name such as \"email\"", name)
+	}
+	return nil
+}
+
+// fileStamp identifies one version of a binary.
+type fileStamp struct {
+	size    int64
+	modTime time.Time
+	sum     string
+}
+
+// stampFile stats path and hashes it unless size and mtime equal prev's.
+func stampFile(path string, prev fileStamp) (fileStamp, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	if prev.sum != "" && info.Size() == prev.size && info.ModTime().Equal(prev.modTime) {
+		return prev, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{size: info.Size(), modTime: info.ModTime(), sum: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// instance is one running plugin process.
+type instance struct {
+	client  *plugin.Client
+	ch      sdk.Channel
+	desc    sdk.Description
+	pid     int
+	started time.Time
+	stamp   fileStamp
+	// done is closed when the process has exited.
+	done <-chan struct{}
+
+	mu       sync.Mutex
+	active   int
+	draining bool
+	idle     chan struct{}
+}
+
+// acquire registers an in-flight call; it fails once draining started.
+func (i *instance) acquire() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.draining {
+		return false
+	}
+	i.active++
+	return true
+}
+
+func (i *instance) release() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.active--
+	if i.draining && i.active == 0 && i.idle != nil {
+		close(i.idle)
+		i.idle = nil
+	}
+}
+
+// drain refuses new calls and waits for in-flight ones, or ctx.
+func (i *instance) drain(ctx context.Context) error {
+	i.mu.Lock()
+	i.draining = true
+	if i.active == 0 {
+		i.mu.Unlock()
+		return nil
+	}
+	idle := make(chan struct{})
+	i.idle = idle
+	i.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-i.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// kill stops the process (gracefully through go-plugin, then SIGKILL) and
+// waits for it.
+func (i *instance) kill() { i.client.Kill() }
+
+// launch starts the provider's plugin binary and walks it through the
+// lifecycle up to a passing health check: checksum, handshake, Describe,
+// channel type check, CheckConfig, Configure, Health.
+func (p *provider) launch(ctx context.Context) (*instance, error) {
+	path := p.binaryPath()
+	stamp, err := stampFile(path, fileStamp{})
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, refused("plugin binary %s not found (plugin directory %s)", path, p.h.cfg.Dir)
+		}
+		return nil, refused("plugin binary %s: %v", path, err)
+	}
+	p.mu.Lock()
+	p.lastSeen = stamp
+	p.mu.Unlock()
+	var secure *plugin.SecureConfig
+	if p.cfg.Checksum != "" {
+		want, err := hex.DecodeString(strings.TrimPrefix(strings.ToLower(p.cfg.Checksum), "sha256:"))
+		if err != nil || len(want) != sha256.Size {
+			return nil, refused("checksum %q is not a hex SHA-256", p.cfg.Checksum)
+		}
+		if hex.EncodeToString(want) != stamp.sum {
+			return nil, refused("checksum mismatch: %s has sha256 %s, config pins %s", path, stamp.sum, hex.EncodeToString(want))
+		}
+		secure = &plugin.SecureConfig{Checksum: want, Hash: sha256.New()}
+	}
+	level := p.h.log.GetLevel()
+	if level == hclog.NoLevel || level == hclog.Off {
+		level = hclog.Info
+	}
+	cmd := exec.Command(path)
+	cmd.Env = []string{
+		sdk.EnvHostPID + "=" + strconv.Itoa(os.Getpid()),
+		sdk.EnvLogLevel + "=" + level.String(),
+	}
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  sdk.Handshake,
+		VersionedPlugins: sdk.HostPluginSet(),
+		Cmd:              cmd,
+		SecureConfig:     secure,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		Logger:           p.log,
+		StartTimeout:     p.h.cfg.StartTimeout,
+	})
+	inst, err := p.handshake(ctx, client, stamp)
+	if err != nil {
+		client.Kill()
+		return nil, err
+	}
+	return inst, nil
+}
+
+func (p *provider) handshake(ctx context.Context, client *plugin.Client, stamp fileStamp) (*instance, error) {
+	rpc, err := client.Client()
+	if err != nil {
+		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
+			return nil, refused("checksum mismatch: %s changed before it was run: %v", p.binaryPath(), err)
+		}
+		return nil, fmt.Errorf("launch %s: %w", p.binaryPath(), err)
+	}
+	if v := client.NegotiatedVersion(); v != sdk.ProtocolVersion {
+		return nil, refused("plugin speaks protocol version %d, host wants %d", v, sdk.ProtocolVersion)
+	}
+	raw, err := rpc.Dispense(sdk.DispenseName)
+	if err != nil {
+		return nil, fmt.Errorf("dispense: %w", err)
+	}
+	ch, ok := raw.(sdk.Channel)
+	if !ok {
+		return nil, fmt.Errorf("dispense: got %T, not an sdk.Channel", raw)
+	}
+	pid, _ := strconv.Atoi(client.ID())
+	inst := &instance{client: client, ch: ch, pid: pid, started: time.Now(), stamp: stamp}
+	if d, ok := raw.(interface{ Done() <-chan struct{} }); ok {
+		inst.done = d.Done()
+	}
+
+	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, p.h.cfg.CallTimeout) }
+	cctx, cancel := call()
+	desc, err := ch.Describe(cctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("describe: %w", err)
+	}
+	inst.desc = desc
+	if desc.ChannelType != sdk.AnyChannel && !strings.EqualFold(desc.ChannelType, p.channel) {
+		return nil, refused("plugin %s provides channel %q, configured for channel %q", p.cfg.Plugin, desc.ChannelType, p.channel)
+	}
+	checked, err := sdk.CheckConfig(desc.Config, p.cfg.Config)
+	if err != nil {
+		return nil, refused("channel %q provider %q: %w", p.channel, p.name, err)
+	}
+	cctx, cancel = call()
+	err = ch.Configure(cctx, sdk.ConfigureRequest{ProviderName: p.name, Config: checked, HostCapabilities: p.h.cfg.HostCapabilities})
+	cancel()
+	var ce *sdk.ConfigError
+	if errors.As(err, &ce) {
+		return nil, refused("channel %q provider %q: %w", p.channel, p.name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("configure: %w", err)
+	}
+	cctx, cancel = call()
+	rep, err := ch.Health(cctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("health: %w", err)
+	}
+	if !rep.Healthy {
+		return nil, fmt.Errorf("health check failed: %s", rep.Message)
+	}
+	inst.started = time.Now()
+	return inst, nil
+}

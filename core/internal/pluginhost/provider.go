@@ -1,0 +1,551 @@
+package pluginhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/sdk"
+)
+
+// State is a provider's state as `herald plugins ls` shows it.
+type State string
+
+// Provider states.
+const (
+	// StateStarting: the first start attempt is under way.
+	StateStarting State = "starting"
+	// StateServing: the plugin takes traffic.
+	StateServing State = "serving"
+	// StateRestarting: the plugin crashed or failed to start and is being
+	// restarted with backoff; its channel's deliveries wait as RETRY.
+	StateRestarting State = "restarting"
+	// StateCircuitOpen: the plugin runs but its circuit breaker keeps
+	// traffic on the next provider.
+	StateCircuitOpen State = "circuit_open"
+	// StateRefused: the plugin will not be started until the config or the
+	// binary changes (checksum mismatch, missing binary, bad config, wrong
+	// channel type).
+	StateRefused State = "refused"
+	// StateStopped: the host stopped the plugin.
+	StateStopped State = "stopped"
+)
+
+// ProviderStatus describes one provider of one channel.
+type ProviderStatus struct {
+	// Name is the plugin's short name ("email" for herald-plugin-email).
+	Name string `json:"name"`
+	// Version is the running plugin's PluginVersion.
+	Version string `json:"version"`
+	// Channel is the channel the provider serves.
+	Channel string `json:"channel"`
+	// Provider is the provider's name within the channel.
+	Provider string `json:"provider"`
+	// Priority orders failover: lower is tried first.
+	Priority int `json:"priority"`
+	// State is serving, restarting, circuit_open, refused, starting or
+	// stopped.
+	State State `json:"state"`
+	// PID is the plugin process id (0 when none runs).
+	PID int `json:"pid"`
+	// StartedAt is when the running process started.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	// Uptime is how long the running process has served, in nanoseconds in
+	// JSON.
+	Uptime time.Duration `json:"uptime"`
+	// Restarts counts restarts after crashes.
+	Restarts int `json:"restarts"`
+	// ThrottledUntil is set while the provider is rate limited.
+	ThrottledUntil time.Time `json:"throttled_until,omitzero"`
+	// LastError is the most recent error (start, crash, health, send).
+	LastError string `json:"last_error,omitempty"`
+	// Binary is the plugin binary's path.
+	Binary string `json:"binary"`
+	// SHA256 is the checksum of the running binary.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// refusedError marks a start failure that retrying cannot fix.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+func refused(format string, args ...any) error {
+	return &refusedError{err: fmt.Errorf(format, args...)}
+}
+
+// provider is one configured plugin instance serving one channel. Its
+// supervisor goroutine (run) owns starting, health checks, restarts and
+// swaps; Send reads the current instance under mu.
+type provider struct {
+	h       *Host
+	channel string
+	cfg     rules.Provider
+	name    string
+	log     hclog.Logger
+
+	mu            sync.Mutex
+	priority      int
+	inst          *instance
+	state         State
+	lastErr       string
+	restarts      int
+	throttleUntil time.Time
+	breaker       breaker
+	// badSum is the checksum of a binary that failed to start, so the
+	// watcher does not retry it until it changes again.
+	badSum string
+	// lastSeen is the binary's stat when last looked at.
+	lastSeen fileStamp
+
+	crashed   chan *instance
+	reloads   chan reloadRequest
+	quit      chan struct{}
+	quitOnce  sync.Once
+	done      chan struct{}
+	firstDone chan struct{}
+	drains    sync.WaitGroup
+}
+
+type reloadRequest struct {
+	ctx    context.Context
+	reason string
+	result chan error
+}
+
+func providerName(p rules.Provider) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.Plugin
+}
+
+func sameProvider(a, b rules.Provider) bool {
+	return a.Plugin == b.Plugin && strings.EqualFold(a.Checksum, b.Checksum) && providerName(a) == providerName(b) &&
+		reflect.DeepEqual(a.Config, b.Config)
+}
+
+func newProvider(h *Host, channel string, cfg rules.Provider) *provider {
+	name := providerName(cfg)
+	return &provider{
+		h:         h,
+		channel:   channel,
+		cfg:       cfg,
+		name:      name,
+		log:       h.log.With("plugin", cfg.Plugin, "channel", channel, "provider", name),
+		priority:  cfg.Priority,
+		state:     StateStarting,
+		breaker:   breaker{policy: h.cfg.Breaker},
+		crashed:   make(chan *instance, 4),
+		reloads:   make(chan reloadRequest),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
+		firstDone: make(chan struct{}),
+	}
+}
+
+func (p *provider) binaryPath() string { return binaryPath(p.h.cfg.Dir, p.cfg.Plugin) }
+
+// run is the provider's supervisor.
+func (p *provider) run() {
+	defer close(p.done)
+	defer func() {
+		p.mu.Lock()
+		inst := p.inst
+		p.inst = nil
+		p.state = StateStopped
+		p.mu.Unlock()
+		if inst != nil {
+			inst.kill()
+		}
+		p.drains.Wait()
+	}()
+	health := time.NewTicker(p.h.cfg.HealthInterval)
+	defer health.Stop()
+	attempt := 0
+	first := true
+	for {
+		p.mu.Lock()
+		inst, state := p.inst, p.state
+		p.mu.Unlock()
+		if inst == nil && state != StateRefused {
+			if d := p.h.cfg.Restart.delay(attempt); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-p.quit:
+					t.Stop()
+					return
+				case req := <-p.reloads:
+					t.Stop()
+					req.result <- p.startNow(req.ctx, &attempt)
+					continue
+				case <-t.C:
+				}
+			}
+			ctx, cancel := context.WithTimeout(p.h.ctx, p.h.cfg.StartTimeout+3*p.h.cfg.CallTimeout)
+			p.startNow(ctx, &attempt)
+			cancel()
+			if first {
+				first = false
+				close(p.firstDone)
+			}
+			continue
+		}
+		if first {
+			first = false
+			close(p.firstDone)
+		}
+		var exited <-chan struct{}
+		if inst != nil {
+			exited = inst.done
+		}
+		select {
+		case <-p.quit:
+			return
+		case <-exited:
+			p.onCrash(inst, "plugin process exited", &attempt)
+		case c := <-p.crashed:
+			if c == inst {
+				p.onCrash(inst, "plugin connection lost", &attempt)
+			}
+		case req := <-p.reloads:
+			req.result <- p.swap(req.ctx, req.reason, &attempt)
+		case <-health.C:
+			if inst != nil {
+				p.checkHealth(inst, &attempt)
+			}
+		}
+	}
+}
+
+// startNow launches an instance when none serves; it records the outcome
+// in the provider's state.
+func (p *provider) startNow(ctx context.Context, attempt *int) error {
+	p.mu.Lock()
+	if p.inst != nil {
+		p.mu.Unlock()
+		return p.swap(ctx, "reload", attempt)
+	}
+	p.mu.Unlock()
+	inst, err := p.launch(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.lastErr = err.Error()
+		var re *refusedError
+		if errors.As(err, &re) {
+			p.state = StateRefused
+			p.badSum = p.lastSeen.sum
+			p.log.Error("plugin refused", "error", err)
+		} else {
+			p.state = StateRestarting
+			*attempt++
+			p.log.Error("plugin failed to start; retrying with backoff", "error", err, "attempt", *attempt,
+				"next_in", p.h.cfg.Restart.delay(*attempt))
+		}
+		return err
+	}
+	p.inst = inst
+	p.state = StateServing
+	p.badSum = ""
+	p.log.Info("plugin serving", "version", inst.desc.PluginVersion, "pid", inst.pid, "sha256", inst.stamp.sum)
+	return nil
+}
+
+// onCrash drops a dead instance; the loop restarts it with backoff.
+func (p *provider) onCrash(inst *instance, why string, attempt *int) {
+	p.mu.Lock()
+	if p.inst != inst {
+		p.mu.Unlock()
+		return
+	}
+	p.inst = nil
+	p.state = StateRestarting
+	p.restarts++
+	p.lastErr = why
+	served := time.Since(inst.started)
+	if served > p.h.cfg.Restart.Max {
+		*attempt = 0
+	}
+	*attempt++
+	p.mu.Unlock()
+	p.log.Error("plugin crashed; restarting", "reason", why, "pid", inst.pid, "version", inst.desc.PluginVersion,
+		"restart_in", p.h.cfg.Restart.delay(*attempt))
+	inst.kill()
+}
+
+// checkHealth asks the plugin about its provider; an unhealthy provider
+// counts as a failure for the circuit breaker.
+func (p *provider) checkHealth(inst *instance, attempt *int) {
+	ctx, cancel := context.WithTimeout(p.h.ctx, p.h.cfg.CallTimeout)
+	defer cancel()
+	rep, err := inst.ch.Health(ctx)
+	if errors.Is(err, sdk.ErrPluginExited) {
+		p.onCrash(inst, "health: "+err.Error(), attempt)
+		return
+	}
+	if err == nil && rep.Healthy {
+		return
+	}
+	msg := rep.Message
+	if err != nil {
+		msg = err.Error()
+	}
+	p.mu.Lock()
+	p.lastErr = "health: " + msg
+	p.mu.Unlock()
+	p.log.Warn("plugin reports unhealthy provider", "message", msg)
+}
+
+// swap is the hot swap: start a new instance from the binary now on disk,
+// switch traffic to it when it is healthy, then drain and stop the old one.
+// When the new instance fails, the old one keeps serving.
+func (p *provider) swap(ctx context.Context, reason string, attempt *int) error {
+	p.mu.Lock()
+	old := p.inst
+	p.mu.Unlock()
+	if old == nil {
+		return p.startNow(ctx, attempt)
+	}
+	next, err := p.launch(ctx)
+	if err != nil {
+		p.mu.Lock()
+		p.lastErr = "swap: " + err.Error()
+		p.badSum = p.lastSeen.sum
+		p.mu.Unlock()
+		p.log.Error("hot swap failed; the old version keeps serving", "reason", reason, "error", err,
+			"serving_version", old.desc.PluginVersion, "serving_pid", old.pid)
+		return fmt.Errorf("new plugin failed, version %s (pid %d) keeps serving: %w", old.desc.PluginVersion, old.pid, err)
+	}
+	p.mu.Lock()
+	p.inst = next
+	p.state = StateServing
+	p.badSum = ""
+	p.mu.Unlock()
+	p.log.Info("hot swap: traffic switched", "reason", reason,
+		"old_version", old.desc.PluginVersion, "old_pid", old.pid,
+		"new_version", next.desc.PluginVersion, "new_pid", next.pid)
+	p.drains.Add(1)
+	go func() {
+		defer p.drains.Done()
+		dctx, cancel := context.WithTimeout(context.Background(), p.h.cfg.DrainTimeout)
+		defer cancel()
+		if err := old.drain(dctx); err != nil {
+			p.log.Warn("hot swap: old plugin still busy after drain timeout; stopping it", "pid", old.pid, "error", err)
+		}
+		old.kill()
+		p.log.Info("hot swap: old plugin stopped", "version", old.desc.PluginVersion, "pid", old.pid)
+	}()
+	return nil
+}
+
+// requestReload asks the supervisor to swap and waits for the outcome.
+func (p *provider) requestReload(ctx context.Context, reason string) error {
+	req := reloadRequest{ctx: ctx, reason: reason, result: make(chan error, 1)}
+	select {
+	case p.reloads <- req:
+	case <-p.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.result:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// binaryChanged reports whether the binary on disk differs from what the
+// provider last ran or last refused.
+func (p *provider) binaryChanged() bool {
+	st, err := stampFile(p.binaryPath(), p.lastStamp())
+	if err != nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	prev := p.lastSeen
+	p.lastSeen = st
+	if p.inst != nil {
+		return st.sum != p.inst.stamp.sum && st.sum != p.badSum
+	}
+	if p.state == StateRefused {
+		return st.sum != prev.sum && st.sum != p.badSum
+	}
+	return false
+}
+
+func (p *provider) lastStamp() fileStamp {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastSeen
+}
+
+// send delivers batch through inst in chunks of MaxBatch.
+func (p *provider) send(ctx context.Context, inst *instance, batch []sdk.Delivery, probe bool) ([]sdk.Result, error) {
+	max := inst.desc.MaxBatch
+	if max <= 0 {
+		max = 1
+	}
+	results := make([]sdk.Result, 0, len(batch))
+	failed := false
+	var sendErr error
+	for start := 0; start < len(batch); start += max {
+		chunk := batch[start:min(start+max, len(batch))]
+		callCtx, cancel := ctx, context.CancelFunc(func() {})
+		if _, ok := ctx.Deadline(); !ok {
+			callCtx, cancel = context.WithTimeout(ctx, p.h.cfg.SendTimeout)
+		}
+		res, err := inst.ch.Send(callCtx, chunk)
+		cancel()
+		if err != nil {
+			sendErr = err
+			switch {
+			case errors.Is(err, sdk.ErrPluginExited):
+				failed = true
+				select {
+				case p.crashed <- inst:
+				default:
+				}
+			case sdk.IsRateLimited(err):
+				p.throttle(sdk.RetryAfter(err))
+			case ctx.Err() != nil:
+				// The caller gave up; not the provider's fault.
+			default:
+				failed = true
+			}
+			break
+		}
+		norm, issues, anyDone, rateLimit := normalize(chunk, res)
+		for _, is := range issues {
+			p.log.Warn("plugin broke the one-result-per-delivery contract", "issue", is)
+		}
+		if rateLimit >= 0 {
+			p.throttle(rateLimit)
+		}
+		if !anyDone {
+			failed = true
+		}
+		results = append(results, norm...)
+	}
+	p.mu.Lock()
+	p.breaker.record(time.Now(), failed, probe)
+	if sendErr != nil {
+		p.lastErr = "send: " + sendErr.Error()
+	}
+	p.mu.Unlock()
+	return results, sendErr
+}
+
+// throttle holds the provider back for d (1s when the plugin gave none).
+func (p *provider) throttle(d time.Duration) {
+	if d <= 0 {
+		d = time.Second
+	}
+	d = min(d, time.Hour)
+	until := time.Now().Add(d)
+	p.mu.Lock()
+	if until.After(p.throttleUntil) {
+		p.throttleUntil = until
+	}
+	p.mu.Unlock()
+	p.log.Warn("provider rate limited; throttling", "for", d)
+}
+
+// normalize orders results like chunk and fills gaps: a delivery without a
+// result is Retryable. It reports contract violations, whether any delivery
+// reached a final answer from the provider (sent, permanent or rate
+// limited), and the longest rate-limit hint (-1 when none).
+func normalize(chunk []sdk.Delivery, res []sdk.Result) (out []sdk.Result, issues []string, anyDone bool, rateLimit time.Duration) {
+	rateLimit = -1
+	byID := make(map[string]sdk.Result, len(res))
+	for _, r := range res {
+		if _, dup := byID[r.DeliveryID]; dup {
+			issues = append(issues, fmt.Sprintf("duplicate result for delivery %q", r.DeliveryID))
+			continue
+		}
+		byID[r.DeliveryID] = r
+	}
+	out = make([]sdk.Result, len(chunk))
+	for i, d := range chunk {
+		r, ok := byID[d.DeliveryID]
+		if !ok {
+			issues = append(issues, fmt.Sprintf("no result for delivery %q", d.DeliveryID))
+			r = sdk.Retry(d.DeliveryID, "plugin returned no result for this delivery", 0)
+		}
+		delete(byID, d.DeliveryID)
+		switch r.Outcome {
+		case sdk.OutcomeSent, sdk.OutcomePermanent:
+			anyDone = true
+		case sdk.OutcomeRateLimited:
+			anyDone = true
+			rateLimit = max(rateLimit, r.RetryAfter)
+		}
+		out[i] = r
+	}
+	for id := range byID {
+		issues = append(issues, fmt.Sprintf("result for unknown delivery %q", id))
+	}
+	return out, issues, anyDone, rateLimit
+}
+
+func (p *provider) serving() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inst != nil
+}
+
+func (p *provider) status(now time.Time) ProviderStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := ProviderStatus{
+		Name:      p.cfg.Plugin,
+		Channel:   p.channel,
+		Provider:  p.name,
+		Priority:  p.priority,
+		State:     p.state,
+		Restarts:  p.restarts,
+		LastError: p.lastErr,
+		Binary:    p.binaryPath(),
+	}
+	if now.Before(p.throttleUntil) {
+		s.ThrottledUntil = p.throttleUntil
+	}
+	if p.inst != nil {
+		s.Version = p.inst.desc.PluginVersion
+		s.PID = p.inst.pid
+		s.StartedAt = p.inst.started
+		s.Uptime = now.Sub(p.inst.started).Truncate(time.Millisecond)
+		s.SHA256 = p.inst.stamp.sum
+		if p.state == StateServing && p.breaker.open() {
+			s.State = StateCircuitOpen
+		}
+	}
+	return s
+}
+
+func (p *provider) stop() {
+	p.quitOnce.Do(func() { close(p.quit) })
+}
+
+// stopAndWait stops the supervisor (which kills the plugin) and waits.
+func (p *provider) stopAndWait() {
+	p.stop()
+	<-p.done
+}
+
+func (p *provider) setPriority(pri int) {
+	p.mu.Lock()
+	p.priority = pri
+	p.mu.Unlock()
+}

@@ -1,0 +1,473 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Audience descriptions used in RecipientDecision.Via.
+const (
+	viaGroup    = "group "
+	viaUser     = "user "
+	viaUserType = "user_type "
+	viaPayload  = "payload "
+)
+
+// Needs returns the directory data the decision for ev reads: group keys and
+// user ids rendered from the payload, and broadcast user types. The caller
+// loads exactly that into the Directory it passes to Decide.
+func (rs *RuleSet) Needs(ev Event) (Needs, error) {
+	ce, err := rs.event(ev.Type)
+	if err != nil {
+		return Needs{}, err
+	}
+	payload, err := decodePayload(ev.Payload)
+	if err != nil {
+		return Needs{}, fmt.Errorf("rules: event %s: %w", ev.Type, err)
+	}
+	data := audienceData(ev, payload)
+	var n Needs
+	for i, a := range ce.audiences {
+		switch {
+		case a.group != nil:
+			key, err := renderKey(a.group, data)
+			if err != nil {
+				return Needs{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyGroup, err)
+			}
+			n.GroupKeys = append(n.GroupKeys, key)
+		case a.user != nil:
+			id, err := renderKey(a.user, data)
+			if err != nil {
+				return Needs{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyUser, err)
+			}
+			n.UserIDs = append(n.UserIDs, id)
+		case a.spec.UserType != "":
+			n.UserTypes = append(n.UserTypes, a.spec.UserType)
+		case a.path != nil:
+			ids, err := payloadUserIDs(payload, a.path)
+			if err != nil {
+				return Needs{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyPayloadPath, err)
+			}
+			n.UserIDs = append(n.UserIDs, ids...)
+		}
+	}
+	n.GroupKeys = sortedUnique(n.GroupKeys)
+	n.UserIDs = sortedUnique(n.UserIDs)
+	n.UserTypes = sortedUnique(n.UserTypes)
+	return n, nil
+}
+
+func sortedUnique(s []string) []string {
+	sort.Strings(s)
+	return slices.Compact(s)
+}
+
+// dirIndex is a Directory indexed for one decision.
+type dirIndex struct {
+	recipients map[string]*Recipient
+	byType     map[string][]string // user type → sorted user ids
+	groups     map[string]*Group
+	members    map[string][]Member // group key → members sorted by user id
+	prefs      map[prefKey]bool
+	settings   map[prefKey]bool
+}
+
+// prefKey identifies a preference (owner = user id) or a group setting
+// (owner = group key).
+type prefKey struct{ owner, eventType, channel string }
+
+func indexDirectory(dir *Directory) *dirIndex {
+	ix := &dirIndex{
+		recipients: map[string]*Recipient{},
+		byType:     map[string][]string{},
+		groups:     map[string]*Group{},
+		members:    map[string][]Member{},
+		prefs:      map[prefKey]bool{},
+		settings:   map[prefKey]bool{},
+	}
+	if dir == nil {
+		return ix
+	}
+	for i := range dir.Recipients {
+		r := &dir.Recipients[i]
+		if _, dup := ix.recipients[r.UserID]; !dup {
+			ix.byType[r.UserType] = append(ix.byType[r.UserType], r.UserID)
+		}
+		ix.recipients[r.UserID] = r
+	}
+	for _, ids := range ix.byType {
+		sort.Strings(ids)
+	}
+	for i := range dir.Groups {
+		ix.groups[dir.Groups[i].Key] = &dir.Groups[i]
+	}
+	for _, m := range dir.Members {
+		ix.members[m.Group] = append(ix.members[m.Group], m)
+	}
+	for _, ms := range ix.members {
+		slices.SortFunc(ms, func(a, b Member) int {
+			if c := strings.Compare(a.UserID, b.UserID); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Role, b.Role)
+		})
+	}
+	// Conflicting duplicate rows resolve to disabled, whatever their order.
+	for _, p := range dir.Preferences {
+		k := prefKey{p.UserID, p.EventType, p.Channel}
+		if old, ok := ix.prefs[k]; ok {
+			ix.prefs[k] = old && p.Enabled
+			continue
+		}
+		ix.prefs[k] = p.Enabled
+	}
+	for _, s := range dir.Settings {
+		k := prefKey{s.Group, s.EventType, s.Channel}
+		if old, ok := ix.settings[k]; ok {
+			ix.settings[k] = old && s.Enabled
+			continue
+		}
+		ix.settings[k] = s.Enabled
+	}
+	return ix
+}
+
+// reach records how audiences reached one user.
+type reach struct {
+	userID string
+	via    []string
+	roles  []string
+	// groups through which the user was reached, in order, with the best
+	// role priority the user had in each.
+	groups   []string
+	groupPri map[string]int
+	// direct is set when a non-group audience reached the user.
+	direct bool
+}
+
+func (r *reach) addVia(v string) {
+	if !slices.Contains(r.via, v) {
+		r.via = append(r.via, v)
+	}
+}
+
+// Decide computes who gets ev and on which channels, with a reason for every
+// choice, from dir (a snapshot holding at least what Needs asked for) at
+// time at. It does no I/O.
+func (rs *RuleSet) Decide(ev Event, dir *Directory, at time.Time) (Decision, error) {
+	ce, err := rs.event(ev.Type)
+	if err != nil {
+		return Decision{}, err
+	}
+	payload, err := decodePayload(ev.Payload)
+	if err != nil {
+		return Decision{}, fmt.Errorf("rules: event %s: %w", ev.Type, err)
+	}
+	ix := indexDirectory(dir)
+	data := audienceData(ev, payload)
+
+	reached := map[string]*reach{}
+	get := func(id string) *reach {
+		r, ok := reached[id]
+		if !ok {
+			r = &reach{userID: id, groupPri: map[string]int{}}
+			reached[id] = r
+		}
+		return r
+	}
+	for i, a := range ce.audiences {
+		switch {
+		case a.group != nil:
+			key, err := renderKey(a.group, data)
+			if err != nil {
+				return Decision{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyGroup, err)
+			}
+			for _, m := range ix.members[key] {
+				pri := len(a.spec.Roles)
+				if len(a.spec.Roles) > 0 {
+					p, ok := a.rolePrio[m.Role]
+					if !ok {
+						continue
+					}
+					pri = p
+				}
+				r := get(m.UserID)
+				r.addVia(viaGroup + key)
+				if !slices.Contains(r.roles, m.Role) && m.Role != "" {
+					r.roles = append(r.roles, m.Role)
+				}
+				if old, ok := r.groupPri[key]; !ok {
+					r.groups = append(r.groups, key)
+					r.groupPri[key] = pri
+				} else if pri < old {
+					r.groupPri[key] = pri
+				}
+			}
+		case a.user != nil:
+			id, err := renderKey(a.user, data)
+			if err != nil {
+				return Decision{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyUser, err)
+			}
+			r := get(id)
+			r.addVia(viaUser + id)
+			r.direct = true
+		case a.spec.UserType != "":
+			for _, id := range ix.byType[a.spec.UserType] {
+				r := get(id)
+				r.addVia(viaUserType + a.spec.UserType)
+				r.direct = true
+			}
+		case a.path != nil:
+			ids, err := payloadUserIDs(payload, a.path)
+			if err != nil {
+				return Decision{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyPayloadPath, err)
+			}
+			for _, id := range ids {
+				r := get(id)
+				r.addVia(viaPayload + a.spec.PayloadPath)
+				r.direct = true
+			}
+		}
+	}
+
+	d := Decision{
+		EventID:    ev.EventID,
+		EventType:  ev.Type,
+		Severity:   ce.spec.Severity,
+		Shared:     ce.spec.Shared,
+		Recipients: []RecipientDecision{},
+	}
+	ids := sortedKeys(reached)
+	var active []*reach
+	for _, id := range ids {
+		r := reached[id]
+		rec, ok := ix.recipients[id]
+		switch {
+		case !ok:
+			d.Excluded = append(d.Excluded, Exclusion{UserID: id, Reason: "unknown user: not in the directory"})
+		case !rec.Active:
+			d.Excluded = append(d.Excluded, Exclusion{UserID: id, Reason: "inactive"})
+		default:
+			active = append(active, r)
+		}
+	}
+
+	capped := rs.applyMaxRecipients(active, ix)
+	for _, r := range active {
+		if reasons, out := capped[r.userID]; out && !r.direct && len(reasons) == len(r.groups) {
+			d.Excluded = append(d.Excluded, Exclusion{UserID: r.userID, Reason: strings.Join(reasons, "; ")})
+			continue
+		}
+		d.Recipients = append(d.Recipients, rs.decideRecipient(ce, ix, r, at))
+	}
+	slices.SortFunc(d.Excluded, func(a, b Exclusion) int { return strings.Compare(a.UserID, b.UserID) })
+	return d, nil
+}
+
+// applyMaxRecipients ranks the active users reached through each capped
+// group (role priority, then user id) and returns, for every user cut by a
+// group, one reason per cutting group.
+func (rs *RuleSet) applyMaxRecipients(active []*reach, ix *dirIndex) map[string][]string {
+	byGroup := map[string][]*reach{}
+	for _, r := range active {
+		for _, g := range r.groups {
+			byGroup[g] = append(byGroup[g], r)
+		}
+	}
+	out := map[string][]string{}
+	for _, key := range sortedKeys(byGroup) {
+		g, ok := ix.groups[key]
+		if !ok || g.MaxRecipients <= 0 || len(byGroup[key]) <= g.MaxRecipients {
+			continue
+		}
+		members := byGroup[key]
+		slices.SortFunc(members, func(a, b *reach) int {
+			if c := a.groupPri[key] - b.groupPri[key]; c != 0 {
+				return c
+			}
+			return strings.Compare(a.userID, b.userID)
+		})
+		for _, r := range members[g.MaxRecipients:] {
+			out[r.userID] = append(out[r.userID], fmt.Sprintf("over max_recipients %d of group %s", g.MaxRecipients, key))
+		}
+	}
+	return out
+}
+
+func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at time.Time) RecipientDecision {
+	rec := *ix.recipients[r.userID]
+	rd := RecipientDecision{
+		Recipient: rec,
+		Via:       slices.Clone(r.via),
+		Channels:  []ChannelDecision{},
+		Dropped:   []ChannelDecision{},
+	}
+	if len(r.roles) > 0 {
+		rd.Role = r.roles[0]
+	}
+	keep := func(cd ChannelDecision) { rd.Channels = append(rd.Channels, cd) }
+	drop := func(cd ChannelDecision, why string) {
+		cd.Reason = "dropped: " + why
+		rd.Dropped = append(rd.Dropped, cd)
+	}
+	evType := ce.spec.Type
+	for _, ch := range ce.considered {
+		cfg := rs.channels[ch]
+		cd := ChannelDecision{Channel: ch, Mandatory: ce.mandatory[ch]}
+		if len(cfg.UserTypes) > 0 && !slices.Contains(cfg.UserTypes, rec.UserType) {
+			drop(cd, "not supported for user type "+rec.UserType)
+			continue
+		}
+		if cd.Mandatory {
+			cd.Reason = "mandatory"
+		} else {
+			gOK, gWhy := rs.groupEnabled(ix, r, rec.UserType, evType, ch)
+			uOK, uWhy := rs.userEnabled(ix, rec, evType, ch)
+			if !gOK || !uOK {
+				var whys []string
+				if !gOK {
+					whys = append(whys, gWhy...)
+				}
+				if !uOK && !slices.Contains(whys, uWhy) {
+					whys = append(whys, uWhy)
+				}
+				drop(cd, strings.Join(whys, " and "))
+				continue
+			}
+			if len(r.groups) > 0 {
+				cd.Reason = "optional: enabled by group and user"
+			} else {
+				cd.Reason = "optional: enabled by defaults and user"
+			}
+			if roles := ce.spec.Restrict[ch]; len(roles) > 0 && !anyIn(r.roles, roles) {
+				drop(cd, fmt.Sprintf("%s restricted to roles %s", ch, strings.Join(roles, ", ")))
+				continue
+			}
+		}
+		if cfg.Intrusive {
+			mode := ce.spec.QuietHours
+			if m, ok := ce.spec.QuietHoursByChannel[ch]; ok {
+				mode = m
+			}
+			if mode != QuietIgnore {
+				if w, loc := rs.quietWindow(ix, r, rec); w != nil {
+					local := at.In(loc)
+					if w.contains(local) {
+						if mode == QuietDrop && !cd.Mandatory {
+							drop(cd, fmt.Sprintf("quiet hours %s %s", w.text, loc))
+							continue
+						}
+						cd.Deferred = true
+						cd.DeferUntil = w.endAfter(local)
+						cd.Reason = fmt.Sprintf("deferred until %s (quiet hours %s %s)", cd.DeferUntil.Format(time.RFC3339), w.text, loc)
+						if mode == QuietDrop {
+							cd.Reason += "; mandatory, so deferred instead of dropped"
+						}
+					}
+				}
+			}
+		}
+		keep(cd)
+	}
+	return rd
+}
+
+func anyIn(have, want []string) bool {
+	for _, h := range have {
+		if slices.Contains(want, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultEnabled reports whether an optional channel is on for a user type
+// when no group setting or user preference says.
+func (rs *RuleSet) defaultEnabled(userType, ch string) bool {
+	d, ok := rs.spec.Defaults.UserTypes[userType]
+	if !ok || !d.EnabledSet {
+		return true
+	}
+	return slices.Contains(d.Enabled, ch)
+}
+
+// groupEnabled reports whether any group that reached the user enables ch
+// (event-type setting, then channel setting, then the user type's
+// default); users reached by no group use the user type's default. When
+// disabled it returns one reason per group.
+func (rs *RuleSet) groupEnabled(ix *dirIndex, r *reach, userType, evType, ch string) (bool, []string) {
+	if len(r.groups) == 0 {
+		if rs.defaultEnabled(userType, ch) {
+			return true, nil
+		}
+		return false, []string{"disabled by default for user type " + userType}
+	}
+	var whys []string
+	for _, g := range r.groups {
+		if on, ok := ix.settings[prefKey{g, evType, ch}]; ok {
+			if on {
+				return true, nil
+			}
+			whys = append(whys, fmt.Sprintf("disabled by group %s for %s", g, evType))
+			continue
+		}
+		if on, ok := ix.settings[prefKey{g, "", ch}]; ok {
+			if on {
+				return true, nil
+			}
+			whys = append(whys, "disabled by group "+g)
+			continue
+		}
+		if rs.defaultEnabled(userType, ch) {
+			return true, nil
+		}
+		why := "disabled by default for user type " + userType
+		if !slices.Contains(whys, why) {
+			whys = append(whys, why)
+		}
+	}
+	return false, whys
+}
+
+// userEnabled applies the user's preference (event type first) or the
+// user type's default.
+func (rs *RuleSet) userEnabled(ix *dirIndex, rec Recipient, evType, ch string) (bool, string) {
+	if on, ok := ix.prefs[prefKey{rec.UserID, evType, ch}]; ok {
+		return on, "disabled by user preference for " + evType
+	}
+	if on, ok := ix.prefs[prefKey{rec.UserID, "", ch}]; ok {
+		return on, "disabled by user preference"
+	}
+	return rs.defaultEnabled(rec.UserType, ch), "disabled by default for user type " + rec.UserType
+}
+
+// quietWindow picks the recipient's quiet hours (their own, then the first
+// reaching group's, then the user type's default, then the global default)
+// and their zone (bad or empty zones fall back to the defaults' zone).
+func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, *time.Location) {
+	loc := rs.defaultZone
+	if rec.TimeZone != "" {
+		if l := loadZone(rec.TimeZone); l != nil {
+			loc = l
+		}
+	}
+	if rec.QuietHours != nil {
+		if w, err := parseWindow(*rec.QuietHours); err == nil {
+			return w, loc
+		}
+	}
+	for _, key := range r.groups {
+		if g, ok := ix.groups[key]; ok && g.QuietHours != nil {
+			if w, err := parseWindow(*g.QuietHours); err == nil {
+				return w, loc
+			}
+		}
+	}
+	if w := rs.typeQH[rec.UserType]; w != nil {
+		return w, loc
+	}
+	return rs.defaultQH, loc
+}

@@ -1,0 +1,161 @@
+package rules_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/tools/txtar"
+
+	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/rules"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected sections of testdata/*.txtar")
+
+// TestGolden runs every testdata/*.txtar archive. An archive holds:
+//
+//	args            lines "rules=PATH" (relative to testdata, repeatable) and "at=RFC3339"
+//	*.hcl, *.yaml   rules files, written to a temporary directory and loaded too
+//	event.json      the event
+//	directory.json  the directory snapshot (DIR.json format)
+//
+// and the expected results: needs.json, explain.txt and decision.json for a
+// decision, or errors.txt when the rules do not load.
+func TestGolden(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txtar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no golden files")
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			runGolden(t, file)
+		})
+	}
+}
+
+func runGolden(t *testing.T, file string) {
+	ar, err := txtar.ParseFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var rulesPaths []string
+	var at time.Time
+	inputs := map[string][]byte{}
+	for _, f := range ar.Files {
+		inputs[f.Name] = f.Data
+		switch ext := filepath.Ext(f.Name); ext {
+		case ".hcl", ".yaml", ".yml", ".json":
+			p := filepath.Join(dir, f.Name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if ext != ".json" {
+				rulesPaths = append(rulesPaths, p)
+			}
+		}
+	}
+	for _, line := range strings.Split(string(inputs["args"]), "\n") {
+		key, val, _ := strings.Cut(strings.TrimSpace(line), "=")
+		switch key {
+		case "rules":
+			rulesPaths = append(rulesPaths, filepath.Join("testdata", val))
+		case "at":
+			if at, err = time.Parse(time.RFC3339, val); err != nil {
+				t.Fatalf("args: at: %v", err)
+			}
+		case "":
+		default:
+			t.Fatalf("args: unknown key %q", key)
+		}
+	}
+
+	got := map[string]string{}
+	rs, err := config.LoadRules(rulesPaths...)
+	if err != nil {
+		got["errors.txt"] = strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "") + "\n"
+	} else {
+		var ev rules.Event
+		if err := json.Unmarshal(inputs["event.json"], &ev); err != nil {
+			t.Fatalf("event.json: %v", err)
+		}
+		var d rules.Directory
+		if err := json.Unmarshal(inputs["directory.json"], &d); err != nil {
+			t.Fatalf("directory.json: %v", err)
+		}
+		needs, err := rs.Needs(ev)
+		if err != nil {
+			t.Fatalf("Needs: %v", err)
+		}
+		got["needs.json"] = mustJSON(t, needs)
+		dec, err := rs.Decide(ev, &d, at)
+		if err != nil {
+			t.Fatalf("Decide: %v", err)
+		}
+		var b bytes.Buffer
+		if err := rules.WriteExplain(&b, dec, at); err != nil {
+			t.Fatal(err)
+		}
+		got["explain.txt"] = b.String()
+		got["decision.json"] = mustJSON(t, dec)
+	}
+
+	if *update {
+		var kept []txtar.File
+		for _, f := range ar.Files {
+			switch f.Name {
+			case "needs.json", "explain.txt", "decision.json", "errors.txt":
+				continue
+			}
+			kept = append(kept, f)
+		}
+		for _, name := range []string{"needs.json", "explain.txt", "decision.json", "errors.txt"} {
+			if s, ok := got[name]; ok {
+				kept = append(kept, txtar.File{Name: name, Data: []byte(s)})
+			}
+		}
+		ar.Files = kept
+		if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	for _, name := range []string{"needs.json", "explain.txt", "decision.json", "errors.txt"} {
+		want, inArchive := inputs[name]
+		g, produced := got[name]
+		switch {
+		case produced && !inArchive:
+			t.Errorf("%s: produced but not in the archive (run with -update):\n%s", name, g)
+		case !produced && inArchive:
+			t.Errorf("%s: expected but not produced", name)
+		case produced:
+			if diff := cmp.Diff(string(want), g); diff != "" {
+				t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
+			}
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b) + "\n"
+}

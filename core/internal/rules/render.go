@@ -1,0 +1,315 @@
+package rules
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// templateFuncs are available in every template.
+var templateFuncs = template.FuncMap{
+	"upper": strings.ToUpper,
+	"lower": strings.ToLower,
+	"title": func(s string) string {
+		r, n := utf8.DecodeRuneInString(s)
+		if n == 0 {
+			return s
+		}
+		return string(unicode.ToUpper(r)) + s[n:]
+	},
+	"trim": strings.TrimSpace,
+	"join": func(sep string, v any) string {
+		list, ok := v.([]any)
+		if !ok {
+			return fmt.Sprint(v)
+		}
+		parts := make([]string, len(list))
+		for i, x := range list {
+			parts[i] = fmt.Sprint(x)
+		}
+		return strings.Join(parts, sep)
+	},
+	// default returns def when v is missing or empty: {{ default "guest" .payload.name }}.
+	"default": func(def, v any) any {
+		if v == nil {
+			return def
+		}
+		if s, ok := v.(string); ok && s == "" {
+			return def
+		}
+		return v
+	},
+	"json": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	},
+}
+
+// decodePayload parses a payload keeping numbers exact (json.Number), so an
+// id 12345678901 renders as written.
+func decodePayload(raw json.RawMessage) (any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return map[string]any{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("payload is not valid JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("payload is not valid JSON: trailing data")
+	}
+	return v, nil
+}
+
+func eventData(ev Event) map[string]any {
+	return map[string]any{
+		"id":             ev.EventID,
+		"type":           ev.Type,
+		"tenant_id":      ev.TenantID,
+		"aggregate_type": ev.AggregateType,
+		"aggregate_id":   ev.AggregateID,
+		"occurred_at":    ev.OccurredAt,
+	}
+}
+
+// audienceData is what audience templates see: .payload and .event.
+func audienceData(ev Event, payload any) map[string]any {
+	return map[string]any{"payload": payload, "event": eventData(ev)}
+}
+
+// renderKey renders an audience key (missing payload fields are errors).
+func renderKey(t *template.Template, data any) (string, error) {
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(b.String())
+	if s == "" {
+		return "", errors.New("rendered empty")
+	}
+	return s, nil
+}
+
+// payloadUserIDs follows path in the payload to a list of user ids
+// (strings, numbers, or objects with a user_id field).
+func payloadUserIDs(payload any, path []string) ([]string, error) {
+	v := payload
+	for i, seg := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%s is not an object", strings.Join(path[:i], "."))
+		}
+		if v, ok = m[seg]; !ok {
+			return nil, fmt.Errorf("payload has no %s", strings.Join(path[:i+1], "."))
+		}
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a list", strings.Join(path, "."))
+	}
+	ids := make([]string, 0, len(list))
+	for i, x := range list {
+		id, err := userIDOf(x)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", strings.Join(path, "."), i, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func userIDOf(x any) (string, error) {
+	switch x := x.(type) {
+	case string:
+		if x != "" {
+			return x, nil
+		}
+	case json.Number:
+		return x.String(), nil
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), nil
+	case map[string]any:
+		if id, ok := x["user_id"]; ok {
+			return userIDOf(id)
+		}
+	}
+	return "", fmt.Errorf("not a user id: %v", x)
+}
+
+func recipientData(r Recipient) map[string]any {
+	return map[string]any{
+		"user_id":    r.UserID,
+		"user_type":  r.UserType,
+		"email":      r.Email,
+		"phone":      r.Phone,
+		"locale":     r.Locale,
+		"time_zone":  r.TimeZone,
+		"attributes": r.Attributes,
+	}
+}
+
+// Render produces the content of ev for recipient r on channel, or for the
+// in-app inbox when channel is "". Templates see .payload, .event,
+// .recipient and .channel. The recipient's locale picks a variant ("pt-BR",
+// then "pt", then the default text); a channel without a template uses the
+// inbox title and body. The inbox's Data is the rendered data block, or the
+// payload when the rule gives none.
+func (rs *RuleSet) Render(ev Event, r Recipient, channel string) (Rendered, error) {
+	ce, err := rs.event(ev.Type)
+	if err != nil {
+		return Rendered{}, err
+	}
+	payload, err := decodePayload(ev.Payload)
+	if err != nil {
+		return Rendered{}, fmt.Errorf("rules: event %s: %w", ev.Type, err)
+	}
+	data := map[string]any{
+		"payload":   payload,
+		"event":     eventData(ev),
+		"recipient": recipientData(r),
+		"channel":   channel,
+	}
+	locale := normalizeLocale(r.Locale)
+	if locale == "" {
+		locale = normalizeLocale(rs.spec.Defaults.Locale)
+	}
+	inbox := ce.inbox.pick(locale)
+	var out Rendered
+	fail := func(field string, err error) (Rendered, error) {
+		what := "inbox"
+		if channel != "" {
+			what = "channel " + channel
+		}
+		return Rendered{}, fmt.Errorf("rules: event %s: render %s %s: %w", ev.Type, what, field, err)
+	}
+	if out.Title, err = execText(inbox.title, data); err != nil {
+		return fail(KeyTitle, err)
+	}
+	if out.Title == "" {
+		out.Title = ev.Type
+	}
+	if out.Body, err = execText(inbox.body, data); err != nil {
+		return fail(KeyBody, err)
+	}
+	if channel == "" {
+		if out.Data, err = execData(inbox.data, data); err != nil {
+			return fail(KeyData, err)
+		}
+		if out.Data == nil && len(bytes.TrimSpace(ev.Payload)) > 0 {
+			out.Data = bytes.Clone(ev.Payload)
+		}
+		return out, nil
+	}
+	if !ce.mandatory[channel] && !ce.optional[channel] {
+		return Rendered{}, fmt.Errorf("rules: event %s does not use channel %s", ev.Type, channel)
+	}
+	out.Subject = out.Title
+	ct, ok := ce.templates[channel]
+	if !ok {
+		return out, nil
+	}
+	t := ct.pick(locale)
+	if t.title != nil {
+		if out.Title, err = execText(t.title, data); err != nil {
+			return fail(KeyTitle, err)
+		}
+	}
+	if t.subject != nil {
+		if out.Subject, err = execText(t.subject, data); err != nil {
+			return fail(KeySubject, err)
+		}
+	} else if t.title != nil {
+		out.Subject = out.Title
+	}
+	if t.body != nil {
+		if out.Body, err = execText(t.body, data); err != nil {
+			return fail(KeyBody, err)
+		}
+	}
+	if t.html != nil {
+		var b strings.Builder
+		if err := t.html.Execute(&b, data); err != nil {
+			return fail(KeyHTML, err)
+		}
+		out.HTML = b.String()
+	}
+	if out.Data, err = execData(t.data, data); err != nil {
+		return fail(KeyData, err)
+	}
+	return out, nil
+}
+
+// pick merges the locale's variant over the default text, field by field.
+func (ct *compiledTemplate) pick(locale string) compiledText {
+	out := ct.base
+	variant, ok := ct.locales[locale]
+	if !ok {
+		lang, _, _ := strings.Cut(locale, "-")
+		variant, ok = ct.locales[lang]
+	}
+	if !ok {
+		return out
+	}
+	if variant.subject != nil {
+		out.subject = variant.subject
+	}
+	if variant.title != nil {
+		out.title = variant.title
+	}
+	if variant.body != nil {
+		out.body = variant.body
+	}
+	if variant.html != nil {
+		out.html = variant.html
+	}
+	if variant.data != nil {
+		merged := make(map[string]*template.Template, len(out.data)+len(variant.data))
+		for k, v := range out.data {
+			merged[k] = v
+		}
+		for k, v := range variant.data {
+			merged[k] = v
+		}
+		out.data = merged
+	}
+	return out
+}
+
+func execText(t *template.Template, data any) (string, error) {
+	if t == nil {
+		return "", nil
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func execData(ts map[string]*template.Template, data any) (json.RawMessage, error) {
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(ts))
+	for k, t := range ts {
+		s, err := execText(t, data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[k] = s
+	}
+	return json.Marshal(out)
+}
+
+// formatTime is how explain output and reasons print instants.
+func formatTime(t time.Time) string { return t.Format(time.RFC3339) }

@@ -1,0 +1,219 @@
+package rules
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Spec is the declarative form of a rule set: what an operator writes in the
+// rules files, after parsing and with defaults applied. New compiles a Spec
+// into a RuleSet. The config package builds a Spec from HCL or YAML files;
+// tests and tools may build one directly.
+type Spec struct {
+	// Channels are the configured channels, sorted by name.
+	Channels []ChannelConfig
+	// Events are the rules of each event type, sorted by type.
+	Events []EventSpec
+	// Defaults are the fallbacks for recipients, groups and channels.
+	Defaults DefaultsSpec
+}
+
+// Quiet-hours behaviours of an event (and of one of its channels).
+const (
+	// QuietDrop drops intrusive channels during quiet hours.
+	QuietDrop = "drop"
+	// QuietDefer keeps intrusive channels but defers them to the end of the window.
+	QuietDefer = "defer"
+	// QuietIgnore sends regardless of quiet hours.
+	QuietIgnore = "ignore"
+)
+
+// Severities an event may declare.
+const (
+	SeverityInfo     = "info"
+	SeverityWarning  = "warning"
+	SeverityCritical = "critical"
+)
+
+// EventSpec is the rule of one event type.
+type EventSpec struct {
+	// Type is the event type, e.g. RESERVATION_REQUESTED.
+	Type string
+	// Description is free text for operators.
+	Description string
+	// Severity is info (default), warning or critical.
+	Severity string
+	// Shared marks first-to-act notifications.
+	Shared bool
+	// Audiences say who is reached; a user reached several times is
+	// notified once.
+	Audiences []AudienceSpec
+	// Mandatory channels are always sent (unless unsupported for the user type).
+	Mandatory []string
+	// Optional channels are sent when the group and the user enable them.
+	Optional []string
+	// Restrict limits a channel to recipients with one of the roles
+	// (channel → roles).
+	Restrict map[string][]string
+	// QuietHours is drop (default), defer or ignore.
+	QuietHours string
+	// QuietHoursByChannel overrides QuietHours for single channels.
+	QuietHoursByChannel map[string]string
+	// Templates are the per-channel message templates.
+	Templates map[string]TemplateSpec
+	// Inbox is the in-app inbox row's template (title, body, data).
+	Inbox TemplateSpec
+	// PayloadSchema is an optional JSON Schema the payload must satisfy.
+	PayloadSchema json.RawMessage
+}
+
+// AudienceSpec is one audience of an event. Exactly one of Group, User,
+// UserType and PayloadPath is set. Group and User are Go templates rendered
+// with the event (e.g. "restaurant:{{ .payload.restaurant_id }}").
+type AudienceSpec struct {
+	// Group is a group key template; its members are reached.
+	Group string
+	// Roles filters group members by role and orders them for
+	// max_recipients (first listed = highest priority). Empty = every role.
+	Roles []string
+	// User is a user id template.
+	User string
+	// UserType reaches every user of the type.
+	UserType string
+	// PayloadPath is a dot path in the payload to a list of user ids.
+	PayloadPath string
+}
+
+// TemplateSpec is the content of a message in the default language plus
+// per-locale overrides. Every text field is a Go template; HTML uses
+// html/template.
+type TemplateSpec struct {
+	TemplateText
+	// Locales maps a locale ("it", "pt-br") to its variant; fields left
+	// empty in a variant fall back to the default text.
+	Locales map[string]TemplateText
+}
+
+// TemplateText is one language's text of a message.
+type TemplateText struct {
+	Subject string
+	Title   string
+	Body    string
+	HTML    string
+	// Data are extra key/value templates, rendered into a JSON object.
+	Data map[string]string
+}
+
+// DefaultsSpec holds fallbacks used when a recipient, group or channel says
+// nothing.
+type DefaultsSpec struct {
+	// TimeZone is the IANA zone for recipients without one (default UTC).
+	TimeZone string
+	// Locale is the locale for recipients without one (default "en").
+	Locale string
+	// QuietHours is the window for recipients whose user, group and
+	// user-type defaults give none (nil = no quiet hours).
+	QuietHours *QuietHours
+	// Retry is the retry policy for channels that do not set their own.
+	Retry RetryPolicy
+	// UserTypes are per-user-type defaults.
+	UserTypes map[string]UserTypeDefaults
+}
+
+// UserTypeDefaults are the defaults for the users of one type.
+type UserTypeDefaults struct {
+	// Enabled lists the optional channels enabled when neither a group
+	// setting nor a user preference says otherwise. Only used when
+	// EnabledSet; otherwise every channel is enabled by default.
+	Enabled    []string
+	EnabledSet bool
+	// QuietHours is the window for users of this type without their own.
+	QuietHours *QuietHours
+}
+
+// Field names of the rules schema, as written in HCL and YAML files. Error
+// paths (SpecError.Path) use them.
+const (
+	KeyChannel             = "channel"
+	KeyEvent               = "event"
+	KeyDefaults            = "defaults"
+	KeyProviders           = "providers"
+	KeyPlugin              = "plugin"
+	KeyName                = "name"
+	KeyPriority            = "priority"
+	KeyChecksum            = "checksum"
+	KeyConfig              = "config"
+	KeyBestEffort          = "best_effort"
+	KeyIntrusive           = "intrusive"
+	KeyUserTypes           = "user_types"
+	KeyRetry               = "retry"
+	KeyMaxAttempts         = "max_attempts"
+	KeyInitial             = "initial"
+	KeyMax                 = "max"
+	KeyMultiplier          = "multiplier"
+	KeyJitter              = "jitter"
+	KeyDescription         = "description"
+	KeySeverity            = "severity"
+	KeyShared              = "shared"
+	KeyAudience            = "audience"
+	KeyGroup               = "group"
+	KeyRoles               = "roles"
+	KeyUser                = "user"
+	KeyUserType            = "user_type"
+	KeyPayloadPath         = "payload_path"
+	KeyMandatory           = "mandatory"
+	KeyOptional            = "optional"
+	KeyRestrict            = "restrict"
+	KeyQuietHours          = "quiet_hours"
+	KeyQuietHoursByChannel = "quiet_hours_by_channel"
+	KeyTemplate            = "template"
+	KeyInbox               = "inbox"
+	KeyLocale              = "locale"
+	KeySubject             = "subject"
+	KeyTitle               = "title"
+	KeyBody                = "body"
+	KeyHTML                = "html"
+	KeyData                = "data"
+	KeyPayloadSchema       = "payload_schema"
+	KeyPayloadSchemaFile   = "payload_schema_file"
+	KeyTimeZone            = "time_zone"
+	KeyStart               = "start"
+	KeyEnd                 = "end"
+	KeyEnabled             = "enabled"
+)
+
+// Built-in defaults.
+const (
+	DefaultTimeZone = "UTC"
+	DefaultLocale   = "en"
+)
+
+// DefaultRetry is the retry policy of a persistent channel when neither the
+// channel nor the defaults set one.
+var DefaultRetry = RetryPolicy{
+	MaxAttempts: 5,
+	Initial:     2 * time.Second,
+	Max:         10 * time.Minute,
+	Multiplier:  2,
+	Jitter:      0.2,
+}
+
+// DefaultIntrusive reports whether a channel is intrusive when its block
+// does not say: EMAIL, PUSH and SMS are.
+func DefaultIntrusive(channel string) bool {
+	switch channel {
+	case "EMAIL", "PUSH", "SMS":
+		return true
+	}
+	return false
+}
+
+// DefaultBestEffort reports whether a channel is best effort when its block
+// does not say: WEBSOCKET and SLACK are.
+func DefaultBestEffort(channel string) bool {
+	switch channel {
+	case "WEBSOCKET", "SLACK":
+		return true
+	}
+	return false
+}

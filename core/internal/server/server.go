@@ -1,0 +1,202 @@
+// Package server wires `herald serve`: rules (hot-reloaded), the database
+// pool, the broker connection and topology, the plugin host, the relay,
+// the publisher, the listeners, the retry poller and the HTTP APIs.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/api"
+	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/delivery"
+	"github.com/heraldhq/herald/core/internal/outbox"
+	"github.com/heraldhq/herald/core/internal/pluginhost"
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/store"
+)
+
+// Topology derives the broker topology from the config: the configured
+// queues, or one queue per channel of the rules.
+func Topology(d config.Daemon, rs *rules.RuleSet) broker.Topology {
+	t := broker.Topology{Exchange: d.AMQP.Exchange}
+	if len(d.AMQP.Queues) == 0 {
+		var names []string
+		for _, c := range rs.Channels() {
+			names = append(names, c.Name)
+		}
+		t.Queues = broker.DefaultQueues(names)
+		return t
+	}
+	names := make([]string, 0, len(d.AMQP.Queues))
+	for n := range d.AMQP.Queues {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		q := d.AMQP.Queues[n]
+		t.Queues = append(t.Queues, broker.Queue{Name: n, Bindings: q.Bindings, Prefetch: q.Prefetch, Concurrency: q.Concurrency, Quorum: q.Quorum})
+	}
+	return t
+}
+
+// Run serves until ctx ends or SIGINT/SIGTERM arrives; SIGHUP reloads the
+// rules. It returns after an orderly shutdown: listeners finish and record
+// in-flight sends, then plugins are stopped.
+func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if len(d.Rules) == 0 {
+		return errors.New("rules: no rules files configured (set rules = [...] or HERALD_RULES)")
+	}
+	watcher, err := config.NewRulesWatcher(d.Rules, log.Named("rules"))
+	if err != nil {
+		return err
+	}
+	current := watcher.Current
+
+	pool, err := store.NewPool(ctx, d.Database.URL, d.Database.MaxConns)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer pool.Close()
+
+	topo := Topology(d, current())
+	conn := broker.Dial(d.AMQP.URL, topo, log)
+	defer conn.Close()
+
+	host, err := pluginhost.New(pluginhost.Config{Dir: d.Plugins.Dir, Logger: log, Channels: current().Channels()})
+	if err != nil {
+		return fmt.Errorf("plugins: %w", err)
+	}
+	defer host.Close()
+	if err := host.Start(ctx); err != nil {
+		return fmt.Errorf("plugins: %w", err)
+	}
+	watcher.OnChange(func(rs *rules.RuleSet) {
+		if err := host.Reconfigure(rs.Channels()); err != nil {
+			log.Error("plugin providers not reconfigured for the new rules", "error", err)
+		}
+		for _, c := range rs.Channels() {
+			if !topo.Routable(broker.RoutingKey("x", c.Name)) && len(d.AMQP.Queues) == 0 {
+				log.Warn("a channel added by the new rules has no queue until herald restarts", "channel", c.Name)
+			}
+		}
+	})
+
+	pub := delivery.NewPublisher(pool, conn, log, delivery.PublisherConfig{
+		BatchSize: d.Publisher.BatchSize, PerMessage: d.Publisher.PerMessage,
+		PollInterval: d.Publisher.PollInterval, ReclaimAfter: d.Publisher.ReclaimAfter,
+	})
+	relay := outbox.New(pool, current, pub.Kick, log, outbox.Config{
+		BatchSize: d.Relay.BatchSize, PollInterval: d.Relay.PollInterval, MaxAttempts: d.Relay.MaxAttempts, Workers: d.Relay.Workers,
+	})
+	listener := delivery.NewListener(pool, conn, host, current, log, delivery.ListenerConfig{Lease: d.Retry.Lease})
+	poller := delivery.NewRetryPoller(pool, d.Retry.PollInterval, pub.Kick, log)
+
+	apiSrv := api.New(pool, current, log)
+	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", d.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("http.listen: %w", err)
+	}
+	var adminSrv *http.Server
+	var adminLn net.Listener
+	if d.HTTP.AdminListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/admin/", pluginhost.AdminHandler(host))
+		mux.HandleFunc("POST /admin/v1/rules/reload", func(w http.ResponseWriter, r *http.Request) {
+			if err := watcher.Reload(); err != nil {
+				http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+				return
+			}
+			fmt.Fprintln(w, "rules reloaded")
+		})
+		if d.HTTP.Pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
+		adminSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		if adminLn, err = net.Listen("tcp", d.HTTP.AdminListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("http.admin_listen: %w", err)
+		}
+	}
+
+	// Pipeline stages stop when work ends; listeners last so that what was
+	// claimed is recorded.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var wg sync.WaitGroup
+	run := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(work); err != nil {
+				log.Error("component stopped", "component", name, "error", err)
+			}
+		}()
+	}
+	run("rules watcher", watcher.Run)
+	run("relay", relay.Run)
+	run("publisher", pub.Run)
+	run("listener", listener.Run)
+	run("retry poller", poller.Run)
+	go func() {
+		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server", "error", err)
+		}
+	}()
+	if adminSrv != nil {
+		go func() {
+			if err := adminSrv.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("admin server", "error", err)
+			}
+		}()
+	}
+	log.Info("herald serving", "http", ln.Addr().String(), "admin", d.HTTP.AdminListen, "rules", d.Rules,
+		"plugins", d.Plugins.Dir, "queues", topo.QueueNames())
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			log.Info("SIGHUP: reloading rules")
+			if err := watcher.Reload(); err != nil {
+				log.Error("rules reload refused; the last good rules keep serving", "error", err)
+			}
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_ = httpSrv.Shutdown(shutCtx)
+	if adminSrv != nil {
+		_ = adminSrv.Shutdown(shutCtx)
+	}
+	cancelWork()
+	wg.Wait()
+	log.Info("stopped")
+	return nil
+}

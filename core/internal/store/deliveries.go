@@ -1,0 +1,309 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/heraldhq/herald/sdk/producer"
+	"github.com/jackc/pgx/v5"
+)
+
+// Delivery statuses. They only move forward; every transition is a guarded
+// UPDATE naming the statuses it may leave.
+const (
+	StatusDeferred  = "DEFERRED"
+	StatusPending   = "PENDING"
+	StatusPublished = "PUBLISHED"
+	StatusSending   = "SENDING"
+	StatusSent      = "SENT"
+	StatusRetry     = "RETRY"
+	StatusFailed    = "FAILED"
+)
+
+// OutRow is a delivery claimed for publishing.
+type OutRow struct {
+	ID       string
+	TenantID string
+	UserType string
+	Channel  string
+	// Attempt is the number of the attempt the message is for.
+	Attempt int
+}
+
+// ClaimKind selects which deliveries ClaimForPublish takes.
+type ClaimKind int
+
+// Claim kinds.
+const (
+	// ClaimPending takes new deliveries.
+	ClaimPending ClaimKind = iota
+	// ClaimRetry takes RETRY deliveries whose next attempt is due.
+	ClaimRetry
+	// ClaimStale takes PUBLISHED deliveries no listener picked up within
+	// the reclaim age (their message was lost with a queue).
+	ClaimStale
+)
+
+// ClaimForPublish locks up to limit deliveries of the given kind in tx.
+func ClaimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, reclaimAfter time.Duration) ([]OutRow, error) {
+	var where string
+	args := []any{limit}
+	switch kind {
+	case ClaimPending:
+		where = `status = 'PENDING'`
+	case ClaimRetry:
+		where = `status = 'RETRY' AND next_attempt_at <= now()`
+	case ClaimStale:
+		where = `status = 'PUBLISHED' AND updated_at < now() - make_interval(secs => $2)`
+		args = append(args, reclaimAfter.Seconds())
+	}
+	rows, err := tx.Query(ctx, `SELECT delivery_id::text, tenant_id, user_type, channel, attempts + 1 FROM deliveries
+		WHERE `+where+` ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutRow, error) {
+		var o OutRow
+		err := r.Scan(&o.ID, &o.TenantID, &o.UserType, &o.Channel, &o.Attempt)
+		return o, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	return out, nil
+}
+
+// MarkPublished marks confirmed deliveries PUBLISHED. A delivery a listener
+// already moved on (SENDING, SENT, ...) is left alone.
+func MarkPublished(ctx context.Context, tx pgx.Tx, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'PUBLISHED', updated_at = now()
+		WHERE delivery_id = ANY($1::uuid[]) AND status IN ('PENDING', 'RETRY', 'PUBLISHED')`, ids)
+	if err != nil {
+		return fmt.Errorf("mark published: %w", err)
+	}
+	return nil
+}
+
+// Ref names one attempt of one delivery, as a broker message carries it.
+type Ref struct {
+	ID      string `json:"id"`
+	Attempt int    `json:"attempt"`
+}
+
+// Claimed is a delivery a listener holds in SENDING for one attempt.
+type Claimed struct {
+	ID             string
+	TenantID       string
+	NotificationID string
+	EventID        string
+	EventType      string
+	UserID         string
+	UserType       string
+	Channel        string
+	Severity       string
+	Attempt        int
+	MaxAttempts    int
+	BestEffort     bool
+	Recipient      json.RawMessage
+	Content        json.RawMessage
+	CreatedAt      time.Time
+}
+
+// ClaimForSend moves the referenced deliveries to SENDING for their attempt
+// and returns them. A reference whose delivery is already past that attempt
+// (a redelivered or duplicate message) or final is not returned: the caller
+// acks it and skips it.
+func ClaimForSend(ctx context.Context, q Querier, refs []Ref, lease time.Duration) ([]Claimed, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	ids, attempts := make([]string, len(refs)), make([]int32, len(refs))
+	for i, r := range refs {
+		ids[i], attempts[i] = r.ID, int32(r.Attempt)
+	}
+	rows, err := q.Query(ctx, `UPDATE deliveries d SET status = 'SENDING', attempts = d.attempts + 1,
+			lease_until = now() + make_interval(secs => $3), updated_at = now()
+		FROM unnest($1::uuid[], $2::int[]) AS m(id, attempt)
+		WHERE d.delivery_id = m.id AND d.attempts = m.attempt - 1 AND d.status IN ('PENDING', 'PUBLISHED', 'RETRY')
+		RETURNING d.delivery_id::text, d.tenant_id, d.notification_id::text, d.event_id, d.event_type, d.user_id, d.user_type,
+			d.channel, d.severity, d.attempts, d.max_attempts, d.best_effort, d.recipient, d.content, d.created_at`,
+		ids, attempts, lease.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim for send: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
+		var c Claimed
+		err := r.Scan(&c.ID, &c.TenantID, &c.NotificationID, &c.EventID, &c.EventType, &c.UserID, &c.UserType,
+			&c.Channel, &c.Severity, &c.Attempt, &c.MaxAttempts, &c.BestEffort, &c.Recipient, &c.Content, &c.CreatedAt)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim for send: %w", err)
+	}
+	return out, nil
+}
+
+// Outcome is the recorded result of one attempt.
+type Outcome struct {
+	ID      string
+	Attempt int
+	// Kind is sent, retryable, rate_limited, permanent, error or lost.
+	Kind              string
+	Provider          string
+	ProviderMessageID string
+	Error             string
+	RetryAfter        time.Duration
+	// Status is the delivery's next status: SENT, RETRY or FAILED.
+	Status        string
+	NextAttemptAt time.Time
+	StartedAt     time.Time
+}
+
+// RecordOutcomes stores attempt outcomes: the delivery moves from SENDING
+// (for that attempt only) to its next status and the attempt joins the
+// audit log (once: a second record of the same attempt is ignored). It
+// returns how many deliveries moved.
+func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error) {
+	if len(outs) == 0 {
+		return 0, nil
+	}
+	n := len(outs)
+	ids, kinds, provs, pmids, errs, stats := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	atts := make([]int32, n)
+	retry := make([]int64, n)
+	next, started := make([]time.Time, n), make([]time.Time, n)
+	for i, o := range outs {
+		ids[i], kinds[i], provs[i], pmids[i], errs[i], stats[i] = o.ID, o.Kind, o.Provider, o.ProviderMessageID, o.Error, o.Status
+		atts[i], retry[i], next[i], started[i] = int32(o.Attempt), o.RetryAfter.Milliseconds(), o.NextAttemptAt, o.StartedAt
+		if next[i].IsZero() {
+			next[i] = time.Now()
+		}
+	}
+	tag, err := q.Exec(ctx, `WITH m AS (
+			SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::timestamptz[])
+				AS m(id, attempt, kind, provider, pmid, err, status, retry_ms, next_at, started_at)
+		), upd AS (
+			UPDATE deliveries d SET status = m.status, provider = m.provider, provider_message_id = m.pmid, last_error = m.err,
+				next_attempt_at = m.next_at, lease_until = NULL, updated_at = now(),
+				sent_at = CASE WHEN m.status = 'SENT' THEN now() ELSE d.sent_at END
+			FROM m WHERE d.delivery_id = m.id AND d.attempts = m.attempt AND d.status = 'SENDING'
+			RETURNING d.delivery_id, d.tenant_id
+		)
+		INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, provider, provider_message_id, error, retry_after_ms, started_at)
+		SELECT upd.tenant_id, m.id, m.attempt, m.kind, m.provider, m.pmid, m.err, m.retry_ms, m.started_at
+		FROM upd JOIN m ON m.id = upd.delivery_id
+		ON CONFLICT (delivery_id, attempt) DO NOTHING`,
+		ids, atts, kinds, provs, pmids, errs, stats, retry, next, started)
+	if err != nil {
+		return 0, fmt.Errorf("record outcomes: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// MaxLostAttempts bounds how many attempts of one delivery may be lost
+// (daemon or plugin killed mid-send) before it is FAILED.
+const MaxLostAttempts = 3
+
+// ExpireLeases moves deliveries whose SENDING lease ran out (the daemon or
+// plugin died mid-send) to RETRY and logs the attempt as lost. A lost
+// attempt does not count against max_attempts — it was Herald's failure,
+// not the provider's, so best-effort deliveries get their one real try too
+// — but after MaxLostAttempts lost attempts the delivery is FAILED. It
+// returns how many moved.
+func ExpireLeases(ctx context.Context, q Querier) (int, error) {
+	tag, err := q.Exec(ctx, `WITH upd AS (
+			UPDATE deliveries d SET status = CASE WHEN (SELECT count(*) FROM delivery_attempts a
+					WHERE a.delivery_id = d.delivery_id AND a.outcome = 'lost') >= $1 THEN 'FAILED' ELSE 'RETRY' END,
+				max_attempts = d.max_attempts + 1,
+				last_error = 'attempt lost: lease expired while sending', next_attempt_at = now(), lease_until = NULL, updated_at = now()
+			WHERE d.status = 'SENDING' AND d.lease_until < now()
+			RETURNING d.delivery_id, d.tenant_id, d.attempts, d.updated_at
+		)
+		INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, error, started_at)
+		SELECT tenant_id, delivery_id, attempts, 'lost', 'lease expired while sending', updated_at FROM upd
+		ON CONFLICT (delivery_id, attempt) DO NOTHING`, MaxLostAttempts)
+	if err != nil {
+		return 0, fmt.Errorf("expire leases: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ReleaseDeferred moves DEFERRED deliveries whose quiet-hours window ended
+// to PENDING. It returns how many moved.
+func ReleaseDeferred(ctx context.Context, q Querier) (int, error) {
+	tag, err := q.Exec(ctx, `UPDATE deliveries SET status = 'PENDING', updated_at = now()
+		WHERE status = 'DEFERRED' AND next_attempt_at <= now()`)
+	if err != nil {
+		return 0, fmt.Errorf("release deferred: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// RequeueFilter selects FAILED deliveries for RequeueFailed.
+type RequeueFilter struct {
+	TenantID string
+	EventID  string
+	Channel  string
+	// DeliveryIDs, when set, limits the requeue to these deliveries.
+	DeliveryIDs []string
+}
+
+// RequeueFailed is the operator's replay of dead letters: matching FAILED
+// deliveries go back to RETRY, due now, with extraAttempts more tries.
+func RequeueFailed(ctx context.Context, q Querier, f RequeueFilter, extraAttempts int) (int, error) {
+	ids := f.DeliveryIDs
+	if ids == nil {
+		ids = []string{}
+	}
+	tag, err := q.Exec(ctx, `UPDATE deliveries SET status = 'RETRY', next_attempt_at = now(), updated_at = now(),
+			max_attempts = attempts + $5, last_error = 'requeued by operator after: ' || last_error
+		WHERE status = 'FAILED' AND ($1 = '' OR tenant_id = $1) AND ($2 = '' OR event_id = $2)
+			AND ($3 = '' OR channel = $3) AND (cardinality($4::uuid[]) = 0 OR delivery_id = ANY($4::uuid[]))`,
+		f.TenantID, f.EventID, f.Channel, ids, extraAttempts)
+	if err != nil {
+		return 0, fmt.Errorf("requeue failed deliveries: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ErrNotFound reports a missing row.
+var ErrNotFound = errors.New("not found")
+
+// GetEvent returns an event's status and every delivery, or ErrNotFound.
+func GetEvent(ctx context.Context, q Querier, tenantID, eventID string) (producer.EventStatus, error) {
+	var st producer.EventStatus
+	err := q.QueryRow(ctx, `SELECT event_id, event_type, status, attempts, last_error, created_at, processed_at
+		FROM event_outbox WHERE tenant_id = $1 AND event_id = $2`, tenantID, eventID).
+		Scan(&st.EventID, &st.Type, &st.Status, &st.Attempts, &st.LastError, &st.CreatedAt, &st.ProcessedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, ErrNotFound
+	}
+	if err != nil {
+		return st, fmt.Errorf("get event: %w", err)
+	}
+	rows, err := q.Query(ctx, `SELECT delivery_id::text, user_id, channel, status, attempts, provider, provider_message_id, last_error,
+			next_attempt_at, updated_at
+		FROM deliveries WHERE tenant_id = $1 AND event_id = $2 ORDER BY user_id, channel`, tenantID, eventID)
+	if err != nil {
+		return st, fmt.Errorf("get deliveries: %w", err)
+	}
+	st.Deliveries, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (producer.DeliveryStatus, error) {
+		var d producer.DeliveryStatus
+		err := r.Scan(&d.DeliveryID, &d.UserID, &d.Channel, &d.Status, &d.Attempts, &d.Provider, &d.ProviderMessageID, &d.LastError,
+			&d.NextAttemptAt, &d.UpdatedAt)
+		return d, err
+	})
+	if err != nil {
+		return st, fmt.Errorf("get deliveries: %w", err)
+	}
+	if st.Deliveries == nil {
+		st.Deliveries = []producer.DeliveryStatus{}
+	}
+	return st, nil
+}

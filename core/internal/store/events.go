@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EventRow is a claimed outbox event.
+type EventRow struct {
+	ID            int64
+	TenantID      string
+	EventID       string
+	Type          string
+	AggregateType string
+	AggregateID   string
+	Payload       json.RawMessage
+	Attempts      int
+	CreatedAt     time.Time
+}
+
+// ClaimEvents locks up to limit due PENDING events in tx, skipping events
+// other relays hold, oldest first.
+func ClaimEvents(ctx context.Context, tx pgx.Tx, limit int) ([]EventRow, error) {
+	rows, err := tx.Query(ctx, `SELECT id, tenant_id, event_id, event_type, aggregate_type, aggregate_id, payload, attempts, created_at
+		FROM event_outbox WHERE status = 'PENDING' AND available_at <= now()
+		ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim events: %w", err)
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventRow, error) {
+		var e EventRow
+		err := r.Scan(&e.ID, &e.TenantID, &e.EventID, &e.Type, &e.AggregateType, &e.AggregateID, &e.Payload, &e.Attempts, &e.CreatedAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim events: %w", err)
+	}
+	return evs, nil
+}
+
+// MarkEventsProcessed marks claimed events PROCESSED.
+func MarkEventsProcessed(ctx context.Context, tx pgx.Tx, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE event_outbox SET status = 'PROCESSED', processed_at = now(), attempts = attempts + 1, last_error = ''
+		WHERE id = ANY($1) AND status = 'PENDING'`, ids)
+	if err != nil {
+		return fmt.Errorf("mark events processed: %w", err)
+	}
+	return nil
+}
+
+// FailEventAttempt records a failed processing attempt of a claimed event:
+// it becomes FAILED once attempts reach maxAttempts, otherwise it waits
+// retryIn before the next try. It reports whether the event is now FAILED.
+func FailEventAttempt(ctx context.Context, tx pgx.Tx, id int64, reason string, maxAttempts int, retryIn time.Duration) (bool, error) {
+	var status string
+	err := tx.QueryRow(ctx, `UPDATE event_outbox SET attempts = attempts + 1, last_error = $2,
+			status = CASE WHEN attempts + 1 >= $3 THEN 'FAILED' ELSE 'PENDING' END,
+			available_at = now() + make_interval(secs => $4)
+		WHERE id = $1 AND status = 'PENDING' RETURNING status`, id, reason, maxAttempts, retryIn.Seconds()).Scan(&status)
+	if err != nil {
+		return false, fmt.Errorf("record event failure: %w", err)
+	}
+	return status == "FAILED", nil
+}
+
+// NewNotification is an inbox row the relay writes.
+type NewNotification struct {
+	ID        string
+	TenantID  string
+	EventID   string
+	UserID    string
+	EventType string
+	Title     string
+	Body      string
+	Data      json.RawMessage
+	Severity  string
+	// ShareKey groups first-to-act notifications ("" for none).
+	ShareKey string
+}
+
+// NewDelivery is a delivery row the relay writes.
+type NewDelivery struct {
+	NotificationID string
+	TenantID       string
+	EventID        string
+	EventType      string
+	UserID         string
+	UserType       string
+	Channel        string
+	Severity       string
+	// Status is PENDING or DEFERRED.
+	Status        string
+	BestEffort    bool
+	MaxAttempts   int
+	NextAttemptAt time.Time
+	Recipient     json.RawMessage
+	Content       json.RawMessage
+}
+
+// InsertFanout writes notifications and their deliveries and bumps unread
+// counters, all in tx. A notification that already exists (same event and
+// user) is skipped together with its deliveries, so running it twice for an
+// event writes nothing the second time. It returns the number of
+// notifications and deliveries written.
+func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels []NewDelivery) (int, int, error) {
+	if len(notes) == 0 {
+		return 0, 0, nil
+	}
+	n := len(notes)
+	ids, tenants, events, users, types, titles, bodies, datas, sevs, shares :=
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
+	for i, nt := range notes {
+		ids[i], tenants[i], events[i], users[i], types[i] = nt.ID, nt.TenantID, nt.EventID, nt.UserID, nt.EventType
+		titles[i], bodies[i], sevs[i] = nt.Title, nt.Body, nt.Severity
+		datas[i] = "{}"
+		if len(nt.Data) > 0 {
+			datas[i] = string(nt.Data)
+		}
+		if nt.ShareKey != "" {
+			s := nt.ShareKey
+			shares[i] = &s
+		}
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO notifications (notification_id, tenant_id, event_id, user_id, event_type, title, body, data, severity, share_key)
+		SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::text[])
+		ON CONFLICT (tenant_id, event_id, user_id) DO NOTHING
+		RETURNING notification_id::text, tenant_id, user_id`,
+		ids, tenants, events, users, types, titles, bodies, datas, sevs, shares)
+	if err != nil {
+		return 0, 0, fmt.Errorf("insert notifications: %w", err)
+	}
+	inserted := map[string]bool{}
+	type tu struct{ tenant, user string }
+	unread := map[tu]int{}
+	for rows.Next() {
+		var id, tenant, user string
+		if err := rows.Scan(&id, &tenant, &user); err != nil {
+			rows.Close()
+			return 0, 0, fmt.Errorf("insert notifications: %w", err)
+		}
+		inserted[id] = true
+		unread[tu{tenant, user}]++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, 0, fmt.Errorf("insert notifications: %w", err)
+	}
+	// Counters in a fixed order so concurrent relays never deadlock.
+	keys := make([]tu, 0, len(unread))
+	for k := range unread {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].tenant != keys[j].tenant {
+			return keys[i].tenant < keys[j].tenant
+		}
+		return keys[i].user < keys[j].user
+	})
+	ct, cu, cn := make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
+	for i, k := range keys {
+		ct[i], cu[i], cn[i] = k.tenant, k.user, int32(unread[k])
+	}
+	if len(keys) > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO notification_counters (tenant_id, user_id, unread)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::int[])
+			ON CONFLICT (tenant_id, user_id) DO UPDATE SET unread = notification_counters.unread + EXCLUDED.unread`, ct, cu, cn); err != nil {
+			return 0, 0, fmt.Errorf("bump unread counters: %w", err)
+		}
+	}
+	var keep []NewDelivery
+	for _, d := range dels {
+		if inserted[d.NotificationID] {
+			keep = append(keep, d)
+		}
+	}
+	if len(keep) == 0 {
+		return len(inserted), 0, nil
+	}
+	m := len(keep)
+	var (
+		dn, dt, de, dy, du, dut, dc, ds, dst = make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m)
+		dbe                                  = make([]bool, m)
+		dmax                                 = make([]int32, m)
+		dnext                                = make([]time.Time, m)
+		drec, dcon                           = make([]string, m), make([]string, m)
+	)
+	for i, d := range keep {
+		dn[i], dt[i], de[i], dy[i], du[i], dut[i], dc[i], ds[i], dst[i] = d.NotificationID, d.TenantID, d.EventID, d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status
+		dbe[i], dmax[i], dnext[i] = d.BestEffort, int32(d.MaxAttempts), d.NextAttemptAt
+		drec[i], dcon[i] = jsonOr(d.Recipient), jsonOr(d.Content)
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO deliveries (notification_id, tenant_id, event_id, event_type, user_id, user_type, channel, severity, status,
+			best_effort, max_attempts, next_attempt_at, recipient, content)
+		SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+			$10::bool[], $11::int[], $12::timestamptz[], $13::jsonb[], $14::jsonb[])
+		ON CONFLICT (tenant_id, event_id, user_id, channel) DO NOTHING`,
+		dn, dt, de, dy, du, dut, dc, ds, dst, dbe, dmax, dnext, drec, dcon)
+	if err != nil {
+		return 0, 0, fmt.Errorf("insert deliveries: %w", err)
+	}
+	return len(inserted), int(tag.RowsAffected()), nil
+}
+
+func jsonOr(b json.RawMessage) string {
+	if len(b) == 0 {
+		return "{}"
+	}
+	return string(b)
+}

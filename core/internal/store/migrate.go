@@ -1,0 +1,108 @@
+// Package store is Herald's PostgreSQL layer: migrations, the directory
+// loader and the queries of the outbox, relay, publisher and listeners.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+
+	"github.com/heraldhq/herald/migrations"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver for goose
+	"github.com/pressly/goose/v3"
+)
+
+// Querier is what queries need: a pool, a connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+var _ Querier = (*pgxpool.Pool)(nil)
+
+func newProvider(db *sql.DB) (*goose.Provider, error) {
+	return goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+}
+
+// Migrate runs a migration command ("up", "down" or "status") against
+// databaseURL, printing status lines to w when w is not nil.
+func Migrate(ctx context.Context, databaseURL, command string) error {
+	return MigrateTo(ctx, databaseURL, command, nil)
+}
+
+// MigrateTo is Migrate with an output writer for "status" and "up".
+func MigrateTo(ctx context.Context, databaseURL, command string, w io.Writer) error {
+	db, err := sql.Open("pgx", databaseURL)
+	if err != nil {
+		return fmt.Errorf("migrate: open: %w", err)
+	}
+	defer db.Close()
+	p, err := newProvider(db)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	switch command {
+	case "up":
+		res, err := p.Up(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		if w != nil {
+			for _, r := range res {
+				fmt.Fprintf(w, "applied %s (%s)\n", r.Source.Path, r.Duration)
+			}
+			if len(res) == 0 {
+				fmt.Fprintln(w, "no migrations to apply")
+			}
+		}
+	case "down":
+		if _, err := p.Down(ctx); err != nil {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+	case "status":
+		st, err := p.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate status: %w", err)
+		}
+		if w != nil {
+			for _, s := range st {
+				applied := "pending"
+				if s.State == goose.StateApplied {
+					applied = "applied " + s.AppliedAt.Format("2006-01-02 15:04:05")
+				}
+				fmt.Fprintf(w, "%-40s %s\n", s.Source.Path, applied)
+			}
+		}
+	default:
+		return fmt.Errorf("migrate: unknown command %q (want up, down or status)", command)
+	}
+	return nil
+}
+
+// NewPool opens a pool to databaseURL with maxConns connections. Sessions
+// name themselves "herald" and the server ends a transaction left idle for
+// a minute (a stuck or vanished client must not hold row locks forever).
+func NewPool(ctx context.Context, databaseURL string, maxConns int) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if maxConns > 0 {
+		pc.MaxConns = int32(maxConns)
+	}
+	if pc.ConnConfig.RuntimeParams == nil {
+		pc.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	pc.ConnConfig.RuntimeParams["application_name"] = "herald"
+	pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, nil
+}

@@ -1,0 +1,32 @@
+// Command herald-plugin-sink is Herald's recording test plugin. It accepts
+// deliveries for any channel (ChannelType "*"), appends each one as a JSON
+// line to a file, and can be told to fail, slow down or crash so that tests
+// of the plugin host and of the pipeline can watch what happens.
+//
+// Config fields:
+//
+//	record_file      append one JSON line per received delivery (Record), one write per batch
+//	outcome          sent | retry | permanent | rate_limited (default sent)
+//	delay            sleep this long in every Send (default 0s)
+//	crash_once_file  if this file exists when Send is called: delete it and exit(2)
+//	                 without answering (nothing of that batch is recorded)
+//	fail_file        while this file exists, every delivery comes back Retryable and
+//	                 Health reports unhealthy (a provider outage a test can switch)
+//	fail_health      Health always reports unhealthy
+//	version          a label logged and recorded with every batch
+//
+// Build-time variables (go build -ldflags "-X main.version=2.0.0 -X main.brokenHealth=true")
+// set the PluginVersion in Describe and make a variant whose Health fails.
+package main
+
+import "github.com/heraldhq/herald/sdk"
+
+// Set with -ldflags -X.
+var (
+	version      = "1.0.0"
+	brokenHealth = "false"
+)
+
+func main() {
+	sdk.Serve(New)
+}

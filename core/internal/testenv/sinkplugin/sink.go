@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald/sdk"
+)
+
+// Config field names.
+const (
+	fieldRecordFile    = "record_file"
+	fieldOutcome       = "outcome"
+	fieldDelay         = "delay"
+	fieldCrashOnceFile = "crash_once_file"
+	fieldFailFile      = "fail_file"
+	fieldFailHealth    = "fail_health"
+	fieldVersion       = "version"
+)
+
+// Record is one line of the record file.
+type Record struct {
+	DeliveryID     string      `json:"delivery_id"`
+	IdempotencyKey string      `json:"idempotency_key"`
+	Channel        string      `json:"channel"`
+	User           string      `json:"user"`
+	Attempt        int         `json:"attempt"`
+	Content        sdk.Content `json:"content"`
+	PID            int         `json:"pid"`
+	Provider       string      `json:"provider"`
+	Version        string      `json:"version"`
+	BinaryVersion  string      `json:"binary_version"`
+	Outcome        string      `json:"outcome"`
+}
+
+type config struct {
+	recordFile    string
+	outcome       string
+	delay         time.Duration
+	crashOnceFile string
+	failFile      string
+	failHealth    bool
+	version       string
+	provider      string
+}
+
+// Sink is the recording channel.
+type Sink struct {
+	mu  sync.Mutex
+	cfg config
+	seq int
+}
+
+var (
+	_ sdk.Channel = (*Sink)(nil)
+	_ sdk.Closer  = (*Sink)(nil)
+)
+
+// New returns an unconfigured Sink.
+func New() sdk.Channel {
+	sdk.Logger().Info("sink plugin starting", "binary_version", version, "pid", os.Getpid())
+	return &Sink{}
+}
+
+// Describe says the sink serves any channel, persistently, 100 at a time.
+func (s *Sink) Describe(context.Context) (sdk.Description, error) {
+	return sdk.Description{
+		ChannelType:   sdk.AnyChannel,
+		Provider:      "sink",
+		PluginVersion: version,
+		Class:         sdk.Persistent,
+		MaxBatch:      100,
+		Capabilities:  []string{"idempotency_key"},
+		Config: []sdk.FieldSpec{
+			{Name: fieldRecordFile, Type: sdk.FieldString, Description: "append one JSON line per delivery"},
+			{Name: fieldOutcome, Type: sdk.FieldString, Default: "sent", Enum: []string{"sent", "retry", "permanent", "rate_limited"}, Description: "outcome of every delivery"},
+			{Name: fieldDelay, Type: sdk.FieldDuration, Default: "0s", Description: "sleep in every Send"},
+			{Name: fieldCrashOnceFile, Type: sdk.FieldString, Description: "exit(2) in Send once, when this file exists"},
+			{Name: fieldFailFile, Type: sdk.FieldString, Description: "fail every delivery while this file exists"},
+			{Name: fieldFailHealth, Type: sdk.FieldBool, Default: "false", Description: "report unhealthy"},
+			{Name: fieldVersion, Type: sdk.FieldString, Description: "label logged and recorded"},
+		},
+	}, nil
+}
+
+// Configure reads the checked config.
+func (s *Sink) Configure(_ context.Context, req sdk.ConfigureRequest) error {
+	c, err := configFromParsed(req.Config)
+	if err != nil {
+		return err
+	}
+	c.provider = req.ProviderName
+	s.mu.Lock()
+	s.cfg = c
+	s.mu.Unlock()
+	sdk.Logger().Info("sink configured", "provider", c.provider, "version", c.version, "binary_version", version, "pid", os.Getpid())
+	return nil
+}
+
+func configFromParsed(m map[string]any) (config, error) {
+	var c config
+	c.recordFile, _ = m[fieldRecordFile].(string)
+	c.outcome, _ = m[fieldOutcome].(string)
+	c.delay, _ = m[fieldDelay].(time.Duration)
+	c.crashOnceFile, _ = m[fieldCrashOnceFile].(string)
+	c.failFile, _ = m[fieldFailFile].(string)
+	c.failHealth, _ = m[fieldFailHealth].(bool)
+	c.version, _ = m[fieldVersion].(string)
+	if c.delay < 0 {
+		return c, &sdk.ConfigError{Field: fieldDelay, Msg: "must not be negative"}
+	}
+	return c, nil
+}
+
+// Send records the batch and answers with the configured outcome.
+func (s *Sink) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, error) {
+	s.mu.Lock()
+	c := s.cfg
+	s.seq++
+	seq := s.seq
+	s.mu.Unlock()
+
+	if c.crashOnceFile != "" {
+		if err := os.Remove(c.crashOnceFile); err == nil {
+			sdk.Logger().Warn("sink crashing on purpose", "batch", len(batch), "pid", os.Getpid())
+			os.Exit(2)
+		}
+	}
+	if c.delay > 0 {
+		t := time.NewTimer(c.delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, sdk.RetryableError(fmt.Errorf("sink: %w", ctx.Err()), 0)
+		}
+	}
+	outcome := c.outcome
+	if c.failFile != "" && exists(c.failFile) {
+		outcome = "retry"
+	}
+	results := make([]sdk.Result, len(batch))
+	var buf []byte
+	for i, d := range batch {
+		switch outcome {
+		case "retry":
+			results[i] = sdk.Retry(d.DeliveryID, "sink: told to retry", 0)
+		case "permanent":
+			results[i] = sdk.Permanent(d.DeliveryID, "sink: told to fail", "SINK_PERMANENT")
+		case "rate_limited":
+			results[i] = sdk.RateLimited(d.DeliveryID, "sink: told to rate limit", time.Second)
+		default:
+			outcome = "sent"
+			results[i] = sdk.Sent(d.DeliveryID, fmt.Sprintf("sink-%d-%d-%d", os.Getpid(), seq, i))
+		}
+		if c.recordFile == "" {
+			continue
+		}
+		line, err := json.Marshal(Record{
+			DeliveryID: d.DeliveryID, IdempotencyKey: d.IdempotencyKey, Channel: d.Channel,
+			User: d.Recipient.UserID, Attempt: d.Attempt, Content: d.Content, PID: os.Getpid(),
+			Provider: c.provider, Version: c.version, BinaryVersion: version, Outcome: outcome,
+		})
+		if err != nil {
+			return nil, sdk.PermanentError(fmt.Errorf("sink: encode record: %w", err), "")
+		}
+		buf = append(append(buf, line...), '\n')
+	}
+	if len(buf) > 0 {
+		if err := appendFile(c.recordFile, buf); err != nil {
+			return nil, sdk.RetryableError(fmt.Errorf("sink: record: %w", err), 0)
+		}
+	}
+	sdk.Logger().Info("sink batch", "size", len(batch), "outcome", outcome, "provider", c.provider,
+		"version", c.version, "binary_version", version, "pid", os.Getpid())
+	return results, nil
+}
+
+// Health is healthy unless told otherwise.
+func (s *Sink) Health(context.Context) (sdk.HealthReport, error) {
+	s.mu.Lock()
+	c := s.cfg
+	s.mu.Unlock()
+	switch {
+	case brokenHealth == "true":
+		return sdk.HealthReport{Message: "sink: built broken (brokenHealth=true), version " + version}, nil
+	case c.failHealth:
+		return sdk.HealthReport{Message: "sink: fail_health is set"}, nil
+	case c.failFile != "" && exists(c.failFile):
+		return sdk.HealthReport{Message: "sink: fail_file exists"}, nil
+	}
+	return sdk.HealthReport{Healthy: true, Message: "sink " + version}, nil
+}
+
+// Close logs the shutdown.
+func (s *Sink) Close() error {
+	sdk.Logger().Info("sink plugin stopping", "binary_version", version, "pid", os.Getpid())
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, os.ErrNotExist)
+}
+
+func appendFile(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,263 @@
+// Package testenv gives tests real servers and real plugin binaries: a fresh
+// PostgreSQL database with migrations applied, an isolated RabbitMQ vhost,
+// the plugin binaries built once per test process, and Eventually for waiting
+// on conditions with a deadline.
+//
+// Servers are found through the same environment variables the scripts use
+// (HERALD_PG_ADMIN_URL, HERALD_AMQP_URL). When a server does not answer the
+// test fails, unless -short is set, in which case it is skipped.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Default server addresses, the same as scripts/servers.sh uses.
+const (
+	DefaultPGAdminURL = "postgres://herald:herald@127.0.0.1:5432/herald?sslmode=disable"
+	DefaultAMQPURL    = "amqp://guest:guest@127.0.0.1:5672/"
+)
+
+// Env returns the environment variable key, or def when it is unset.
+func Env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// RandomName returns prefix followed by 12 random hex characters.
+func RandomName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+func unavailable(t testing.TB, what string, err error) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("%s unavailable in -short mode: %v", what, err)
+	}
+	t.Fatalf("%s unavailable (start it with scripts/servers.sh up): %v", what, err)
+}
+
+// DB is a fresh database for one test.
+type DB struct {
+	// URL connects to the database.
+	URL string
+	// Name is the database name.
+	Name string
+	// Pool is connected to the database.
+	Pool *pgxpool.Pool
+}
+
+// Postgres creates a fresh database with every migration applied and drops
+// it when the test ends.
+func Postgres(t testing.TB) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adminURL := Env("HERALD_PG_ADMIN_URL", DefaultPGAdminURL)
+	admin, err := pgxpool.New(ctx, adminURL)
+	if err == nil {
+		err = admin.Ping(ctx)
+	}
+	if err != nil {
+		unavailable(t, "PostgreSQL", err)
+	}
+	name := RandomName("herald_test_")
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close()
+		t.Fatalf("create database: %v", err)
+	}
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		t.Fatalf("parse HERALD_PG_ADMIN_URL: %v", err)
+	}
+	u.Path = "/" + name
+	db := &DB{URL: u.String(), Name: name}
+	t.Cleanup(func() {
+		if db.Pool != nil {
+			db.Pool.Close()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+		admin.Close()
+	})
+	if err := store.Migrate(ctx, db.URL, "up"); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	db.Pool, err = pgxpool.New(ctx, db.URL)
+	if err != nil {
+		t.Fatalf("connect %s: %v", name, err)
+	}
+	return db
+}
+
+// Broker is an isolated RabbitMQ vhost for one test.
+type Broker struct {
+	// URL connects to the vhost as guest.
+	URL string
+	// VHost is the vhost name.
+	VHost string
+}
+
+// RabbitMQ creates a fresh vhost on the local broker and deletes it when the
+// test ends. It needs rabbitmqctl (the broker runs on this machine).
+func RabbitMQ(t testing.TB) *Broker {
+	t.Helper()
+	base := Env("HERALD_AMQP_URL", DefaultAMQPURL)
+	conn, err := amqp.Dial(base)
+	if err != nil {
+		unavailable(t, "RabbitMQ", err)
+	}
+	_ = conn.Close()
+	vhost := RandomName("herald-test-")
+	if out, err := Rabbitmqctl("add_vhost", vhost); err != nil {
+		t.Fatalf("add vhost: %v: %s", err, out)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("parse HERALD_AMQP_URL: %v", err)
+	}
+	user := u.User.Username()
+	if out, err := Rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*"); err != nil {
+		t.Fatalf("set permissions: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := Rabbitmqctl("delete_vhost", vhost); err != nil {
+			t.Logf("delete vhost %s: %v: %s", vhost, err, out)
+		}
+	})
+	u.Path = "/" + vhost
+	return &Broker{URL: u.String(), VHost: vhost}
+}
+
+// Rabbitmqctl runs rabbitmqctl with args and returns its combined output.
+func Rabbitmqctl(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "rabbitmqctl", append([]string{"-q"}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// Eventually calls cond until it returns true or the deadline passes, then
+// fails the test with msg. It polls every 20ms.
+func Eventually(t testing.TB, deadline time.Duration, cond func() bool, msg string, args ...any) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("condition not met within %s: %s", deadline, fmt.Sprintf(msg, args...))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// RepoRoot returns the repository root (the directory holding go.mod).
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		t.Fatal("not inside the herald module")
+	}
+	return strings.TrimSuffix(mod, "/go.mod")
+}
+
+var (
+	buildMu    sync.Mutex
+	builtDir   string
+	builtBins  = map[string]string{}
+	buildFails = map[string]error{}
+)
+
+// PluginPackages maps each plugin's short name to its package path inside the
+// repository. "sink" is the recording test plugin.
+var PluginPackages = map[string]string{
+	"email":     "./plugins/email",
+	"push":      "./plugins/push",
+	"sms":       "./plugins/sms",
+	"slack":     "./plugins/slack",
+	"websocket": "./plugins/websocket",
+	"sink":      "./core/internal/testenv/sinkplugin",
+}
+
+// PluginBinaries builds the named plugins (all of PluginPackages when names
+// is empty) once per test process and returns the directory holding the
+// herald-plugin-<name> binaries.
+func PluginBinaries(t testing.TB, names ...string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if builtDir == "" {
+		dir, err := os.MkdirTemp("", "herald-plugins-")
+		if err != nil {
+			t.Fatalf("plugin dir: %v", err)
+		}
+		builtDir = dir
+	}
+	if len(names) == 0 {
+		for n := range PluginPackages {
+			names = append(names, n)
+		}
+	}
+	root := RepoRoot(t)
+	for _, n := range names {
+		if err := buildFails[n]; err != nil {
+			t.Fatalf("build plugin %s: %v", n, err)
+		}
+		if _, ok := builtBins[n]; ok {
+			continue
+		}
+		pkg, ok := PluginPackages[n]
+		if !ok {
+			t.Fatalf("unknown plugin %q", n)
+		}
+		bin := builtDir + "/herald-plugin-" + n
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildFails[n] = fmt.Errorf("%v: %s", err, out)
+			t.Fatalf("build plugin %s: %v: %s", n, err, out)
+		}
+		builtBins[n] = bin
+	}
+	return builtDir
+}
+
+// BuildHerald builds the herald binary once per call into dir and returns
+// its path.
+func BuildHerald(t testing.TB, dir string) string {
+	t.Helper()
+	bin := dir + "/herald"
+	cmd := exec.Command("go", "build", "-o", bin, "./core/cmd/herald")
+	cmd.Dir = RepoRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build herald: %v: %s", err, out)
+	}
+	return bin
+}
