@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/heraldhq/herald/plugins/internal/pluginconf"
+	"github.com/heraldhq/herald/sdk"
+)
+
+// Config field names.
+const (
+	FieldEndpoint        = "endpoint"
+	FieldProjectID       = "project_id"
+	FieldAccessToken     = "access_token"
+	FieldCredentialsFile = "credentials_file"
+	FieldTimeout         = "timeout"
+	FieldConcurrency     = "concurrency"
+	FieldValidateOnly    = "validate_only"
+)
+
+// Defaults.
+const (
+	DefaultEndpoint    = "https://fcm.googleapis.com"
+	DefaultTimeout     = 10 * time.Second
+	DefaultConcurrency = 8
+)
+
+// configSpecs declares the plugin's config fields.
+var configSpecs = []sdk.FieldSpec{
+	{Name: FieldEndpoint, Type: sdk.FieldString, Default: DefaultEndpoint, Description: "Base URL of the FCM HTTP v1 API; messages go to <endpoint>/v1/projects/<project_id>/messages:send."},
+	{Name: FieldProjectID, Type: sdk.FieldString, Required: true, Description: "Firebase project id."},
+	{Name: FieldAccessToken, Type: sdk.FieldString, Secret: true, Description: "Static OAuth 2.0 bearer token; it is not refreshed. Set this or credentials_file."},
+	{Name: FieldCredentialsFile, Type: sdk.FieldString, Description: "Service-account JSON key file; the plugin signs a JWT with it and exchanges it at the file's token_uri for access tokens, refreshed before they expire. Set this or access_token."},
+	{Name: FieldTimeout, Type: sdk.FieldDuration, Default: DefaultTimeout.String(), Description: "Timeout of one HTTP request."},
+	{Name: FieldConcurrency, Type: sdk.FieldInt, Default: strconv.Itoa(DefaultConcurrency), Description: "How many FCM requests one Send runs at once."},
+	{Name: FieldValidateOnly, Type: sdk.FieldBool, Default: "false", Description: "Ask FCM to validate messages without delivering them (dry run)."},
+}
+
+// Config is the push plugin's provider config.
+type Config struct {
+	// Endpoint is the FCM API base URL.
+	Endpoint string `mapstructure:"endpoint"`
+	// ProjectID is the Firebase project.
+	ProjectID string `mapstructure:"project_id"`
+	// AccessToken is a static bearer token (not refreshed).
+	AccessToken string `mapstructure:"access_token"`
+	// CredentialsFile is a service-account JSON key file.
+	CredentialsFile string `mapstructure:"credentials_file"`
+	// Timeout bounds one HTTP request.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// Concurrency bounds the requests one Send runs at once.
+	Concurrency int `mapstructure:"concurrency"`
+	// ValidateOnly sends messages as a dry run.
+	ValidateOnly bool `mapstructure:"validate_only"`
+
+	// creds is CredentialsFile, parsed by Validate.
+	creds *serviceAccount
+}
+
+// setDefaults fills the fields an operator may leave out.
+func (c *Config) setDefaults() {
+	c.Endpoint = DefaultEndpoint
+	c.Timeout = DefaultTimeout
+	c.Concurrency = DefaultConcurrency
+}
+
+// Validate checks the config's meaning; errors are *sdk.ConfigError.
+func (c *Config) Validate() error {
+	u, err := url.Parse(c.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &sdk.ConfigError{Field: FieldEndpoint, Msg: fmt.Sprintf("must be an http(s) URL, got %q", c.Endpoint)}
+	}
+	if c.ProjectID == "" {
+		return &sdk.ConfigError{Field: FieldProjectID, Msg: "must not be empty"}
+	}
+	switch {
+	case c.AccessToken == "" && c.CredentialsFile == "":
+		return &sdk.ConfigError{Field: FieldAccessToken, Msg: "set access_token or credentials_file"}
+	case c.AccessToken != "" && c.CredentialsFile != "":
+		return &sdk.ConfigError{Field: FieldCredentialsFile, Msg: "set either access_token or credentials_file, not both"}
+	}
+	if c.CredentialsFile != "" {
+		b, err := os.ReadFile(c.CredentialsFile)
+		if err != nil {
+			return &sdk.ConfigError{Field: FieldCredentialsFile, Msg: err.Error()}
+		}
+		sa, err := parseServiceAccount(b)
+		if err != nil {
+			return &sdk.ConfigError{Field: FieldCredentialsFile, Msg: err.Error()}
+		}
+		c.creds = sa
+	}
+	if c.Timeout <= 0 {
+		return &sdk.ConfigError{Field: FieldTimeout, Msg: "must be positive"}
+	}
+	if c.Concurrency < 1 || c.Concurrency > 100 {
+		return &sdk.ConfigError{Field: FieldConcurrency, Msg: fmt.Sprintf("must be between 1 and 100, got %d", c.Concurrency)}
+	}
+	return nil
+}
+
+// configFromParsed decodes the operator's config map strictly, applies
+// defaults and validates the result.
+func configFromParsed(raw map[string]any) (Config, error) {
+	var c Config
+	c.setDefaults()
+	if err := pluginconf.Decode(raw, configSpecs, &c); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}

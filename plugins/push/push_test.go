@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/heraldhq/herald/sdk"
+)
+
+func peerConfig(p *fcmPeer) map[string]any {
+	return map[string]any{
+		FieldEndpoint:    p.srv.URL,
+		FieldProjectID:   peerProject,
+		FieldAccessToken: p.bearer,
+		FieldTimeout:     "5s",
+	}
+}
+
+func configure(t *testing.T, cfg map[string]any) *Push {
+	t.Helper()
+	p := New().(*Push)
+	if err := p.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test", Config: cfg}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	return p
+}
+
+func delivery(id string, tokens ...string) sdk.Delivery {
+	return sdk.Delivery{
+		DeliveryID:     id,
+		IdempotencyKey: "idem-" + id,
+		TenantID:       "t1",
+		NotificationID: "n-" + id,
+		EventType:      "RESERVATION_REQUESTED",
+		Severity:       "info",
+		Recipient:      sdk.Recipient{UserID: "u-" + id, DeviceTokens: tokens},
+		Content: sdk.Content{
+			Title: "New reservation",
+			Body:  "4 people at 20:00",
+			Data:  json.RawMessage(`{"reservation_id":"r-42","pax":4}`),
+		},
+	}
+}
+
+func send(t *testing.T, p *Push, batch ...sdk.Delivery) []sdk.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := p.Send(ctx, batch)
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	return res
+}
+
+var ignoreText = cmpopts.IgnoreFields(sdk.Result{}, "Reason", "ProviderMessageID")
+
+func TestSendClassifiesFCMAnswers(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		tokens []string
+		want   sdk.Result
+	}{
+		"accepted":              {tokens: []string{"tok-a"}, want: sdk.Sent("d1", "")},
+		"unregistered":          {tokens: []string{tokUnregistered}, want: sdk.Permanent("d1", "", "UNREGISTERED")},
+		"invalid argument":      {tokens: []string{tokInvalid}, want: sdk.Permanent("d1", "", "INVALID_ARGUMENT")},
+		"quota 429":             {tokens: []string{tokQuota}, want: sdk.RateLimited("d1", "", 7*time.Second)},
+		"unavailable 503":       {tokens: []string{tokUnavailable}, want: sdk.Retry("d1", "", 3*time.Second)},
+		"internal 500":          {tokens: []string{tokInternal}, want: sdk.Retry("d1", "", 0)},
+		"no device tokens":      {tokens: nil, want: sdk.Permanent("d1", "", CodeNoAddress)},
+		"one of two accepted":   {tokens: []string{tokUnregistered, "tok-b"}, want: sdk.Sent("d1", "")},
+		"rate limit wins":       {tokens: []string{tokInvalid, tokUnavailable, tokQuota}, want: sdk.RateLimited("d1", "", 7*time.Second)},
+		"retry beats permanent": {tokens: []string{tokUnregistered, tokUnavailable}, want: sdk.Retry("d1", "", 3*time.Second)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			peer := startFCMPeer(t)
+			p := configure(t, peerConfig(peer))
+			got := send(t, p, delivery("d1", tc.tokens...))
+			if diff := cmp.Diff([]sdk.Result{tc.want}, got, ignoreText); diff != "" {
+				t.Errorf("results (-want +got):\n%s", diff)
+			}
+			if got[0].Outcome != sdk.OutcomeSent && got[0].Reason == "" {
+				t.Errorf("non-sent result without a reason: %+v", got[0])
+			}
+		})
+	}
+}
+
+func TestSendBatchOneMessagePerToken(t *testing.T) {
+	t.Parallel()
+	peer := startFCMPeer(t)
+	p := configure(t, peerConfig(peer))
+	batch := []sdk.Delivery{
+		delivery("d1", "tok-a1", "tok-a2"),
+		delivery("d2", tokUnregistered),
+		delivery("d3"),
+		delivery("d4", "tok-c"),
+	}
+	got := send(t, p, batch...)
+	want := []sdk.Result{
+		sdk.Sent("d1", ""),
+		sdk.Permanent("d2", "", "UNREGISTERED"),
+		sdk.Permanent("d3", "", CodeNoAddress),
+		sdk.Sent("d4", ""),
+	}
+	if diff := cmp.Diff(want, got, ignoreText); diff != "" {
+		t.Fatalf("results (-want +got):\n%s", diff)
+	}
+	if ids := strings.Split(got[0].ProviderMessageID, ","); len(ids) != 2 || !strings.HasPrefix(ids[0], "projects/"+peerProject+"/messages/") {
+		t.Errorf("d1 provider message id = %q, want two FCM message names", got[0].ProviderMessageID)
+	}
+	reqs := peer.received()
+	toks := tokensOf(reqs)
+	slices.Sort(toks)
+	if diff := cmp.Diff([]string{"tok-a1", "tok-a2", "tok-c"}, toks); diff != "" {
+		t.Errorf("tokens messaged (-want +got):\n%s", diff)
+	}
+	var d1 fcmMessage
+	for _, r := range reqs {
+		if r.Message.Token == "tok-a1" {
+			d1 = r.Message
+		}
+	}
+	wantMsg := fcmMessage{
+		Token:        "tok-a1",
+		Notification: &fcmNotification{Title: "New reservation", Body: "4 people at 20:00"},
+		Data: map[string]string{
+			"reservation_id":   "r-42",
+			"pax":              "4",
+			DataIdempotencyKey: "idem-d1",
+			DataDeliveryID:     "d1",
+			DataNotificationID: "n-d1",
+			DataEventType:      "RESERVATION_REQUESTED",
+			DataSeverity:       "info",
+		},
+		Android: &fcmAndroid{CollapseKey: "idem-d1"},
+		APNS:    &fcmAPNS{Headers: map[string]string{"apns-collapse-id": "idem-d1"}},
+	}
+	if diff := cmp.Diff(wantMsg, d1); diff != "" {
+		t.Errorf("FCM message for tok-a1 (-want +got):\n%s", diff)
+	}
+}
+
+func TestSendServerDownRetries(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	p := configure(t, map[string]any{
+		FieldEndpoint: "http://" + addr, FieldProjectID: peerProject, FieldAccessToken: "x", FieldTimeout: "2s",
+	})
+	got := send(t, p, delivery("d1", "tok-a"), delivery("d2", "tok-b", "tok-c"))
+	want := []sdk.Result{sdk.Retry("d1", "", 0), sdk.Retry("d2", "", 0)}
+	if diff := cmp.Diff(want, got, ignoreText); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	h, err := p.Health(context.Background())
+	if err != nil || h.Healthy {
+		t.Errorf("Health = %+v, %v; want unhealthy, nil", h, err)
+	}
+}
+
+func TestBadAccessTokenRetriesAndIsUnhealthy(t *testing.T) {
+	t.Parallel()
+	peer := startFCMPeer(t)
+	cfg := peerConfig(peer)
+	cfg[FieldAccessToken] = "expired"
+	p := configure(t, cfg)
+	got := send(t, p, delivery("d1", "tok-a"))
+	if diff := cmp.Diff([]sdk.Result{sdk.Retry("d1", "", 0)}, got, ignoreText); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	h, err := p.Health(context.Background())
+	if err != nil || h.Healthy {
+		t.Errorf("Health = %+v, %v; want unhealthy, nil", h, err)
+	}
+}
+
+func TestHealthValidatesWithoutDelivering(t *testing.T) {
+	t.Parallel()
+	peer := startFCMPeer(t)
+	p := configure(t, peerConfig(peer))
+	h, err := p.Health(context.Background())
+	if err != nil || !h.Healthy {
+		t.Fatalf("Health = %+v, %v; want healthy", h, err)
+	}
+	reqs := peer.received()
+	if len(reqs) != 1 || !reqs[0].ValidateOnly || reqs[0].Message.Token != "" {
+		t.Errorf("health requests = %+v, want one validate-only topic message", reqs)
+	}
+}
+
+func TestServiceAccountCredentials(t *testing.T) {
+	t.Parallel()
+	peer := startFCMPeer(t)
+	path := writeServiceAccount(t, peer)
+	p := configure(t, map[string]any{
+		FieldEndpoint: peer.srv.URL, FieldProjectID: peerProject, FieldCredentialsFile: path,
+	})
+	got := send(t, p, delivery("d1", "tok-a"), delivery("d2", "tok-b"))
+	if diff := cmp.Diff([]sdk.Result{sdk.Sent("d1", ""), sdk.Sent("d2", "")}, got, ignoreText); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if n := peer.grants(); n != 1 {
+		t.Errorf("token endpoint granted %d tokens, want 1 (cached)", n)
+	}
+}
+
+func TestSendBeforeConfigure(t *testing.T) {
+	t.Parallel()
+	_, err := New().Send(context.Background(), []sdk.Delivery{delivery("d1", "tok")})
+	if !errors.Is(err, ErrNotConfigured) {
+		t.Errorf("err = %v, want ErrNotConfigured", err)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	d, err := New().Describe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{d.ChannelType, d.Provider, d.PluginVersion, d.APIVersions, d.Class, d.MaxBatch}
+	want := []any{"PUSH", "fcm", "0.1.0", []int{1}, sdk.Persistent, 100}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("description (-want +got):\n%s", diff)
+	}
+}
+
+func TestConfigureRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	good := func() map[string]any {
+		return map[string]any{FieldProjectID: "p", FieldAccessToken: "tok"}
+	}
+	tests := map[string]struct {
+		edit      func(map[string]any)
+		wantField string
+	}{
+		"unknown key":          {edit: func(m map[string]any) { m["server_key"] = "legacy" }, wantField: "server_key"},
+		"missing project":      {edit: func(m map[string]any) { delete(m, FieldProjectID) }, wantField: FieldProjectID},
+		"no credentials":       {edit: func(m map[string]any) { delete(m, FieldAccessToken) }, wantField: FieldAccessToken},
+		"both credentials":     {edit: func(m map[string]any) { m[FieldCredentialsFile] = "/x.json" }, wantField: FieldCredentialsFile},
+		"credentials missing":  {edit: func(m map[string]any) { delete(m, FieldAccessToken); m[FieldCredentialsFile] = "/nonexistent.json" }, wantField: FieldCredentialsFile},
+		"endpoint not a URL":   {edit: func(m map[string]any) { m[FieldEndpoint] = "fcm" }, wantField: FieldEndpoint},
+		"timeout wrong type":   {edit: func(m map[string]any) { m[FieldTimeout] = true }, wantField: FieldTimeout},
+		"concurrency too high": {edit: func(m map[string]any) { m[FieldConcurrency] = 1000 }, wantField: FieldConcurrency},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := good()
+			tc.edit(cfg)
+			err := New().Configure(context.Background(), sdk.ConfigureRequest{Config: cfg})
+			var ce *sdk.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Configure error = %v, want *sdk.ConfigError", err)
+			}
+			if diff := cmp.Diff(tc.wantField, ce.Field); diff != "" {
+				t.Errorf("ConfigError.Field (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/heraldhq/herald/plugins/internal/pluginconf"
+	"github.com/heraldhq/herald/sdk"
+)
+
+// Config field names.
+const (
+	FieldBaseURL             = "base_url"
+	FieldAccountSID          = "account_sid"
+	FieldAuthToken           = "auth_token"
+	FieldFrom                = "from"
+	FieldMessagingServiceSID = "messaging_service_sid"
+	FieldTimeout             = "timeout"
+	FieldConcurrency         = "concurrency"
+)
+
+// Defaults.
+const (
+	DefaultBaseURL     = "https://api.twilio.com"
+	DefaultTimeout     = 10 * time.Second
+	DefaultConcurrency = 4
+)
+
+var (
+	accountSIDPattern = regexp.MustCompile(`^AC[0-9a-fA-F]{32}$`)
+	serviceSIDPattern = regexp.MustCompile(`^MG[0-9a-fA-F]{32}$`)
+)
+
+// configSpecs declares the plugin's config fields.
+var configSpecs = []sdk.FieldSpec{
+	{Name: FieldBaseURL, Type: sdk.FieldString, Default: DefaultBaseURL, Description: "Base URL of the Twilio REST API; messages go to <base_url>/2010-04-01/Accounts/<account_sid>/Messages.json."},
+	{Name: FieldAccountSID, Type: sdk.FieldString, Required: true, Description: "Twilio account SID (AC followed by 32 hex digits)."},
+	{Name: FieldAuthToken, Type: sdk.FieldString, Required: true, Secret: true, Description: "Twilio auth token (HTTP basic auth password)."},
+	{Name: FieldFrom, Type: sdk.FieldString, Description: "Sender: an E.164 number or alphanumeric sender id. Set this or messaging_service_sid."},
+	{Name: FieldMessagingServiceSID, Type: sdk.FieldString, Description: "Messaging Service SID (MG…) that picks the sender. Set this or from."},
+	{Name: FieldTimeout, Type: sdk.FieldDuration, Default: DefaultTimeout.String(), Description: "Timeout of one HTTP request."},
+	{Name: FieldConcurrency, Type: sdk.FieldInt, Default: strconv.Itoa(DefaultConcurrency), Description: "How many Twilio requests one Send runs at once."},
+}
+
+// Config is the sms plugin's provider config.
+type Config struct {
+	// BaseURL is the Twilio REST API base URL.
+	BaseURL string `mapstructure:"base_url"`
+	// AccountSID identifies the Twilio account (basic auth user).
+	AccountSID string `mapstructure:"account_sid"`
+	// AuthToken is the basic auth password.
+	AuthToken string `mapstructure:"auth_token"`
+	// From is the sender number or id.
+	From string `mapstructure:"from"`
+	// MessagingServiceSID selects a Messaging Service instead of From.
+	MessagingServiceSID string `mapstructure:"messaging_service_sid"`
+	// Timeout bounds one HTTP request.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// Concurrency bounds the requests one Send runs at once.
+	Concurrency int `mapstructure:"concurrency"`
+}
+
+// setDefaults fills the fields an operator may leave out.
+func (c *Config) setDefaults() {
+	c.BaseURL = DefaultBaseURL
+	c.Timeout = DefaultTimeout
+	c.Concurrency = DefaultConcurrency
+}
+
+// Validate checks the config's meaning; errors are *sdk.ConfigError.
+func (c *Config) Validate() error {
+	u, err := url.Parse(c.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &sdk.ConfigError{Field: FieldBaseURL, Msg: fmt.Sprintf("must be an http(s) URL, got %q", c.BaseURL)}
+	}
+	if !accountSIDPattern.MatchString(c.AccountSID) {
+		return &sdk.ConfigError{Field: FieldAccountSID, Msg: "must be AC followed by 32 hex digits"}
+	}
+	if c.AuthToken == "" {
+		return &sdk.ConfigError{Field: FieldAuthToken, Msg: "must not be empty"}
+	}
+	switch {
+	case c.From == "" && c.MessagingServiceSID == "":
+		return &sdk.ConfigError{Field: FieldFrom, Msg: "set from or messaging_service_sid"}
+	case c.From != "" && c.MessagingServiceSID != "":
+		return &sdk.ConfigError{Field: FieldMessagingServiceSID, Msg: "set either from or messaging_service_sid, not both"}
+	case c.MessagingServiceSID != "" && !serviceSIDPattern.MatchString(c.MessagingServiceSID):
+		return &sdk.ConfigError{Field: FieldMessagingServiceSID, Msg: "must be MG followed by 32 hex digits"}
+	}
+	if c.Timeout <= 0 {
+		return &sdk.ConfigError{Field: FieldTimeout, Msg: "must be positive"}
+	}
+	if c.Concurrency < 1 || c.Concurrency > 20 {
+		return &sdk.ConfigError{Field: FieldConcurrency, Msg: fmt.Sprintf("must be between 1 and 20, got %d", c.Concurrency)}
+	}
+	return nil
+}
+
+// configFromParsed decodes the operator's config map strictly, applies
+// defaults and validates the result.
+func configFromParsed(raw map[string]any) (Config, error) {
+	var c Config
+	c.setDefaults()
+	if err := pluginconf.Decode(raw, configSpecs, &c); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
