@@ -1,0 +1,54 @@
+# Daemon settings for `herald serve` (the quick start uses this file).
+# Every key can be overridden from the environment: HERALD_DATABASE_URL,
+# HERALD_AMQP_URL, HERALD_HTTP_LISTEN, HERALD_PLUGINS_DIR, HERALD_RULES, ...
+# README.md "Configuration reference" lists every key and its default.
+
+database {
+  url       = "postgres://herald:herald@127.0.0.1:5432/herald?sslmode=disable"
+  max_conns = 16
+}
+
+amqp {
+  url      = "amqp://guest:guest@127.0.0.1:5672/"
+  exchange = "herald.deliveries"
+  # With no queue blocks Herald declares one queue per channel
+  # ("herald.email" bound to "*.EMAIL", ...). The seeds' per-recipient-type
+  # queues are a matter of config:
+  #   queue "notification.restaurant" { bindings = ["STAFF.*"]    prefetch = 50 concurrency = 4 }
+  #   queue "notification.customer"   { bindings = ["CUSTOMER.*"] }
+  #   queue "notification.agency"     { bindings = ["AGENT.*"] }
+  #   queue "notification.admin"      { bindings = ["ADMIN.*"] }
+}
+
+http {
+  listen       = "127.0.0.1:8080"
+  admin_listen = "127.0.0.1:8081"
+}
+
+# Relative paths are relative to this file.
+plugins {
+  dir = "../bin/plugins"
+}
+
+rules = ["quickstart/rules.hcl"]
+
+relay {
+  batch_size    = 100
+  poll_interval = "1s"
+  max_attempts  = 5
+}
+
+publisher {
+  batch_size     = 500
+  confirm_window = 1000
+  per_message    = 50
+}
+
+retry {
+  poll_interval = "1s"
+  lease         = "2m"
+}
+
+log {
+  level = "info"
+}

@@ -1,0 +1,240 @@
+# Herald quick-start rules: examples/rules/herald.hcl with every provider
+# pointed at the local stand-ins that `herald devpeers` runs, so the quick
+# start needs no provider account. docs/rules.md describes every field.
+#
+#   herald devpeers --smtp 127.0.0.1:2525 --http 127.0.0.1:4010
+#
+# The credentials below are dummies the dev peers accept. The dev peers are
+# for demos and development only: for production, start from
+# examples/rules/herald.hcl and your providers' real endpoints and secrets.
+
+defaults {
+  time_zone = "UTC"
+  locale    = "en"
+
+  quiet_hours {
+    start = "22:00"
+    end   = "08:00"
+  }
+
+  retry {
+    max_attempts = 5
+    initial      = "2s"
+    max          = "1m"
+    multiplier   = 2
+    jitter       = 0.2
+  }
+
+  # Customers belong to no group: these are their channels unless they
+  # change a preference.
+  user_type "CUSTOMER" {
+    enabled = ["WEBSOCKET", "EMAIL", "PUSH", "SMS"]
+  }
+}
+
+# SMTP peer: plain SMTP on loopback, no TLS, no AUTH.
+channel "EMAIL" {
+  providers = [{
+    plugin = "email"
+    name   = "devpeer-smtp"
+    config = {
+      host    = "127.0.0.1"
+      port    = 2525
+      tls     = "none"
+      from    = "Herald Quick Start <noreply@herald.example>"
+      timeout = "5s"
+    }
+  }]
+  retry {
+    max_attempts = 5
+    initial      = "2s"
+    max          = "1m"
+  }
+}
+
+# FCM HTTP v1 shape: <endpoint>/v1/projects/<project_id>/messages:send.
+channel "PUSH" {
+  providers = [{
+    plugin = "push"
+    name   = "devpeer-fcm"
+    config = {
+      endpoint     = "http://127.0.0.1:4010"
+      project_id   = "herald-demo"
+      access_token = "devpeer-dummy-access-token"
+      timeout      = "5s"
+    }
+  }]
+  retry {
+    max_attempts = 3
+  }
+}
+
+# Twilio Messages shape: <base_url>/2010-04-01/Accounts/<account_sid>/Messages.json.
+channel "SMS" {
+  providers = [{
+    plugin = "sms"
+    name   = "devpeer-twilio"
+    config = {
+      base_url    = "http://127.0.0.1:4010"
+      account_sid = "AC00000000000000000000000000000000"
+      auth_token  = "devpeer-dummy-auth-token"
+      from        = "+15005550006"
+      timeout     = "5s"
+    }
+  }]
+  retry {
+    max_attempts = 3
+    initial      = "5s"
+  }
+}
+
+# Slack Web API shape: <api_url>chat.postMessage. Staff with a slack_user_id
+# attribute get a direct message, the others land in default_channel.
+channel "SLACK" {
+  best_effort = true
+  user_types  = ["STAFF", "AGENT", "ADMIN"]
+  providers = [{
+    plugin = "slack"
+    name   = "devpeer-slack"
+    config = {
+      token           = "xoxb-devpeer-dummy-token"
+      api_url         = "http://127.0.0.1:4010/api/"
+      default_channel = "#reservations"
+      timeout         = "5s"
+    }
+  }]
+}
+
+# The WebSocket plugin is its own server: browsers connect to
+# ws://127.0.0.1:8090/v1/ws with a JWT signed by jwt_secret.
+channel "WEBSOCKET" {
+  best_effort = true
+  providers = [{
+    plugin = "websocket"
+    name   = "local-websocket"
+    config = {
+      listen     = "127.0.0.1:8090"
+      jwt_secret = "quickstart-demo-jwt-secret-not-for-production"
+    }
+  }]
+}
+
+# A customer asks for a table: the restaurant's staff must see it now.
+event "RESERVATION_REQUESTED" {
+  description = "A customer requested a reservation; the first staff member to act handles it."
+  shared      = true
+
+  audience {
+    group = "restaurant:{{ .payload.restaurant_id }}"
+    roles = ["MANAGER", "CHEF", "WAITER"]
+  }
+
+  mandatory = ["WEBSOCKET"]
+  optional  = ["EMAIL", "PUSH", "SMS", "SLACK"]
+
+  # The quick start must deliver whatever the hour; examples/rules/herald.hcl
+  # drops intrusive channels during quiet hours instead ("drop").
+  quiet_hours = "ignore"
+
+  restrict "SMS" {
+    roles = ["MANAGER"]
+  }
+
+  inbox {
+    title = "New reservation"
+    body  = "{{ .payload.customer_name }}, {{ .payload.pax }} people at {{ .payload.time }}"
+    data  = { reservation_id = "{{ .payload.reservation_id }}" }
+
+    locale "it" {
+      title = "Nuova prenotazione"
+      body  = "{{ .payload.customer_name }}, {{ .payload.pax }} persone alle {{ .payload.time }}"
+    }
+  }
+
+  template "EMAIL" {
+    subject = "New reservation: {{ .payload.customer_name }} ({{ .payload.pax }})"
+    body    = "{{ .payload.customer_name }} asked for a table for {{ .payload.pax }} at {{ .payload.time }}."
+    html    = "<p><b>{{ .payload.customer_name }}</b> asked for a table for {{ .payload.pax }} at {{ .payload.time }}.</p>"
+
+    locale "it" {
+      subject = "Nuova prenotazione: {{ .payload.customer_name }} ({{ .payload.pax }})"
+      body    = "{{ .payload.customer_name }} ha chiesto un tavolo per {{ .payload.pax }} alle {{ .payload.time }}."
+    }
+  }
+
+  template "SMS" {
+    body = "Reservation: {{ .payload.customer_name }}, {{ .payload.pax }} at {{ .payload.time }}"
+  }
+
+  template "SLACK" {
+    body = ":fork_and_knife: {{ .payload.customer_name }} asked for a table for {{ .payload.pax }} at {{ .payload.time }}"
+
+    locale "it" {
+      body = ":fork_and_knife: {{ .payload.customer_name }} ha chiesto un tavolo per {{ .payload.pax }} alle {{ .payload.time }}"
+    }
+  }
+
+  payload_schema = <<JSON
+{
+  "type": "object",
+  "required": ["reservation_id", "restaurant_id", "customer_name", "pax", "time"],
+  "properties": {
+    "reservation_id": {"type": ["string", "integer"]},
+    "restaurant_id": {"type": ["string", "integer"]},
+    "customer_name": {"type": "string", "minLength": 1},
+    "pax": {"type": "integer", "minimum": 1},
+    "time": {"type": "string"}
+  }
+}
+JSON
+}
+
+# The restaurant confirmed: tell the customer.
+event "RESERVATION_CONFIRMED" {
+  audience {
+    user = "{{ .payload.customer_id }}"
+  }
+
+  mandatory   = ["WEBSOCKET"]
+  optional    = ["EMAIL", "PUSH", "SMS"]
+  quiet_hours = "defer"
+
+  quiet_hours_by_channel = { EMAIL = "ignore" }
+
+  inbox {
+    title = "Reservation confirmed"
+    body  = "Your table for {{ .payload.pax }} at {{ .payload.time }} is confirmed."
+
+    locale "it" {
+      title = "Prenotazione confermata"
+      body  = "Il tuo tavolo per {{ .payload.pax }} alle {{ .payload.time }} è confermato."
+    }
+  }
+
+  template "EMAIL" {
+    subject = "Your reservation is confirmed"
+    body    = "Your table for {{ .payload.pax }} at {{ .payload.time }} is confirmed."
+
+    locale "it" {
+      subject = "La tua prenotazione è confermata"
+      body    = "Il tuo tavolo per {{ .payload.pax }} alle {{ .payload.time }} è confermato."
+    }
+  }
+
+  template "SMS" {
+    body = "Confirmed: table for {{ .payload.pax }} at {{ .payload.time }}."
+  }
+
+  payload_schema = <<JSON
+{
+  "type": "object",
+  "required": ["reservation_id", "customer_id", "pax", "time"],
+  "properties": {
+    "reservation_id": {"type": ["string", "integer"]},
+    "customer_id": {"type": ["string", "integer"]},
+    "pax": {"type": "integer", "minimum": 1},
+    "time": {"type": "string"}
+  }
+}
+JSON
+}

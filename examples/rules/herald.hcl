@@ -1,0 +1,244 @@
+# Herald rules: who hears about each event, and on which channels.
+# The same rules are in herald.yaml; docs/rules.md describes every field.
+
+defaults {
+  time_zone = "Europe/Rome"
+  locale    = "en"
+
+  # Used for recipients whose user, group and user type give no window.
+  quiet_hours {
+    start = "22:00"
+    end   = "08:00"
+  }
+
+  retry {
+    max_attempts = 5
+    initial      = "2s"
+    max          = "10m"
+    multiplier   = 2
+    jitter       = 0.2
+  }
+
+  # Customers belong to no group: these are their channels unless they
+  # change a preference.
+  user_type "CUSTOMER" {
+    enabled = ["WEBSOCKET", "EMAIL", "PUSH", "SMS"]
+  }
+
+  user_type "ADMIN" {
+    quiet_hours {
+      start = "23:00"
+      end   = "07:00"
+    }
+  }
+}
+
+channel "EMAIL" {
+  providers = [
+    {
+      plugin   = "email"
+      name     = "smtp-primary"
+      priority = 0
+      config   = { host = "smtp.example.com", port = 587, from = "Herald <noreply@example.com>" }
+    },
+    {
+      plugin   = "email"
+      name     = "smtp-backup"
+      priority = 10
+      config   = { host = "smtp-backup.example.com", port = 587, from = "Herald <noreply@example.com>" }
+    },
+  ]
+  retry {
+    max_attempts = 5
+    initial      = "2s"
+    max          = "10m"
+  }
+}
+
+channel "PUSH" {
+  providers = [{ plugin = "push", config = { project_id = "herald-demo", endpoint = "https://push.example.com" } }]
+  retry {
+    max_attempts = 3
+  }
+}
+
+channel "SMS" {
+  providers = [{ plugin = "sms", config = { account_sid = "AC-demo", from = "+15005550006", endpoint = "https://sms.example.com" } }]
+  retry {
+    max_attempts = 3
+    initial      = "5s"
+  }
+}
+
+channel "SLACK" {
+  best_effort = true
+  user_types  = ["STAFF", "AGENT", "ADMIN"]
+  providers   = [{ plugin = "slack", config = { channel = "#ops", endpoint = "https://slack.example.com/api" } }]
+}
+
+channel "WEBSOCKET" {
+  best_effort = true
+  providers   = [{ plugin = "websocket" }]
+}
+
+# A customer asks for a table: the restaurant's staff must see it now.
+event "RESERVATION_REQUESTED" {
+  description = "A customer requested a reservation; the first staff member to act handles it."
+  shared      = true
+
+  audience {
+    group = "restaurant:{{ .payload.restaurant_id }}"
+    roles = ["MANAGER", "CHEF", "WAITER"]
+  }
+
+  mandatory   = ["WEBSOCKET"]
+  optional    = ["EMAIL", "PUSH", "SMS"]
+  quiet_hours = "drop"
+
+  restrict "SMS" {
+    roles = ["MANAGER"]
+  }
+
+  inbox {
+    title = "New reservation"
+    body  = "{{ .payload.customer_name }}, {{ .payload.pax }} people at {{ .payload.time }}"
+    data  = { reservation_id = "{{ .payload.reservation_id }}" }
+
+    locale "it" {
+      title = "Nuova prenotazione"
+      body  = "{{ .payload.customer_name }}, {{ .payload.pax }} persone alle {{ .payload.time }}"
+    }
+  }
+
+  template "EMAIL" {
+    subject = "New reservation: {{ .payload.customer_name }} ({{ .payload.pax }})"
+    body    = "{{ .payload.customer_name }} asked for a table for {{ .payload.pax }} at {{ .payload.time }}."
+    html    = "<p><b>{{ .payload.customer_name }}</b> asked for a table for {{ .payload.pax }} at {{ .payload.time }}.</p>"
+
+    locale "it" {
+      subject = "Nuova prenotazione: {{ .payload.customer_name }} ({{ .payload.pax }})"
+      body    = "{{ .payload.customer_name }} ha chiesto un tavolo per {{ .payload.pax }} alle {{ .payload.time }}."
+    }
+  }
+
+  template "SMS" {
+    body = "Reservation: {{ .payload.customer_name }}, {{ .payload.pax }} at {{ .payload.time }}"
+  }
+
+  payload_schema = <<JSON
+{
+  "type": "object",
+  "required": ["reservation_id", "restaurant_id", "customer_name", "pax", "time"],
+  "properties": {
+    "reservation_id": {"type": ["string", "integer"]},
+    "restaurant_id": {"type": ["string", "integer"]},
+    "customer_name": {"type": "string", "minLength": 1},
+    "pax": {"type": "integer", "minimum": 1},
+    "time": {"type": "string"}
+  }
+}
+JSON
+}
+
+# The restaurant confirmed: tell the customer.
+event "RESERVATION_CONFIRMED" {
+  audience {
+    user = "{{ .payload.customer_id }}"
+  }
+
+  mandatory   = ["WEBSOCKET"]
+  optional    = ["EMAIL", "PUSH", "SMS"]
+  quiet_hours = "defer"
+
+  quiet_hours_by_channel = { EMAIL = "ignore" }
+
+  inbox {
+    title = "Reservation confirmed"
+    body  = "Your table for {{ .payload.pax }} at {{ .payload.time }} is confirmed."
+
+    locale "it" {
+      title = "Prenotazione confermata"
+      body  = "Il tuo tavolo per {{ .payload.pax }} alle {{ .payload.time }} è confermato."
+    }
+  }
+
+  template "SMS" {
+    body = "Confirmed: table for {{ .payload.pax }} at {{ .payload.time }}."
+  }
+
+  payload_schema = <<JSON
+{
+  "type": "object",
+  "required": ["reservation_id", "customer_id", "pax", "time"],
+  "properties": {
+    "reservation_id": {"type": ["string", "integer"]},
+    "customer_id": {"type": ["string", "integer"]},
+    "pax": {"type": "integer", "minimum": 1},
+    "time": {"type": "string"}
+  }
+}
+JSON
+}
+
+# An agency partner got an assignment.
+event "PARTNER_ASSIGNMENT" {
+  audience {
+    group = "agency:{{ .payload.agency_id }}"
+    roles = ["MANAGER", "AGENT"]
+  }
+
+  mandatory = ["WEBSOCKET"]
+  optional  = ["EMAIL", "PUSH", "SMS", "SLACK"]
+
+  restrict "SMS" {
+    roles = ["MANAGER", "AGENT"]
+  }
+
+  inbox {
+    title = "New assignment"
+    body  = "Assignment {{ .payload.assignment_id }} for {{ .payload.partner_name }}"
+  }
+
+  template "SLACK" {
+    body = ":briefcase: assignment {{ .payload.assignment_id }} for {{ .payload.partner_name }}"
+  }
+}
+
+# A chat message reaches the users the producer lists in the payload.
+event "CHAT_MESSAGE_SENT" {
+  audience {
+    payload_path = "recipients"
+  }
+
+  mandatory   = ["WEBSOCKET"]
+  optional    = ["PUSH"]
+  quiet_hours = "defer"
+
+  inbox {
+    title = "{{ .payload.sender_name }}"
+    body  = "{{ .payload.text }}"
+  }
+}
+
+# A broadcast to every administrator.
+event "SYSTEM_ANNOUNCEMENT" {
+  severity    = "warning"
+  quiet_hours = "ignore"
+
+  audience {
+    user_type = "ADMIN"
+  }
+
+  mandatory = ["WEBSOCKET"]
+  optional  = ["EMAIL", "SLACK"]
+
+  inbox {
+    title = "{{ .payload.title }}"
+    body  = "{{ .payload.message }}"
+  }
+
+  template "EMAIL" {
+    subject = "[Herald] {{ .payload.title }}"
+    body    = "{{ .payload.message }}"
+  }
+}
