@@ -1,0 +1,39 @@
+# Herald's build, test and run targets. `make help` lists them.
+GO ?= go
+BIN := bin
+PLUGINS := email push sms slack websocket
+
+.PHONY: help build plugins run up test check proto bench clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## build bin/herald and the plugins
+	$(GO) build -o $(BIN)/herald ./core/cmd/herald
+	@$(MAKE) --no-print-directory plugins
+
+plugins: ## build bin/plugins/herald-plugin-*
+	@for p in $(PLUGINS); do $(GO) build -o $(BIN)/plugins/herald-plugin-$$p ./plugins/$$p || exit 1; done
+
+up: ## install and start PostgreSQL and RabbitMQ on loopback when missing
+	scripts/servers.sh up
+
+run: ## bring everything up and run herald serve with the example config
+	scripts/run.sh
+
+test: ## run the whole test suite against real servers
+	scripts/test.sh
+
+check: ## gofmt, vet, generated code in sync
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1)
+	$(GO) vet ./...
+	scripts/gen-proto.sh check
+
+proto: ## regenerate the protobuf code with the pinned generators
+	scripts/gen-proto.sh
+
+bench: build ## run the pipeline benchmark
+	$(BIN)/herald bench
+
+clean:
+	rm -rf $(BIN)

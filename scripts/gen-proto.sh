@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Regenerates the Go code for the plugin protocol (sdk/proto) with the
+# generators pinned as `tool` directives in go.mod.
+#
+#   scripts/gen-proto.sh          regenerate in place (make proto)
+#   scripts/gen-proto.sh check    fail if the committed code is out of date (make check)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+mode=${1:-generate}
+
+if ! command -v protoc >/dev/null; then
+	echo "gen-proto: protoc not found (Debian: apt-get install protobuf-compiler)" >&2
+	exit 1
+fi
+
+# Wrap the pinned generators so protoc finds them on PATH.
+bindir=$(mktemp -d)
+trap 'rm -rf "$bindir" "${outdir:-}"' EXIT
+for gen in protoc-gen-go protoc-gen-go-grpc; do
+	printf '#!/bin/sh\nexec go -C %q tool %s "$@"\n' "$root" "$gen" >"$bindir/$gen"
+	chmod +x "$bindir/$gen"
+done
+export PATH="$bindir:$PATH"
+
+protos=$(cd sdk/proto && find . -name '*.proto' | sed 's|^\./||' | sort)
+outdir=$(mktemp -d)
+# shellcheck disable=SC2086
+(cd sdk/proto && protoc -I . \
+	--go_out="$outdir" --go_opt=paths=source_relative \
+	--go-grpc_out="$outdir" --go-grpc_opt=paths=source_relative \
+	$protos)
+
+status=0
+while IFS= read -r gen; do
+	rel=${gen#"$outdir"/}
+	dst=sdk/proto/$rel
+	if [ "$mode" = check ]; then
+		if ! cmp -s "$gen" "$dst"; then
+			echo "gen-proto: $dst is out of date; run make proto and commit the result" >&2
+			diff -u "$dst" "$gen" | head -40 >&2 || true
+			status=1
+		fi
+	else
+		cp "$gen" "$dst"
+		echo "gen-proto: wrote $dst"
+	fi
+done < <(find "$outdir" -name '*.go' | sort)
+
+if [ "$mode" = check ]; then
+	# Generated files with no .proto behind them are stale too.
+	while IFS= read -r dst; do
+		rel=${dst#sdk/proto/}
+		[ -f "$outdir/$rel" ] || { echo "gen-proto: $dst has no .proto source" >&2; status=1; }
+	done < <(find sdk/proto -name '*.pb.go' | sort)
+	[ $status -eq 0 ] && echo "gen-proto: generated code is in sync"
+fi
+exit $status

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# run.sh is the quick start: it brings up PostgreSQL and RabbitMQ (installing
+# them from Debian's packages when missing), builds herald and the plugins,
+# applies migrations, creates the demo tenant with its API key and directory,
+# starts the local provider stand-ins (herald devpeers) and runs
+# `herald serve` with examples/herald.hcl in the foreground.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+: "${HERALD_DEMO_API_KEY:=hk_demo_quickstart_key_0001}"
+export HERALD_CONFIG=${HERALD_CONFIG:-examples/herald.hcl}
+
+scripts/servers.sh up
+echo "run: building herald and the plugins" >&2
+make --no-print-directory build
+bin/herald migrate up
+bin/herald apikeys create --tenant demo --name quickstart --key "$HERALD_DEMO_API_KEY" >/dev/null
+bin/herald directory import --tenant demo examples/quickstart/directory.json
+
+bin/herald devpeers --smtp 127.0.0.1:2525 --http 127.0.0.1:4010 &
+peers=$!
+trap 'kill $peers 2>/dev/null || true' EXIT
+
+cat >&2 <<MSG
+run: herald is starting on http://127.0.0.1:8080 (admin on 127.0.0.1:8081)
+run: demo tenant API key: $HERALD_DEMO_API_KEY
+run: try:  curl -s -H "Authorization: Bearer $HERALD_DEMO_API_KEY" -H 'Content-Type: application/json' \\
+             --data @examples/quickstart/reservation.json http://127.0.0.1:8080/v1/events
+MSG
+bin/herald serve

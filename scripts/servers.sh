@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# servers.sh brings up the PostgreSQL and RabbitMQ servers Herald needs on
+# loopback, reusing servers that already answer and installing (Debian's
+# packages) and starting the ones that are missing. No systemd is needed.
+#
+#   scripts/servers.sh up       install if missing, start if stopped, create role and database
+#   scripts/servers.sh status   say what answers
+#   scripts/servers.sh stop     stop both servers
+#   scripts/servers.sh reset    drop and recreate the herald database, delete herald's queues
+#
+# Settings (env): HERALD_PG_HOST (127.0.0.1), HERALD_PG_PORT (5432),
+# HERALD_PG_USER (herald), HERALD_PG_PASSWORD (herald), HERALD_PG_DB (herald),
+# HERALD_AMQP_HOST (127.0.0.1), HERALD_AMQP_PORT (5672).
+set -euo pipefail
+
+PG_HOST=${HERALD_PG_HOST:-127.0.0.1}
+PG_PORT=${HERALD_PG_PORT:-5432}
+PG_USER=${HERALD_PG_USER:-herald}
+PG_PASSWORD=${HERALD_PG_PASSWORD:-herald}
+PG_DB=${HERALD_PG_DB:-herald}
+AMQP_HOST=${HERALD_AMQP_HOST:-127.0.0.1}
+AMQP_PORT=${HERALD_AMQP_PORT:-5672}
+
+log() { echo "servers: $*" >&2; }
+
+as_root() {
+	if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_install() {
+	log "installing $* from Debian's packages"
+	export DEBIAN_FRONTEND=noninteractive
+	if ! as_root apt-get install -y --no-install-recommends "$@" >/tmp/herald-apt.log 2>&1; then
+		as_root apt-get update >>/tmp/herald-apt.log 2>&1
+		as_root apt-get install -y --no-install-recommends "$@" >>/tmp/herald-apt.log 2>&1 || {
+			tail -20 /tmp/herald-apt.log >&2
+			return 1
+		}
+	fi
+}
+
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+wait_for() { # wait_for SECONDS CMD...
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		if [ $SECONDS -ge $deadline ]; then return 1; fi
+		sleep 0.5
+	done
+}
+
+pg_answers() { pg_isready -q -h "$PG_HOST" -p "$PG_PORT" 2>/dev/null; }
+
+pg_up() {
+	if command -v pg_isready >/dev/null && pg_answers; then
+		log "PostgreSQL answers on $PG_HOST:$PG_PORT (reused)"
+	else
+		if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+			apt_install postgresql
+		fi
+		local ver
+		ver=$(ls /usr/lib/postgresql | sort -V | tail -1)
+		if ! pg_lsclusters -h 2>/dev/null | awk '{print $1" "$2}' | grep -q "^$ver main$"; then
+			as_root pg_createcluster "$ver" main -p "$PG_PORT" >/dev/null
+		fi
+		log "starting PostgreSQL $ver (cluster main)"
+		as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main start || true
+		wait_for 60 pg_answers || { log "PostgreSQL did not start"; exit 1; }
+	fi
+	# The herald role and database, created over the local socket as the postgres user.
+	local sql="DO \$\$ BEGIN
+	  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$PG_USER') THEN
+	    CREATE ROLE \"$PG_USER\" LOGIN CREATEDB PASSWORD '$PG_PASSWORD';
+	  END IF; END \$\$;"
+	if id postgres >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+		su postgres -c "psql -q -p $PG_PORT -d postgres -v ON_ERROR_STOP=1" <<<"$sql" >/dev/null
+		if ! su postgres -c "psql -tA -p $PG_PORT -d postgres -c \"SELECT 1 FROM pg_database WHERE datname = '$PG_DB'\"" | grep -q 1; then
+			su postgres -c "createdb -p $PG_PORT -O $PG_USER $PG_DB"
+		fi
+	else
+		PGPASSWORD=$PG_PASSWORD psql -q -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -d postgres -c 'SELECT 1' >/dev/null ||
+			{ log "cannot create role $PG_USER: run as root or create it yourself"; exit 1; }
+		PGPASSWORD=$PG_PASSWORD psql -q -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -d postgres -tA \
+			-c "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'" | grep -q 1 ||
+			PGPASSWORD=$PG_PASSWORD createdb -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" "$PG_DB"
+	fi
+	log "PostgreSQL ready: postgres://$PG_USER:***@$PG_HOST:$PG_PORT/$PG_DB"
+}
+
+rabbit_answers() { port_open "$AMQP_HOST" "$AMQP_PORT"; }
+
+rabbit_up() {
+	if rabbit_answers; then
+		log "RabbitMQ answers on $AMQP_HOST:$AMQP_PORT (reused)"
+		return
+	fi
+	if ! command -v rabbitmq-server >/dev/null; then
+		apt_install rabbitmq-server
+	fi
+	if [ -d /etc/rabbitmq ] && ! grep -qs NODE_IP_ADDRESS /etc/rabbitmq/rabbitmq-env.conf; then
+		echo "NODE_IP_ADDRESS=127.0.0.1" | as_root tee -a /etc/rabbitmq/rabbitmq-env.conf >/dev/null
+	fi
+	log "starting RabbitMQ"
+	as_root rabbitmq-server -detached >/dev/null 2>&1 || true
+	wait_for 120 rabbit_answers || { log "RabbitMQ did not start"; exit 1; }
+	as_root rabbitmqctl -q await_startup --timeout 120 >/dev/null 2>&1 || true
+	log "RabbitMQ ready: amqp://guest:***@$AMQP_HOST:$AMQP_PORT/"
+}
+
+case "${1:-up}" in
+up)
+	pg_up
+	rabbit_up
+	;;
+status)
+	if pg_answers; then echo "postgresql: up ($PG_HOST:$PG_PORT)"; else echo "postgresql: down"; fi
+	if rabbit_answers; then echo "rabbitmq: up ($AMQP_HOST:$AMQP_PORT)"; else echo "rabbitmq: down"; fi
+	;;
+stop)
+	if rabbit_answers; then as_root rabbitmqctl -q stop || true; fi
+	if pg_answers; then
+		ver=$(ls /usr/lib/postgresql | sort -V | tail -1)
+		as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main stop || true
+	fi
+	;;
+reset)
+	pg_up
+	rabbit_up
+	su postgres -c "dropdb -p $PG_PORT --if-exists --force $PG_DB" && su postgres -c "createdb -p $PG_PORT -O $PG_USER $PG_DB"
+	for q in $(as_root rabbitmqctl -q list_queues name 2>/dev/null | grep '^herald\.' || true); do
+		as_root rabbitmqctl -q delete_queue "$q" >/dev/null
+	done
+	log "reset done"
+	;;
+*)
+	echo "usage: $0 up|status|stop|reset" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# test.sh runs Herald's whole test suite against real servers: it brings up
+# PostgreSQL and RabbitMQ (scripts/servers.sh), checks formatting, vet and the
+# generated protobuf code, runs every package's tests with -race, then the
+# black-box integration suite (which stops and starts the broker, so it runs
+# alone, one package at a time).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/servers.sh up
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+if [ -x scripts/gen-proto.sh ]; then
+	echo "== generated code in sync"
+	scripts/gen-proto.sh check
+fi
+
+echo "== unit and component tests"
+go test -race -count=1 -timeout=6m -p 2 $(go list ./... | grep -v /core/integration)
+
+if [ -n "$(go list ./core/integration/... 2>/dev/null)" ]; then
+	echo "== integration tests (real herald serve, real plugins, broker and database faults)"
+	go test -count=1 -timeout=25m -p 1 ./core/integration/...
+fi
+
+for mod in examples/plugins/*/; do
+	if [ -f "$mod/go.mod" ]; then
+		echo "== $mod (own module)"
+		(cd "$mod" && go vet ./... && go test -count=1 -timeout=5m ./...)
+	fi
+done
+echo "== all tests passed"
