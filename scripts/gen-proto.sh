@@ -13,6 +13,11 @@ if ! command -v protoc >/dev/null; then
 	echo "gen-proto: protoc not found (Debian: apt-get install protobuf-compiler)" >&2
 	exit 1
 fi
+wkt=/usr/include/google/protobuf/duration.proto
+if [ ! -f "$wkt" ]; then
+	echo "gen-proto: $wkt not found (Debian: apt-get install libprotobuf-dev)" >&2
+	exit 1
+fi
 
 # Wrap the pinned generators so protoc finds them on PATH.
 bindir=$(mktemp -d)
@@ -26,7 +31,7 @@ export PATH="$bindir:$PATH"
 protos=$(cd sdk/proto && find . -name '*.proto' | sed 's|^\./||' | sort)
 outdir=$(mktemp -d)
 # shellcheck disable=SC2086
-(cd sdk/proto && protoc -I . \
+(cd sdk/proto && protoc -I . -I /usr/include \
 	--go_out="$outdir" --go_opt=paths=source_relative \
 	--go-grpc_out="$outdir" --go-grpc_opt=paths=source_relative \
 	$protos)

@@ -18,6 +18,19 @@ fi
 echo "== go vet"
 go vet ./...
 
+# protoc and the well-known .proto files it imports (google/protobuf/*.proto
+# ship in libprotobuf-dev, which protobuf-compiler only recommends).
+if ! command -v protoc >/dev/null || [ ! -f /usr/include/google/protobuf/duration.proto ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		echo "== installing protobuf-compiler libprotobuf-dev"
+		export DEBIAN_FRONTEND=noninteractive
+		pkgs="protobuf-compiler libprotobuf-dev"
+		# shellcheck disable=SC2086
+		apt-get install -y --no-install-recommends $pkgs >/dev/null 2>&1 ||
+			{ apt-get update >/dev/null && apt-get install -y --no-install-recommends $pkgs >/dev/null; }
+	fi
+fi
+
 if [ -x scripts/gen-proto.sh ]; then
 	echo "== generated code in sync"
 	scripts/gen-proto.sh check
