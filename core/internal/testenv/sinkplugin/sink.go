@@ -21,21 +21,26 @@ const (
 	fieldFailFile      = "fail_file"
 	fieldFailHealth    = "fail_health"
 	fieldVersion       = "version"
+	fieldRecordBrief   = "record_brief"
 )
 
 // Record is one line of the record file.
 type Record struct {
-	DeliveryID     string      `json:"delivery_id"`
-	IdempotencyKey string      `json:"idempotency_key"`
-	Channel        string      `json:"channel"`
-	User           string      `json:"user"`
-	Attempt        int         `json:"attempt"`
-	Content        sdk.Content `json:"content"`
-	PID            int         `json:"pid"`
-	Provider       string      `json:"provider"`
-	Version        string      `json:"version"`
-	BinaryVersion  string      `json:"binary_version"`
-	Outcome        string      `json:"outcome"`
+	DeliveryID     string       `json:"delivery_id"`
+	EventID        string       `json:"event_id"`
+	IdempotencyKey string       `json:"idempotency_key,omitempty"`
+	Channel        string       `json:"channel,omitempty"`
+	User           string       `json:"user,omitempty"`
+	Attempt        int          `json:"attempt"`
+	Content        *sdk.Content `json:"content,omitempty"`
+	PID            int          `json:"pid"`
+	Provider       string       `json:"provider,omitempty"`
+	Version        string       `json:"version,omitempty"`
+	BinaryVersion  string       `json:"binary_version,omitempty"`
+	Outcome        string       `json:"outcome"`
+	// At is when the sink answered the batch (Unix nanoseconds): the end
+	// of a delivery's trip through Herald, for latency measurements.
+	At int64 `json:"at"`
 }
 
 type config struct {
@@ -47,6 +52,7 @@ type config struct {
 	failHealth    bool
 	version       string
 	provider      string
+	recordBrief   bool
 }
 
 // Sink is the recording channel.
@@ -84,6 +90,7 @@ func (s *Sink) Describe(context.Context) (sdk.Description, error) {
 			{Name: fieldFailFile, Type: sdk.FieldString, Description: "fail every delivery while this file exists"},
 			{Name: fieldFailHealth, Type: sdk.FieldBool, Default: "false", Description: "report unhealthy"},
 			{Name: fieldVersion, Type: sdk.FieldString, Description: "label logged and recorded"},
+			{Name: fieldRecordBrief, Type: sdk.FieldBool, Default: "false", Description: "record ids, attempt and time only (benchmarks)"},
 		},
 	}, nil
 }
@@ -111,6 +118,7 @@ func configFromParsed(m map[string]any) (config, error) {
 	c.failFile, _ = m[fieldFailFile].(string)
 	c.failHealth, _ = m[fieldFailHealth].(bool)
 	c.version, _ = m[fieldVersion].(string)
+	c.recordBrief, _ = m[fieldRecordBrief].(bool)
 	if c.delay < 0 {
 		return c, &sdk.ConfigError{Field: fieldDelay, Msg: "must not be negative"}
 	}
@@ -146,6 +154,7 @@ func (s *Sink) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, er
 	}
 	results := make([]sdk.Result, len(batch))
 	var buf []byte
+	at := time.Now().UnixNano()
 	for i, d := range batch {
 		switch outcome {
 		case "retry":
@@ -161,11 +170,14 @@ func (s *Sink) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, er
 		if c.recordFile == "" {
 			continue
 		}
-		line, err := json.Marshal(Record{
-			DeliveryID: d.DeliveryID, IdempotencyKey: d.IdempotencyKey, Channel: d.Channel,
-			User: d.Recipient.UserID, Attempt: d.Attempt, Content: d.Content, PID: os.Getpid(),
-			Provider: c.provider, Version: c.version, BinaryVersion: version, Outcome: outcome,
-		})
+		rec := Record{DeliveryID: d.DeliveryID, EventID: d.EventID, Attempt: d.Attempt,
+			PID: os.Getpid(), Outcome: outcome, At: at}
+		if !c.recordBrief {
+			content := d.Content
+			rec.IdempotencyKey, rec.Channel, rec.User, rec.Content = d.IdempotencyKey, d.Channel, d.Recipient.UserID, &content
+			rec.Provider, rec.Version, rec.BinaryVersion = c.provider, c.version, version
+		}
+		line, err := json.Marshal(rec)
 		if err != nil {
 			return nil, sdk.PermanentError(fmt.Errorf("sink: encode record: %w", err), "")
 		}
