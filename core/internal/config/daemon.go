@@ -15,7 +15,6 @@ import (
 	"github.com/knadh/koanf/parsers/hcl"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
-	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 )
 
@@ -173,12 +172,28 @@ func LoadDaemon(path string) (Daemon, error) {
 		return Daemon{}, err
 	}
 	fromFile := koanf.New(".")
+	var queues map[string]QueueConfig
 	if path != "" {
 		p, err := parserFor(path)
 		if err != nil {
 			return Daemon{}, err
 		}
-		if err := fromFile.Load(file.Provider(path), p); err != nil {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return Daemon{}, err
+		}
+		raw, err := p.Unmarshal(b)
+		if err != nil {
+			return Daemon{}, fmt.Errorf("%s: %w", path, err)
+		}
+		// Queue names may hold dots ("notification.restaurant"), which
+		// koanf would read as nesting, and HCL gives repeated queue blocks
+		// as a list: take them out and decode them on their own.
+		queues, err = takeQueues(raw)
+		if err != nil {
+			return Daemon{}, fmt.Errorf("%s: %w", path, err)
+		}
+		if err := fromFile.Load(confmap.Provider(raw, ""), nil); err != nil {
 			return Daemon{}, fmt.Errorf("%s: %w", path, err)
 		}
 		if err := k.Merge(fromFile); err != nil {
@@ -224,6 +239,9 @@ func LoadDaemon(path string) (Daemon, error) {
 			name = "environment"
 		}
 		return Daemon{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if queues != nil {
+		d.AMQP.Queues = queues
 	}
 	if path != "" {
 		base := filepath.Dir(path)
@@ -341,4 +359,82 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// takeQueues removes amqp.queue from a parsed config file and decodes it:
+// a map of queue name to settings (YAML), or the list of single-entry maps
+// HCL makes of repeated `queue "name" { ... }` blocks.
+func takeQueues(raw map[string]any) (map[string]QueueConfig, error) {
+	amqpSection, ok := raw["amqp"].(map[string]any)
+	if !ok {
+		return nil, nil
+	}
+	q, ok := amqpSection["queue"]
+	if !ok {
+		return nil, nil
+	}
+	delete(amqpSection, "queue")
+	out := map[string]QueueConfig{}
+	var walk func(v any) error
+	walk = func(v any) error {
+		switch t := v.(type) {
+		case []map[string]any:
+			for _, m := range t {
+				if err := walk(m); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for _, m := range t {
+				if err := walk(m); err != nil {
+					return err
+				}
+			}
+		case map[string]any:
+			for name, body := range t {
+				if _, dup := out[name]; dup {
+					return fmt.Errorf("amqp.queue.%s: declared twice", name)
+				}
+				qc, err := decodeQueue(name, body)
+				if err != nil {
+					return err
+				}
+				out[name] = qc
+			}
+		default:
+			return fmt.Errorf("amqp.queue: want queue blocks, got %T", v)
+		}
+		return nil
+	}
+	if err := walk(q); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func decodeQueue(name string, body any) (QueueConfig, error) {
+	switch t := body.(type) {
+	case []map[string]any:
+		if len(t) != 1 {
+			return QueueConfig{}, fmt.Errorf("amqp.queue.%s: want one block", name)
+		}
+		body = t[0]
+	case []any:
+		if len(t) != 1 {
+			return QueueConfig{}, fmt.Errorf("amqp.queue.%s: want one block", name)
+		}
+		body = t[0]
+	}
+	var qc QueueConfig
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		ErrorUnused: true, WeaklyTypedInput: true, Result: &qc, TagName: "koanf",
+		DecodeHook: mapstructure.StringToSliceHookFunc(","),
+	})
+	if err != nil {
+		return qc, err
+	}
+	if err := dec.Decode(body); err != nil {
+		return qc, fmt.Errorf("amqp.queue.%s: %w", name, err)
+	}
+	return qc, nil
 }

@@ -90,3 +90,35 @@ func TestLoadDaemonErrorsNameTheField(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadDaemonSeveralQueuesWithDots(t *testing.T) {
+	hclPath := writeFile(t, "herald.hcl", `
+amqp {
+  queue "notification.restaurant" { bindings = ["RESTAURANT.*"] prefetch = 50 }
+  queue "notification.customer"   { bindings = ["CUSTOMER.*"] quorum = true }
+  queue "plain"                   { bindings = ["*.X", "*.Y"] }
+}
+`)
+	yamlPath := writeFile(t, "herald.yaml", `
+amqp:
+  queue:
+    notification.restaurant: {bindings: ["RESTAURANT.*"], prefetch: 50}
+    notification.customer: {bindings: ["CUSTOMER.*"], quorum: true}
+    plain: {bindings: ["*.X", "*.Y"]}
+`)
+	for _, p := range []string{hclPath, yamlPath} {
+		d, err := LoadDaemon(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		q := d.AMQP.Queues
+		if len(q) != 3 || q["notification.restaurant"].Prefetch != 50 || !q["notification.customer"].Quorum ||
+			len(q["plain"].Bindings) != 2 {
+			t.Fatalf("%s: queues %+v", p, q)
+		}
+	}
+	bad := writeFile(t, "bad.hcl", `amqp { queue "q.x" { bindings = ["*.X"] prefetc = 5 } }`)
+	if _, err := LoadDaemon(bad); err == nil || !strings.Contains(err.Error(), "amqp.queue.q.x") || !strings.Contains(err.Error(), "prefetc") {
+		t.Fatalf("misspelt queue key: %v", err)
+	}
+}
