@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin
 PLUGINS := email push sms slack websocket
 
-.PHONY: help build plugins run up test check proto bench clean
+.PHONY: help build plugins bench-plugins run up test check proto bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -32,8 +32,11 @@ check: ## gofmt, vet, generated code in sync
 proto: ## regenerate the protobuf code with the pinned generators
 	scripts/gen-proto.sh
 
-bench: build ## run the pipeline benchmark
-	$(BIN)/herald bench
+bench-plugins: ## build the recording sink plugin the benchmark uses
+	$(GO) build -o $(BIN)/bench-plugins/herald-plugin-sink ./core/internal/testenv/sinkplugin
+
+bench: build bench-plugins up ## run the pipeline benchmark (BENCH_ARGS="--json" etc.)
+	$(BIN)/herald bench --plugins-dir $(BIN)/bench-plugins $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BIN)

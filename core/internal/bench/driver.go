@@ -1,0 +1,848 @@
+// Package bench is `herald bench`: it drives the real pipeline (producers
+// enqueuing through sdk/producer in their own transactions, one or more
+// `herald serve` processes, real plugin processes of the recording sink) on
+// the local PostgreSQL and RabbitMQ, measures the raw ceilings of the same
+// servers in the same run, and checks that every expected delivery was
+// SENT exactly once.
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/sdk/producer"
+)
+
+// Scenario is one run of the pipeline.
+type Scenario struct {
+	// Name labels the run in the report.
+	Name string `json:"name"`
+	// Events is how many events the producers enqueue.
+	Events int `json:"events"`
+	// Recipients is how many recipients each event reaches.
+	Recipients int `json:"recipients"`
+	// Channels is how many channels each recipient gets.
+	Channels int `json:"channels"`
+	// Producers is the number of concurrent producers.
+	Producers int `json:"producers"`
+	// Rate paces the producers at this many events/s in all; 0 is unpaced.
+	Rate float64 `json:"rate"`
+	// Serve is the number of `herald serve` processes.
+	Serve int `json:"serve"`
+	// Duration caps the run: producers stop enqueuing and the run ends
+	// (reporting what was missing) when it has passed.
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Deliveries is how many deliveries the scenario expects per event.
+func (s Scenario) perEvent() int { return s.Recipients * s.Channels }
+
+// Env says where the servers and binaries are.
+type Env struct {
+	// AdminDatabaseURL connects to a database from which the benchmark may
+	// CREATE and DROP its own database.
+	AdminDatabaseURL string
+	// AMQPURL is the broker; the benchmark declares its own exchange and
+	// queues and deletes them afterwards.
+	AMQPURL string
+	// Herald is the herald binary to run as `herald serve`.
+	Herald string
+	// PluginDir holds herald-plugin-sink.
+	PluginDir string
+	// Keep keeps the database, configs and logs for inspection.
+	Keep bool
+	// Progress receives the progress bar; nil draws none.
+	Progress io.Writer
+	// Pprof exposes /debug/pprof on each daemon's admin listener.
+	Pprof bool
+	// Log receives one line per step.
+	Log func(format string, args ...any)
+}
+
+// Result is what one scenario measured.
+type Result struct {
+	Scenario Scenario `json:"scenario"`
+	// EventsEnqueued is how many events the producers committed.
+	EventsEnqueued int `json:"events_enqueued"`
+	// Expected is EventsEnqueued × deliveries per event.
+	Expected int `json:"deliveries_expected"`
+	// Elapsed runs from the first commit to the last SENT.
+	Elapsed        time.Duration `json:"elapsed_ns"`
+	EventsPerSec   float64       `json:"events_per_sec"`
+	DeliveriesPerS float64       `json:"deliveries_per_sec"`
+	// ProduceRate is the events/s the producers reached.
+	ProduceRate float64 `json:"produce_events_per_sec"`
+	// Latency is event commit → the plugin's Send returning.
+	Latency LatencySummary `json:"latency"`
+	// Processes are the daemons and their plugins, with peak RSS.
+	Processes []ProcPeak `json:"processes"`
+	// DaemonPeakBytes is the largest peak RSS of one herald serve process.
+	DaemonPeakBytes int64 `json:"daemon_peak_rss_bytes"`
+	// PluginPeakBytes is the largest peak RSS of one plugin process.
+	PluginPeakBytes int64 `json:"plugin_peak_rss_bytes"`
+	// Check is the exactly-once verdict.
+	Check Check `json:"check"`
+	// Admin lists each daemon's admin URL (pprof when enabled), for a run
+	// that is being watched.
+	Admin []string `json:"admin,omitempty"`
+	// Dir holds the configs and daemon logs when Keep is set.
+	Dir string `json:"dir,omitempty"`
+}
+
+// LatencySummary holds quantiles in milliseconds.
+type LatencySummary struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P95   float64 `json:"p95_ms"`
+	P99   float64 `json:"p99_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+// Check is the exactly-once verdict of one run.
+type Check struct {
+	// Expected deliveries; Rows in the database for the run's events.
+	Expected int `json:"expected"`
+	Rows     int `json:"rows"`
+	Sent     int `json:"sent"`
+	Failed   int `json:"failed"`
+	// Pending counts rows neither SENT nor FAILED when the run ended.
+	Pending int `json:"pending"`
+	// SentAttempts counts attempt-log rows with outcome sent; more than one
+	// per delivery is a duplicate in Herald's records.
+	SentAttempts int `json:"sent_attempts"`
+	// DupRecords counts delivery ids the sink received more than once.
+	DupRecords int `json:"sink_duplicates"`
+	// SinkRecords counts deliveries the sink received.
+	SinkRecords int `json:"sink_records"`
+	// OK is true when every expected delivery is SENT exactly once.
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+const (
+	benchTenant    = "bench"
+	benchEventType = "BENCH_EVENT"
+)
+
+// Run runs one scenario from an empty database to the exactly-once check.
+func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
+	res.Scenario = sc
+	logf := env.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if sc.Events < 1 || sc.Recipients < 1 || sc.Channels < 1 || sc.Producers < 1 || sc.Serve < 1 {
+		return res, errors.New("bench: events, recipients, channels, producers and serve must be at least 1")
+	}
+	sink := filepath.Join(env.PluginDir, "herald-plugin-sink")
+	if _, err := os.Stat(sink); err != nil {
+		return res, fmt.Errorf("bench: sink plugin %s: %w (build it with make bench-plugins)", sink, err)
+	}
+	id := fmt.Sprintf("%d_%d", time.Now().Unix(), os.Getpid())
+	dir, err := os.MkdirTemp("", "herald-bench-")
+	if err != nil {
+		return res, err
+	}
+	if env.Keep {
+		res.Dir = dir
+	} else {
+		defer os.RemoveAll(dir)
+	}
+
+	// A database of the run's own.
+	dbURL, dropDB, err := createDatabase(ctx, env.AdminDatabaseURL, "herald_bench_"+id)
+	if err != nil {
+		return res, err
+	}
+	if !env.Keep {
+		defer dropDB()
+	}
+	if err := store.Migrate(ctx, dbURL, "up"); err != nil {
+		return res, fmt.Errorf("bench: migrate: %w", err)
+	}
+	pool, err := store.NewPool(ctx, dbURL, sc.Producers+2)
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	groups := seedGroups(sc)
+	if err := seed(ctx, pool, sc, groups); err != nil {
+		return res, err
+	}
+
+	// Topology names of the run's own, removed afterwards.
+	exchange := "herald.bench." + id
+	channels := make([]string, sc.Channels)
+	for i := range channels {
+		channels[i] = fmt.Sprintf("BENCH%d", i+1)
+	}
+	if !env.Keep {
+		defer deleteTopology(env.AMQPURL, exchange, channels)
+	}
+	recordDir := filepath.Join(dir, "records")
+	if err := os.MkdirAll(recordDir, 0o755); err != nil {
+		return res, err
+	}
+	rulesPath := filepath.Join(dir, "rules.hcl")
+	if err := os.WriteFile(rulesPath, []byte(rulesFile(sc, channels, recordDir)), 0o600); err != nil {
+		return res, err
+	}
+
+	// Start the daemons.
+	var daemons []*daemon
+	defer func() {
+		for _, d := range daemons {
+			d.stop()
+		}
+	}()
+	for i := range sc.Serve {
+		d, err := startDaemon(ctx, env, dir, i, dbURL, exchange, channels, sc)
+		if err != nil {
+			return res, err
+		}
+		daemons = append(daemons, d)
+		res.Admin = append(res.Admin, d.adminURL)
+	}
+	for _, d := range daemons {
+		if err := d.waitReady(ctx, 60*time.Second); err != nil {
+			return res, err
+		}
+	}
+	logf("%s: %d daemon(s) ready; enqueuing %d events × %d deliveries", sc.Name, len(daemons), sc.Events, sc.perEvent())
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	roots := make([]int, len(daemons))
+	for i, d := range daemons {
+		roots[i] = d.cmd.Process.Pid
+	}
+	rss := WatchRSS(watchCtx, 100*time.Millisecond, roots...)
+
+	// Produce, and follow the sink's records while it runs.
+	deadline := time.Now().Add(sc.Duration)
+	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
+	defer cancelRun()
+	commits := make([]int64, sc.Events) // commit time per event, Unix ns
+	tail := newRecordTail(recordDir)
+	var enqueued atomic.Int64
+	var produceErr error
+	var produceWG sync.WaitGroup
+	produceWG.Add(1)
+	go func() {
+		defer produceWG.Done()
+		produceErr = produce(runCtx, pool, sc, groups, commits, &enqueued)
+	}()
+	var bar *Progress
+	if env.Progress != nil {
+		bar = NewProgress(env.Progress, sc.Name, sc.Events*sc.perEvent(), 500*time.Millisecond, tail.count)
+	}
+	produceWG.Wait()
+	produced := int(enqueued.Load())
+	expected := produced * sc.perEvent()
+	if produceErr != nil && !errors.Is(produceErr, context.DeadlineExceeded) {
+		if bar != nil {
+			bar.Stop()
+		}
+		stopWatch()
+		return res, produceErr
+	}
+	// Wait for every expected delivery to reach a final state in the
+	// database (SENT or FAILED), polling the sink's records for progress
+	// and the database only when they say the run may be complete.
+	waitErr := waitDone(runCtx, pool, tail, expected)
+	if bar != nil {
+		bar.Stop()
+	}
+	for _, d := range daemons {
+		d.stop()
+	}
+	stopWatch()
+	res.Processes = rss.Peaks()
+	for _, p := range res.Processes {
+		if slices.Contains(roots, p.PID) {
+			res.DaemonPeakBytes = max(res.DaemonPeakBytes, p.PeakBytes)
+		} else {
+			res.PluginPeakBytes = max(res.PluginPeakBytes, p.PeakBytes)
+		}
+	}
+
+	res.EventsEnqueued = produced
+	res.Expected = expected
+	recs, err := tail.all()
+	if err != nil {
+		return res, err
+	}
+	res.Check, err = check(ctx, pool, expected, recs)
+	if err != nil {
+		return res, err
+	}
+	if waitErr != nil {
+		res.Check.OK = false
+		res.Check.Detail = fmt.Sprintf("run cut off after %s: %s", sc.Duration, res.Check.Detail)
+	}
+	firstCommit, lastCommit := int64(0), int64(0)
+	for _, c := range commits[:produced] {
+		if c == 0 {
+			continue
+		}
+		if firstCommit == 0 || c < firstCommit {
+			firstCommit = c
+		}
+		if c > lastCommit {
+			lastCommit = c
+		}
+	}
+	lat := &Latencies{}
+	var lastSent int64
+	for _, r := range recs {
+		if r.At > lastSent {
+			lastSent = r.At
+		}
+		i, ok := eventIndex(r.EventID)
+		if !ok || i >= produced || commits[i] == 0 || r.Attempt != 1 {
+			continue
+		}
+		lat.Add(time.Duration(r.At - commits[i]))
+	}
+	if firstCommit > 0 && lastSent > firstCommit {
+		res.Elapsed = time.Duration(lastSent - firstCommit)
+		secs := res.Elapsed.Seconds()
+		res.EventsPerSec = float64(produced) / secs
+		res.DeliveriesPerS = float64(res.Check.Sent) / secs
+	}
+	if lastCommit > firstCommit {
+		res.ProduceRate = float64(produced-1) / time.Duration(lastCommit-firstCommit).Seconds()
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	res.Latency = LatencySummary{Count: lat.Count(), P50: ms(lat.Quantile(0.50)), P95: ms(lat.Quantile(0.95)),
+		P99: ms(lat.Quantile(0.99)), Max: ms(lat.Max())}
+	for _, d := range daemons {
+		if d.exitErr() != nil {
+			logf("%s: daemon %d exited: %v (log %s)", sc.Name, d.index, d.exitErr(), d.logPath)
+		}
+	}
+	return res, nil
+}
+
+// seedGroups is the number of groups events are spread over.
+func seedGroups(sc Scenario) int { return min(sc.Events, 200) }
+
+// seed creates the tenant and a directory of groups with Recipients
+// members each.
+func seed(ctx context.Context, pool *pgxpool.Pool, sc Scenario, groups int) error {
+	if err := store.EnsureTenant(ctx, pool, benchTenant, "Benchmark"); err != nil {
+		return err
+	}
+	dir := &rules.Directory{}
+	for g := range groups {
+		key := fmt.Sprintf("team:%d", g)
+		dir.Groups = append(dir.Groups, rules.Group{Key: key, Type: "team"})
+		for r := range sc.Recipients {
+			uid := fmt.Sprintf("u%d-%d", g, r)
+			dir.Recipients = append(dir.Recipients, rules.Recipient{UserID: uid, UserType: "STAFF",
+				Email: uid + "@bench.invalid", Active: true})
+			dir.Members = append(dir.Members, rules.Member{Group: key, UserID: uid, Role: "MEMBER"})
+		}
+	}
+	if err := store.ImportDirectory(ctx, pool, benchTenant, dir); err != nil {
+		return fmt.Errorf("bench: seed directory: %w", err)
+	}
+	return nil
+}
+
+func rulesFile(sc Scenario, channels []string, recordDir string) string {
+	var b strings.Builder
+	b.WriteString(`defaults {
+  time_zone = "UTC"
+  retry {
+    max_attempts = 5
+    initial      = "500ms"
+    max          = "5s"
+  }
+}
+`)
+	for _, ch := range channels {
+		fmt.Fprintf(&b, `channel %q {
+  providers = [{ plugin = "sink", config = { record_file = %q, record_brief = true } }]
+}
+`, ch, filepath.Join(recordDir, ch+".jsonl"))
+	}
+	quoted := make([]string, len(channels))
+	for i, ch := range channels {
+		quoted[i] = strconv.Quote(ch)
+	}
+	fmt.Fprintf(&b, `event %q {
+  audience {
+    group = "team:{{ .payload.team }}"
+  }
+  mandatory   = [%s]
+  quiet_hours = "ignore"
+  inbox {
+    title = "Benchmark event {{ .payload.n }}"
+    body  = "Event {{ .payload.n }} for team {{ .payload.team }}"
+  }
+}
+`, benchEventType, strings.Join(quoted, ", "))
+	return b.String()
+}
+
+// produce enqueues sc.Events events from sc.Producers goroutines, each
+// event in its own transaction, recording each commit time.
+func produce(ctx context.Context, pool *pgxpool.Pool, sc Scenario, groups int, commits []int64, done *atomic.Int64) error {
+	var next atomic.Int64
+	start := time.Now()
+	errs := make(chan error, sc.Producers)
+	var wg sync.WaitGroup
+	for range sc.Producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= sc.Events {
+					return
+				}
+				if sc.Rate > 0 {
+					at := start.Add(time.Duration(float64(i) / sc.Rate * float64(time.Second)))
+					if d := time.Until(at); d > 0 {
+						t := time.NewTimer(d)
+						select {
+						case <-t.C:
+						case <-ctx.Done():
+							t.Stop()
+							errs <- ctx.Err()
+							return
+						}
+					}
+				}
+				if err := enqueueOne(ctx, pool, i, groups); err != nil {
+					errs <- err
+					return
+				}
+				commits[i] = time.Now().UnixNano()
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func enqueueOne(ctx context.Context, pool *pgxpool.Pool, i, groups int) error {
+	payload := fmt.Appendf(nil, `{"team": %d, "n": %d}`, i%groups, i)
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// A business row would be written here, in the same transaction.
+		return producer.Enqueue(ctx, tx, producer.Event{TenantID: benchTenant, EventID: eventID(i),
+			Type: benchEventType, AggregateType: "bench", AggregateID: strconv.Itoa(i), Payload: payload})
+	})
+}
+
+func eventID(i int) string { return "bench-" + strconv.Itoa(i) }
+
+func eventIndex(id string) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(id, "bench-"))
+	return n, err == nil && strings.HasPrefix(id, "bench-")
+}
+
+// waitDone waits until every expected delivery is final in the database.
+func waitDone(ctx context.Context, pool *pgxpool.Pool, tail *recordTail, expected int) error {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if tail.count() >= expected {
+			var final int
+			err := pool.QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE status IN ('SENT', 'FAILED')`).Scan(&final)
+			if err == nil && final >= expected {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// check compares the database and the sink's records with what was
+// expected.
+func check(ctx context.Context, pool *pgxpool.Pool, expected int, recs []sinkRecord) (Check, error) {
+	c := Check{Expected: expected}
+	err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'SENT'),
+			count(*) FILTER (WHERE status = 'FAILED') FROM deliveries`).Scan(&c.Rows, &c.Sent, &c.Failed)
+	if err != nil {
+		return c, fmt.Errorf("bench: check: %w", err)
+	}
+	c.Pending = c.Rows - c.Sent - c.Failed
+	var multi int
+	err = pool.QueryRow(ctx, `SELECT count(*), count(*) - count(DISTINCT delivery_id)
+		FROM delivery_attempts WHERE outcome = 'sent'`).Scan(&c.SentAttempts, &multi)
+	if err != nil {
+		return c, fmt.Errorf("bench: check attempts: %w", err)
+	}
+	seen := make(map[string]int, len(recs))
+	for _, r := range recs {
+		if r.Outcome == "sent" {
+			seen[r.DeliveryID]++
+		}
+	}
+	c.SinkRecords = len(seen)
+	for _, n := range seen {
+		if n > 1 {
+			c.DupRecords++
+		}
+	}
+	var problems []string
+	if c.Rows != expected {
+		problems = append(problems, fmt.Sprintf("%d delivery rows, want %d", c.Rows, expected))
+	}
+	if c.Sent != expected {
+		problems = append(problems, fmt.Sprintf("%d SENT, want %d (%d FAILED, %d not final)", c.Sent, expected, c.Failed, c.Pending))
+	}
+	if multi > 0 || c.SentAttempts != c.Sent {
+		problems = append(problems, fmt.Sprintf("%d sent attempts recorded for %d SENT deliveries", c.SentAttempts, c.Sent))
+	}
+	if c.DupRecords > 0 {
+		problems = append(problems, fmt.Sprintf("%d deliveries reached the plugin more than once", c.DupRecords))
+	}
+	if c.SinkRecords != c.Sent {
+		problems = append(problems, fmt.Sprintf("the plugin received %d deliveries, the database has %d SENT", c.SinkRecords, c.Sent))
+	}
+	c.OK = len(problems) == 0
+	if c.OK {
+		c.Detail = fmt.Sprintf("all %d deliveries SENT exactly once", expected)
+	} else {
+		c.Detail = strings.Join(problems, "; ")
+	}
+	return c, nil
+}
+
+// sinkRecord is the part of the sink plugin's record line the benchmark
+// reads.
+type sinkRecord struct {
+	DeliveryID string `json:"delivery_id"`
+	EventID    string `json:"event_id"`
+	Attempt    int    `json:"attempt"`
+	Outcome    string `json:"outcome"`
+	At         int64  `json:"at"`
+}
+
+// recordTail follows the sink's record files, counting lines cheaply.
+type recordTail struct {
+	dir string
+	mu  sync.Mutex
+	off map[string]int64
+	n   int
+}
+
+func newRecordTail(dir string) *recordTail { return &recordTail{dir: dir, off: map[string]int64{}} }
+
+// count returns the number of complete record lines written so far.
+func (t *recordTail) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	files, _ := filepath.Glob(filepath.Join(t.dir, "*.jsonl"))
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			continue
+		}
+		if _, err := fh.Seek(t.off[f], io.SeekStart); err == nil {
+			buf := make([]byte, 1<<20)
+			for {
+				n, err := fh.Read(buf)
+				chunk := buf[:n]
+				// Count only complete lines; a partial one is read again.
+				if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+					t.n += bytes.Count(chunk[:i+1], []byte{'\n'})
+					t.off[f] += int64(i + 1)
+					if i+1 < n {
+						_, _ = fh.Seek(t.off[f], io.SeekStart)
+					}
+				} else if n > 0 {
+					_, _ = fh.Seek(t.off[f], io.SeekStart)
+					break
+				}
+				if err != nil {
+					break
+				}
+			}
+		}
+		_ = fh.Close()
+	}
+	return t.n
+}
+
+// all reads every record.
+func (t *recordTail) all() ([]sinkRecord, error) {
+	files, err := filepath.Glob(filepath.Join(t.dir, "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []sinkRecord
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var r sinkRecord
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				_ = fh.Close()
+				return nil, fmt.Errorf("bench: %s: %w", f, err)
+			}
+			out = append(out, r)
+		}
+		err = sc.Err()
+		_ = fh.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// daemon is one `herald serve` process.
+type daemon struct {
+	index    int
+	cmd      *exec.Cmd
+	apiURL   string
+	adminURL string
+	logPath  string
+	logFile  *os.File
+	done     chan struct{}
+	err      error
+	stopOnce sync.Once
+}
+
+func startDaemon(ctx context.Context, env Env, dir string, i int, dbURL, exchange string, channels []string, sc Scenario) (*daemon, error) {
+	api, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	var queues strings.Builder
+	for _, ch := range channels {
+		fmt.Fprintf(&queues, `  queue %q {
+    bindings    = ["*.%s"]
+    prefetch    = 64
+    concurrency = 4
+  }
+`, exchange+"."+ch, ch)
+	}
+	cfg := fmt.Sprintf(`database {
+  url       = %q
+  max_conns = 12
+}
+amqp {
+  url      = %q
+  exchange = %q
+%s}
+http {
+  listen       = %q
+  admin_listen = %q
+  pprof        = %t
+}
+plugins { dir = %q }
+rules = [%q]
+log { level = "warn" }
+`, dbURL, env.AMQPURL, exchange, queues.String(), api, admin, env.Pprof, env.PluginDir, filepath.Join(dir, "rules.hcl"))
+	cfgPath := filepath.Join(dir, fmt.Sprintf("herald-%d.hcl", i))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	d := &daemon{index: i, apiURL: "http://" + api, adminURL: "http://" + admin,
+		logPath: filepath.Join(dir, fmt.Sprintf("herald-%d.log", i)), done: make(chan struct{})}
+	d.logFile, err = os.Create(d.logPath)
+	if err != nil {
+		return nil, err
+	}
+	d.cmd = exec.Command(env.Herald, "serve", "--config", cfgPath)
+	d.cmd.Stdout, d.cmd.Stderr = d.logFile, d.logFile
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.cmd.Start(); err != nil {
+		_ = d.logFile.Close()
+		return nil, fmt.Errorf("bench: start %s serve: %w", env.Herald, err)
+	}
+	go func() {
+		d.err = d.cmd.Wait()
+		_ = d.logFile.Close()
+		close(d.done)
+	}()
+	return d, nil
+}
+
+func (d *daemon) waitReady(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		select {
+		case <-d.done:
+			return fmt.Errorf("bench: herald serve %d exited before it was ready (%v); log: %s", d.index, d.err, tailOf(d.logPath))
+		default:
+		}
+		resp, err := client.Get(d.apiURL + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: herald serve %d not ready after %s; log: %s", d.index, within, tailOf(d.logPath))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stop sends SIGTERM and waits (SIGKILL after 20 s).
+func (d *daemon) stop() {
+	d.stopOnce.Do(func() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.done:
+		case <-time.After(20 * time.Second):
+			_ = d.cmd.Process.Kill()
+			<-d.done
+		}
+	})
+}
+
+func (d *daemon) exitErr() error {
+	select {
+	case <-d.done:
+		var ee *exec.ExitError
+		if errors.As(d.err, &ee) && ee.ProcessState != nil && !ee.Exited() {
+			return nil // stopped by our signal
+		}
+		return d.err
+	default:
+		return nil
+	}
+}
+
+func tailOf(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// createDatabase creates name next to adminURL's database and returns its
+// URL and a function that drops it.
+func createDatabase(ctx context.Context, adminURL, name string) (string, func(), error) {
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: connect %s: %w", redact(adminURL), err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", nil, fmt.Errorf("bench: create database: %w", err)
+	}
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Path = "/" + name
+	drop := func() {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(c, adminURL)
+		if err != nil {
+			return
+		}
+		defer conn.Close(c)
+		_, _ = conn.Exec(c, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	}
+	return u.String(), drop, nil
+}
+
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(database url)"
+	}
+	return u.Redacted()
+}
+
+// deleteTopology removes the run's exchange and queues.
+func deleteTopology(amqpURL, exchange string, channels []string) {
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	for _, c := range channels {
+		_, _ = ch.QueueDelete(exchange+"."+c, false, false, false)
+	}
+	_ = ch.ExchangeDelete(exchange, false, false)
+}
+
+// ScratchDatabase creates an empty database called name next to adminURL's
+// database and returns a pool on it and a function that closes the pool and
+// drops the database.
+func ScratchDatabase(ctx context.Context, adminURL, name string) (*pgxpool.Pool, func(), error) {
+	dbURL, drop, err := createDatabase(ctx, adminURL, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return pool, func() { pool.Close(); drop() }, nil
+}

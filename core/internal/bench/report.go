@@ -1,0 +1,187 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is a whole `herald bench` invocation: the machine, the ceilings
+// and every scenario's result.
+type Report struct {
+	Started  time.Time `json:"started"`
+	Machine  Machine   `json:"machine"`
+	Ceilings []Ceiling `json:"ceilings"`
+	Runs     []Result  `json:"runs"`
+	Targets  []Target  `json:"targets"`
+	// OK is true when every run passed its exactly-once check.
+	OK bool `json:"exactly_once_ok"`
+}
+
+// Machine describes where the benchmark ran.
+type Machine struct {
+	CPUs      int    `json:"cpus"`
+	GOOS      string `json:"goos"`
+	GOARCH    string `json:"goarch"`
+	GoVersion string `json:"go_version"`
+	Postgres  string `json:"postgres"`
+	RabbitMQ  string `json:"rabbitmq"`
+}
+
+// Target is one of the issue's performance targets and whether the run met
+// it.
+type Target struct {
+	Name     string  `json:"name"`
+	Want     string  `json:"want"`
+	Got      string  `json:"got"`
+	Met      bool    `json:"met"`
+	Measured float64 `json:"measured"`
+}
+
+// NewMachine fills in what Go knows; the server versions are added by the
+// caller.
+func NewMachine() Machine {
+	return Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version()}
+}
+
+// ceiling returns the ceiling whose name has the prefix, if measured.
+func (r *Report) ceiling(prefix string) (Ceiling, bool) {
+	for _, c := range r.Ceilings {
+		if strings.HasPrefix(c.Name, prefix) {
+			return c, true
+		}
+	}
+	return Ceiling{}, false
+}
+
+// Evaluate fills Targets and OK from the runs named fanout, latency and
+// single (the standard suite's names); runs with other names only count
+// for OK.
+func (r *Report) Evaluate() {
+	r.OK = len(r.Runs) > 0
+	r.Targets = nil
+	for _, run := range r.Runs {
+		if !run.Check.OK {
+			r.OK = false
+		}
+	}
+	var daemonPeak int64
+	for _, run := range r.Runs {
+		daemonPeak = max(daemonPeak, run.DaemonPeakBytes)
+		switch run.Scenario.Name {
+		case "fanout":
+			r.Targets = append(r.Targets, Target{Name: "fanout throughput (10 recipients × 3 channels)",
+				Want: "≥ 10,000 deliveries/s", Got: fmt.Sprintf("%s deliveries/s", num(run.DeliveriesPerS)),
+				Met: run.DeliveriesPerS >= 10000, Measured: run.DeliveriesPerS})
+		case "latency":
+			r.Targets = append(r.Targets,
+				Target{Name: fmt.Sprintf("latency p50 at %s events/s", num(run.Scenario.Rate)), Want: "< 50 ms",
+					Got: fmt.Sprintf("%.1f ms", run.Latency.P50), Met: run.Latency.Count > 0 && run.Latency.P50 < 50, Measured: run.Latency.P50},
+				Target{Name: fmt.Sprintf("latency p99 at %s events/s", num(run.Scenario.Rate)), Want: "< 250 ms",
+					Got: fmt.Sprintf("%.1f ms", run.Latency.P99), Met: run.Latency.Count > 0 && run.Latency.P99 < 250, Measured: run.Latency.P99})
+		case "single":
+			r.Targets = append(r.Targets, Target{Name: "single (1 recipient × 1 channel, confirms on)",
+				Want: "≥ 4,500 events/s", Got: fmt.Sprintf("%s events/s", num(run.EventsPerSec)),
+				Met: run.EventsPerSec >= 4500, Measured: run.EventsPerSec})
+		}
+	}
+	if len(r.Runs) > 0 {
+		r.Targets = append(r.Targets, Target{Name: "daemon peak RSS", Want: "< 150 MiB",
+			Got: mib(daemonPeak), Met: daemonPeak > 0 && daemonPeak < 150<<20, Measured: float64(daemonPeak) / (1 << 20)})
+	}
+}
+
+// Print writes the report as tables for people.
+func (r *Report) Print(w io.Writer) {
+	m := r.Machine
+	fmt.Fprintf(w, "\nHerald benchmark, %s\n", r.Started.Format(time.RFC3339))
+	fmt.Fprintf(w, "machine: %d CPUs, %s/%s, %s; %s; %s\n\n", m.CPUs, m.GOOS, m.GOARCH, m.GoVersion, m.Postgres, m.RabbitMQ)
+	if len(r.Ceilings) > 0 {
+		fmt.Fprintln(w, "Raw ceilings of the same servers, same run:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "ceiling\t\tops\tseconds\trate\t")
+		for _, c := range r.Ceilings {
+			fmt.Fprintf(tw, "%s\t\t%s\t%.2f\t%s %s\t\n", c.Name, num(float64(c.Ops)), c.Elapsed.Seconds(), num(c.PerSec), c.Unit)
+		}
+		_ = tw.Flush()
+		fmt.Fprintln(w)
+	}
+	rabbit, hasRabbit := r.ceiling("rabbitmq")
+	pg, hasPG := r.ceiling("postgresql")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tserve\tevents\trcpt×ch\trate\tevents/s\tdeliveries/s\t÷rabbit\t÷pg copy\tp50 ms\tp95 ms\tp99 ms\tdaemon RSS\tplugin RSS\texactly once\t")
+	for _, run := range r.Runs {
+		s := run.Scenario
+		rate := "max"
+		if s.Rate > 0 {
+			rate = num(s.Rate) + "/s"
+		}
+		ratio := func(c Ceiling, ok bool) string {
+			if !ok || c.PerSec == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", run.DeliveriesPerS/c.PerSec)
+		}
+		verdict := "yes"
+		if !run.Check.OK {
+			verdict = "NO"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d×%d\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t\n",
+			s.Name, s.Serve, num(float64(run.EventsEnqueued)), s.Recipients, s.Channels, rate,
+			num(run.EventsPerSec), num(run.DeliveriesPerS), ratio(rabbit, hasRabbit), ratio(pg, hasPG),
+			run.Latency.P50, run.Latency.P95, run.Latency.P99, mib(run.DaemonPeakBytes), mib(run.PluginPeakBytes), verdict)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	for _, run := range r.Runs {
+		fmt.Fprintf(w, "%s: %s\n", run.Scenario.Name, run.Check.Detail)
+		if run.Dir != "" {
+			fmt.Fprintf(w, "%s: configs and logs kept in %s\n", run.Scenario.Name, run.Dir)
+		}
+	}
+	if len(r.Targets) > 0 {
+		fmt.Fprintln(w, "\nTargets:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, t := range r.Targets {
+			met := "met"
+			if !t.Met {
+				met = "NOT MET"
+			}
+			fmt.Fprintf(tw, "  %s\twant %s\tgot %s\t%s\n", t.Name, t.Want, t.Got, met)
+		}
+		_ = tw.Flush()
+	}
+	if r.OK {
+		fmt.Fprintln(w, "\nexactly-once check: every expected delivery SENT exactly once in every run")
+	} else {
+		fmt.Fprintln(w, "\nexactly-once check: FAILED (see above)")
+	}
+}
+
+// num formats n with thousands separators and no decimals.
+func num(n float64) string {
+	s := fmt.Sprintf("%.0f", n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func mib(b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+}

@@ -1,0 +1,250 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/spf13/cobra"
+
+	"github.com/heraldhq/herald/core/internal/bench"
+)
+
+func init() {
+	commands = append(commands, newBenchCmd)
+}
+
+type benchFlags struct {
+	scenario   string
+	events     int
+	recipients int
+	channels   int
+	producers  int
+	rate       float64
+	serve      int
+	duration   time.Duration
+	json       bool
+	keep       bool
+	pprof      bool
+	noCeilings bool
+	dbURL      string
+	amqpURL    string
+	pluginDir  string
+	rabbitN    int
+	copyRows   int
+}
+
+func newBenchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the pipeline end to end against the raw speed of the same servers",
+		Long: `bench drives the real pipeline on the local PostgreSQL and RabbitMQ: it creates a
+database of its own, seeds a directory, starts --serve herald serve processes with
+the recording sink plugin, enqueues events through sdk/producer (one transaction
+per event), and reports events/s, deliveries/s, latency from event commit to the
+plugin's Send returning, and peak RSS of every process. In the same run it measures
+the servers' raw ceilings (RabbitMQ persistent publish with pipelined confirms plus
+consume; PostgreSQL COPY) and prints throughput as a ratio to them. At the end it
+checks that every expected delivery is SENT exactly once.
+
+--scenario all (the default) runs the standard suite:
+  fanout   10 recipients × 3 channels, unpaced
+  latency  10 recipients × 3 channels at half the fanout run's rate
+  single   1 recipient × 1 channel, unpaced
+  scale-2, scale-3   the fanout run with 2 and 3 herald serve processes
+--scenario custom runs one run from the flags.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, latency, single, scale or custom")
+	fl.IntVar(&f.events, "events", 0, "events per run (0: the scenario's default)")
+	fl.IntVar(&f.recipients, "recipients", 10, "recipients per event (custom)")
+	fl.IntVar(&f.channels, "channels", 3, "channels per recipient (custom)")
+	fl.IntVar(&f.producers, "producers", 4, "concurrent producers")
+	fl.Float64Var(&f.rate, "rate", 0, "events/s in all (0: unpaced; latency scenario: 0 = half the fanout rate)")
+	fl.IntVar(&f.serve, "serve", 1, "herald serve processes (custom)")
+	fl.DurationVar(&f.duration, "duration", 3*time.Minute, "cap per run")
+	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
+	fl.BoolVar(&f.keep, "keep", false, "keep each run's database, configs and logs")
+	fl.BoolVar(&f.pprof, "pprof", false, "expose /debug/pprof on each daemon's admin listener")
+	fl.BoolVar(&f.noCeilings, "no-ceilings", false, "skip the raw server ceilings")
+	fl.StringVar(&f.dbURL, "database-url", envOr("HERALD_PG_ADMIN_URL", "postgres://herald:herald@127.0.0.1:5432/herald?sslmode=disable"),
+		"PostgreSQL URL of a role that may create databases; env HERALD_PG_ADMIN_URL")
+	fl.StringVar(&f.amqpURL, "amqp-url", envOr("HERALD_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL; env HERALD_AMQP_URL")
+	fl.StringVar(&f.pluginDir, "plugins-dir", "bin/bench-plugins", "directory holding herald-plugin-sink")
+	fl.IntVar(&f.rabbitN, "ceiling-messages", 50000, "messages for the RabbitMQ ceiling")
+	fl.IntVar(&f.copyRows, "ceiling-rows", 200000, "rows for the PostgreSQL COPY ceiling")
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, f benchFlags) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	pluginDir, err := filepath.Abs(f.pluginDir)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(pluginDir, "herald-plugin-sink")); err != nil {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--plugins-dir: %s has no herald-plugin-sink (make bench builds it: go build -o %s/herald-plugin-sink ./core/internal/testenv/sinkplugin)", pluginDir, f.pluginDir)}
+	}
+	progress := os.Stderr
+	logf := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
+	env := bench.Env{AdminDatabaseURL: f.dbURL, AMQPURL: f.amqpURL, Herald: self, PluginDir: pluginDir,
+		Keep: f.keep, Progress: progress, Pprof: f.pprof, Log: logf}
+
+	rep := bench.Report{Started: time.Now().UTC(), Machine: bench.NewMachine()}
+	rep.Machine.Postgres, rep.Machine.RabbitMQ = serverVersions(ctx, f.dbURL, f.amqpURL)
+
+	if !f.noCeilings {
+		logf("measuring RabbitMQ: %d persistent messages, publish with pipelined confirms + consume", f.rabbitN)
+		c, err := bench.RabbitCeiling(ctx, f.amqpURL, f.rabbitN, 1000)
+		if err != nil {
+			return fmt.Errorf("rabbitmq ceiling: %w", err)
+		}
+		rep.Ceilings = append(rep.Ceilings, c)
+		logf("measuring PostgreSQL: COPY %d delivery-like rows in batches of 1,000", f.copyRows)
+		pc, err := copyCeiling(ctx, f.dbURL, f.copyRows)
+		if err != nil {
+			return fmt.Errorf("postgresql ceiling: %w", err)
+		}
+		rep.Ceilings = append(rep.Ceilings, pc)
+	}
+
+	fanout := bench.Scenario{Name: "fanout", Events: pick(f.events, 6000), Recipients: 10, Channels: 3,
+		Producers: f.producers, Serve: 1, Duration: f.duration}
+	var runs []bench.Scenario
+	switch f.scenario {
+	case "all":
+		runs = []bench.Scenario{fanout, {Name: "latency"}, {Name: "single", Events: pick(f.events, 30000), Recipients: 1,
+			Channels: 1, Producers: max(f.producers, 8), Serve: 1, Duration: f.duration}}
+		for _, n := range []int{2, 3} {
+			s := fanout
+			s.Name, s.Serve = fmt.Sprintf("scale-%d", n), n
+			runs = append(runs, s)
+		}
+	case "fanout":
+		runs = []bench.Scenario{fanout}
+	case "latency":
+		if f.rate <= 0 {
+			runs = []bench.Scenario{fanout, {Name: "latency"}}
+		} else {
+			runs = []bench.Scenario{{Name: "latency"}}
+		}
+	case "single":
+		runs = []bench.Scenario{{Name: "single", Events: pick(f.events, 30000), Recipients: 1, Channels: 1,
+			Producers: max(f.producers, 8), Serve: 1, Duration: f.duration}}
+	case "scale":
+		for _, n := range []int{1, 2, 3} {
+			s := fanout
+			s.Name, s.Serve = fmt.Sprintf("scale-%d", n), n
+			runs = append(runs, s)
+		}
+	case "custom":
+		runs = []bench.Scenario{{Name: "custom", Events: pick(f.events, 10000), Recipients: f.recipients, Channels: f.channels,
+			Producers: f.producers, Rate: f.rate, Serve: f.serve, Duration: f.duration}}
+	default:
+		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, latency, single, scale or custom", f.scenario)}
+	}
+
+	for _, sc := range runs {
+		if sc.Name == "latency" {
+			sc = latencyScenario(f, rep.Runs)
+		}
+		res, err := bench.Run(ctx, env, sc)
+		if err != nil {
+			return fmt.Errorf("bench %s: %w", sc.Name, err)
+		}
+		logf("%s: %s deliveries/s, %s events/s, p50 %.1f ms, p99 %.1f ms; %s", sc.Name,
+			fmtRate(res.DeliveriesPerS), fmtRate(res.EventsPerSec), res.Latency.P50, res.Latency.P99, res.Check.Detail)
+		rep.Runs = append(rep.Runs, res)
+	}
+	rep.Evaluate()
+	if f.json {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		rep.Print(cmd.OutOrStdout())
+	}
+	if !rep.OK {
+		return &ExitError{Code: 1, Err: fmt.Errorf("exactly-once check failed")}
+	}
+	return nil
+}
+
+// latencyScenario paces the fanout shape at --rate, or at half the rate the
+// fanout run sustained.
+func latencyScenario(f benchFlags, done []bench.Result) bench.Scenario {
+	rate := f.rate
+	if rate <= 0 {
+		for _, r := range done {
+			if r.Scenario.Name == "fanout" {
+				rate = float64(int(r.EventsPerSec / 2))
+			}
+		}
+	}
+	if rate <= 0 {
+		rate = 100
+	}
+	// About 20 seconds of traffic unless --events says otherwise.
+	return bench.Scenario{Name: "latency", Events: pick(f.events, int(rate*20)), Recipients: 10, Channels: 3,
+		Producers: f.producers, Rate: rate, Serve: 1, Duration: f.duration}
+}
+
+func pick(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func fmtRate(v float64) string { return fmt.Sprintf("%.0f", v) }
+
+// copyCeiling measures COPY into a database of its own.
+func copyCeiling(ctx context.Context, adminURL string, rows int) (bench.Ceiling, error) {
+	pool, drop, err := bench.ScratchDatabase(ctx, adminURL, fmt.Sprintf("herald_bench_copy_%d", os.Getpid()))
+	if err != nil {
+		return bench.Ceiling{}, err
+	}
+	defer drop()
+	return bench.PostgresCopyCeiling(ctx, pool, rows, 1000)
+}
+
+// serverVersions asks both servers for their versions.
+func serverVersions(ctx context.Context, dbURL, amqpURL string) (pg, rabbit string) {
+	pg, rabbit = "PostgreSQL (unknown version)", "RabbitMQ (unknown version)"
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if conn, err := pgx.Connect(c, dbURL); err == nil {
+		var v string
+		if conn.QueryRow(c, "SHOW server_version").Scan(&v) == nil {
+			pg = "PostgreSQL " + strings.Fields(v)[0]
+		}
+		_ = conn.Close(c)
+	}
+	if conn, err := amqp.Dial(amqpURL); err == nil {
+		if v, ok := conn.Properties["version"].(string); ok {
+			rabbit = "RabbitMQ " + v
+		}
+		_ = conn.Close()
+	}
+	return pg, rabbit
+}
