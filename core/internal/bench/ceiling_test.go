@@ -1,0 +1,243 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/core/internal/testenv"
+)
+
+// scratchQueues lists the queues of vhost whose names start with the
+// ceiling's scratch prefix.
+func scratchQueues(t *testing.T, vhost string) []string {
+	t.Helper()
+	out, err := testenv.Rabbitmqctl("list_queues", "-p", vhost, "--no-table-headers", "name")
+	if err != nil {
+		t.Fatalf("list queues: %v: %s", err, out)
+	}
+	var qs []string
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, scratchQueuePrefix) {
+			qs = append(qs, l)
+		}
+	}
+	return qs
+}
+
+func TestRabbitCeiling(t *testing.T) {
+	t.Parallel()
+	b := testenv.RabbitMQ(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	const n = 3000
+	c, err := RabbitCeiling(ctx, b.URL, n, 256)
+	if err != nil {
+		t.Fatalf("RabbitCeiling: %v", err)
+	}
+	t.Logf("%s", c)
+	if c.Ops != n {
+		t.Errorf("Ops = %d, want %d", c.Ops, n)
+	}
+	if c.PerSec <= 0 || c.Elapsed <= 0 {
+		t.Errorf("PerSec = %v, Elapsed = %v, want both > 0", c.PerSec, c.Elapsed)
+	}
+	if c.Unit != "msgs/s" || !strings.HasPrefix(c.Name, "rabbitmq publish+confirm+consume") {
+		t.Errorf("Name, Unit = %q, %q", c.Name, c.Unit)
+	}
+	if qs := scratchQueues(t, b.VHost); len(qs) != 0 {
+		t.Errorf("scratch queues left behind: %v", qs)
+	}
+}
+
+// TestRabbitCeilingCanceled cancels a run that would take minutes once its
+// queue exists, and checks that it returns the context's error and still
+// deletes the queue.
+func TestRabbitCeilingCanceled(t *testing.T) {
+	t.Parallel()
+	b := testenv.RabbitMQ(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	type result struct {
+		c   Ceiling
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		c, err := RabbitCeiling(ctx, b.URL, 10_000_000, 256)
+		res <- result{c, err}
+	}()
+	testenv.Eventually(t, time.Minute, func() bool { return len(scratchQueues(t, b.VHost)) > 0 },
+		"scratch queue declared")
+	cancel()
+	select {
+	case r := <-res:
+		if !errors.Is(r.err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", r.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("RabbitCeiling did not return within a minute of cancel")
+	}
+	if qs := scratchQueues(t, b.VHost); len(qs) != 0 {
+		t.Errorf("scratch queues left behind: %v", qs)
+	}
+}
+
+func TestRabbitCeilingBadArgs(t *testing.T) {
+	t.Parallel()
+	for name, a := range map[string][2]int{"zero n": {0, 10}, "zero window": {10, 0}, "negative": {-1, -1}} {
+		if _, err := RabbitCeiling(context.Background(), "amqp://127.0.0.1:1/", a[0], a[1]); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestRabbitCeilingUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Port 1 on loopback refuses connections.
+	if _, err := RabbitCeiling(ctx, "amqp://guest:guest@127.0.0.1:1/", 10, 10); err == nil {
+		t.Fatal("no error dialing a closed port")
+	}
+}
+
+// scratchTables lists the tables whose names start with the ceiling's
+// scratch prefix.
+func scratchTables(t *testing.T, db *testenv.DB) []string {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(),
+		`SELECT tablename FROM pg_tables WHERE starts_with(tablename, $1) ORDER BY 1`, scratchTablePrefix)
+	if err != nil {
+		t.Fatalf("list tables: %v", err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatalf("scan: %v", err)
+		}
+		names = append(names, n)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("list tables: %v", err)
+	}
+	return names
+}
+
+func TestPostgresCopyCeiling(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// 2,500 rows in batches of 1,000: the last batch is short.
+	const rows = 2500
+	c, err := PostgresCopyCeiling(ctx, db.Pool, rows, 1000)
+	if err != nil {
+		t.Fatalf("PostgresCopyCeiling: %v", err)
+	}
+	t.Logf("%s", c)
+	if c.Ops != rows {
+		t.Errorf("Ops = %d, want %d", c.Ops, rows)
+	}
+	if c.PerSec <= 0 || c.Elapsed <= 0 {
+		t.Errorf("PerSec = %v, Elapsed = %v, want both > 0", c.PerSec, c.Elapsed)
+	}
+	if c.Unit != "rows/s" || !strings.HasPrefix(c.Name, "postgresql copy") {
+		t.Errorf("Name, Unit = %q, %q", c.Name, c.Unit)
+	}
+	if ts := scratchTables(t, db); len(ts) != 0 {
+		t.Errorf("scratch tables left behind: %v", ts)
+	}
+}
+
+// TestCopyRows checks the rows themselves: they satisfy the unique key,
+// and the payload is valid JSON of about 200 bytes.
+func TestCopyRows(t *testing.T) {
+	t.Parallel()
+	g := newRowGen()
+	keys := map[string]bool{}
+	for i := 0; i < 900; i++ {
+		r := g.next()
+		if len(r) != len(copyColumns) {
+			t.Fatalf("row has %d values, want %d", len(r), len(copyColumns))
+		}
+		key := []any{r[2], r[3], r[4]}
+		kb, _ := json.Marshal(key)
+		if keys[string(kb)] {
+			t.Fatalf("row %d repeats key %s", i, kb)
+		}
+		keys[string(kb)] = true
+		p := r[6].([]byte)
+		if !json.Valid(p) {
+			t.Fatalf("row %d payload is not JSON: %s", i, p)
+		}
+		if len(p) < 150 || len(p) > 250 {
+			t.Errorf("row %d payload is %d bytes, want about 200", i, len(p))
+		}
+	}
+}
+
+// TestPostgresCopyCeilingCanceled cancels a long run once its table exists
+// and checks that the table is still dropped.
+func TestPostgresCopyCeilingCanceled(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	res := make(chan error, 1)
+	go func() {
+		_, err := PostgresCopyCeiling(ctx, db.Pool, 100_000_000, 1000)
+		res <- err
+	}()
+	testenv.Eventually(t, time.Minute, func() bool { return len(scratchTables(t, db)) > 0 }, "scratch table created")
+	cancel()
+	select {
+	case err := <-res:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("PostgresCopyCeiling did not return within a minute of cancel")
+	}
+	if ts := scratchTables(t, db); len(ts) != 0 {
+		t.Errorf("scratch tables left behind: %v", ts)
+	}
+}
+
+func TestPostgresCopyCeilingBadArgs(t *testing.T) {
+	t.Parallel()
+	for name, a := range map[string][2]int{"zero rows": {0, 10}, "zero batch": {10, 0}} {
+		// The arguments are checked before the pool is used.
+		if _, err := PostgresCopyCeiling(context.Background(), nil, a[0], a[1]); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestCeilingJSON(t *testing.T) {
+	t.Parallel()
+	c := newCeiling("x", "rows/s", 1000, 2*time.Second)
+	if c.PerSec != 500 {
+		t.Errorf("PerSec = %v, want 500", c.PerSec)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"name":"x","unit":"rows/s","ops":1000,"elapsed_ns":2000000000,"per_sec":500}`
+	if string(b) != want {
+		t.Errorf("json = %s, want %s", b, want)
+	}
+	if got, want := c.String(), "x: 500 rows/s (1,000 in 2s)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
