@@ -142,9 +142,9 @@ func (l *Listener) handle(ctx context.Context, log hclog.Logger, m amqp.Delivery
 		return
 	}
 	work := context.WithoutCancel(ctx)
-	claimed, err := store.ClaimForSend(work, l.pool, env.Deliveries, l.cfg.Lease)
+	claimed, err := store.LoadForSend(work, l.pool, env.Deliveries)
 	if err != nil {
-		log.Warn("claim failed; message goes back to the queue", "error", err)
+		log.Warn("loading deliveries failed; message goes back to the queue", "error", err)
 		sleepCtx(ctx, 200*time.Millisecond)
 		_ = m.Nack(false, true)
 		return
@@ -155,9 +155,11 @@ func (l *Listener) handle(ctx context.Context, log hclog.Logger, m amqp.Delivery
 	if len(claimed) > 0 {
 		outs := l.send(work, claimed)
 		if err := l.record(work, outs); err != nil {
-			// The deliveries stay SENDING; their lease expires and the retry
-			// poller moves them to RETRY. Nothing is lost.
-			log.Error("recording outcomes failed; attempts will be retried after the lease", "error", err)
+			// Nothing was recorded: give the message back so the attempt is
+			// made again (the provider sees the same idempotency key).
+			log.Error("recording outcomes failed; message goes back to the queue", "error", err)
+			_ = m.Nack(false, true)
+			return
 		}
 	}
 	if err := m.Ack(false); err != nil {

@@ -156,8 +156,12 @@ type pending struct {
 	dc   *amqp.DeferredConfirmation
 }
 
-// publishBatch claims one batch of the kind, publishes it and marks what
-// was confirmed. It returns how many deliveries were claimed.
+// publishBatch claims one batch of the kind (marking it PUBLISHED in a
+// transaction it keeps open), publishes it, waits for the broker's
+// confirms and commits; rows whose message was nacked go back to their
+// previous status first. A failure before the commit rolls everything back,
+// so a delivery is PUBLISHED only once the broker has its message. It
+// returns how many deliveries were claimed.
 func (p *Publisher) publishBatch(ctx context.Context, kind store.ClaimKind) (int, error) {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
@@ -214,20 +218,23 @@ func (p *Publisher) publishBatch(ctx context.Context, kind store.ClaimKind) (int
 	confirmCtx, cancel := context.WithTimeout(ctx, p.cfg.ConfirmTimeout)
 	defer cancel()
 	var confirmed []string
-	nacked := 0
+	nackedIDs := map[string]bool{}
 	for _, f := range inflight {
 		ok, err := f.dc.WaitContext(confirmCtx)
 		if err != nil {
 			return 0, fmt.Errorf("wait for confirms: %w", err)
 		}
 		if !ok {
-			nacked += len(f.refs)
+			for _, r := range f.refs {
+				nackedIDs[r.ID] = true
+			}
 			continue
 		}
 		for _, r := range f.refs {
 			confirmed = append(confirmed, r.ID)
 		}
 	}
+	nacked := len(nackedIDs)
 	// The broker sends basic.return before the ack of the same message.
 	returned := map[string]bool{}
 drain:
@@ -244,15 +251,19 @@ drain:
 			break drain
 		}
 	}
-	kept := confirmed[:0]
 	for _, id := range confirmed {
 		if returned[id] {
 			unroutable = append(unroutable, id)
-		} else {
-			kept = append(kept, id)
 		}
 	}
-	if err := store.MarkPublished(ctx, tx, kept); err != nil {
+	// The claim marked every row PUBLISHED; put back what the broker nacked.
+	var revert []store.OutRow
+	for _, r := range rows {
+		if nackedIDs[r.ID] {
+			revert = append(revert, r)
+		}
+	}
+	if err := store.RevertPublished(ctx, tx, revert); err != nil {
 		return 0, err
 	}
 	if len(unroutable) > 0 {

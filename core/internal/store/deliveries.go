@@ -31,6 +31,8 @@ type OutRow struct {
 	Channel  string
 	// Attempt is the number of the attempt the message is for.
 	Attempt int
+	// Prev is the status the delivery had before the claim.
+	Prev string
 }
 
 // ClaimKind selects which deliveries ClaimForPublish takes.
@@ -47,7 +49,12 @@ const (
 	ClaimStale
 )
 
-// ClaimForPublish locks up to limit deliveries of the given kind in tx.
+// ClaimForPublish marks up to limit deliveries of the given kind
+// PUBLISHED in tx, skipping rows another publisher holds, and returns them
+// with the status each had. The caller publishes them and commits only once
+// the broker confirmed every message; what was not confirmed is put back
+// with RevertPublished (or the whole transaction rolls back). Claim and
+// mark are one statement, so a delivery costs the publisher one row write.
 func ClaimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, reclaimAfter time.Duration) ([]OutRow, error) {
 	var where string
 	args := []any{limit}
@@ -60,14 +67,19 @@ func ClaimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, 
 		where = `status = 'PUBLISHED' AND updated_at < now() - make_interval(secs => $2)`
 		args = append(args, reclaimAfter.Seconds())
 	}
-	rows, err := tx.Query(ctx, `SELECT delivery_id::text, tenant_id, user_type, channel, attempts + 1 FROM deliveries
-		WHERE `+where+` ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`, args...)
+	rows, err := tx.Query(ctx, `WITH c AS (
+			SELECT delivery_id, status FROM deliveries
+			WHERE `+where+` ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+		)
+		UPDATE deliveries d SET status = 'PUBLISHED', updated_at = now()
+		FROM c WHERE d.delivery_id = c.delivery_id
+		RETURNING d.delivery_id::text, d.tenant_id, d.user_type, d.channel, d.attempts + 1, c.status`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutRow, error) {
 		var o OutRow
-		err := r.Scan(&o.ID, &o.TenantID, &o.UserType, &o.Channel, &o.Attempt)
+		err := r.Scan(&o.ID, &o.TenantID, &o.UserType, &o.Channel, &o.Attempt, &o.Prev)
 		return o, err
 	})
 	if err != nil {
@@ -76,16 +88,22 @@ func ClaimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, 
 	return out, nil
 }
 
-// MarkPublished marks confirmed deliveries PUBLISHED. A delivery a listener
-// already moved on (SENDING, SENT, ...) is left alone.
-func MarkPublished(ctx context.Context, tx pgx.Tx, ids []string) error {
-	if len(ids) == 0 {
+// RevertPublished puts claimed deliveries whose message the broker did not
+// confirm back to the status they had, in the claiming transaction, so the
+// next pass publishes them again.
+func RevertPublished(ctx context.Context, tx pgx.Tx, rows []OutRow) error {
+	if len(rows) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'PUBLISHED', updated_at = now()
-		WHERE delivery_id = ANY($1::uuid[]) AND status IN ('PENDING', 'RETRY', 'PUBLISHED')`, ids)
+	ids, prev := make([]string, len(rows)), make([]string, len(rows))
+	for i, r := range rows {
+		ids[i], prev[i] = r.ID, r.Prev
+	}
+	_, err := tx.Exec(ctx, `UPDATE deliveries d SET status = m.prev, updated_at = now()
+		FROM unnest($1::uuid[], $2::text[]) AS m(id, prev)
+		WHERE d.delivery_id = m.id AND d.status = 'PUBLISHED'`, ids, prev)
 	if err != nil {
-		return fmt.Errorf("mark published: %w", err)
+		return fmt.Errorf("revert unconfirmed deliveries: %w", err)
 	}
 	return nil
 }
@@ -96,7 +114,7 @@ type Ref struct {
 	Attempt int    `json:"attempt"`
 }
 
-// Claimed is a delivery a listener holds in SENDING for one attempt.
+// Claimed is a delivery a listener is about to send, for one attempt.
 type Claimed struct {
 	ID             string
 	TenantID       string
@@ -115,11 +133,21 @@ type Claimed struct {
 	CreatedAt      time.Time
 }
 
-// ClaimForSend moves the referenced deliveries to SENDING for their attempt
-// and returns them. A reference whose delivery is already past that attempt
-// (a redelivered or duplicate message) or final is not returned: the caller
-// acks it and skips it.
-func ClaimForSend(ctx context.Context, q Querier, refs []Ref, lease time.Duration) ([]Claimed, error) {
+// sendable is the guard both LoadForSend and RecordOutcomes apply: the
+// delivery is waiting for exactly the attempt the message names. PENDING
+// and RETRY are allowed because a listener may see a delivery before the
+// publisher that claimed it commits.
+const sendable = `d.attempts = m.attempt - 1 AND d.status IN ('PENDING', 'PUBLISHED', 'RETRY')`
+
+// LoadForSend reads the referenced deliveries that still wait for the
+// attempt their reference names. A reference whose delivery is already past
+// that attempt or final (a redelivered or duplicate message) is not
+// returned: the caller acks it and skips it. Nothing is written: the
+// attempt is recorded once, with its outcome, by RecordOutcomes, whose
+// guard keeps a second listener holding the same reference from recording
+// it twice. A daemon that dies mid-send leaves its message unacked, and the
+// broker hands it to another listener.
+func LoadForSend(ctx context.Context, q Querier, refs []Ref) ([]Claimed, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -127,15 +155,13 @@ func ClaimForSend(ctx context.Context, q Querier, refs []Ref, lease time.Duratio
 	for i, r := range refs {
 		ids[i], attempts[i] = r.ID, int32(r.Attempt)
 	}
-	rows, err := q.Query(ctx, `UPDATE deliveries d SET status = 'SENDING', attempts = d.attempts + 1,
-			lease_until = now() + make_interval(secs => $3), updated_at = now()
+	rows, err := q.Query(ctx, `SELECT d.delivery_id::text, d.tenant_id, d.notification_id::text, d.event_id, d.event_type,
+			d.user_id, d.user_type, d.channel, d.severity, m.attempt, d.max_attempts, d.best_effort, d.recipient, d.content, d.created_at
 		FROM unnest($1::uuid[], $2::int[]) AS m(id, attempt)
-		WHERE d.delivery_id = m.id AND d.attempts = m.attempt - 1 AND d.status IN ('PENDING', 'PUBLISHED', 'RETRY')
-		RETURNING d.delivery_id::text, d.tenant_id, d.notification_id::text, d.event_id, d.event_type, d.user_id, d.user_type,
-			d.channel, d.severity, d.attempts, d.max_attempts, d.best_effort, d.recipient, d.content, d.created_at`,
-		ids, attempts, lease.Seconds())
+		JOIN deliveries d ON d.delivery_id = m.id
+		WHERE `+sendable, ids, attempts)
 	if err != nil {
-		return nil, fmt.Errorf("claim for send: %w", err)
+		return nil, fmt.Errorf("load for send: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
 		var c Claimed
@@ -144,7 +170,7 @@ func ClaimForSend(ctx context.Context, q Querier, refs []Ref, lease time.Duratio
 		return c, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim for send: %w", err)
+		return nil, fmt.Errorf("load for send: %w", err)
 	}
 	return out, nil
 }
@@ -165,9 +191,10 @@ type Outcome struct {
 	StartedAt     time.Time
 }
 
-// RecordOutcomes stores attempt outcomes: the delivery moves from SENDING
-// (for that attempt only) to its next status and the attempt joins the
-// audit log (once: a second record of the same attempt is ignored). It
+// RecordOutcomes stores attempt outcomes: a delivery still waiting for that
+// attempt (the LoadForSend guard) takes the attempt's number and its next
+// status, and the attempt joins the audit log, both in one statement. A
+// second record of the same attempt matches nothing and is ignored. It
 // returns how many deliveries moved.
 func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error) {
 	if len(outs) == 0 {
@@ -190,9 +217,9 @@ func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error)
 				AS m(id, attempt, kind, provider, pmid, err, status, retry_ms, next_at, started_at)
 		), upd AS (
 			UPDATE deliveries d SET status = m.status, provider = m.provider, provider_message_id = m.pmid, last_error = m.err,
-				next_attempt_at = m.next_at, lease_until = NULL, updated_at = now(),
+				next_attempt_at = m.next_at, lease_until = NULL, updated_at = now(), attempts = m.attempt,
 				sent_at = CASE WHEN m.status = 'SENT' THEN now() ELSE d.sent_at END
-			FROM m WHERE d.delivery_id = m.id AND d.attempts = m.attempt AND d.status = 'SENDING'
+			FROM m WHERE d.delivery_id = m.id AND `+sendable+`
 			RETURNING d.delivery_id, d.tenant_id
 		)
 		INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, provider, provider_message_id, error, retry_after_ms, started_at)

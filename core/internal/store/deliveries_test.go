@@ -2,11 +2,13 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestDeliveryTransitionsOnlyMoveForward walks one delivery through the
@@ -26,12 +28,11 @@ func TestDeliveryTransitionsOnlyMoveForward(t *testing.T) {
 	if _, _, err := store.InsertFanout(ctx, tx, []store.NewNotification{note}, []store.NewDelivery{del}); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := store.ClaimForPublish(ctx, tx, store.ClaimPending, 10, time.Minute)
-	if err != nil || len(rows) != 1 || rows[0].Attempt != 1 {
-		t.Fatalf("claim for publish: %+v %v", rows, err)
-	}
-	id := rows[0].ID
 	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := db.Pool.QueryRow(ctx, `SELECT delivery_id::text FROM deliveries`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	status := func() (string, int) {
@@ -42,19 +43,37 @@ func TestDeliveryTransitionsOnlyMoveForward(t *testing.T) {
 		}
 		return s, a
 	}
-	// The consumer may see the message before the publisher's confirm.
-	claimed, err := store.ClaimForSend(ctx, db.Pool, []store.Ref{{ID: id, Attempt: 1}}, time.Minute)
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("claim for send: %v %v", claimed, err)
+	// The publisher claims the delivery (PUBLISHED, not yet committed).
+	pub, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// A duplicate message for the same attempt claims nothing.
-	again, err := store.ClaimForSend(ctx, db.Pool, []store.Ref{{ID: id, Attempt: 1}}, time.Minute)
-	if err != nil || len(again) != 0 {
-		t.Fatalf("duplicate claim: %v %v", again, err)
+	defer pub.Rollback(ctx)
+	rows, err := store.ClaimForPublish(ctx, pub, store.ClaimPending, 10, time.Minute)
+	if err != nil || len(rows) != 1 || rows[0].Attempt != 1 || rows[0].ID != id || rows[0].Prev != store.StatusPending {
+		t.Fatalf("claim for publish: %+v %v", rows, err)
 	}
+	// The listener may see the message before the publisher commits: it
+	// still finds the delivery waiting for attempt 1.
+	loaded, err := store.LoadForSend(ctx, db.Pool, []store.Ref{{ID: id, Attempt: 1}})
+	if err != nil || len(loaded) != 1 || loaded[0].Attempt != 1 {
+		t.Fatalf("load for send: %v %v", loaded, err)
+	}
+	// Its outcome waits for the publisher's commit, then applies.
 	out := store.Outcome{ID: id, Attempt: 1, Kind: "retryable", Error: "busy", Status: store.StatusRetry, NextAttemptAt: time.Now(), StartedAt: time.Now()}
-	if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{out}); err != nil || n != 1 {
-		t.Fatalf("record retry: %d %v", n, err)
+	recorded := make(chan error, 1)
+	go func() {
+		n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{out})
+		if err == nil && n != 1 {
+			err = fmt.Errorf("moved %d rows, want 1", n)
+		}
+		recorded <- err
+	}()
+	if err := pub.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-recorded; err != nil {
+		t.Fatalf("record retry: %v", err)
 	}
 	if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{out}); err != nil || n != 0 {
 		t.Fatalf("second record of the same attempt moved %d rows (%v)", n, err)
@@ -63,30 +82,58 @@ func TestDeliveryTransitionsOnlyMoveForward(t *testing.T) {
 		t.Fatalf("after retry: %s/%d", s, a)
 	}
 	// A stale message of attempt 1 cannot start attempt 2.
-	if c, _ := store.ClaimForSend(ctx, db.Pool, []store.Ref{{ID: id, Attempt: 1}}, time.Minute); len(c) != 0 {
-		t.Fatal("stale message claimed a retrying delivery")
+	if c, _ := store.LoadForSend(ctx, db.Pool, []store.Ref{{ID: id, Attempt: 1}}); len(c) != 0 {
+		t.Fatal("stale message loaded a retrying delivery")
 	}
-	c2, err := store.ClaimForSend(ctx, db.Pool, []store.Ref{{ID: id, Attempt: 2}}, time.Minute)
-	if err != nil || len(c2) != 1 {
-		t.Fatalf("attempt 2 claim: %v %v", c2, err)
+	// A retry whose message the broker nacked goes back to RETRY.
+	claimRetry := func() (pgx.Tx, []store.OutRow) {
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := store.ClaimForPublish(ctx, tx, store.ClaimRetry, 10, time.Minute)
+		if err != nil || len(rows) != 1 || rows[0].Attempt != 2 || rows[0].Prev != store.StatusRetry {
+			t.Fatalf("claim retry: %+v %v", rows, err)
+		}
+		return tx, rows
 	}
-	sent := store.Outcome{ID: id, Attempt: 2, Kind: "sent", Provider: "p", ProviderMessageID: "m1", Status: store.StatusSent, StartedAt: time.Now()}
-	if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{sent}); err != nil || n != 1 {
-		t.Fatalf("record sent: %d %v", n, err)
-	}
-	// A late confirm must not move SENT back to PUBLISHED.
-	tx, err = db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.MarkPublished(ctx, tx, []string{id}); err != nil {
+	tx, rows = claimRetry()
+	if err := store.RevertPublished(ctx, tx, rows); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if s, _ := status(); s != store.StatusRetry {
+		t.Fatalf("after nack: %s, want RETRY", s)
+	}
+	tx, _ = claimRetry()
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := store.LoadForSend(ctx, db.Pool, []store.Ref{{ID: id, Attempt: 2}})
+	if err != nil || len(c2) != 1 {
+		t.Fatalf("attempt 2 load: %v %v", c2, err)
+	}
+	sent := store.Outcome{ID: id, Attempt: 2, Kind: "sent", Provider: "p", ProviderMessageID: "m1", Status: store.StatusSent, StartedAt: time.Now()}
+	if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{sent}); err != nil || n != 1 {
+		t.Fatalf("record sent: %d %v", n, err)
+	}
+	// No claim of any kind takes a SENT delivery back.
+	tx, err = db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []store.ClaimKind{store.ClaimPending, store.ClaimRetry, store.ClaimStale} {
+		if rows, err := store.ClaimForPublish(ctx, tx, kind, 10, 0); err != nil || len(rows) != 0 {
+			t.Fatalf("claim kind %d took %v (%v)", kind, rows, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if s, a := status(); s != store.StatusSent || a != 2 {
-		t.Fatalf("after late confirm: %s/%d, want SENT/2", s, a)
+		t.Fatalf("after claims: %s/%d, want SENT/2", s, a)
 	}
 	var attempts int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM delivery_attempts WHERE delivery_id = $1`, id).Scan(&attempts); err != nil {
@@ -95,7 +142,8 @@ func TestDeliveryTransitionsOnlyMoveForward(t *testing.T) {
 	if attempts != 2 {
 		t.Fatalf("audit rows = %d, want 2", attempts)
 	}
-	// An expired lease sends the attempt back to RETRY, logged as lost.
+	// A SENDING row left by an earlier version of Herald, whose lease
+	// expired, goes back to RETRY, logged as lost.
 	if _, err := db.Pool.Exec(ctx, `UPDATE deliveries SET status = 'SENDING', attempts = 1, max_attempts = 3, lease_until = now() - interval '1s'
 		WHERE delivery_id = $1`, id); err != nil {
 		t.Fatal(err)
