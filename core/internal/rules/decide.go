@@ -158,6 +158,23 @@ func (r *reach) addVia(v string) {
 // choice, from dir (a snapshot holding at least what Needs asked for) at
 // time at. It does no I/O.
 func (rs *RuleSet) Decide(ev Event, dir *Directory, at time.Time) (Decision, error) {
+	return rs.DecideIndexed(ev, IndexDirectory(dir), at)
+}
+
+// DirectoryIndex is a Directory indexed for decisions. Build it once with
+// IndexDirectory to decide many events against the same snapshot; it is
+// read-only and safe to share.
+type DirectoryIndex struct{ ix *dirIndex }
+
+// IndexDirectory indexes dir for DecideIndexed.
+func IndexDirectory(dir *Directory) DirectoryIndex { return DirectoryIndex{indexDirectory(dir)} }
+
+// DecideIndexed is Decide against an indexed directory snapshot.
+func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (Decision, error) {
+	ix := dix.ix
+	if ix == nil {
+		ix = indexDirectory(nil)
+	}
 	ce, err := rs.event(ev.Type)
 	if err != nil {
 		return Decision{}, err
@@ -166,7 +183,6 @@ func (rs *RuleSet) Decide(ev Event, dir *Directory, at time.Time) (Decision, err
 	if err != nil {
 		return Decision{}, fmt.Errorf("rules: event %s: %w", ev.Type, err)
 	}
-	ix := indexDirectory(dir)
 	data := audienceData(ev, payload)
 
 	reached := map[string]*reach{}
