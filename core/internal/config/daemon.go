@@ -108,6 +108,8 @@ type PublisherConfig struct {
 	ConfirmWindow int `koanf:"confirm_window"`
 	// PerMessage is how many deliveries one broker message carries at most.
 	PerMessage int `koanf:"per_message"`
+	// Workers is the number of concurrent publishing loops.
+	Workers int `koanf:"workers"`
 	// PollInterval is the fallback poll when no notification arrives.
 	PollInterval time.Duration `koanf:"poll_interval"`
 	// ReclaimAfter republishes PUBLISHED deliveries not consumed in time
@@ -140,7 +142,7 @@ func DefaultDaemon() Daemon {
 		HTTP:      HTTPConfig{Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:8081"},
 		Plugins:   PluginsConfig{Dir: "bin/plugins"},
 		Relay:     RelayConfig{BatchSize: 100, PollInterval: time.Second, MaxAttempts: 5, Workers: 2},
-		Publisher: PublisherConfig{BatchSize: 500, ConfirmWindow: 1000, PerMessage: 50, PollInterval: time.Second, ReclaimAfter: 5 * time.Minute},
+		Publisher: PublisherConfig{BatchSize: 500, ConfirmWindow: 1000, PerMessage: 50, Workers: 2, PollInterval: time.Second, ReclaimAfter: 5 * time.Minute},
 		Retry:     RetryConfig{PollInterval: time.Second, Lease: 2 * time.Minute},
 		Log:       LogConfig{Level: "info"},
 	}
@@ -281,6 +283,7 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"publisher.batch_size":     d.Publisher.BatchSize,
 		"publisher.confirm_window": d.Publisher.ConfirmWindow,
 		"publisher.per_message":    d.Publisher.PerMessage,
+		"publisher.workers":        d.Publisher.Workers,
 		"publisher.poll_interval":  d.Publisher.PollInterval.String(),
 		"publisher.reclaim_after":  d.Publisher.ReclaimAfter.String(),
 		"retry.poll_interval":      d.Retry.PollInterval.String(),
@@ -325,7 +328,7 @@ func (d Daemon) Validate() error {
 	positive := map[string]int{
 		"relay.batch_size": d.Relay.BatchSize, "relay.max_attempts": d.Relay.MaxAttempts, "relay.workers": d.Relay.Workers,
 		"publisher.batch_size": d.Publisher.BatchSize, "publisher.confirm_window": d.Publisher.ConfirmWindow,
-		"publisher.per_message": d.Publisher.PerMessage, "database.max_conns": d.Database.MaxConns,
+		"publisher.per_message": d.Publisher.PerMessage, "publisher.workers": d.Publisher.Workers, "database.max_conns": d.Database.MaxConns,
 	}
 	for _, f := range sortedKeys(positive) {
 		if positive[f] <= 0 {

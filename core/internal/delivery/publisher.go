@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,6 +29,9 @@ type PublisherConfig struct {
 	ReclaimAfter time.Duration
 	// ConfirmTimeout bounds the wait for the broker's confirms.
 	ConfirmTimeout time.Duration
+	// Workers is the number of concurrent publishing loops, each with its
+	// own broker channel; SKIP LOCKED keeps their claims apart.
+	Workers int
 }
 
 func (c *PublisherConfig) setDefaults() {
@@ -49,6 +53,9 @@ func (c *PublisherConfig) setDefaults() {
 	if c.ConfirmTimeout <= 0 {
 		c.ConfirmTimeout = 30 * time.Second
 	}
+	if c.Workers <= 0 {
+		c.Workers = 2
+	}
 }
 
 // Publisher claims deliveries due for the broker (new, due retries and
@@ -56,12 +63,17 @@ func (c *PublisherConfig) setDefaults() {
 // pipelined publisher confirms and marks them PUBLISHED only once confirmed.
 // When the broker is down the rows simply wait.
 type Publisher struct {
-	pool *pgxpool.Pool
-	conn *broker.Conn
-	cfg  PublisherConfig
-	log  hclog.Logger
-	kick chan struct{}
+	pool  *pgxpool.Pool
+	conn  *broker.Conn
+	cfg   PublisherConfig
+	log   hclog.Logger
+	kicks []chan struct{}
+}
 
+// pubWorker is one publishing loop and its broker channel.
+type pubWorker struct {
+	*Publisher
+	kick    chan struct{}
 	ch      *amqp.Channel
 	returns chan amqp.Return
 }
@@ -69,14 +81,20 @@ type Publisher struct {
 // NewPublisher returns a publisher; call Run to start it.
 func NewPublisher(pool *pgxpool.Pool, conn *broker.Conn, log hclog.Logger, cfg PublisherConfig) *Publisher {
 	cfg.setDefaults()
-	return &Publisher{pool: pool, conn: conn, cfg: cfg, log: log.Named("publisher"), kick: make(chan struct{}, 1)}
+	p := &Publisher{pool: pool, conn: conn, cfg: cfg, log: log.Named("publisher")}
+	for range cfg.Workers {
+		p.kicks = append(p.kicks, make(chan struct{}, 1))
+	}
+	return p
 }
 
-// Kick wakes the publisher (new deliveries exist).
+// Kick wakes every publishing loop (new deliveries exist).
 func (p *Publisher) Kick() {
-	select {
-	case p.kick <- struct{}{}:
-	default:
+	for _, k := range p.kicks {
+		select {
+		case k <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -84,11 +102,26 @@ func (p *Publisher) Kick() {
 // notifications of new deliveries and every PollInterval.
 func (p *Publisher) Run(ctx context.Context) error {
 	go store.Listen(ctx, p.pool, "herald_deliveries", p.log, p.Kick)
-	defer p.closeChannel()
+	var wg sync.WaitGroup
+	for i, k := range p.kicks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &pubWorker{Publisher: p, kick: k}
+			defer w.closeChannel()
+			w.run(ctx, i == 0)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// run is one publishing loop; the first one also reclaims stale rows.
+func (p *pubWorker) run(ctx context.Context, reclaims bool) {
 	lastStale := time.Time{}
 	for {
 		kinds := []store.ClaimKind{store.ClaimPending, store.ClaimRetry}
-		if time.Since(lastStale) > p.cfg.ReclaimAfter/4 {
+		if reclaims && time.Since(lastStale) > p.cfg.ReclaimAfter/4 {
 			kinds = append(kinds, store.ClaimStale)
 			lastStale = time.Now()
 		}
@@ -96,7 +129,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		// held locked while it is down; deliveries wait in the database.
 		if _, err := p.channel(ctx); err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return
 			}
 			p.log.Warn("broker channel unavailable; deliveries wait in the database", "error", err)
 			sleepCtx(ctx, 500*time.Millisecond)
@@ -120,14 +153,14 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-p.kick:
 		case <-time.After(p.cfg.PollInterval):
 		}
 	}
 }
 
-func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
+func (p *pubWorker) channel(ctx context.Context) (*amqp.Channel, error) {
 	if p.ch != nil && !p.ch.IsClosed() {
 		return p.ch, nil
 	}
@@ -144,7 +177,7 @@ func (p *Publisher) channel(ctx context.Context) (*amqp.Channel, error) {
 	return ch, nil
 }
 
-func (p *Publisher) closeChannel() {
+func (p *pubWorker) closeChannel() {
 	if p.ch != nil {
 		_ = p.ch.Close()
 		p.ch = nil
@@ -162,7 +195,7 @@ type pending struct {
 // previous status first. A failure before the commit rolls everything back,
 // so a delivery is PUBLISHED only once the broker has its message. It
 // returns how many deliveries were claimed.
-func (p *Publisher) publishBatch(ctx context.Context, kind store.ClaimKind) (int, error) {
+func (p *pubWorker) publishBatch(ctx context.Context, kind store.ClaimKind) (int, error) {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return 0, err

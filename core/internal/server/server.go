@@ -99,7 +99,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 
 	pub := delivery.NewPublisher(pool, conn, log, delivery.PublisherConfig{
 		BatchSize: d.Publisher.BatchSize, PerMessage: d.Publisher.PerMessage,
-		PollInterval: d.Publisher.PollInterval, ReclaimAfter: d.Publisher.ReclaimAfter,
+		PollInterval: d.Publisher.PollInterval, ReclaimAfter: d.Publisher.ReclaimAfter, Workers: d.Publisher.Workers,
 	})
 	relay := outbox.New(pool, current, pub.Kick, log, outbox.Config{
 		BatchSize: d.Relay.BatchSize, PollInterval: d.Relay.PollInterval, MaxAttempts: d.Relay.MaxAttempts, Workers: d.Relay.Workers,

@@ -186,39 +186,32 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 	if len(keep) == 0 {
 		return len(inserted), 0, nil
 	}
-	m := len(keep)
-	// Time-ordered ids keep the primary key's inserts at the right edge of
-	// the index instead of scattered over it.
-	dids := make([]string, m)
-	for i := range dids {
-		id, err := uuid.NewV7()
+	// COPY, not INSERT: a delivery row exists only under its notification,
+	// and keep holds deliveries of notifications this transaction created,
+	// so no row can collide with an earlier one (the unique key would
+	// abort the batch if one did).
+	now := time.Now()
+	src := make([][]any, len(keep))
+	for i, d := range keep {
+		id, err := uuid.NewV7() // time-ordered: primary-key inserts stay at the index's right edge
 		if err != nil {
 			return 0, 0, err
 		}
-		dids[i] = id.String()
+		nid, err := uuid.Parse(d.NotificationID)
+		if err != nil {
+			return 0, 0, fmt.Errorf("insert deliveries: notification id: %w", err)
+		}
+		src[i] = []any{id, nid, d.TenantID, d.EventID, d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status,
+			d.BestEffort, int32(d.MaxAttempts), d.NextAttemptAt, json.RawMessage(jsonOr(d.Recipient)), json.RawMessage(jsonOr(d.Content)),
+			now, now}
 	}
-	var (
-		dn, dt, de, dy, du, dut, dc, ds, dst = make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m)
-		dbe                                  = make([]bool, m)
-		dmax                                 = make([]int32, m)
-		dnext                                = make([]time.Time, m)
-		drec, dcon                           = make([]string, m), make([]string, m)
-	)
-	for i, d := range keep {
-		dn[i], dt[i], de[i], dy[i], du[i], dut[i], dc[i], ds[i], dst[i] = d.NotificationID, d.TenantID, d.EventID, d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status
-		dbe[i], dmax[i], dnext[i] = d.BestEffort, int32(d.MaxAttempts), d.NextAttemptAt
-		drec[i], dcon[i] = jsonOr(d.Recipient), jsonOr(d.Content)
-	}
-	tag, err := tx.Exec(ctx, `INSERT INTO deliveries (notification_id, tenant_id, event_id, event_type, user_id, user_type, channel, severity, status,
-			best_effort, max_attempts, next_attempt_at, recipient, content, delivery_id)
-		SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
-			$10::bool[], $11::int[], $12::timestamptz[], $13::jsonb[], $14::jsonb[], $15::uuid[])
-		ON CONFLICT (tenant_id, event_id, user_id, channel) DO NOTHING`,
-		dn, dt, de, dy, du, dut, dc, ds, dst, dbe, dmax, dnext, drec, dcon, dids)
+	copied, err := tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, []string{"delivery_id", "notification_id", "tenant_id", "event_id",
+		"event_type", "user_id", "user_type", "channel", "severity", "status", "best_effort", "max_attempts", "next_attempt_at",
+		"recipient", "content", "created_at", "updated_at"}, pgx.CopyFromRows(src))
 	if err != nil {
 		return 0, 0, fmt.Errorf("insert deliveries: %w", err)
 	}
-	return len(inserted), int(tag.RowsAffected()), nil
+	return len(inserted), int(copied), nil
 }
 
 func jsonOr(b json.RawMessage) string {
