@@ -100,7 +100,7 @@ func RevertPublished(ctx context.Context, tx pgx.Tx, rows []OutRow) error {
 		ids[i], prev[i] = r.ID, r.Prev
 	}
 	_, err := tx.Exec(ctx, `UPDATE deliveries d SET status = m.prev, updated_at = now()
-		FROM unnest($1::uuid[], $2::text[]) AS m(id, prev)
+		FROM unnest($1::text[]::uuid[], $2::text[]) AS m(id, prev)
 		WHERE d.delivery_id = m.id AND d.status = 'PUBLISHED'`, ids, prev)
 	if err != nil {
 		return fmt.Errorf("revert unconfirmed deliveries: %w", err)
@@ -157,7 +157,7 @@ func LoadForSend(ctx context.Context, q Querier, refs []Ref) ([]Claimed, error) 
 	}
 	rows, err := q.Query(ctx, `SELECT d.delivery_id::text, d.tenant_id, d.notification_id::text, d.event_id, d.event_type,
 			d.user_id, d.user_type, d.channel, d.severity, m.attempt, d.max_attempts, d.best_effort, d.recipient, d.content, d.created_at
-		FROM unnest($1::uuid[], $2::int[]) AS m(id, attempt)
+		FROM unnest($1::text[]::uuid[], $2::int[]) AS m(id, attempt)
 		JOIN deliveries d ON d.delivery_id = m.id
 		WHERE `+sendable, ids, attempts)
 	if err != nil {
@@ -213,7 +213,7 @@ func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error)
 		}
 	}
 	tag, err := q.Exec(ctx, `WITH m AS (
-			SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::timestamptz[])
+			SELECT * FROM unnest($1::text[]::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::timestamptz[])
 				AS m(id, attempt, kind, provider, pmid, err, status, retry_ms, next_at, started_at)
 		), upd AS (
 			UPDATE deliveries d SET status = m.status, provider = m.provider, provider_message_id = m.pmid, last_error = m.err,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // EventRow is a claimed outbox event.
@@ -201,9 +202,11 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 		if err != nil {
 			return 0, 0, fmt.Errorf("insert deliveries: notification id: %w", err)
 		}
-		src[i] = []any{id, nid, d.TenantID, d.EventID, d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status,
-			d.BestEffort, int32(d.MaxAttempts), d.NextAttemptAt, json.RawMessage(jsonOr(d.Recipient)), json.RawMessage(jsonOr(d.Content)),
-			now, now}
+		// pgtype values and []byte encode straight to binary; uuid.UUID and
+		// json.RawMessage would take pgx's slower fallback paths.
+		src[i] = []any{pgtype.UUID{Bytes: id, Valid: true}, pgtype.UUID{Bytes: nid, Valid: true}, d.TenantID, d.EventID,
+			d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status, d.BestEffort, int32(d.MaxAttempts),
+			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), now, now}
 	}
 	copied, err := tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, []string{"delivery_id", "notification_id", "tenant_id", "event_id",
 		"event_type", "user_id", "user_type", "channel", "severity", "status", "best_effort", "max_attempts", "next_attempt_at",
