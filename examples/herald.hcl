@@ -34,14 +34,16 @@ rules = ["quickstart/rules.hcl"]
 
 relay {
   batch_size    = 100
-  poll_interval = "1s"
+  poll_interval = "200ms" # fallback; producers' NOTIFY wakes an idle relay
   max_attempts  = 5
+  workers       = 2
 }
 
 publisher {
   batch_size     = 500
   confirm_window = 1000
   per_message    = 50
+  workers        = 2
 }
 
 retry {

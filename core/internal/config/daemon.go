@@ -141,7 +141,7 @@ func DefaultDaemon() Daemon {
 		AMQP:      AMQPConfig{URL: "amqp://guest:guest@127.0.0.1:5672/", Exchange: "herald.deliveries"},
 		HTTP:      HTTPConfig{Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:8081"},
 		Plugins:   PluginsConfig{Dir: "bin/plugins"},
-		Relay:     RelayConfig{BatchSize: 100, PollInterval: time.Second, MaxAttempts: 5, Workers: 2},
+		Relay:     RelayConfig{BatchSize: 100, PollInterval: 200 * time.Millisecond, MaxAttempts: 5, Workers: 2},
 		Publisher: PublisherConfig{BatchSize: 500, ConfirmWindow: 1000, PerMessage: 50, Workers: 2, PollInterval: time.Second, ReclaimAfter: 5 * time.Minute},
 		Retry:     RetryConfig{PollInterval: time.Second, Lease: 2 * time.Minute},
 		Log:       LogConfig{Level: "info"},

@@ -42,7 +42,7 @@ func (c *Config) setDefaults() {
 		c.BatchSize = 100
 	}
 	if c.PollInterval <= 0 {
-		c.PollInterval = time.Second
+		c.PollInterval = 200 * time.Millisecond
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 5
@@ -107,7 +107,10 @@ func (r *Relay) loop(ctx context.Context) {
 			sleep(ctx, 500*time.Millisecond)
 			continue
 		}
-		if n == r.cfg.BatchSize {
+		if n > 0 {
+			// Keep claiming until a claim comes back empty: producers only
+			// notify when no older event waits (migration 0003), so the
+			// relay must not go idle while events remain.
 			continue
 		}
 		select {
