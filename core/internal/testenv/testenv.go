@@ -261,3 +261,67 @@ func BuildHerald(t testing.TB, dir string) string {
 	}
 	return bin
 }
+
+var (
+	variantMu sync.Mutex
+	variants  = map[string]string{}
+)
+
+// PluginVariant builds the named plugin of PluginPackages with -ldflags -X
+// values ("version=2.0.0" sets main.version) once per test process and
+// returns the binary's path, in a directory of its own (install it into a
+// plugin directory with InstallPlugin). Without vars it is the binary
+// PluginBinaries builds.
+func PluginVariant(t testing.TB, name string, vars ...string) string {
+	t.Helper()
+	if len(vars) == 0 {
+		return PluginBinaries(t, name) + "/herald-plugin-" + name
+	}
+	pkg, ok := PluginPackages[name]
+	if !ok {
+		t.Fatalf("unknown plugin %q", name)
+	}
+	key := name + " " + strings.Join(vars, " ")
+	variantMu.Lock()
+	defer variantMu.Unlock()
+	if p, ok := variants[key]; ok {
+		return p
+	}
+	dir, err := os.MkdirTemp("", "herald-plugin-variant-")
+	if err != nil {
+		t.Fatalf("plugin variant dir: %v", err)
+	}
+	bin := dir + "/herald-plugin-" + name
+	var ld []string
+	for _, v := range vars {
+		ld = append(ld, "-X", "main."+v)
+	}
+	cmd := exec.Command("go", "build", "-ldflags", strings.Join(ld, " "), "-o", bin, pkg)
+	cmd.Dir = RepoRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build plugin %s (%s): %v: %s", name, key, err, out)
+	}
+	variants[key] = bin
+	return bin
+}
+
+// InstallPlugin copies the binary src into dir as herald-plugin-<name>
+// atomically, the way an operator's deploy does: it writes a hidden file
+// beside the target and renames it over the target, so a host watching dir
+// never runs a half-written binary. It returns the installed path.
+func InstallPlugin(t testing.TB, src, dir, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatalf("install plugin: %v", err)
+	}
+	dst := dir + "/herald-plugin-" + name
+	tmp := dir + "/.herald-plugin-" + name + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o755); err != nil {
+		t.Fatalf("install plugin: %v", err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		t.Fatalf("install plugin: %v", err)
+	}
+	return dst
+}

@@ -13,6 +13,10 @@
 //	fail_file        while this file exists, every delivery comes back Retryable and
 //	                 Health reports unhealthy (a provider outage a test can switch)
 //	fail_health      Health always reports unhealthy
+//	hold_file        while this file exists, Send holds each batch before recording or
+//	                 answering it (until the file is removed or the call's context ends)
+//	                 and appends a HeldBatch line to <hold_file>.held, so a test knows
+//	                 for certain that a batch is inside the plugin
 //	version          a label logged and recorded with every batch
 //
 // Build-time variables (go build -ldflags "-X main.version=2.0.0 -X main.brokenHealth=true")

@@ -22,6 +22,7 @@ const (
 	fieldFailHealth    = "fail_health"
 	fieldVersion       = "version"
 	fieldRecordBrief   = "record_brief"
+	fieldHoldFile      = "hold_file"
 )
 
 // Record is one line of the record file.
@@ -43,7 +44,14 @@ type Record struct {
 	At int64 `json:"at"`
 }
 
+// HeldBatch is one line of <hold_file>.held: a batch Send is holding.
+type HeldBatch struct {
+	PID         int      `json:"pid"`
+	DeliveryIDs []string `json:"delivery_ids"`
+}
+
 type config struct {
+	holdFile      string
 	recordFile    string
 	outcome       string
 	delay         time.Duration
@@ -91,6 +99,7 @@ func (s *Sink) Describe(context.Context) (sdk.Description, error) {
 			{Name: fieldFailHealth, Type: sdk.FieldBool, Default: "false", Description: "report unhealthy"},
 			{Name: fieldVersion, Type: sdk.FieldString, Description: "label logged and recorded"},
 			{Name: fieldRecordBrief, Type: sdk.FieldBool, Default: "false", Description: "record ids, attempt and time only (benchmarks)"},
+			{Name: fieldHoldFile, Type: sdk.FieldString, Description: "hold every batch while this file exists"},
 		},
 	}, nil
 }
@@ -119,6 +128,7 @@ func configFromParsed(m map[string]any) (config, error) {
 	c.failHealth, _ = m[fieldFailHealth].(bool)
 	c.version, _ = m[fieldVersion].(string)
 	c.recordBrief, _ = m[fieldRecordBrief].(bool)
+	c.holdFile, _ = m[fieldHoldFile].(string)
 	if c.delay < 0 {
 		return c, &sdk.ConfigError{Field: fieldDelay, Msg: "must not be negative"}
 	}
@@ -137,6 +147,11 @@ func (s *Sink) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, er
 		if err := os.Remove(c.crashOnceFile); err == nil {
 			sdk.Logger().Warn("sink crashing on purpose", "batch", len(batch), "pid", os.Getpid())
 			os.Exit(2)
+		}
+	}
+	if c.holdFile != "" && exists(c.holdFile) {
+		if err := hold(ctx, c.holdFile, batch); err != nil {
+			return nil, err
 		}
 	}
 	if c.delay > 0 {
@@ -212,6 +227,33 @@ func (s *Sink) Health(context.Context) (sdk.HealthReport, error) {
 // Close logs the shutdown.
 func (s *Sink) Close() error {
 	sdk.Logger().Info("sink plugin stopping", "binary_version", version, "pid", os.Getpid())
+	return nil
+}
+
+// hold announces batch in <file>.held and waits until file is gone or ctx
+// ends; a batch whose call ended is not sent.
+func hold(ctx context.Context, file string, batch []sdk.Delivery) error {
+	held := HeldBatch{PID: os.Getpid()}
+	for _, d := range batch {
+		held.DeliveryIDs = append(held.DeliveryIDs, d.DeliveryID)
+	}
+	line, err := json.Marshal(held)
+	if err != nil {
+		return sdk.PermanentError(fmt.Errorf("sink: encode held batch: %w", err), "")
+	}
+	if err := appendFile(file+".held", append(line, '\n')); err != nil {
+		return sdk.RetryableError(fmt.Errorf("sink: announce held batch: %w", err), 0)
+	}
+	sdk.Logger().Info("sink holding batch", "size", len(batch), "pid", os.Getpid())
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for exists(file) {
+		select {
+		case <-ctx.Done():
+			return sdk.RetryableError(fmt.Errorf("sink: held: %w", ctx.Err()), 0)
+		case <-tick.C:
+		}
+	}
 	return nil
 }
 

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
@@ -49,4 +52,65 @@ func TestConformance(t *testing.T) {
 			return seen
 		},
 	})
+}
+
+func TestHoldFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	holdFile := filepath.Join(dir, "hold")
+	if err := os.WriteFile(holdFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := New()
+	desc, err := s.Describe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := sdk.CheckConfig(desc.Config, map[string]any{"hold_file": holdFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Configure(context.Background(), sdk.ConfigureRequest{Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	batch := []sdk.Delivery{{DeliveryID: "d1"}, {DeliveryID: "d2"}}
+	type answer struct {
+		res []sdk.Result
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := s.Send(context.Background(), batch)
+		done <- answer{res, err}
+	}()
+	var held HeldBatch
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, err := os.ReadFile(holdFile + ".held")
+		return err == nil && json.Unmarshal(b, &held) == nil
+	}, "the batch is announced as held")
+	if held.PID != os.Getpid() || strings.Join(held.DeliveryIDs, ",") != "d1,d2" {
+		t.Fatalf("held = %+v", held)
+	}
+	select {
+	case a := <-done:
+		t.Fatalf("Send returned while the hold file exists: %+v", a)
+	default:
+	}
+	if err := os.Remove(holdFile); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	if a.err != nil || len(a.res) != 2 || a.res[0].Outcome != sdk.OutcomeSent {
+		t.Fatalf("Send after release = %+v", a)
+	}
+
+	// A held call whose context ends is retryable and sends nothing.
+	if err := os.WriteFile(holdFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if res, err := s.Send(ctx, batch); !sdk.IsRetryable(err) || res != nil {
+		t.Fatalf("held Send past its deadline = %+v, %v; want a retryable error", res, err)
+	}
 }
