@@ -478,7 +478,9 @@ func (h *Host) Reload(ctx context.Context, name string) error {
 // are new start, removed ones stop, and changed ones (plugin, checksum,
 // priority aside config) are replaced by a new process with the new config,
 // switched to only once it is serving; when it fails the old one keeps
-// serving and the error says why. Unchanged providers keep running.
+// serving and the error says why. Unchanged providers keep running. A
+// removed or replaced provider's process finishes its sends in flight
+// (up to DrainTimeout) before it is stopped, in the background.
 func (h *Host) Reconfigure(channels []rules.ChannelConfig) error {
 	if err := validateChannels(channels); err != nil {
 		return err
@@ -538,7 +540,9 @@ func (h *Host) Reconfigure(channels []rules.ChannelConfig) error {
 	h.mu.Lock()
 	h.channels = groups
 	h.mu.Unlock()
-	// Stop what is no longer used.
+	// Stop what is no longer used, in the background: each one finishes
+	// its sends in flight first (bounded by DrainTimeout; Close cuts it
+	// short), and the reload does not wait for that.
 	inUse := map[*provider]bool{}
 	for _, p := range keep {
 		inUse[p] = true
@@ -546,7 +550,7 @@ func (h *Host) Reconfigure(channels []rules.ChannelConfig) error {
 	for _, p := range old {
 		if !inUse[p] {
 			h.log.Info("stopping provider removed or changed by new config", "channel", p.channel, "provider", p.name)
-			p.stopAndWait()
+			p.stop()
 		}
 	}
 	return errors.Join(errs...)

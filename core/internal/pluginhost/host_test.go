@@ -719,6 +719,52 @@ func TestReconfigure(t *testing.T) {
 	}
 }
 
+// TestReconfigureDrainsReplacedProvider changes a provider's config while
+// a send is inside its plugin: the send completes on the old process, which
+// is stopped only afterwards, and the new process takes the next sends.
+func TestReconfigureDrainsReplacedProvider(t *testing.T) {
+	t.Parallel()
+	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", map[string]any{"delay": "500ms", "version": "one"})}, nil)
+	old := statusOf(t, env.h, "TEST", "sink")
+	type sendResult struct {
+		results []sdk.Result
+		err     error
+	}
+	done := make(chan sendResult, 1)
+	batch := deliveries("a", 3)
+	go func() {
+		r, _, err := env.h.Send(context.Background(), "TEST", batch)
+		done <- sendResult{r, err}
+	}()
+	p := env.h.channels["TEST"].providers[0]
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		p.mu.Lock()
+		inst := p.inst
+		p.mu.Unlock()
+		inst.mu.Lock()
+		defer inst.mu.Unlock()
+		return inst.active > 0
+	}, "send in flight")
+	if err := env.h.Reconfigure([]rules.ChannelConfig{sinkChannel("TEST", map[string]any{"delay": "500ms", "version": "two"})}); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.err != nil {
+		t.Fatalf("the send in flight during the reconfigure failed: %v", got.err)
+	}
+	allSent(t, batch, got.results)
+	if st := statusOf(t, env.h, "TEST", "sink"); st.PID == old.PID || st.State != StateServing {
+		t.Errorf("after reconfigure: %+v (old pid %d)", st, old.PID)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return !processAlive(old.PID) }, "the replaced plugin (pid %d) stops once drained", old.PID)
+	next := deliveries("b", 2)
+	results, _, err := env.h.Send(context.Background(), "TEST", next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allSent(t, next, results)
+}
+
 func TestCloseStopsPlugins(t *testing.T) {
 	t.Parallel()
 	env := startHost(t, []rules.ChannelConfig{sinkChannel("A", nil), sinkChannel("B", nil)}, nil)

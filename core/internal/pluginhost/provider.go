@@ -164,7 +164,7 @@ func (p *provider) run() {
 		p.state = StateStopped
 		p.mu.Unlock()
 		if inst != nil {
-			inst.kill()
+			p.drainAndKill(inst)
 		}
 		p.drains.Wait()
 	}()
@@ -538,7 +538,24 @@ func (p *provider) stop() {
 	p.quitOnce.Do(func() { close(p.quit) })
 }
 
-// stopAndWait stops the supervisor (which kills the plugin) and waits.
+// drainAndKill stops a provider's last instance. While the host runs (the
+// provider was removed or replaced by new config) the sends in flight
+// finish first, up to DrainTimeout, as in a hot swap: killing them would
+// turn deliveries already handed to the plugin into failed attempts, and
+// best-effort ones into FAILED. Once the host is closing it kills at once.
+func (p *provider) drainAndKill(inst *instance) {
+	if p.h.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(p.h.ctx, p.h.cfg.DrainTimeout)
+		if err := inst.drain(ctx); err != nil {
+			p.log.Warn("stopping provider: plugin still busy after the drain timeout; stopping it", "pid", inst.pid, "error", err)
+		}
+		cancel()
+	}
+	inst.kill()
+}
+
+// stopAndWait stops the supervisor (which drains and kills the plugin) and
+// waits.
 func (p *provider) stopAndWait() {
 	p.stop()
 	<-p.done
