@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -69,6 +70,11 @@ type env struct {
 	admin    string
 	apiKey   string
 	tenant   string
+	// pluginDir is the daemon's plugins.dir (writeConfig puts it in herald.hcl).
+	pluginDir string
+	// lease is the daemon's retry.lease (default 5s); a listener gives a
+	// plugin's Send half of it.
+	lease string
 }
 
 // sinkRules is a rules file whose channels all go to the recording sink.
@@ -150,10 +156,29 @@ func newEnv(t *testing.T, outcome string) *env {
 		t.Fatal(err)
 	}
 	e.writeRules(fmt.Sprintf(sinkRules, e.record, outcome))
-	plugins := testenv.PluginBinaries(t, "sink")
-	api, admin := freePort(t), freePort(t)
-	e.apiURL, e.admin = "http://"+api, "http://"+admin
+	e.pluginDir = testenv.PluginBinaries(t, "sink")
+	e.apiURL, e.admin = "http://"+freePort(t), "http://"+freePort(t)
 	e.cfgPath = filepath.Join(e.dir, "herald.hcl")
+	e.writeConfig()
+	ctx := context.Background()
+	if err := store.EnsureTenant(ctx, e.db.Pool, e.tenant, "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	key, err := store.CreateAPIKey(ctx, e.db.Pool, e.tenant, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.apiKey = key
+	if err := store.ImportDirectory(ctx, e.db.Pool, e.tenant, &staff); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// writeConfig writes herald.hcl from the env's database, vhost, listen
+// addresses and plugin directory.
+func (e *env) writeConfig() {
+	e.t.Helper()
 	cfg := fmt.Sprintf(`
 database { url = %q }
 amqp { url = %q }
@@ -170,26 +195,14 @@ publisher {
 }
 retry {
   poll_interval = "200ms"
-  lease         = "5s"
+  lease         = %q
 }
 log { level = "debug" }
-`, e.db.URL, e.broker.URL, api, admin, plugins)
+`, e.db.URL, e.broker.URL, strings.TrimPrefix(e.apiURL, "http://"), strings.TrimPrefix(e.admin, "http://"), e.pluginDir,
+		cmp.Or(e.lease, "5s"))
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := store.EnsureTenant(ctx, e.db.Pool, e.tenant, "Acme"); err != nil {
-		t.Fatal(err)
-	}
-	key, err := store.CreateAPIKey(ctx, e.db.Pool, e.tenant, "test", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.apiKey = key
-	if err := store.ImportDirectory(ctx, e.db.Pool, e.tenant, &staff); err != nil {
-		t.Fatal(err)
-	}
-	return e
 }
 
 func (e *env) writeRules(body string) {
