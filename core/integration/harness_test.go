@@ -75,6 +75,8 @@ type env struct {
 	// lease is the daemon's retry.lease (default 5s); a listener gives a
 	// plugin's Send half of it.
 	lease string
+	// reclaim is the daemon's publisher.reclaim_after (default 20s).
+	reclaim string
 }
 
 // sinkRules is a rules file whose channels all go to the recording sink.
@@ -191,7 +193,7 @@ rules = ["rules/*.hcl"]
 relay { poll_interval = "200ms" }
 publisher {
   poll_interval = "200ms"
-  reclaim_after = "20s"
+  reclaim_after = %q
 }
 retry {
   poll_interval = "200ms"
@@ -199,7 +201,7 @@ retry {
 }
 log { level = "debug" }
 `, e.db.URL, e.broker.URL, strings.TrimPrefix(e.apiURL, "http://"), strings.TrimPrefix(e.admin, "http://"), e.pluginDir,
-		cmp.Or(e.lease, "5s"))
+		cmp.Or(e.reclaim, "20s"), cmp.Or(e.lease, "5s"))
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk"
@@ -63,12 +64,15 @@ type Listener struct {
 	rules  func() *rules.RuleSet
 	cfg    ListenerConfig
 	log    hclog.Logger
+	guard  *inflight
 }
 
 // NewListener returns a listener; call Run to start it.
 func NewListener(pool *pgxpool.Pool, conn *broker.Conn, sender Sender, ruleset func() *rules.RuleSet, log hclog.Logger, cfg ListenerConfig) *Listener {
 	cfg.setDefaults()
-	return &Listener{pool: pool, conn: conn, sender: sender, rules: ruleset, cfg: cfg, log: log.Named("listener")}
+	log = log.Named("listener")
+	return &Listener{pool: pool, conn: conn, sender: sender, rules: ruleset, cfg: cfg, log: log,
+		guard: newInflight(pool.Config().ConnConfig, log)}
 }
 
 // Run consumes until ctx ends, resubscribing after broker failures. On
@@ -84,6 +88,7 @@ func (l *Listener) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	l.guard.close(context.Background())
 	return nil
 }
 
@@ -142,14 +147,38 @@ func (l *Listener) handle(ctx context.Context, log hclog.Logger, m amqp.Delivery
 		return
 	}
 	work := context.WithoutCancel(ctx)
-	claimed, err := store.LoadForSend(work, l.pool, env.Deliveries)
+	// Hold each referenced attempt against a duplicate message being sent
+	// at the same time, then read what still waits for it.
+	keys := make([]string, len(env.Deliveries))
+	for i, r := range env.Deliveries {
+		keys[i] = attemptKey(r.ID, r.Attempt)
+	}
+	held := l.guard.acquire(work, keys)
+	defer l.guard.release(work, held)
+	refs := env.Deliveries
+	if len(held) < len(keys) {
+		// Another listener is sending those attempts and will record
+		// them; if it dies first, the broker redelivers its own message.
+		log.Debug("skipping deliveries another listener is sending", "count", len(keys)-len(held))
+		mine := map[string]bool{}
+		for _, k := range held {
+			mine[k] = true
+		}
+		refs = nil
+		for i, r := range env.Deliveries {
+			if mine[keys[i]] {
+				refs = append(refs, r)
+			}
+		}
+	}
+	claimed, err := store.LoadForSend(work, l.pool, refs)
 	if err != nil {
 		log.Warn("loading deliveries failed; message goes back to the queue", "error", err)
 		sleepCtx(ctx, 200*time.Millisecond)
 		_ = m.Nack(false, true)
 		return
 	}
-	if skipped := len(env.Deliveries) - len(claimed); skipped > 0 {
+	if skipped := len(refs) - len(claimed); skipped > 0 {
 		log.Debug("skipping deliveries already handled", "count", skipped)
 	}
 	if len(claimed) > 0 {
@@ -208,6 +237,10 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 		sendCtx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
 		results, provider, err := l.sender.Send(sendCtx, chName, batch)
 		cancel()
+		if notAttempted(err) {
+			l.log.Debug("no provider took the batch; its deliveries wait as RETRY", "channel", chName,
+				"deliveries", len(group), "error", err)
+		}
 		byID := map[string]sdk.Result{}
 		if err == nil {
 			for _, r := range results {
@@ -227,6 +260,12 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 				o.ProviderMessageID = r.ProviderMessageID
 			}
 			switch {
+			case notAttempted(err):
+				// No provider could take the batch (refused, restarting,
+				// circuit open, throttled, shutting down): the delivery
+				// waits as RETRY without spending one of its attempts.
+				o.Kind, o.Status, o.NotAttempted = "unavailable", store.StatusRetry, true
+				o.NextAttemptAt = time.Now().Add(Backoff(policy, 1, sdk.RetryAfter(err)))
 			case err == nil && ok && r.Outcome == sdk.OutcomeSent:
 				o.Status = store.StatusSent
 			case err == nil && ok && r.Outcome == sdk.OutcomePermanent:
@@ -247,6 +286,13 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 		}
 	}
 	return outs
+}
+
+// notAttempted reports a Send error that means no provider was handed
+// the batch.
+func notAttempted(err error) bool {
+	return err != nil && (errors.Is(err, pluginhost.ErrNoProvider) || errors.Is(err, pluginhost.ErrCircuitOpen) ||
+		errors.Is(err, pluginhost.ErrThrottled) || errors.Is(err, pluginhost.ErrClosed))
 }
 
 func toSDK(c store.Claimed) sdk.Delivery {

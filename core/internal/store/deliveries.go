@@ -186,7 +186,11 @@ type Outcome struct {
 	Error             string
 	RetryAfter        time.Duration
 	// Status is the delivery's next status: SENT, RETRY or FAILED.
-	Status        string
+	Status string
+	// NotAttempted marks a batch no provider was handed (none available):
+	// the delivery moves to Status (RETRY) keeping its attempt count, and
+	// no attempt is logged.
+	NotAttempted  bool
 	NextAttemptAt time.Time
 	StartedAt     time.Time
 }
@@ -195,7 +199,8 @@ type Outcome struct {
 // attempt (the LoadForSend guard) takes the attempt's number and its next
 // status, and the attempt joins the audit log, both in one statement. A
 // second record of the same attempt matches nothing and is ignored. It
-// returns how many deliveries moved.
+// returns how many attempts were logged (a NotAttempted outcome moves its
+// delivery but logs none).
 func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error) {
 	if len(outs) == 0 {
 		return 0, nil
@@ -205,7 +210,9 @@ func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error)
 	atts := make([]int32, n)
 	retry := make([]int64, n)
 	next, started := make([]time.Time, n), make([]time.Time, n)
+	counted := make([]bool, n)
 	for i, o := range outs {
+		counted[i] = !o.NotAttempted
 		ids[i], kinds[i], provs[i], pmids[i], errs[i], stats[i] = o.ID, o.Kind, o.Provider, o.ProviderMessageID, o.Error, o.Status
 		atts[i], retry[i], next[i], started[i] = int32(o.Attempt), o.RetryAfter.Milliseconds(), o.NextAttemptAt, o.StartedAt
 		if next[i].IsZero() {
@@ -213,20 +220,21 @@ func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error)
 		}
 	}
 	tag, err := q.Exec(ctx, `WITH m AS (
-			SELECT * FROM unnest($1::text[]::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::timestamptz[])
-				AS m(id, attempt, kind, provider, pmid, err, status, retry_ms, next_at, started_at)
+			SELECT * FROM unnest($1::text[]::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::timestamptz[], $11::bool[])
+				AS m(id, attempt, kind, provider, pmid, err, status, retry_ms, next_at, started_at, counted)
 		), upd AS (
 			UPDATE deliveries d SET status = m.status, provider = m.provider, provider_message_id = m.pmid, last_error = m.err,
-				next_attempt_at = m.next_at, lease_until = NULL, updated_at = now(), attempts = m.attempt,
+				next_attempt_at = m.next_at, lease_until = NULL, updated_at = now(),
+				attempts = CASE WHEN m.counted THEN m.attempt ELSE d.attempts END,
 				sent_at = CASE WHEN m.status = 'SENT' THEN now() ELSE d.sent_at END
 			FROM m WHERE d.delivery_id = m.id AND `+sendable+`
 			RETURNING d.delivery_id, d.tenant_id
 		)
 		INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, provider, provider_message_id, error, retry_after_ms, started_at)
 		SELECT upd.tenant_id, m.id, m.attempt, m.kind, m.provider, m.pmid, m.err, m.retry_ms, m.started_at
-		FROM upd JOIN m ON m.id = upd.delivery_id
+		FROM upd JOIN m ON m.id = upd.delivery_id WHERE m.counted
 		ON CONFLICT (delivery_id, attempt) DO NOTHING`,
-		ids, atts, kinds, provs, pmids, errs, stats, retry, next, started)
+		ids, atts, kinds, provs, pmids, errs, stats, retry, next, started, counted)
 	if err != nil {
 		return 0, fmt.Errorf("record outcomes: %w", err)
 	}

@@ -158,3 +158,49 @@ func TestDeliveryTransitionsOnlyMoveForward(t *testing.T) {
 		t.Fatalf("after lease expiry: %s, want RETRY", s)
 	}
 }
+
+// TestNotAttemptedOutcomeKeepsAttempts records an outcome no provider was
+// handed: the delivery waits as RETRY with its attempt count unchanged and
+// no attempt is logged, so the same attempt number can be tried again.
+func TestNotAttemptedOutcomeKeepsAttempts(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := store.NewNotification{ID: "0190d0a0-0000-7000-8000-0000000000bb", TenantID: "t", EventID: "e", UserID: "u", EventType: "X", Severity: "info"}
+	del := store.NewDelivery{NotificationID: note.ID, TenantID: "t", EventID: "e", EventType: "X", UserID: "u", UserType: "CUSTOMER",
+		Channel: "EMAIL", Severity: "info", Status: store.StatusPending, MaxAttempts: 1, NextAttemptAt: time.Now()}
+	if _, _, err := store.InsertFanout(ctx, tx, []store.NewNotification{note}, []store.NewDelivery{del}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := db.Pool.QueryRow(ctx, `SELECT delivery_id::text FROM deliveries`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		out := store.Outcome{ID: id, Attempt: 1, Kind: "unavailable", Error: "no provider available", Status: store.StatusRetry,
+			NotAttempted: true, NextAttemptAt: time.Now(), StartedAt: time.Now()}
+		if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{out}); err != nil || n != 0 {
+			t.Fatalf("record not-attempted: %d attempts logged, %v", n, err)
+		}
+	}
+	var status string
+	var attempts, logged int
+	if err := db.Pool.QueryRow(ctx, `SELECT status, attempts, (SELECT count(*) FROM delivery_attempts) FROM deliveries`).
+		Scan(&status, &attempts, &logged); err != nil {
+		t.Fatal(err)
+	}
+	if status != store.StatusRetry || attempts != 0 || logged != 0 {
+		t.Fatalf("after three not-attempted outcomes: %s, %d attempts, %d logged; want RETRY, 0, 0", status, attempts, logged)
+	}
+	sent := store.Outcome{ID: id, Attempt: 1, Kind: "sent", Status: store.StatusSent, StartedAt: time.Now()}
+	if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{sent}); err != nil || n != 1 {
+		t.Fatalf("record sent: %d %v", n, err)
+	}
+}
