@@ -99,6 +99,12 @@ type Result struct {
 	ProduceRate float64 `json:"produce_events_per_sec"`
 	// Latency is event commit → the plugin's Send returning.
 	Latency LatencySummary `json:"latency"`
+	// ToFanout is event commit → its delivery rows written by the relay;
+	// ToRecord is delivery row written → its SENT outcome recorded (the
+	// publisher, the broker, the listener and the plugin). Both come from
+	// the rows' timestamps.
+	ToFanout LatencySummary `json:"to_fanout"`
+	ToRecord LatencySummary `json:"to_record"`
 	// Processes are the daemons and their plugins, with peak RSS.
 	Processes []ProcPeak `json:"processes"`
 	// DaemonPeakBytes is the largest peak RSS of one herald serve process.
@@ -337,9 +343,11 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	if lastCommit > firstCommit {
 		res.ProduceRate = float64(produced-1) / time.Duration(lastCommit-firstCommit).Seconds()
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	res.Latency = LatencySummary{Count: lat.Count(), P50: ms(lat.Quantile(0.50)), P95: ms(lat.Quantile(0.95)),
-		P99: ms(lat.Quantile(0.99)), Max: ms(lat.Max())}
+	res.Latency = summarize(lat)
+	res.ToFanout, res.ToRecord, err = stageLatencies(ctx, pool, commits[:produced])
+	if err != nil {
+		return res, err
+	}
 	for _, d := range daemons {
 		if d.exitErr() != nil {
 			logf("%s: daemon %d exited: %v (log %s)", sc.Name, d.index, d.exitErr(), d.logPath)
@@ -845,4 +853,38 @@ func ScratchDatabase(ctx context.Context, adminURL, name string) (*pgxpool.Pool,
 		return nil, nil, err
 	}
 	return pool, func() { pool.Close(); drop() }, nil
+}
+
+func summarize(l *Latencies) LatencySummary {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return LatencySummary{Count: l.Count(), P50: ms(l.Quantile(0.50)), P95: ms(l.Quantile(0.95)),
+		P99: ms(l.Quantile(0.99)), Max: ms(l.Max())}
+}
+
+// stageLatencies splits the trip at the delivery row: commit → row written
+// (created_at, the relay's clock) and row → SENT recorded (sent_at).
+func stageLatencies(ctx context.Context, pool *pgxpool.Pool, commits []int64) (LatencySummary, LatencySummary, error) {
+	rows, err := pool.Query(ctx, `SELECT event_id, (extract(epoch FROM created_at) * 1e9)::bigint,
+			(extract(epoch FROM sent_at) * 1e9)::bigint
+		FROM deliveries WHERE status = 'SENT' AND attempts = 1`)
+	if err != nil {
+		return LatencySummary{}, LatencySummary{}, fmt.Errorf("bench: stage latencies: %w", err)
+	}
+	defer rows.Close()
+	fan, rec := &Latencies{}, &Latencies{}
+	for rows.Next() {
+		var ev string
+		var created, sent int64
+		if err := rows.Scan(&ev, &created, &sent); err != nil {
+			return LatencySummary{}, LatencySummary{}, err
+		}
+		if i, ok := eventIndex(ev); ok && i < len(commits) && commits[i] > 0 {
+			fan.Add(time.Duration(created - commits[i]))
+		}
+		rec.Add(time.Duration(sent - created))
+	}
+	if err := rows.Err(); err != nil {
+		return LatencySummary{}, LatencySummary{}, err
+	}
+	return summarize(fan), summarize(rec), nil
 }

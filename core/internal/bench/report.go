@@ -136,6 +136,12 @@ func (r *Report) Print(w io.Writer) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Where the time goes (p50 / p99 ms): commit → delivery rows written (relay); rows → SENT recorded (publisher, broker, listener, plugin)")
+	for _, run := range r.Runs {
+		fmt.Fprintf(w, "  %-8s relay %.1f / %.1f   delivery %.1f / %.1f\n", run.Scenario.Name,
+			run.ToFanout.P50, run.ToFanout.P99, run.ToRecord.P50, run.ToRecord.P99)
+	}
+	fmt.Fprintln(w)
 	for _, run := range r.Runs {
 		fmt.Fprintf(w, "%s: %s\n", run.Scenario.Name, run.Check.Detail)
 		if run.Dir != "" {

@@ -100,6 +100,13 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 func (r *Relay) loop(ctx context.Context) {
+	// wait grows from a few milliseconds after the last batch to
+	// PollInterval: a producer that committed just after the relay's last
+	// empty claim, while the relay's own batch still looked like a waiting
+	// event to the producer's trigger, sent no notification (migration
+	// 0003), and is found by the next short poll instead of a full one.
+	const firstWait = 5 * time.Millisecond
+	wait := r.cfg.PollInterval
 	for ctx.Err() == nil {
 		n, err := r.RunOnce(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -109,15 +116,19 @@ func (r *Relay) loop(ctx context.Context) {
 		}
 		if n > 0 {
 			// Keep claiming until a claim comes back empty: producers only
-			// notify when no older event waits (migration 0003), so the
-			// relay must not go idle while events remain.
+			// notify when no older event waits, so the relay must not go
+			// idle while events remain.
+			wait = firstWait
 			continue
 		}
+		t := time.NewTimer(min(wait, r.cfg.PollInterval))
 		select {
 		case <-ctx.Done():
 		case <-r.kick:
-		case <-time.After(r.cfg.PollInterval):
+		case <-t.C:
 		}
+		t.Stop()
+		wait = min(wait*2, r.cfg.PollInterval)
 	}
 }
 
