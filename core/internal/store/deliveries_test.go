@@ -18,23 +18,9 @@ func TestDeliveryTransitionsOnlyMoveForward(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	note := store.NewNotification{ID: "0190d0a0-0000-7000-8000-0000000000aa", TenantID: "t", EventID: "e", UserID: "u", EventType: "X", Severity: "info"}
-	del := store.NewDelivery{NotificationID: note.ID, TenantID: "t", EventID: "e", EventType: "X", UserID: "u", UserType: "CUSTOMER",
-		Channel: "EMAIL", Severity: "info", Status: store.StatusPending, MaxAttempts: 2, NextAttemptAt: time.Now()}
-	if _, _, err := store.InsertFanout(ctx, tx, []store.NewNotification{note}, []store.NewDelivery{del}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	if err := db.Pool.QueryRow(ctx, `SELECT delivery_id::text FROM deliveries`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	id := insertOneDelivery(t, db, 2)
+	var tx pgx.Tx
+	var err error
 	status := func() (string, int) {
 		var s string
 		var a int
@@ -166,23 +152,7 @@ func TestNotAttemptedOutcomeKeepsAttempts(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
 	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	note := store.NewNotification{ID: "0190d0a0-0000-7000-8000-0000000000bb", TenantID: "t", EventID: "e", UserID: "u", EventType: "X", Severity: "info"}
-	del := store.NewDelivery{NotificationID: note.ID, TenantID: "t", EventID: "e", EventType: "X", UserID: "u", UserType: "CUSTOMER",
-		Channel: "EMAIL", Severity: "info", Status: store.StatusPending, MaxAttempts: 1, NextAttemptAt: time.Now()}
-	if _, _, err := store.InsertFanout(ctx, tx, []store.NewNotification{note}, []store.NewDelivery{del}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	if err := db.Pool.QueryRow(ctx, `SELECT delivery_id::text FROM deliveries`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	id := insertOneDelivery(t, db, 1)
 	for range 3 {
 		out := store.Outcome{ID: id, Attempt: 1, Kind: "unavailable", Error: "no provider available", Status: store.StatusRetry,
 			NotAttempted: true, NextAttemptAt: time.Now(), StartedAt: time.Now()}
@@ -203,4 +173,30 @@ func TestNotAttemptedOutcomeKeepsAttempts(t *testing.T) {
 	if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{sent}); err != nil || n != 1 {
 		t.Fatalf("record sent: %d %v", n, err)
 	}
+}
+
+// insertOneDelivery writes one PENDING EMAIL delivery (and its
+// notification) through the relay's InsertFanout and returns its id.
+func insertOneDelivery(t *testing.T, db *testenv.DB, maxAttempts int) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	note := store.NewNotification{ID: "0190d0a0-0000-7000-8000-0000000000aa", TenantID: "t", EventID: "e", UserID: "u", EventType: "X", Severity: "info"}
+	del := store.NewDelivery{NotificationID: note.ID, TenantID: "t", EventID: "e", EventType: "X", UserID: "u", UserType: "CUSTOMER",
+		Channel: "EMAIL", Severity: "info", Status: store.StatusPending, MaxAttempts: maxAttempts, NextAttemptAt: time.Now()}
+	if _, _, err := store.InsertFanout(ctx, tx, []store.NewNotification{note}, []store.NewDelivery{del}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := db.Pool.QueryRow(ctx, `SELECT delivery_id::text FROM deliveries`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
