@@ -22,7 +22,10 @@ import (
 //     Description.Config (unknown key, type, required, enum).
 //  4. Configure: the plugin checks the meaning of the config and prepares
 //     its provider client; a *ConfigError names the offending field.
-//  5. Health: the host checks the provider before routing traffic.
+//  5. Health: the host checks the provider before routing traffic, and
+//     keeps checking: failed checks open the provider's circuit breaker,
+//     so traffic goes to the channel's next provider until a check passes
+//     and a probe send succeeds.
 //  6. Send…: the host sends batches of at most Description.MaxBatch
 //     deliveries; the plugin returns exactly one Result per Delivery.
 //  7. kill: the host stops the process (Closer, if implemented, is called

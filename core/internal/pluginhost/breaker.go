@@ -3,7 +3,7 @@ package pluginhost
 import "time"
 
 // BreakerPolicy configures the circuit breaker that moves a channel's
-// traffic from a failing provider to the next one by priority.
+// traffic from a failing or unhealthy provider to the next one by priority.
 type BreakerPolicy struct {
 	// ConsecutiveFailures opens the circuit after this many failed sends in
 	// a row (default 5).
@@ -19,6 +19,14 @@ type BreakerPolicy struct {
 	// Cooldown is how long the circuit stays open before one probe send is
 	// let through (half-open) (default 10s).
 	Cooldown time.Duration
+	// HealthFailures opens the circuit after this many failed health checks
+	// in a row (default 2), and while the provider's last HealthFailures
+	// checks failed no probe is let through: a provider whose plugin says it
+	// is unhealthy gets no traffic, and comes back through the half-open
+	// probe once a health check passes again. Health failures are counted
+	// apart from send failures because sends that happen to succeed in
+	// between must not hide a provider that reports itself down.
+	HealthFailures int
 }
 
 func (p *BreakerPolicy) setDefaults() {
@@ -36,6 +44,9 @@ func (p *BreakerPolicy) setDefaults() {
 	}
 	if p.Cooldown <= 0 {
 		p.Cooldown = 10 * time.Second
+	}
+	if p.HealthFailures <= 0 {
+		p.HealthFailures = 2
 	}
 }
 
@@ -65,21 +76,26 @@ type breaker struct {
 	openedAt    time.Time
 	// probing is set while the one half-open probe is in flight.
 	probing bool
+	// healthFails counts failed health checks in a row.
+	healthFails int
 }
 
 // allow reports whether a send may go to the provider now, and whether it
-// is the half-open probe whose outcome decides the circuit.
+// is the half-open probe whose outcome decides the circuit. No probe goes
+// to a provider whose health checks are failing.
 func (b *breaker) allow(now time.Time) (ok, probe bool) {
 	switch b.state {
 	case breakerOpen:
-		if now.Sub(b.openedAt) < b.policy.Cooldown {
+		// probing: a probe sent before failed health checks reopened the
+		// circuit is still out.
+		if now.Sub(b.openedAt) < b.policy.Cooldown || b.unhealthy() || b.probing {
 			return false, false
 		}
 		b.state = breakerHalfOpen
 		b.probing = true
 		return true, true
 	case breakerHalfOpen:
-		if b.probing {
+		if b.probing || b.unhealthy() {
 			return false, false
 		}
 		b.probing = true
@@ -88,15 +104,20 @@ func (b *breaker) allow(now time.Time) (ok, probe bool) {
 	return true, false
 }
 
-// record notes the outcome of a send that allow let through.
+// record notes the outcome of a send that allow let through. A send whose
+// outcome says nothing about the provider (the caller gave up before the
+// provider answered) is not recorded: call abandon instead.
 func (b *breaker) record(now time.Time, failed, probe bool) {
 	if probe {
 		b.probing = false
-		if failed {
+		switch {
+		case failed:
 			b.trip(now)
-		} else {
+		case b.state == breakerHalfOpen && !b.unhealthy():
 			b.reset()
 		}
+		// Otherwise failed health checks reopened the circuit while the
+		// probe was out: it stays open.
 		return
 	}
 	if b.state != breakerClosed {
@@ -138,11 +159,42 @@ func (b *breaker) record(now time.Time, failed, probe bool) {
 	}
 }
 
-// abandon releases a probe whose send never reached the provider.
+// abandon releases a probe whose send never reached the provider or whose
+// outcome is inconclusive: the circuit stays half-open and the next send is
+// the probe. A probe cut short by its caller (context cancelled or past the
+// caller's deadline) is inconclusive, not a success: closing the circuit on
+// it would put full traffic on a provider nobody has seen answer. Nor is it
+// a failure, since the caller, not the provider, ended it. Production
+// breakers do the same: resilience4j releases the half-open permission of
+// a call whose error it ignores, and mercari/go-circuitbreaker ignores a
+// caller's cancellation and deadline by default.
 func (b *breaker) abandon(probe bool) {
 	if probe {
 		b.probing = false
 	}
+}
+
+// health notes a health check's outcome and reports whether it opened the
+// circuit: HealthFailures failed checks in a row open it (a probe in flight
+// no longer decides anything). A passing check resets the count; it does
+// not close an open circuit, the next probe send does.
+func (b *breaker) health(now time.Time, healthy bool) (opened bool) {
+	if healthy {
+		b.healthFails = 0
+		return false
+	}
+	b.healthFails++
+	if !b.unhealthy() || b.state == breakerOpen {
+		return false
+	}
+	b.trip(now)
+	return true
+}
+
+// unhealthy reports whether the provider's last HealthFailures health
+// checks failed.
+func (b *breaker) unhealthy() bool {
+	return b.healthFails > 0 && b.healthFails >= b.policy.HealthFailures
 }
 
 func (b *breaker) trip(now time.Time) {

@@ -10,11 +10,15 @@ import (
 func TestBreaker(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	policy := BreakerPolicy{ConsecutiveFailures: 3, ErrorRate: 0.5, Window: 10 * time.Second, MinRequests: 4, Cooldown: 5 * time.Second}
-	// step is one call: at offset, either allow (want ok/probe) or record.
+	policy := BreakerPolicy{ConsecutiveFailures: 3, ErrorRate: 0.5, Window: 10 * time.Second, MinRequests: 4, Cooldown: 5 * time.Second,
+		HealthFailures: 2}
+	// step is one call: at offset, record a send's outcome, note a health
+	// check, abandon a probe, or else call allow (want ok/probe).
 	type step struct {
 		at      time.Duration
-		record  *bool // nil: call allow
+		record  *bool // a failed send?
+		health  *bool // a failed health check?
+		abandon bool  // an inconclusive probe
 		probe   bool  // for record
 		wantOK  bool
 		wantPrb bool
@@ -70,6 +74,47 @@ func TestBreaker(t *testing.T) {
 				{at: 11 * time.Second, wantOK: true, wantPrb: true}},
 			wantOpen: true,
 		},
+		"one failed health check does not open": {
+			steps:    []step{{health: &fail}, {wantOK: true}},
+			wantOpen: false,
+		},
+		"failed health checks in a row open": {
+			steps:    []step{{health: &fail}, {health: &fail}, {wantOK: false}},
+			wantOpen: true,
+		},
+		"a passing health check resets the run": {
+			steps:    []step{{health: &fail}, {health: &ok}, {health: &fail}, {wantOK: true}},
+			wantOpen: false,
+		},
+		"successful sends do not hide failed health checks": {
+			steps:    []step{{health: &fail}, {record: &ok}, {record: &ok}, {health: &fail}, {wantOK: false}},
+			wantOpen: true,
+		},
+		"no probe while unhealthy, one once healthy": {
+			steps: []step{{health: &fail}, {health: &fail},
+				{at: 20 * time.Second, wantOK: false},
+				{at: 21 * time.Second, health: &ok},
+				{at: 21 * time.Second, wantOK: true, wantPrb: true},
+				{at: 21 * time.Second, record: &ok, probe: true},
+				{at: 21 * time.Second, wantOK: true}},
+			wantOpen: false,
+		},
+		"inconclusive probe: the next send probes": {
+			steps: []step{{record: &fail}, {record: &fail}, {record: &fail},
+				{at: 6 * time.Second, wantOK: true, wantPrb: true},
+				{at: 6 * time.Second, abandon: true},
+				{at: 6 * time.Second, wantOK: true, wantPrb: true}},
+			wantOpen: true,
+		},
+		"failed health checks during the probe keep the circuit open": {
+			steps: []step{{record: &fail}, {record: &fail}, {record: &fail},
+				{at: 6 * time.Second, wantOK: true, wantPrb: true},
+				{at: 6 * time.Second, health: &fail},
+				{at: 6 * time.Second, health: &fail},
+				{at: 7 * time.Second, record: &ok, probe: true},
+				{at: 20 * time.Second, wantOK: false}},
+			wantOpen: true,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -77,8 +122,15 @@ func TestBreaker(t *testing.T) {
 			b := &breaker{policy: policy}
 			for i, s := range tc.steps {
 				now := t0.Add(s.at)
-				if s.record != nil {
+				switch {
+				case s.record != nil:
 					b.record(now, *s.record, s.probe)
+					continue
+				case s.health != nil:
+					b.health(now, !*s.health)
+					continue
+				case s.abandon:
+					b.abandon(true)
 					continue
 				}
 				gotOK, gotPrb := b.allow(now)

@@ -4,7 +4,8 @@
 // pinning), supervises them (health checks, restart with backoff after a
 // crash), hot-swaps them (reload or a changed binary: start new, health
 // check, switch, drain old), and fails over between the providers of a
-// channel with a circuit breaker.
+// channel with a circuit breaker that failed sends and failed health checks
+// open.
 //
 // The host only deals in sdk types: it gets an sdk.Channel from go-plugin's
 // Dispense and never touches protobuf messages.
@@ -94,7 +95,8 @@ type Config struct {
 	// Channels maps each channel to its providers.
 	Channels []rules.ChannelConfig
 	// HealthInterval is how often serving plugins are health-checked
-	// (default 10s).
+	// (default 10s). Breaker.HealthFailures failed checks in a row open the
+	// provider's circuit.
 	HealthInterval time.Duration
 	// WatchInterval is how often the plugin directory is checked for
 	// changed binaries, which are then hot-swapped (default 2s; negative

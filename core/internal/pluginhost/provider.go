@@ -28,7 +28,8 @@ const (
 	// restarted with backoff; its channel's deliveries wait as RETRY.
 	StateRestarting State = "restarting"
 	// StateCircuitOpen: the plugin runs but its circuit breaker keeps
-	// traffic on the next provider.
+	// traffic on the next provider (after failed sends or failed health
+	// checks).
 	StateCircuitOpen State = "circuit_open"
 	// StateRefused: the plugin will not be started until the config or the
 	// binary changes (checksum mismatch, missing binary, bad config, wrong
@@ -256,6 +257,7 @@ func (p *provider) startNow(ctx context.Context, attempt *int) error {
 	p.inst = inst
 	p.state = StateServing
 	p.badSum = ""
+	p.breaker.health(time.Now(), true)
 	p.log.Info("plugin serving", "version", inst.desc.PluginVersion, "pid", inst.pid, "sha256", inst.stamp.sum)
 	return nil
 }
@@ -282,27 +284,52 @@ func (p *provider) onCrash(inst *instance, why string, attempt *int) {
 	inst.kill()
 }
 
-// checkHealth asks the plugin about its provider; an unhealthy provider
-// counts as a failure for the circuit breaker.
+// checkHealth asks the plugin about its provider. A failed check (an
+// unhealthy report, an error or no answer within CallTimeout) counts
+// toward the circuit breaker: BreakerPolicy.HealthFailures of them in a row
+// open the circuit, so traffic goes to the channel's next provider, and no
+// probe goes to this one until a check passes again.
 func (p *provider) checkHealth(inst *instance, attempt *int) {
 	ctx, cancel := context.WithTimeout(p.h.ctx, p.h.cfg.CallTimeout)
 	defer cancel()
 	rep, err := inst.ch.Health(ctx)
+	if p.h.ctx.Err() != nil {
+		return // the host is closing
+	}
 	if errors.Is(err, sdk.ErrPluginExited) {
 		p.onCrash(inst, "health: "+err.Error(), attempt)
 		return
 	}
-	if err == nil && rep.Healthy {
+	healthy := err == nil && rep.Healthy
+	p.mu.Lock()
+	if p.inst != inst {
+		// Swapped or crashed meanwhile: the answer is about a process
+		// that no longer serves.
+		p.mu.Unlock()
 		return
 	}
+	wasFailing := p.breaker.healthFails
+	opened := p.breaker.health(time.Now(), healthy)
+	fails, open, threshold := p.breaker.healthFails, p.breaker.open(), p.breaker.policy.HealthFailures
 	msg := rep.Message
 	if err != nil {
 		msg = err.Error()
 	}
-	p.mu.Lock()
-	p.lastErr = "health: " + msg
+	if !healthy {
+		p.lastErr = "health: " + msg
+	}
 	p.mu.Unlock()
-	p.log.Warn("plugin reports unhealthy provider", "message", msg)
+	switch {
+	case healthy && wasFailing > 0 && open:
+		p.log.Info("plugin reports its provider healthy again; the next send after the breaker cooldown probes it", "failed_checks", wasFailing)
+	case healthy && wasFailing > 0:
+		p.log.Info("plugin reports its provider healthy again", "failed_checks", wasFailing)
+	case opened:
+		p.log.Error("provider unhealthy: circuit opened, traffic goes to the channel's next provider", "message", msg, "failed_checks", fails)
+	case !healthy:
+		p.log.Warn("plugin reports unhealthy provider", "message", msg, "failed_checks", fails,
+			"opens_circuit_at", threshold)
+	}
 }
 
 // swap is the hot swap: start a new instance from the binary now on disk,
@@ -329,6 +356,7 @@ func (p *provider) swap(ctx context.Context, reason string, attempt *int) error 
 	p.inst = next
 	p.state = StateServing
 	p.badSum = ""
+	p.breaker.health(time.Now(), true)
 	p.mu.Unlock()
 	p.log.Info("hot swap: traffic switched", "reason", reason,
 		"old_version", old.desc.PluginVersion, "old_pid", old.pid,
@@ -399,6 +427,9 @@ func (p *provider) send(ctx context.Context, inst *instance, batch []sdk.Deliver
 	}
 	results := make([]sdk.Result, 0, len(batch))
 	failed := false
+	// gaveUp: the caller's context ended the call before the provider
+	// answered, which says nothing about the provider.
+	gaveUp := false
 	var sendErr error
 	for start := 0; start < len(batch); start += max {
 		chunk := batch[start:min(start+max, len(batch))]
@@ -421,6 +452,7 @@ func (p *provider) send(ctx context.Context, inst *instance, batch []sdk.Deliver
 				p.throttle(sdk.RetryAfter(err))
 			case ctx.Err() != nil:
 				// The caller gave up; not the provider's fault.
+				gaveUp = true
 			default:
 				failed = true
 			}
@@ -439,7 +471,14 @@ func (p *provider) send(ctx context.Context, inst *instance, batch []sdk.Deliver
 		results = append(results, norm...)
 	}
 	p.mu.Lock()
-	p.breaker.record(time.Now(), failed, probe)
+	if gaveUp && !failed && len(results) == 0 {
+		// Inconclusive: neither a success nor a failure. A half-open probe
+		// cut short this way leaves the circuit half-open for the next
+		// send to probe (see breaker.abandon).
+		p.breaker.abandon(probe)
+	} else {
+		p.breaker.record(time.Now(), failed, probe)
+	}
 	if sendErr != nil {
 		p.lastErr = "send: " + sendErr.Error()
 	}

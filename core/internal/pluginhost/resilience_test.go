@@ -1,0 +1,172 @@
+package pluginhost
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/testenv"
+	"github.com/heraldhq/herald/sdk"
+)
+
+// TestUnhealthyProviderFailsOverAndBack: provider a reports unhealthy (its
+// fail_file exists) while no send reaches it. Its failed health checks
+// open its circuit, traffic goes to b, and no probe goes to a while it
+// stays unhealthy, however long past the cooldown; once a's health check
+// passes, the half-open probe brings traffic back to a.
+func TestUnhealthyProviderFailsOverAndBack(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	down := filepath.Join(tmp, "a-down")
+	recA, recB := filepath.Join(tmp, "a.jsonl"), filepath.Join(tmp, "b.jsonl")
+	const cooldown = 300 * time.Millisecond
+	env := startHost(t, []rules.ChannelConfig{{Name: "TEST", Providers: []rules.Provider{
+		{Name: "a", Plugin: "sink", Priority: 1, Config: map[string]any{"record_file": recA, "fail_file": down}},
+		{Name: "b", Plugin: "sink", Priority: 2, Config: map[string]any{"record_file": recB}},
+	}}}, func(c *Config) {
+		c.Breaker = BreakerPolicy{ConsecutiveFailures: 3, Cooldown: cooldown}
+		c.HealthInterval = 50 * time.Millisecond
+	})
+	send := func() string {
+		t.Helper()
+		batch := deliveries("x", 2)
+		results, provider, err := env.h.Send(context.Background(), "TEST", batch)
+		if err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		allSent(t, batch, results)
+		return provider
+	}
+	if p := send(); p != "a" {
+		t.Fatalf("healthy traffic went to %q, want a", p)
+	}
+
+	// a turns unhealthy. Nothing is sent: only its health checks can open
+	// its circuit.
+	if err := os.WriteFile(down, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st ProviderStatus
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		st = statusOf(t, env.h, "TEST", "a")
+		return st.State == StateCircuitOpen
+	}, "a's failed health checks open its circuit: %+v", &st)
+	if !strings.Contains(st.LastError, "health: sink: fail_file exists") {
+		t.Errorf("a's last error = %q, want the failed health check", st.LastError)
+	}
+	onA := len(readRecords(t, recA))
+	// Keep sending until a has failed eight more health checks after the
+	// two that opened the circuit: at least 8 health intervals (400ms),
+	// more than the cooldown. Every send goes to b: no probe goes to a
+	// provider whose health checks fail.
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		if p := send(); p != "b" {
+			t.Fatalf("send while a is unhealthy went to %q, want b", p)
+		}
+		return strings.Contains(env.logs.String(), "failed_checks=10")
+	}, "a failed ten health checks")
+	if n := len(readRecords(t, recA)); n != onA {
+		t.Errorf("a received %d deliveries while its health checks failed, want none", n-onA)
+	}
+	if st := statusOf(t, env.h, "TEST", "a"); st.State != StateCircuitOpen {
+		t.Errorf("a's state = %s while unhealthy, want circuit_open", st.State)
+	}
+
+	// a recovers: a passing health check lets the half-open probe through,
+	// which closes the circuit.
+	if err := os.Remove(down); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return send() == "a" }, "traffic back on a")
+	for i := 0; i < 3; i++ {
+		if p := send(); p != "a" {
+			t.Fatalf("after recovery send %d went to %s", i, p)
+		}
+	}
+	if st := statusOf(t, env.h, "TEST", "a"); st.State != StateServing {
+		t.Errorf("a's state = %s, want serving", st.State)
+	}
+	logs := env.logs.String()
+	for _, want := range []string{"provider unhealthy: circuit opened", "plugin reports its provider healthy again"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+}
+
+// TestCancelledProbeDoesNotCloseCircuit cancels the half-open probe's
+// context while the probe is inside the plugin: the circuit stays open
+// (the probe says nothing about the provider), and the next send is the
+// probe that decides.
+func TestCancelledProbeDoesNotCloseCircuit(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	down, hold := filepath.Join(tmp, "down"), filepath.Join(tmp, "hold")
+	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", map[string]any{"fail_file": down, "hold_file": hold})}, func(c *Config) {
+		c.Breaker = BreakerPolicy{ConsecutiveFailures: 1, Cooldown: 200 * time.Millisecond}
+		c.HealthInterval = time.Hour
+	})
+	if err := os.WriteFile(down, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	results, _, err := env.h.Send(context.Background(), "TEST", deliveries("a", 1))
+	if err != nil || results[0].Outcome != sdk.OutcomeRetryable {
+		t.Fatalf("send while down: %+v, %v", results, err)
+	}
+	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateCircuitOpen {
+		t.Fatalf("state = %s after a failed send, want circuit_open", st.State)
+	}
+	// The provider is back, but the next send (the probe) will be held in
+	// the plugin until its caller gives up.
+	if err := os.Remove(down); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Cancel the probe once the plugin holds it.
+		end := time.Now().Add(20 * time.Second)
+		for time.Now().Before(end) {
+			if _, err := os.Stat(hold + ".held"); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	var probeErr error
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		_, _, probeErr = env.h.Send(ctx, "TEST", deliveries("p", 1))
+		return !errors.Is(probeErr, ErrCircuitOpen)
+	}, "the cooldown ends and a probe is let through")
+	if !errors.Is(probeErr, context.Canceled) {
+		t.Fatalf("probe error = %v, want context.Canceled", probeErr)
+	}
+	if _, err := os.Stat(hold + ".held"); err != nil {
+		t.Fatalf("the probe never reached the plugin: %v", err)
+	}
+	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateCircuitOpen {
+		t.Errorf("state = %s after a cancelled probe, want circuit_open (a cancelled probe must not close the circuit)", st.State)
+	}
+	// The next send probes at once (no new cooldown) and closes the circuit.
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	batch := deliveries("b", 2)
+	results, _, err = env.h.Send(context.Background(), "TEST", batch)
+	if err != nil {
+		t.Fatalf("the send after the cancelled probe: %v", err)
+	}
+	allSent(t, batch, results)
+	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateServing {
+		t.Errorf("state = %s after a successful probe, want serving", st.State)
+	}
+}
