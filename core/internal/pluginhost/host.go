@@ -7,6 +7,11 @@
 // channel with a circuit breaker that failed sends and failed health checks
 // open.
 //
+// A binary a hot swap rejected stays at the plugin's path, but the host
+// does not run it again on its own: it keeps a copy of the last binary that
+// passed its launch (by SHA-256, in Config.KeepDir) and restarts a crashed
+// plugin from that copy while the rejected file is in place.
+//
 // The host only deals in sdk types: it gets an sdk.Channel from go-plugin's
 // Dispense and never touches protobuf messages.
 package pluginhost
@@ -114,6 +119,13 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Restart is the backoff between restarts of a crashed plugin.
 	Restart Backoff
+	// KeepDir is where the host keeps a copy of the last good version of
+	// each plugin binary (one that passed its launch), by SHA-256, so that
+	// a restart after a hot swap rejected a new binary runs the good version
+	// rather than the rejected file. Keep it private to this host and on a
+	// filesystem that allows executing files (default: a new directory
+	// under os.TempDir, removed by Close).
+	KeepDir string
 	// Breaker configures failover between the providers of a channel.
 	Breaker BreakerPolicy
 	// HostCapabilities is sent to plugins in ConfigureRequest.
@@ -187,6 +199,7 @@ type Host struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	keeper *keeper
 
 	mu       sync.RWMutex
 	channels map[string]*channelGroup
@@ -207,7 +220,7 @@ func New(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &Host{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, channels: map[string]*channelGroup{}}
+	h := &Host{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, channels: map[string]*channelGroup{}, keeper: newKeeper(cfg.KeepDir)}
 	return h, nil
 }
 
@@ -447,7 +460,9 @@ func (h *Host) Status() []ProviderStatus {
 // "channel/provider" equals name: it starts the plugin binary now on disk,
 // describes, configures and health-checks it, switches traffic to it,
 // drains the old process's in-flight sends and stops it. When the new one
-// fails, it is stopped and the old one keeps serving; the error says why.
+// fails, it is stopped and the old one keeps serving; the error says why,
+// and the rejected binary is not run again until it changes or the next
+// Reload (a restart after a crash runs the kept copy of the old version).
 // A refused or restarting provider is simply started again.
 func (h *Host) Reload(ctx context.Context, name string) error {
 	h.mu.RLock()
@@ -577,6 +592,7 @@ func (h *Host) Close() error {
 		p.stop()
 	}
 	h.wg.Wait()
+	h.keeper.close()
 	return nil
 }
 

@@ -106,7 +106,10 @@ type instance struct {
 	desc    sdk.Description
 	pid     int
 	started time.Time
-	stamp   fileStamp
+	// path is the binary the process runs: the plugin's path, or the
+	// kept copy of the last good version.
+	path  string
+	stamp fileStamp
 	// done is closed when the process has exited.
 	done <-chan struct{}
 
@@ -162,29 +165,38 @@ func (i *instance) drain(ctx context.Context) error {
 // waits for it.
 func (i *instance) kill() { i.client.Kill() }
 
-// launch starts the provider's plugin binary and walks it through the
-// lifecycle up to a passing health check: checksum, handshake, Describe,
-// channel type check, CheckConfig, Configure, Health.
-func (p *provider) launch(ctx context.Context) (*instance, error) {
+// launch starts the provider's plugin binary, or kept (the kept copy of
+// the last good version) when not nil, and walks it through the lifecycle
+// up to a passing health check: checksum, handshake, Describe, channel type
+// check, CheckConfig, Configure, Health. It returns the stamp of the binary
+// it tried (zero when it could not read it).
+func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fileStamp, error) {
 	path := p.binaryPath()
-	stamp, err := stampFile(path, fileStamp{})
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, refused("plugin binary %s not found (plugin directory %s)", path, p.h.cfg.Dir)
-		}
-		return nil, refused("plugin binary %s: %v", path, err)
+	if kept != nil {
+		path = kept.path
 	}
-	p.mu.Lock()
-	p.lastSeen = stamp
-	p.mu.Unlock()
+	stamp, err := stampFile(path, fileStamp{})
+	switch {
+	case kept != nil && (err != nil || stamp.sum != kept.sum):
+		return nil, stamp, fmt.Errorf("%s: %w", path, errKeptCopyBad)
+	case errors.Is(err, os.ErrNotExist):
+		return nil, stamp, refused("plugin binary %s not found (plugin directory %s)", path, p.h.cfg.Dir)
+	case err != nil:
+		return nil, stamp, refused("plugin binary %s: %v", path, err)
+	}
+	if kept == nil {
+		p.mu.Lock()
+		p.lastSeen = stamp
+		p.mu.Unlock()
+	}
 	var secure *plugin.SecureConfig
 	if p.cfg.Checksum != "" {
 		want, err := hex.DecodeString(strings.TrimPrefix(strings.ToLower(p.cfg.Checksum), "sha256:"))
 		if err != nil || len(want) != sha256.Size {
-			return nil, refused("checksum %q is not a hex SHA-256", p.cfg.Checksum)
+			return nil, stamp, refused("checksum %q is not a hex SHA-256", p.cfg.Checksum)
 		}
 		if hex.EncodeToString(want) != stamp.sum {
-			return nil, refused("checksum mismatch: %s has sha256 %s, config pins %s", path, stamp.sum, hex.EncodeToString(want))
+			return nil, stamp, refused("checksum mismatch: %s has sha256 %s, config pins %s", path, stamp.sum, hex.EncodeToString(want))
 		}
 		secure = &plugin.SecureConfig{Checksum: want, Hash: sha256.New()}
 	}
@@ -207,21 +219,21 @@ func (p *provider) launch(ctx context.Context) (*instance, error) {
 		Logger:           p.log,
 		StartTimeout:     p.h.cfg.StartTimeout,
 	})
-	inst, err := p.handshake(ctx, client, stamp)
+	inst, err := p.handshake(ctx, client, path, stamp)
 	if err != nil {
 		client.Kill()
-		return nil, err
+		return nil, stamp, err
 	}
-	return inst, nil
+	return inst, stamp, nil
 }
 
-func (p *provider) handshake(ctx context.Context, client *plugin.Client, stamp fileStamp) (*instance, error) {
+func (p *provider) handshake(ctx context.Context, client *plugin.Client, path string, stamp fileStamp) (*instance, error) {
 	rpc, err := client.Client()
 	if err != nil {
 		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
-			return nil, refused("checksum mismatch: %s changed before it was run: %v", p.binaryPath(), err)
+			return nil, refused("checksum mismatch: %s changed before it was run: %v", path, err)
 		}
-		return nil, fmt.Errorf("launch %s: %w", p.binaryPath(), err)
+		return nil, fmt.Errorf("launch %s: %w", path, err)
 	}
 	if v := client.NegotiatedVersion(); v != sdk.ProtocolVersion {
 		return nil, refused("plugin speaks protocol version %d, host wants %d", v, sdk.ProtocolVersion)
@@ -235,7 +247,7 @@ func (p *provider) handshake(ctx context.Context, client *plugin.Client, stamp f
 		return nil, fmt.Errorf("dispense: got %T, not an sdk.Channel", raw)
 	}
 	pid, _ := strconv.Atoi(client.ID())
-	inst := &instance{client: client, ch: ch, pid: pid, started: time.Now(), stamp: stamp}
+	inst := &instance{client: client, ch: ch, pid: pid, started: time.Now(), path: path, stamp: stamp}
 	if d, ok := raw.(interface{ Done() <-chan struct{} }); ok {
 		inst.done = d.Done()
 	}

@@ -25,7 +25,9 @@ const (
 	// StateServing: the plugin takes traffic.
 	StateServing State = "serving"
 	// StateRestarting: the plugin crashed or failed to start and is being
-	// restarted with backoff; its channel's deliveries wait as RETRY.
+	// restarted with backoff; its channel's deliveries wait as RETRY. A
+	// provider whose binary was rejected and of which no good version is
+	// kept stays here until a new binary is installed (LastError says so).
 	StateRestarting State = "restarting"
 	// StateCircuitOpen: the plugin runs but its circuit breaker keeps
 	// traffic on the next provider (after failed sends or failed health
@@ -67,7 +69,10 @@ type ProviderStatus struct {
 	ThrottledUntil time.Time `json:"throttled_until,omitzero"`
 	// LastError is the most recent error (start, crash, health, send).
 	LastError string `json:"last_error,omitempty"`
-	// Binary is the plugin binary's path.
+	// Binary is the path of the binary the running process runs: the
+	// plugin's path, or the host's kept copy of the last good version when
+	// a restart found a rejected binary at the plugin's path (LastError
+	// then says so). Without a process, the plugin's path.
 	Binary string `json:"binary"`
 	// SHA256 is the checksum of the running binary.
 	SHA256 string `json:"sha256,omitempty"`
@@ -102,8 +107,13 @@ type provider struct {
 	throttleUntil time.Time
 	breaker       breaker
 	// badSum is the checksum of a binary that failed to start, so the
-	// watcher does not retry it until it changes again.
+	// watcher does not retry it until it changes again, and a restart after
+	// a crash runs good instead. badErr says why it failed.
 	badSum string
+	badErr string
+	// good is the kept copy of the last binary that passed a launch here
+	// (nil when none could be kept).
+	good *keptBinary
 	// lastSeen is the binary's stat when last looked at.
 	lastSeen fileStamp
 
@@ -168,6 +178,13 @@ func (p *provider) run() {
 			p.drainAndKill(inst)
 		}
 		p.drains.Wait()
+		p.mu.Lock()
+		good := p.good
+		p.good = nil
+		p.mu.Unlock()
+		if good != nil {
+			p.h.keeper.release(good.path)
+		}
 	}()
 	health := time.NewTicker(p.h.cfg.HealthInterval)
 	defer health.Stop()
@@ -186,13 +203,13 @@ func (p *provider) run() {
 					return
 				case req := <-p.reloads:
 					t.Stop()
-					req.result <- p.startNow(req.ctx, &attempt)
+					req.result <- p.startNow(req.ctx, &attempt, true)
 					continue
 				case <-t.C:
 				}
 			}
 			ctx, cancel := context.WithTimeout(p.h.ctx, p.h.cfg.StartTimeout+3*p.h.cfg.CallTimeout)
-			p.startNow(ctx, &attempt)
+			p.startNow(ctx, &attempt, false)
 			cancel()
 			if first {
 				first = false
@@ -228,38 +245,133 @@ func (p *provider) run() {
 }
 
 // startNow launches an instance when none serves; it records the outcome
-// in the provider's state.
-func (p *provider) startNow(ctx context.Context, attempt *int) error {
+// in the provider's state. An explicit start (a reload) runs the binary at
+// the plugin's path. An automatic one (first start, restart after a crash
+// or a failed start) does not run a binary the host rejected while it
+// keeps a copy of the last good version: it runs that copy, and without
+// one it waits, retrying with backoff, for a new binary or a reload.
+func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) error {
 	p.mu.Lock()
 	if p.inst != nil {
 		p.mu.Unlock()
 		return p.swap(ctx, "reload", attempt)
 	}
+	good, badSum, badErr, crashErr := p.good, p.badSum, p.badErr, p.lastErr
 	p.mu.Unlock()
-	inst, err := p.launch(ctx)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err != nil {
-		p.lastErr = err.Error()
-		var re *refusedError
-		if errors.As(err, &re) {
-			p.state = StateRefused
-			p.badSum = p.lastSeen.sum
-			p.log.Error("plugin refused", "error", err)
-		} else {
-			p.state = StateRestarting
-			*attempt++
-			p.log.Error("plugin failed to start; retrying with backoff", "error", err, "attempt", *attempt,
-				"next_in", p.h.cfg.Restart.delay(*attempt))
+	var kept *keptBinary
+	if !explicit && badSum != "" {
+		if st, err := stampFile(p.binaryPath(), p.lastStamp()); err == nil && st.sum == badSum {
+			if good == nil {
+				err := fmt.Errorf("not restarting %s: that binary (sha256 %s) was rejected (%s) and no copy of a good version is kept; install a good binary or run `herald plugins reload %s`",
+					p.binaryPath(), badSum, badErr, p.cfg.Plugin)
+				p.mu.Lock()
+				p.state = StateRestarting
+				p.lastErr = err.Error()
+				*attempt++
+				p.mu.Unlock()
+				p.log.Error("plugin not restarted: its binary was rejected and no good version is kept", "rejected_sha256", badSum,
+					"reason", badErr, "next_check_in", p.h.cfg.Restart.delay(*attempt))
+				return err
+			}
+			kept = good
+			p.log.Warn("the plugin binary on disk was rejected; restarting the last good version from its kept copy",
+				"rejected_sha256", badSum, "reason", badErr, "good_version", good.version, "good_sha256", good.sum, "copy", good.path)
 		}
+	}
+	inst, tried, err := p.launch(ctx, kept)
+	if err != nil {
+		p.startFailed(err, tried, kept, attempt)
 		return err
 	}
+	p.mu.Lock()
 	p.inst = inst
 	p.state = StateServing
-	p.badSum = ""
 	p.breaker.health(time.Now(), true)
-	p.log.Info("plugin serving", "version", inst.desc.PluginVersion, "pid", inst.pid, "sha256", inst.stamp.sum)
+	if kept == nil {
+		p.badSum, p.badErr = "", ""
+	} else {
+		// Say so until the next error: ls shows why an old version runs.
+		p.lastErr = fmt.Sprintf("serving the last good version %s from its kept copy %s: the binary on disk (sha256 %s) was rejected: %s",
+			kept.version, kept.path, badSum, badErr)
+		if crashErr != "" {
+			p.lastErr = crashErr + "; " + p.lastErr
+		}
+	}
+	p.mu.Unlock()
+	p.log.Info("plugin serving", "version", inst.desc.PluginVersion, "pid", inst.pid, "sha256", inst.stamp.sum, "binary", inst.path)
+	p.keepGood(inst)
 	return nil
+}
+
+// startFailed records a failed start from kept (nil: the plugin's path),
+// whose binary had stamp tried.
+func (p *provider) startFailed(err error, tried fileStamp, kept *keptBinary, attempt *int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lastErr = err.Error()
+	var re *refusedError
+	switch {
+	case kept != nil:
+		if errors.Is(err, errKeptCopyBad) && p.good == kept {
+			p.good = nil
+			p.h.keeper.release(kept.path)
+		}
+		p.state = StateRestarting
+		*attempt++
+		p.log.Error("the last good version failed to start from its kept copy; retrying with backoff", "error", err,
+			"attempt", *attempt, "next_in", p.h.cfg.Restart.delay(*attempt))
+	case p.good != nil && tried.sum != "" && tried.sum != p.good.sum:
+		// A new binary that fails while a good version is kept is
+		// rejected, as in a failed hot swap: the next attempt runs the
+		// good version.
+		p.state = StateRestarting
+		p.badSum, p.badErr = tried.sum, err.Error()
+		*attempt++
+		p.log.Error("plugin binary on disk failed to start; rejected, the next attempt restarts the last good version from its kept copy",
+			"error", err, "rejected_sha256", tried.sum, "good_version", p.good.version, "next_in", p.h.cfg.Restart.delay(*attempt))
+	case errors.As(err, &re):
+		p.state = StateRefused
+		p.badSum, p.badErr = rejectedSum(tried, p.lastSeen), err.Error()
+		p.log.Error("plugin refused", "error", err)
+	default:
+		p.state = StateRestarting
+		*attempt++
+		p.log.Error("plugin failed to start; retrying with backoff", "error", err, "attempt", *attempt,
+			"next_in", p.h.cfg.Restart.delay(*attempt))
+	}
+}
+
+// rejectedSum is the checksum of a binary that failed to launch: the one
+// launch read, else the last one seen at the plugin's path.
+func rejectedSum(tried, lastSeen fileStamp) string {
+	if tried.sum != "" {
+		return tried.sum
+	}
+	return lastSeen.sum
+}
+
+// keepGood keeps a copy of the binary inst runs, which has just passed its
+// launch, as the provider's last good version (unless it already is).
+func (p *provider) keepGood(inst *instance) {
+	p.mu.Lock()
+	cur := p.good
+	p.mu.Unlock()
+	if cur != nil && cur.sum == inst.stamp.sum {
+		return
+	}
+	path, err := p.h.keeper.keep(inst.path, p.cfg.Plugin, inst.stamp.sum)
+	if err != nil {
+		p.log.Warn("no copy of the verified plugin binary kept: a restart after a rejected hot swap will wait for a good binary", "error", err)
+		return
+	}
+	p.mu.Lock()
+	prev := p.good
+	p.good = &keptBinary{path: path, sum: inst.stamp.sum, version: inst.desc.PluginVersion}
+	p.mu.Unlock()
+	if prev != nil {
+		p.h.keeper.release(prev.path)
+	}
+	p.log.Debug("kept a copy of the verified plugin binary", "version", inst.desc.PluginVersion, "sha256", inst.stamp.sum, "copy", path)
 }
 
 // onCrash drops a dead instance; the loop restarts it with backoff.
@@ -340,13 +452,13 @@ func (p *provider) swap(ctx context.Context, reason string, attempt *int) error 
 	old := p.inst
 	p.mu.Unlock()
 	if old == nil {
-		return p.startNow(ctx, attempt)
+		return p.startNow(ctx, attempt, true)
 	}
-	next, err := p.launch(ctx)
+	next, tried, err := p.launch(ctx, nil)
 	if err != nil {
 		p.mu.Lock()
 		p.lastErr = "swap: " + err.Error()
-		p.badSum = p.lastSeen.sum
+		p.badSum, p.badErr = rejectedSum(tried, p.lastSeen), p.lastErr
 		p.mu.Unlock()
 		p.log.Error("hot swap failed; the old version keeps serving", "reason", reason, "error", err,
 			"serving_version", old.desc.PluginVersion, "serving_pid", old.pid)
@@ -355,7 +467,7 @@ func (p *provider) swap(ctx context.Context, reason string, attempt *int) error 
 	p.mu.Lock()
 	p.inst = next
 	p.state = StateServing
-	p.badSum = ""
+	p.badSum, p.badErr = "", ""
 	p.breaker.health(time.Now(), true)
 	p.mu.Unlock()
 	p.log.Info("hot swap: traffic switched", "reason", reason,
@@ -372,6 +484,7 @@ func (p *provider) swap(ctx context.Context, reason string, attempt *int) error 
 		old.kill()
 		p.log.Info("hot swap: old plugin stopped", "version", old.desc.PluginVersion, "pid", old.pid)
 	}()
+	p.keepGood(next)
 	return nil
 }
 
@@ -556,6 +669,9 @@ func (p *provider) status(now time.Time) ProviderStatus {
 		Restarts:  p.restarts,
 		LastError: p.lastErr,
 		Binary:    p.binaryPath(),
+	}
+	if p.inst != nil {
+		s.Binary = p.inst.path
 	}
 	if now.Before(p.throttleUntil) {
 		s.ThrottledUntil = p.throttleUntil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,4 +170,163 @@ func TestCancelledProbeDoesNotCloseCircuit(t *testing.T) {
 	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateServing {
 		t.Errorf("state = %s after a successful probe, want serving", st.State)
 	}
+}
+
+// countLines counts the lines of s holding every one of subs.
+func countLines(s string, subs ...string) int {
+	n := 0
+	for _, line := range strings.Split(s, "\n") {
+		all := true
+		for _, sub := range subs {
+			all = all && strings.Contains(line, sub)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRestartAfterRejectedSwapRunsLastGoodVersion: a hot swap rejects a
+// broken new binary, which stays on disk; then the old version crashes.
+// The restart runs the kept copy of the old version, not the rejected
+// file; once a good new binary is installed it is swapped in as usual.
+func TestRestartAfterRejectedSwapRunsLastGoodVersion(t *testing.T) {
+	t.Parallel()
+	broken := sinkVariant(t, "version=2.0.0-broken", "brokenHealth=true")
+	v2 := sinkVariant(t, "version=2.0.0")
+	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, func(c *Config) {
+		c.WatchInterval = 100 * time.Millisecond
+	})
+	before := statusOf(t, env.h, "TEST", "sink")
+	disk := installPlugin(t, broken, env.dir, "sink")
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		return strings.Contains(env.logs.String(), "hot swap failed; the old version keeps serving")
+	}, "the watcher tried the new binary")
+
+	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var after ProviderStatus
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		after = statusOf(t, env.h, "TEST", "sink")
+		return after.State == StateServing && after.PID > 0 && after.PID != before.PID
+	}, "the provider serves again after the crash: %+v", &after)
+	if after.Version != "1.0.0" || after.SHA256 != before.SHA256 || after.Restarts != 1 {
+		t.Errorf("after the crash: %+v, want version 1.0.0 (sha256 %s) restarted once", after, before.SHA256)
+	}
+	if after.Binary == disk || sha256File(t, after.Binary) != before.SHA256 {
+		t.Errorf("restarted from %s, want the kept copy of the good binary", after.Binary)
+	}
+	for _, want := range []string{"serving the last good version 1.0.0 from its kept copy", "was rejected", "health check failed"} {
+		if !strings.Contains(after.LastError, want) {
+			t.Errorf("last error %q lacks %q", after.LastError, want)
+		}
+	}
+	batch := deliveries("a", 3)
+	results, _, err := env.h.Send(context.Background(), "TEST", batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allSent(t, batch, results)
+	logs := env.logs.String()
+	if !strings.Contains(logs, "restarting the last good version from its kept copy") {
+		t.Errorf("log does not say the restart ran the kept copy")
+	}
+	if n := countLines(logs, "sink plugin starting", "binary_version=2.0.0-broken"); n != 1 {
+		t.Errorf("the broken binary was started %d times, want once (by the rejected swap)", n)
+	}
+
+	// A good new binary replaces the kept copy through a normal hot swap.
+	kept := after.Binary
+	installPlugin(t, v2, env.dir, "sink")
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		after = statusOf(t, env.h, "TEST", "sink")
+		return after.Version == "2.0.0" && after.Binary == disk
+	}, "the new good binary serves from the plugin directory: %+v", &after)
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, err := os.Stat(kept)
+		return errors.Is(err, os.ErrNotExist)
+	}, "the kept copy of 1.0.0 (%s) is removed once 2.0.0 is the last good version", kept)
+}
+
+// TestRestartSkipsBrokenBinaryInstalledBeforeCrash: with the watcher off, a
+// broken binary replaces the running one on disk, then the running one
+// crashes. The restart tries the new file, rejects it, and runs the kept
+// copy of the last good version.
+func TestRestartSkipsBrokenBinaryInstalledBeforeCrash(t *testing.T) {
+	t.Parallel()
+	broken := sinkVariant(t, "version=2.0.0-broken", "brokenHealth=true")
+	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, nil)
+	before := statusOf(t, env.h, "TEST", "sink")
+	installPlugin(t, broken, env.dir, "sink")
+	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var after ProviderStatus
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		after = statusOf(t, env.h, "TEST", "sink")
+		return after.State == StateServing && after.PID > 0 && after.PID != before.PID
+	}, "the provider serves again after the crash: %+v", &after)
+	if after.Version != "1.0.0" || after.SHA256 != before.SHA256 {
+		t.Errorf("after the crash: %+v, want version 1.0.0", after)
+	}
+	logs := env.logs.String()
+	if !strings.Contains(logs, "plugin binary on disk failed to start; rejected") {
+		t.Errorf("log does not say the new binary was rejected")
+	}
+	if n := countLines(logs, "sink plugin starting", "binary_version=2.0.0-broken"); n != 1 {
+		t.Errorf("the broken binary was started %d times, want once", n)
+	}
+	batch := deliveries("a", 2)
+	results, _, err := env.h.Send(context.Background(), "TEST", batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allSent(t, batch, results)
+}
+
+// TestRestartWithoutKeptCopyWaitsForGoodBinary: when no copy of the good
+// version could be kept, a restart after a rejected swap does not run the
+// rejected binary: the provider waits (restarting, with the reason in its
+// last error) until a new binary is installed.
+func TestRestartWithoutKeptCopyWaitsForGoodBinary(t *testing.T) {
+	t.Parallel()
+	broken := sinkVariant(t, "version=2.0.0-broken", "brokenHealth=true")
+	v2 := sinkVariant(t, "version=2.0.0")
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, func(c *Config) {
+		c.KeepDir = filepath.Join(notADir, "keep") // cannot be created
+		c.Restart = Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}
+	})
+	before := statusOf(t, env.h, "TEST", "sink")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	installPlugin(t, broken, env.dir, "sink")
+	if err := env.h.Reload(ctx, "sink"); err == nil {
+		t.Fatal("reload to a broken binary succeeded")
+	}
+	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var st ProviderStatus
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		st = statusOf(t, env.h, "TEST", "sink")
+		return st.State == StateRestarting && strings.Contains(st.LastError, "not restarting") &&
+			countLines(env.logs.String(), "plugin not restarted: its binary was rejected") >= 3
+	}, "the provider waits without running the rejected binary: %+v", &st)
+	if n := countLines(env.logs.String(), "sink plugin starting", "binary_version=2.0.0-broken"); n != 1 {
+		t.Errorf("the broken binary was started %d times, want once (by the reload)", n)
+	}
+	if _, _, err := env.h.Send(context.Background(), "TEST", deliveries("a", 1)); !errors.Is(err, sdk.ErrPluginExited) {
+		t.Errorf("send while waiting: %v, want sdk.ErrPluginExited (retry later)", err)
+	}
+	installPlugin(t, v2, env.dir, "sink")
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		st = statusOf(t, env.h, "TEST", "sink")
+		return st.State == StateServing && st.Version == "2.0.0"
+	}, "the new binary serves: %+v", &st)
 }
