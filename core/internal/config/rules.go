@@ -93,7 +93,13 @@ type rulesChannelRaw struct {
 	Intrusive  *bool               `koanf:"intrusive"`
 	UserTypes  []string            `koanf:"user_types"`
 	Retry      *rulesRetryRaw      `koanf:"retry"`
+	Breaker    *rulesBreakerRaw    `koanf:"breaker"`
 	Unknown    map[string]any      `koanf:",remain"`
+}
+
+type rulesBreakerRaw struct {
+	Cooldown string         `koanf:"cooldown"`
+	Unknown  map[string]any `koanf:",remain"`
 }
 
 type rulesProviderRaw struct {
@@ -703,6 +709,7 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile) (rules.Spec, *rulesOw
 			base.MaxAttempts = 1
 		}
 		ch.Retry = rulesRetryFrom(c, f, raw.Retry, base, []string{rules.KeyChannel, name, rules.KeyRetry})
+		ch.Breaker = rulesBreakerFrom(c, f, raw.Breaker, []string{rules.KeyChannel, name, rules.KeyBreaker})
 		for _, p := range raw.Providers {
 			if p == nil {
 				continue
@@ -868,6 +875,21 @@ func rulesRetryFrom(c *rulesCollector, f *rulesFile, raw *rulesRetryRaw, base ru
 	if raw.Jitter != nil {
 		out.Jitter = *raw.Jitter
 	}
+	return out
+}
+
+// rulesBreakerFrom reads a channel's breaker block.
+func rulesBreakerFrom(c *rulesCollector, f *rulesFile, raw *rulesBreakerRaw, path []string) rules.BreakerConfig {
+	var out rules.BreakerConfig
+	if raw == nil || raw.Cooldown == "" {
+		return out
+	}
+	d, err := time.ParseDuration(raw.Cooldown)
+	if err != nil {
+		c.add(f, rulesSubPath(path, rules.KeyCooldown), fmt.Sprintf("bad duration %q: want a Go duration such as 2s or 10m", raw.Cooldown))
+		return out
+	}
+	out.Cooldown = d
 	return out
 }
 

@@ -59,6 +59,7 @@ var (
 		rules.KeyChannel: {kind: rulesLabeled, elem: shapeObject(map[string]*rulesShape{
 			rules.KeyProviders: {kind: rulesList, elem: shapeObject(map[string]*rulesShape{rules.KeyConfig: shapeFree})},
 			rules.KeyRetry:     shapeRetry,
+			rules.KeyBreaker:   shapeObject(nil),
 		})},
 		rules.KeyEvent: {kind: rulesLabeled, elem: shapeObject(map[string]*rulesShape{
 			rules.KeyAudience:            {kind: rulesList, elem: shapeObject(nil)},

@@ -17,7 +17,8 @@ type BreakerPolicy struct {
 	// judged (default 10).
 	MinRequests int
 	// Cooldown is how long the circuit stays open before one probe send is
-	// let through (half-open) (default 10s).
+	// let through (half-open) (default 10s). A channel's rules may set
+	// their own (channel "X" { breaker { cooldown = "30s" } }).
 	Cooldown time.Duration
 	// HealthFailures opens the circuit after this many failed health checks
 	// in a row (default 2), and while the provider's last HealthFailures

@@ -126,7 +126,8 @@ type Config struct {
 	// filesystem that allows executing files (default: a new directory
 	// under os.TempDir, removed by Close).
 	KeepDir string
-	// Breaker configures failover between the providers of a channel.
+	// Breaker configures failover between the providers of a channel. A
+	// channel's rules may set their own cooldown (rules.BreakerConfig).
 	Breaker BreakerPolicy
 	// HostCapabilities is sent to plugins in ConfigureRequest.
 	HostCapabilities []string
@@ -299,9 +300,10 @@ func (h *Host) buildGroups(chs []rules.ChannelConfig, keep map[string]*provider)
 			key := ch.Name + "/" + providerName(pc)
 			p := keep[key]
 			if p == nil {
-				p = newProvider(h, ch.Name, pc)
+				p = newProvider(h, ch, pc)
 			}
 			p.setPriority(pc.Priority)
+			p.setBreakerPolicy(h.breakerPolicy(ch))
 			list = append(list, ordered{p: p, pri: pc.Priority, idx: i})
 		}
 		sort.SliceStable(list, func(i, j int) bool { return list[i].pri < list[j].pri })
@@ -311,6 +313,16 @@ func (h *Host) buildGroups(chs []rules.ChannelConfig, keep map[string]*provider)
 		groups[ch.Name] = g
 	}
 	return groups
+}
+
+// breakerPolicy is the breaker policy of ch's providers: the host's, with
+// the channel's own cooldown when its rules give one.
+func (h *Host) breakerPolicy(ch rules.ChannelConfig) BreakerPolicy {
+	pol := h.cfg.Breaker
+	if ch.Breaker.Cooldown > 0 {
+		pol.Cooldown = ch.Breaker.Cooldown
+	}
+	return pol
 }
 
 // Send delivers batch through channel's first available provider by
@@ -525,7 +537,7 @@ func (h *Host) Reconfigure(channels []rules.ChannelConfig) error {
 				keep[key] = p
 				continue
 			}
-			np := newProvider(h, ch.Name, pc)
+			np := newProvider(h, ch, pc)
 			keep[key] = np
 			fresh = append(fresh, np)
 			if p, ok := old[key]; ok {

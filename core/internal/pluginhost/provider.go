@@ -144,17 +144,17 @@ func sameProvider(a, b rules.Provider) bool {
 		reflect.DeepEqual(a.Config, b.Config)
 }
 
-func newProvider(h *Host, channel string, cfg rules.Provider) *provider {
+func newProvider(h *Host, ch rules.ChannelConfig, cfg rules.Provider) *provider {
 	name := providerName(cfg)
 	return &provider{
 		h:         h,
-		channel:   channel,
+		channel:   ch.Name,
 		cfg:       cfg,
 		name:      name,
-		log:       h.log.With("plugin", cfg.Plugin, "channel", channel, "provider", name),
+		log:       h.log.With("plugin", cfg.Plugin, "channel", ch.Name, "provider", name),
 		priority:  cfg.Priority,
 		state:     StateStarting,
-		breaker:   breaker{policy: h.cfg.Breaker},
+		breaker:   breaker{policy: h.breakerPolicy(ch)},
 		crashed:   make(chan *instance, 4),
 		reloads:   make(chan reloadRequest),
 		quit:      make(chan struct{}),
@@ -719,5 +719,13 @@ func (p *provider) stopAndWait() {
 func (p *provider) setPriority(pri int) {
 	p.mu.Lock()
 	p.priority = pri
+	p.mu.Unlock()
+}
+
+// setBreakerPolicy applies a (possibly reloaded) policy; the circuit keeps
+// its state.
+func (p *provider) setBreakerPolicy(pol BreakerPolicy) {
+	p.mu.Lock()
+	p.breaker.policy = pol
 	p.mu.Unlock()
 }

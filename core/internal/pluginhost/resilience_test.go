@@ -330,3 +330,64 @@ func TestRestartWithoutKeptCopyWaitsForGoodBinary(t *testing.T) {
 		return st.State == StateServing && st.Version == "2.0.0"
 	}, "the new binary serves: %+v", &st)
 }
+
+// TestChannelBreakerCooldown: a channel's rules set its breaker cooldown,
+// shorter than the host's (an hour here): channel START from the start,
+// channel RELOAD through a rules reload that keeps its providers running.
+func TestChannelBreakerCooldown(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	channel := func(name string, cooldown time.Duration) rules.ChannelConfig {
+		return rules.ChannelConfig{Name: name, Breaker: rules.BreakerConfig{Cooldown: cooldown}, Providers: []rules.Provider{
+			{Name: "a", Plugin: "sink", Priority: 1, Config: map[string]any{"fail_file": filepath.Join(tmp, name+"-down")}},
+			{Name: "b", Plugin: "sink", Priority: 2},
+		}}
+	}
+	env := startHost(t, []rules.ChannelConfig{channel("START", 100*time.Millisecond), channel("RELOAD", 0)}, func(c *Config) {
+		c.Breaker = BreakerPolicy{ConsecutiveFailures: 1, Cooldown: time.Hour}
+		c.HealthInterval = time.Hour
+	})
+	send := func(ch string) string {
+		t.Helper()
+		_, provider, err := env.h.Send(context.Background(), ch, deliveries("x", 1))
+		if err != nil {
+			t.Fatalf("send on %s: %v", ch, err)
+		}
+		return provider
+	}
+	// trip fails one send on ch's provider a, which opens its circuit, and
+	// lets a recover.
+	trip := func(ch string) {
+		t.Helper()
+		down := filepath.Join(tmp, ch+"-down")
+		if err := os.WriteFile(down, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if p := send(ch); p != "a" {
+			t.Fatalf("%s: the failing send went to %s, want a", ch, p)
+		}
+		if st := statusOf(t, env.h, ch, "a"); st.State != StateCircuitOpen {
+			t.Fatalf("%s: a's state = %s, want circuit_open", ch, st.State)
+		}
+		if err := os.Remove(down); err != nil {
+			t.Fatal(err)
+		}
+		if p := send(ch); p != "b" {
+			t.Fatalf("%s: the send right after the circuit opened went to %s, want b", ch, p)
+		}
+	}
+	trip("START")
+	testenv.Eventually(t, 10*time.Second, func() bool { return send("START") == "a" }, "START: traffic back on a after the channel's cooldown")
+
+	// RELOAD's a has the host's hour-long cooldown until the rules give
+	// the channel one of its own.
+	trip("RELOAD")
+	pid := statusOf(t, env.h, "RELOAD", "a").PID
+	if err := env.h.Reconfigure([]rules.ChannelConfig{channel("START", 100*time.Millisecond), channel("RELOAD", 100*time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return send("RELOAD") == "a" }, "RELOAD: traffic back on a after the reloaded cooldown")
+	if st := statusOf(t, env.h, "RELOAD", "a"); st.PID != pid {
+		t.Errorf("RELOAD: a restarted by a cooldown change: pid %d → %d", pid, st.PID)
+	}
+}

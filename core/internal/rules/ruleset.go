@@ -270,6 +270,9 @@ func checkChannel(c *specChecker, ch ChannelConfig) {
 		c.addf(extend(base, KeyRetry, KeyMaxAttempts), "best-effort channels are not retried (set %s = false to retry)", KeyBestEffort)
 	}
 	checkRetry(c, ch.Retry, extend(base, KeyRetry))
+	if ch.Breaker.Cooldown < 0 {
+		c.addf(extend(base, KeyBreaker, KeyCooldown), "must not be negative, got %s", ch.Breaker.Cooldown)
+	}
 }
 
 // setDefaults fills what the spec leaves empty: severity info, quiet hours

@@ -147,6 +147,8 @@ const (
 	KeyIntrusive           = "intrusive"
 	KeyUserTypes           = "user_types"
 	KeyRetry               = "retry"
+	KeyBreaker             = "breaker"
+	KeyCooldown            = "cooldown"
 	KeyMaxAttempts         = "max_attempts"
 	KeyInitial             = "initial"
 	KeyMax                 = "max"

@@ -194,4 +194,16 @@ type ChannelConfig struct {
 	UserTypes []string
 	Retry     RetryPolicy
 	Providers []Provider
+	// Breaker tunes the circuit breaker that fails over between the
+	// channel's providers.
+	Breaker BreakerConfig
+}
+
+// BreakerConfig is a channel's circuit-breaker tuning. Zero fields take the
+// plugin host's defaults.
+type BreakerConfig struct {
+	// Cooldown is how long an open circuit keeps traffic away from a
+	// provider before one probe send is let through (the host's default
+	// is 10s).
+	Cooldown time.Duration
 }
