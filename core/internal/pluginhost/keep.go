@@ -8,7 +8,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
+)
+
+// keepDirPrefix starts the name of every temporary keep directory, and
+// keepOwnerFile in it holds the owning process's pid, so that a later host
+// can remove the directories of hosts that died without Close.
+const (
+	keepDirPrefix = "herald-plugins-verified-"
+	keepOwnerFile = "owner.pid"
 )
 
 // errKeptCopyBad means a kept copy is gone or no longer has the checksum it
@@ -65,8 +76,13 @@ func (k *keeper) keep(src, plugin, sum string) (string, error) {
 			}
 			k.dir = k.cfgDir
 		} else {
-			d, err := os.MkdirTemp("", "herald-plugins-verified-")
+			sweepStaleKeepDirs(os.TempDir())
+			d, err := os.MkdirTemp("", keepDirPrefix)
 			if err != nil {
+				return "", fmt.Errorf("keep binary: %w", err)
+			}
+			if err := os.WriteFile(filepath.Join(d, keepOwnerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+				_ = os.RemoveAll(d)
 				return "", fmt.Errorf("keep binary: %w", err)
 			}
 			k.dir, k.temp = d, true
@@ -146,4 +162,42 @@ func (k *keeper) close() {
 		_ = os.RemoveAll(k.dir)
 		k.dir, k.temp = "", false
 	}
+}
+
+// sweepStaleKeepDirs removes the temporary keep directories in parent whose
+// owning process is gone: a host killed with SIGKILL, or one that crashed,
+// never ran Close, and a daemon restarted in a loop would otherwise leave a
+// copy of every plugin binary behind at each start. A directory without an
+// owner file (being created), or whose owner runs or cannot be checked, is
+// left alone.
+func sweepStaleKeepDirs(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), keepDirPrefix) {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		b, err := os.ReadFile(filepath.Join(dir, keepOwnerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || pid == os.Getpid() || !processGone(pid) {
+			continue
+		}
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// processGone reports whether no process pid exists (false when unsure,
+// e.g. another user's process or a platform without signal 0).
+func processGone(pid int) bool {
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	return errors.Is(proc.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }
