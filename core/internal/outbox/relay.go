@@ -251,8 +251,9 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 	}
 	var notes []store.NewNotification
 	var dels []store.NewDelivery
+	pe := rules.PrepareEvent(ev)
 	for _, rd := range dec.Recipients {
-		inbox, err := rs.Render(ev, rd.Recipient, "")
+		inbox, err := rs.RenderPrepared(pe, rd.Recipient, "")
 		if err != nil {
 			return nil, nil, fmt.Errorf("render inbox for %s: %w", rd.Recipient.UserID, err)
 		}
@@ -276,7 +277,7 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 			return nil, nil, err
 		}
 		for _, cd := range rd.Channels {
-			content, err := rs.Render(ev, rd.Recipient, cd.Channel)
+			content, err := rs.RenderPrepared(pe, rd.Recipient, cd.Channel)
 			if err != nil {
 				return nil, nil, fmt.Errorf("render %s for %s: %w", cd.Channel, rd.Recipient.UserID, err)
 			}

@@ -165,17 +165,37 @@ func recipientData(r Recipient) map[string]any {
 // inbox title and body. The inbox's Data is the rendered data block, or the
 // payload when the rule gives none.
 func (rs *RuleSet) Render(ev Event, r Recipient, channel string) (Rendered, error) {
+	return rs.RenderPrepared(PrepareEvent(ev), r, channel)
+}
+
+// PreparedEvent is an event whose payload is decoded once, to render it
+// for many recipients and channels. It is read-only once made.
+type PreparedEvent struct {
+	ev      Event
+	payload any
+	event   map[string]any
+	err     error
+}
+
+// PrepareEvent decodes ev's payload for RenderPrepared.
+func PrepareEvent(ev Event) *PreparedEvent {
+	payload, err := decodePayload(ev.Payload)
+	return &PreparedEvent{ev: ev, payload: payload, event: eventData(ev), err: err}
+}
+
+// RenderPrepared is Render for a prepared event.
+func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r Recipient, channel string) (Rendered, error) {
+	ev := pe.ev
 	ce, err := rs.event(ev.Type)
 	if err != nil {
 		return Rendered{}, err
 	}
-	payload, err := decodePayload(ev.Payload)
-	if err != nil {
-		return Rendered{}, fmt.Errorf("rules: event %s: %w", ev.Type, err)
+	if pe.err != nil {
+		return Rendered{}, fmt.Errorf("rules: event %s: %w", ev.Type, pe.err)
 	}
 	data := map[string]any{
-		"payload":   payload,
-		"event":     eventData(ev),
+		"payload":   pe.payload,
+		"event":     pe.event,
 		"recipient": recipientData(r),
 		"channel":   channel,
 	}

@@ -165,8 +165,12 @@ func LoadForSend(ctx context.Context, q Querier, refs []Ref) ([]Claimed, error) 
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
 		var c Claimed
+		// Scanned as bytes: a json.RawMessage destination would make pgx
+		// validate and copy every document on the hot path.
+		var recipient, content []byte
 		err := r.Scan(&c.ID, &c.TenantID, &c.NotificationID, &c.EventID, &c.EventType, &c.UserID, &c.UserType,
-			&c.Channel, &c.Severity, &c.Attempt, &c.MaxAttempts, &c.BestEffort, &c.Recipient, &c.Content, &c.CreatedAt)
+			&c.Channel, &c.Severity, &c.Attempt, &c.MaxAttempts, &c.BestEffort, &recipient, &content, &c.CreatedAt)
+		c.Recipient, c.Content = recipient, content
 		return c, err
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -44,6 +45,9 @@ func TestDeliveryTransitionsOnlyMoveForward(t *testing.T) {
 	loaded, err := store.LoadForSend(ctx, db.Pool, []store.Ref{{ID: id, Attempt: 1}})
 	if err != nil || len(loaded) != 1 || loaded[0].Attempt != 1 {
 		t.Fatalf("load for send: %v %v", loaded, err)
+	}
+	if !json.Valid(loaded[0].Recipient) || !json.Valid(loaded[0].Content) || string(loaded[0].Content) != "{}" {
+		t.Fatalf("load for send: recipient %q content %q, want the stored JSON documents", loaded[0].Recipient, loaded[0].Content)
 	}
 	// Its outcome waits for the publisher's commit, then applies.
 	out := store.Outcome{ID: id, Attempt: 1, Kind: "retryable", Error: "busy", Status: store.StatusRetry, NextAttemptAt: time.Now(), StartedAt: time.Now()}
