@@ -8,7 +8,9 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
+	"text/template/parse"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -175,12 +177,112 @@ type PreparedEvent struct {
 	payload any
 	event   map[string]any
 	err     error
+
+	mu sync.Mutex
+	// cache holds what templates that do not look at the recipient
+	// rendered for this event, per template and channel.
+	cache map[cacheKey]string
+}
+
+type cacheKey struct {
+	t       *template.Template
+	channel string
 }
 
 // PrepareEvent decodes ev's payload for RenderPrepared.
 func PrepareEvent(ev Event) *PreparedEvent {
 	payload, err := decodePayload(ev.Payload)
-	return &PreparedEvent{ev: ev, payload: payload, event: eventData(ev), err: err}
+	return &PreparedEvent{ev: ev, payload: payload, event: eventData(ev), err: err, cache: map[cacheKey]string{}}
+}
+
+// exec renders t, once per event and channel when t reads only the
+// payload, the event and the channel.
+func (pe *PreparedEvent) exec(t *template.Template, data map[string]any, channel string) (string, error) {
+	if t == nil || !recipientFree(t) {
+		return execText(t, data)
+	}
+	k := cacheKey{t, channel}
+	pe.mu.Lock()
+	s, ok := pe.cache[k]
+	pe.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := execText(t, data)
+	if err == nil {
+		pe.mu.Lock()
+		pe.cache[k] = s
+		pe.mu.Unlock()
+	}
+	return s, err
+}
+
+// recipientFreeMemo remembers recipientFree per compiled template.
+var recipientFreeMemo sync.Map
+
+// recipientFree reports whether t's output cannot depend on the recipient:
+// every field it reads starts at .payload, .event or .channel, and it uses
+// no variables, no bare dot, no sub-templates. Anything else counts as
+// depending on the recipient.
+func recipientFree(t *template.Template) bool {
+	if v, ok := recipientFreeMemo.Load(t); ok {
+		return v.(bool)
+	}
+	free := t.Tree != nil && len(t.Templates()) <= 1 && nodeRecipientFree(t.Tree.Root)
+	recipientFreeMemo.Store(t, free)
+	return free
+}
+
+func nodeRecipientFree(n parse.Node) bool {
+	switch n := n.(type) {
+	case nil:
+		return true
+	case *parse.ListNode:
+		if n == nil {
+			return true
+		}
+		for _, c := range n.Nodes {
+			if !nodeRecipientFree(c) {
+				return false
+			}
+		}
+		return true
+	case *parse.ActionNode:
+		return nodeRecipientFree(n.Pipe)
+	case *parse.PipeNode:
+		if n == nil {
+			return true
+		}
+		if len(n.Decl) > 0 {
+			return false
+		}
+		for _, c := range n.Cmds {
+			if !nodeRecipientFree(c) {
+				return false
+			}
+		}
+		return true
+	case *parse.CommandNode:
+		for _, a := range n.Args {
+			if !nodeRecipientFree(a) {
+				return false
+			}
+		}
+		return true
+	case *parse.IfNode:
+		return nodeRecipientFree(n.Pipe) && nodeRecipientFree(n.List) && nodeRecipientFree(n.ElseList)
+	case *parse.FieldNode:
+		switch n.Ident[0] {
+		case "payload", "event", "channel":
+			return true
+		}
+		return false
+	case *parse.TextNode, *parse.StringNode, *parse.NumberNode, *parse.BoolNode, *parse.NilNode,
+		*parse.IdentifierNode, *parse.CommentNode:
+		return true
+	}
+	// range, with, template, variables, dot, chains and anything newer.
+	return false
 }
 
 // RenderPrepared is Render for a prepared event.
@@ -212,13 +314,13 @@ func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r Recipient, channel string
 		}
 		return Rendered{}, fmt.Errorf("rules: event %s: render %s %s: %w", ev.Type, what, field, err)
 	}
-	if out.Title, err = execText(inbox.title, data); err != nil {
+	if out.Title, err = pe.exec(inbox.title, data, channel); err != nil {
 		return fail(KeyTitle, err)
 	}
 	if out.Title == "" {
 		out.Title = ev.Type
 	}
-	if out.Body, err = execText(inbox.body, data); err != nil {
+	if out.Body, err = pe.exec(inbox.body, data, channel); err != nil {
 		return fail(KeyBody, err)
 	}
 	if channel == "" {
@@ -240,19 +342,19 @@ func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r Recipient, channel string
 	}
 	t := ct.pick(locale)
 	if t.title != nil {
-		if out.Title, err = execText(t.title, data); err != nil {
+		if out.Title, err = pe.exec(t.title, data, channel); err != nil {
 			return fail(KeyTitle, err)
 		}
 	}
 	if t.subject != nil {
-		if out.Subject, err = execText(t.subject, data); err != nil {
+		if out.Subject, err = pe.exec(t.subject, data, channel); err != nil {
 			return fail(KeySubject, err)
 		}
 	} else if t.title != nil {
 		out.Subject = out.Title
 	}
 	if t.body != nil {
-		if out.Body, err = execText(t.body, data); err != nil {
+		if out.Body, err = pe.exec(t.body, data, channel); err != nil {
 			return fail(KeyBody, err)
 		}
 	}
