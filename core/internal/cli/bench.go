@@ -162,9 +162,17 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, latency, single, scale or custom", f.scenario)}
 	}
 
-	for _, sc := range runs {
+	for i, sc := range runs {
 		if sc.Name == "latency" {
 			sc = latencyScenario(f, rep.Runs)
+		}
+		if i > 0 {
+			// The servers finish the last run's work (autovacuum, the
+			// dropped database's checkpoint, broker housekeeping) before
+			// the next run starts, so runs do not measure each other.
+			if idle, waited := bench.Settle(ctx, 0.8, 30*time.Second); !idle {
+				logf("machine still busy after %s; starting %s anyway", waited.Round(time.Second), sc.Name)
+			}
 		}
 		res, err := bench.Run(ctx, env, sc)
 		if err != nil {
