@@ -4,6 +4,7 @@
 package broker
 
 import (
+	"slices"
 	"context"
 	"errors"
 	"fmt"
@@ -121,9 +122,11 @@ var ErrClosed = errors.New("broker: connection closed")
 // Conn is a RabbitMQ connection that redials with backoff when it drops and
 // re-declares the topology on every new connection.
 type Conn struct {
-	url  string
-	topo Topology
-	log  hclog.Logger
+	url string
+	log hclog.Logger
+
+	topoMu sync.RWMutex
+	topo   Topology
 
 	mu      sync.Mutex
 	conn    *amqp.Connection
@@ -188,7 +191,7 @@ func (c *Conn) connect() (*amqp.Connection, error) {
 		return nil, err
 	}
 	defer ch.Close()
-	if err := c.topo.Declare(ch); err != nil {
+	if err := c.Topology().Declare(ch); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
@@ -239,7 +242,44 @@ func (c *Conn) Channel(ctx context.Context) (*amqp.Channel, error) {
 }
 
 // Topology returns the declared topology.
-func (c *Conn) Topology() Topology { return c.topo }
+func (c *Conn) Topology() Topology {
+	c.topoMu.RLock()
+	defer c.topoMu.RUnlock()
+	t := c.topo
+	t.Queues = append([]Queue(nil), t.Queues...)
+	return t
+}
+
+// AddQueues adds queues to the topology (a rules reload added channels)
+// and declares them now if the broker is connected; every later connection
+// declares them too. It returns the queues that were new.
+func (c *Conn) AddQueues(ctx context.Context, qs []Queue) ([]Queue, error) {
+	c.topoMu.Lock()
+	var added []Queue
+	for _, q := range qs {
+		if !slices.ContainsFunc(c.topo.Queues, func(o Queue) bool { return o.Name == q.Name }) {
+			c.topo.Queues = append(c.topo.Queues, q)
+			added = append(added, q)
+		}
+	}
+	t := Topology{Exchange: c.topo.Exchange, Queues: added}
+	c.topoMu.Unlock()
+	if len(added) == 0 {
+		return nil, nil
+	}
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn == nil || conn.IsClosed() {
+		return added, nil // the next connection declares them
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return added, err
+	}
+	defer ch.Close()
+	return added, t.Declare(ch)
+}
 
 // Close closes the connection and stops redialing.
 func (c *Conn) Close() {

@@ -65,6 +65,11 @@ type Listener struct {
 	cfg    ListenerConfig
 	log    hclog.Logger
 	guard  *inflight
+
+	mu      sync.Mutex
+	runCtx  context.Context // set while Run runs
+	wg      sync.WaitGroup
+	started map[string]bool // queues being consumed
 }
 
 // NewListener returns a listener; call Run to start it.
@@ -79,17 +84,37 @@ func NewListener(pool *pgxpool.Pool, conn *broker.Conn, sender Sender, ruleset f
 // return every in-flight message has been recorded and acked (or will be
 // redelivered by the broker).
 func (l *Listener) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
+	l.mu.Lock()
+	l.runCtx, l.started = ctx, map[string]bool{}
+	l.mu.Unlock()
 	for _, q := range l.conn.Topology().Queues {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.consumeQueue(ctx, q)
-		}()
+		l.AddQueue(q)
 	}
-	wg.Wait()
+	<-ctx.Done()
+	l.mu.Lock()
+	l.runCtx = nil // no AddQueue from here on, so Wait races no Add
+	l.mu.Unlock()
+	l.wg.Wait()
 	l.guard.close(context.Background())
 	return nil
+}
+
+// AddQueue starts consuming q (a queue a rules reload added) unless it is
+// consumed already. Before Run it does nothing: Run consumes every queue of
+// the topology.
+func (l *Listener) AddQueue(q broker.Queue) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.runCtx == nil || l.started[q.Name] {
+		return
+	}
+	l.started[q.Name] = true
+	ctx := l.runCtx
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		l.consumeQueue(ctx, q)
+	}()
 }
 
 func (l *Listener) consumeQueue(ctx context.Context, q broker.Queue) {

@@ -86,13 +86,26 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	if err := host.Start(ctx); err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}
+	listener := delivery.NewListener(pool, conn, host, current, log, delivery.ListenerConfig{Lease: d.Retry.Lease})
 	watcher.OnChange(func(rs *rules.RuleSet) {
 		if err := host.Reconfigure(rs.Channels()); err != nil {
 			log.Error("plugin providers not reconfigured for the new rules", "error", err)
 		}
+		// Channels the new rules add get their queue now (default
+		// topology) or must match a configured binding.
+		want := Topology(d, rs)
+		added, err := conn.AddQueues(ctx, want.Queues)
+		if err != nil {
+			log.Error("declaring the queues of new channels failed; retried on the next connection", "error", err)
+		}
+		for _, q := range added {
+			log.Info("queue added for a new channel", "queue", q.Name, "bindings", q.Bindings)
+			listener.AddQueue(q)
+		}
+		topo := conn.Topology()
 		for _, c := range rs.Channels() {
-			if !topo.Routable(broker.RoutingKey("x", c.Name)) && len(d.AMQP.Queues) == 0 {
-				log.Warn("a channel added by the new rules has no queue until herald restarts", "channel", c.Name)
+			if !topo.Routable(broker.RoutingKey("x", c.Name)) {
+				log.Warn("no configured queue is bound for a channel of the new rules; its deliveries will fail as unroutable", "channel", c.Name)
 			}
 		}
 	})
@@ -104,7 +117,6 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	relay := outbox.New(pool, current, pub.Kick, log, outbox.Config{
 		BatchSize: d.Relay.BatchSize, PollInterval: d.Relay.PollInterval, MaxAttempts: d.Relay.MaxAttempts, Workers: d.Relay.Workers,
 	})
-	listener := delivery.NewListener(pool, conn, host, current, log, delivery.ListenerConfig{Lease: d.Retry.Lease})
 	poller := delivery.NewRetryPoller(pool, d.Retry.PollInterval, pub.Kick, log)
 
 	apiSrv := api.New(pool, current, log)
