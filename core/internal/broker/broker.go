@@ -4,11 +4,11 @@
 package broker
 
 import (
-	"slices"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
