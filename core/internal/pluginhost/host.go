@@ -109,8 +109,10 @@ type Config struct {
 	WatchInterval time.Duration
 	// CallTimeout bounds Describe, Configure and Health calls (default 10s).
 	CallTimeout time.Duration
-	// SendTimeout bounds one Send call to a plugin when the caller's context
-	// has no deadline (default 60s).
+	// SendTimeout bounds one Send call to a plugin (default 30s). A call
+	// that runs past it counts as a failure of the provider, so a hanging
+	// provider opens its circuit and traffic fails over; a caller's own
+	// earlier deadline ends the call without counting either way.
 	SendTimeout time.Duration
 	// StartTimeout bounds a plugin's launch and handshake (default 20s).
 	StartTimeout time.Duration
@@ -147,7 +149,7 @@ func (c *Config) setDefaults() {
 		c.CallTimeout = 10 * time.Second
 	}
 	if c.SendTimeout <= 0 {
-		c.SendTimeout = 60 * time.Second
+		c.SendTimeout = 30 * time.Second
 	}
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = 20 * time.Second

@@ -546,10 +546,10 @@ func (p *provider) send(ctx context.Context, inst *instance, batch []sdk.Deliver
 	var sendErr error
 	for start := 0; start < len(batch); start += max {
 		chunk := batch[start:min(start+max, len(batch))]
-		callCtx, cancel := ctx, context.CancelFunc(func() {})
-		if _, ok := ctx.Deadline(); !ok {
-			callCtx, cancel = context.WithTimeout(ctx, p.h.cfg.SendTimeout)
-		}
+		// The host's own bound applies under any deadline of the caller's:
+		// a provider that hangs past it has failed (and counts toward its
+		// breaker), while a caller's earlier deadline only ends the call.
+		callCtx, cancel := context.WithTimeout(ctx, p.h.cfg.SendTimeout)
 		res, err := inst.ch.Send(callCtx, chunk)
 		cancel()
 		if err != nil {
