@@ -121,8 +121,9 @@ type PublisherConfig struct {
 type RetryConfig struct {
 	// PollInterval is how often due RETRY and DEFERRED deliveries are claimed.
 	PollInterval time.Duration `koanf:"poll_interval"`
-	// Lease is how long a listener may hold a delivery in SENDING before the
-	// poller treats the attempt as lost and moves it to RETRY.
+	// Lease bounds one attempt: a listener gives a plugin's Send half of it.
+	// (SENDING rows left by Herald versions that claimed before sending are
+	// moved to RETRY once it has passed.)
 	Lease time.Duration `koanf:"lease"`
 }
 

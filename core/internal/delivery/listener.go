@@ -28,8 +28,7 @@ type Sender interface {
 
 // ListenerConfig tunes the listeners.
 type ListenerConfig struct {
-	// Lease is how long a delivery may stay SENDING before the retry poller
-	// declares the attempt lost.
+	// Lease bounds one attempt; SendTimeout defaults to half of it.
 	Lease time.Duration
 	// SendTimeout bounds one Send call (default: half the lease).
 	SendTimeout time.Duration

@@ -9,8 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// RetryPoller moves deliveries whose time has come: SENDING ones whose
-// lease expired go to RETRY (or FAILED), DEFERRED ones whose quiet hours
+// RetryPoller moves deliveries whose time has come: SENDING ones (left by
+// versions that claimed before sending) whose lease expired go to RETRY (or
+// FAILED), DEFERRED ones whose quiet hours
 // ended go to PENDING; then it kicks the publisher, which republishes due
 // RETRY deliveries and publishes the released ones.
 type RetryPoller struct {

@@ -11,8 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -156,27 +154,18 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	// One directory snapshot per tenant for the whole batch: the union of
 	// what its events need, loaded with a handful of queries, instead of a
 	// round of queries per event.
-	needs := make([]rules.Needs, len(events))
 	needErr := make([]error, len(events))
-	merged := map[string]*rules.Needs{}
+	merged := map[string]rules.Needs{}
 	for i, e := range events {
-		needs[i], needErr[i] = rs.Needs(toRulesEvent(e))
-		if needErr[i] != nil {
+		n, err := rs.Needs(toRulesEvent(e))
+		if needErr[i] = err; err != nil {
 			continue
 		}
-		m := merged[e.TenantID]
-		if m == nil {
-			m = &rules.Needs{}
-			merged[e.TenantID] = m
-		}
-		m.GroupKeys = append(m.GroupKeys, needs[i].GroupKeys...)
-		m.UserIDs = append(m.UserIDs, needs[i].UserIDs...)
-		m.UserTypes = append(m.UserTypes, needs[i].UserTypes...)
+		merged[e.TenantID] = merged[e.TenantID].Union(n)
 	}
 	dirs := make(map[string]rules.DirectoryIndex, len(merged))
 	for tenant, m := range merged {
-		m.GroupKeys, m.UserIDs, m.UserTypes = uniq(m.GroupKeys), uniq(m.UserIDs), uniq(m.UserTypes)
-		dir, err := store.LoadDirectory(ctx, tx, tenant, *m)
+		dir, err := store.LoadDirectory(ctx, tx, tenant, m)
 		if err != nil {
 			return 0, err // the whole batch rolls back and is retried
 		}
@@ -231,14 +220,6 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 func toRulesEvent(e store.EventRow) rules.Event {
 	return rules.Event{TenantID: e.TenantID, EventID: e.EventID, Type: e.Type, AggregateType: e.AggregateType,
 		AggregateID: e.AggregateID, Payload: e.Payload, OccurredAt: e.CreatedAt}
-}
-
-func uniq(s []string) []string {
-	if len(s) == 0 {
-		return nil
-	}
-	sort.Strings(s)
-	return slices.Compact(s)
 }
 
 // fanout decides and renders one event against its tenant's directory

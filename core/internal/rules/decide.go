@@ -60,6 +60,16 @@ func (rs *RuleSet) Needs(ev Event) (Needs, error) {
 	return n, nil
 }
 
+// Union returns what n and o need together, each list sorted without
+// repeats: one directory snapshot serves the decisions of both.
+func (n Needs) Union(o Needs) Needs {
+	return Needs{
+		GroupKeys: sortedUnique(append(slices.Clone(n.GroupKeys), o.GroupKeys...)),
+		UserIDs:   sortedUnique(append(slices.Clone(n.UserIDs), o.UserIDs...)),
+		UserTypes: sortedUnique(append(slices.Clone(n.UserTypes), o.UserTypes...)),
+	}
+}
+
 func sortedUnique(s []string) []string {
 	sort.Strings(s)
 	return slices.Compact(s)
