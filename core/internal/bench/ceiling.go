@@ -1,6 +1,7 @@
 // Package bench holds the pieces behind `herald bench`: raw-speed ceilings of
-// the servers measured in the same run as the benchmark, peak memory of the
-// processes under test, latency histograms and a progress bar.
+// the servers and of the producers measured in the same run as the
+// benchmark, peak memory of the processes under test, latency histograms and
+// a progress bar.
 package bench
 
 import (
@@ -14,12 +15,15 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/heraldhq/herald/core/internal/store"
 )
 
 // Ceiling is one raw-speed measurement of a server, taken in the same run as
@@ -28,7 +32,7 @@ type Ceiling struct {
 	// Name says what was measured, e.g. "rabbitmq publish+confirm+consume
 	// (classic, window 256)" or "postgresql copy (batch 1000)".
 	Name string `json:"name"`
-	// Unit is "msgs/s" or "rows/s".
+	// Unit is "msgs/s", "rows/s" or "events/s".
 	Unit string `json:"unit"`
 	// Ops is how many messages or rows went through.
 	Ops int `json:"ops"`
@@ -426,4 +430,53 @@ func (g *rowGen) next() []any {
 	p = append(p, `","locale":"en"}`...)
 	g.i++
 	return []any{g.uuid(), "tenant-1", g.event, user, channel, "PENDING", p, g.now}
+}
+
+// ProducerCeilingName starts the name of a ProducerCeiling.
+const ProducerCeilingName = "producer commits"
+
+// ProducerCeiling measures what producers alone can commit on this machine:
+// the ceiling of a run's events/s when each event is its own transaction.
+// It creates a database called name next to adminURL's database, applies
+// Herald's migrations and adds the benchmark's tenant, then enqueues events
+// events from producers concurrent producers exactly as a benchmark run's
+// producers do (sdk/producer.Enqueue in a transaction of its own per event,
+// the same payloads), with no herald serve running, and returns events/s
+// from the first BEGIN to the last COMMIT. It checks that every event is in
+// the outbox, and drops the database afterwards, pass or fail.
+func ProducerCeiling(ctx context.Context, adminURL, name string, events, producers int) (c Ceiling, err error) {
+	if events <= 0 || producers <= 0 {
+		return Ceiling{}, fmt.Errorf("producer ceiling: events and producers must be positive, got events=%d producers=%d", events, producers)
+	}
+	_, pool, drop, err := heraldDatabase(ctx, adminURL, name, producers+2)
+	if err != nil {
+		return Ceiling{}, ctxErr(ctx, fmt.Errorf("producer ceiling: %w", err))
+	}
+	defer func() {
+		pool.Close()
+		if derr := drop(); derr != nil {
+			err = errors.Join(err, fmt.Errorf("producer ceiling: %w", derr))
+		}
+	}()
+	if err := store.EnsureTenant(ctx, pool, benchTenant, "Benchmark"); err != nil {
+		return Ceiling{}, ctxErr(ctx, fmt.Errorf("producer ceiling: %w", err))
+	}
+
+	sc := Scenario{Events: events, Producers: producers}
+	var committed atomic.Int64
+	start := time.Now()
+	err = produce(ctx, pool, sc, seedGroups(sc), make([]int64, events), &committed)
+	elapsed := time.Since(start)
+	if err != nil {
+		return Ceiling{}, ctxErr(ctx, fmt.Errorf("producer ceiling: after %d of %d events: %w", committed.Load(), events, err))
+	}
+	var rows int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM event_outbox`).Scan(&rows); err != nil {
+		return Ceiling{}, ctxErr(ctx, fmt.Errorf("producer ceiling: count events: %w", err))
+	}
+	if rows != events {
+		return Ceiling{}, fmt.Errorf("producer ceiling: the outbox holds %d events, want %d", rows, events)
+	}
+	name = fmt.Sprintf("%s (%d producers, one event per transaction)", ProducerCeilingName, producers)
+	return newCeiling(name, "events/s", events, elapsed), nil
 }

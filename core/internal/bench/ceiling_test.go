@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
@@ -239,5 +242,108 @@ func TestCeilingJSON(t *testing.T) {
 	}
 	if got, want := c.String(), "x: 500 rows/s (1,000 in 2s)"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+// databaseExists reports whether a database called name exists on db's
+// server.
+func databaseExists(t *testing.T, db *testenv.DB, name string) bool {
+	t.Helper()
+	var n int
+	if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_database WHERE datname = $1`, name).Scan(&n); err != nil {
+		t.Fatalf("list databases: %v", err)
+	}
+	return n > 0
+}
+
+func TestProducerCeiling(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t) // checks that PostgreSQL answers; its pool lists databases
+	adminURL := testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// 601 events over 4 producers: they do not divide evenly.
+	const events = 601
+	name := testenv.RandomName("herald_bench_producers_")
+	c, err := ProducerCeiling(ctx, adminURL, name, events, 4)
+	if err != nil {
+		t.Fatalf("ProducerCeiling: %v", err)
+	}
+	t.Logf("%s", c)
+	if c.Ops != events {
+		t.Errorf("Ops = %d, want %d", c.Ops, events)
+	}
+	if c.PerSec <= 0 || c.Elapsed <= 0 {
+		t.Errorf("PerSec = %v, Elapsed = %v, want both > 0", c.PerSec, c.Elapsed)
+	}
+	if c.Unit != "events/s" || !strings.HasPrefix(c.Name, ProducerCeilingName+" (4 producers") {
+		t.Errorf("Name, Unit = %q, %q", c.Name, c.Unit)
+	}
+	if databaseExists(t, db, name) {
+		t.Errorf("scratch database %s left behind", name)
+	}
+}
+
+// outboxEvents counts the events in database name's outbox, or returns -1
+// while it cannot (the database or its tables do not exist yet).
+func outboxEvents(adminURL, name string) int {
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return -1
+	}
+	u.Path = "/" + name
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM event_outbox`).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// TestProducerCeilingCanceled cancels a long run once its producers are
+// enqueuing and checks that it returns the context's error and still drops the
+// database.
+func TestProducerCeilingCanceled(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	adminURL := testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	name := testenv.RandomName("herald_bench_producers_")
+	res := make(chan error, 1)
+	go func() {
+		_, err := ProducerCeiling(ctx, adminURL, name, 100_000_000, 2)
+		res <- err
+	}()
+	testenv.Eventually(t, time.Minute, func() bool { return outboxEvents(adminURL, name) > 0 }, "events enqueued")
+	cancel()
+	select {
+	case err := <-res:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("ProducerCeiling did not return within a minute of cancel")
+	}
+	if databaseExists(t, db, name) {
+		t.Errorf("scratch database %s left behind", name)
+	}
+}
+
+func TestProducerCeilingBadArgs(t *testing.T) {
+	t.Parallel()
+	for name, a := range map[string][2]int{"zero events": {0, 8}, "zero producers": {10, 0}, "negative": {-1, -1}} {
+		// The arguments are checked before the server is used.
+		if _, err := ProducerCeiling(context.Background(), "postgres://127.0.0.1:1/x", "unused", a[0], a[1]); err == nil {
+			t.Errorf("%s: no error", name)
+		}
 	}
 }

@@ -113,6 +113,11 @@ type Result struct {
 	PluginPeakBytes int64 `json:"plugin_peak_rss_bytes"`
 	// Check is the exactly-once verdict.
 	Check Check `json:"check"`
+	// BenchCPU is the CPU time the benchmark process itself (producers,
+	// progress, following the sink's records) used from the first enqueue
+	// until every delivery was final, as a fraction of one core: what the
+	// benchmark took from the pipeline it measures.
+	BenchCPU float64 `json:"bench_cpu_cores"`
 	// Admin lists each daemon's admin URL (pprof when enabled), for a run
 	// that is being watched.
 	Admin []string `json:"admin,omitempty"`
@@ -181,19 +186,12 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	}
 
 	// A database of the run's own.
-	dbURL, dropDB, err := createDatabase(ctx, env.AdminDatabaseURL, "herald_bench_"+id)
+	dbURL, pool, dropDB, err := heraldDatabase(ctx, env.AdminDatabaseURL, "herald_bench_"+id, sc.Producers+2)
 	if err != nil {
 		return res, err
 	}
 	if !env.Keep {
-		defer dropDB()
-	}
-	if err := store.Migrate(ctx, dbURL, "up"); err != nil {
-		return res, fmt.Errorf("bench: migrate: %w", err)
-	}
-	pool, err := store.NewPool(ctx, dbURL, sc.Producers+2)
-	if err != nil {
-		return res, err
+		defer func() { _ = dropDB() }()
 	}
 	defer pool.Close()
 	groups := seedGroups(sc)
@@ -246,14 +244,19 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	for i, d := range daemons {
 		roots[i] = d.cmd.Process.Pid
 	}
-	rss := WatchRSS(watchCtx, 100*time.Millisecond, roots...)
+	// Peaks come from the kernel's high-water mark (VmHWM), so a slow
+	// watch loses nothing of a process it sees at least once; each sample
+	// scans the whole of /proc, which the run would pay for in CPU.
+	rss := WatchRSS(watchCtx, rssEvery, roots...)
 
 	// Produce, and follow the sink's records while it runs.
 	deadline := time.Now().Add(sc.Duration)
 	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
 	defer cancelRun()
 	commits := make([]int64, sc.Events) // commit time per event, Unix ns
+	cpuStart, wallStart := selfCPU(), time.Now()
 	tail := newRecordTail(recordDir)
+	defer tail.close()
 	var enqueued atomic.Int64
 	var produceErr error
 	var produceWG sync.WaitGroup
@@ -264,7 +267,7 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	}()
 	var bar *Progress
 	if env.Progress != nil {
-		bar = NewProgress(env.Progress, sc.Name, sc.Events*sc.perEvent(), 500*time.Millisecond, tail.count)
+		bar = NewProgress(env.Progress, sc.Name, sc.Events*sc.perEvent(), progressEvery, tail.count)
 	}
 	produceWG.Wait()
 	produced := int(enqueued.Load())
@@ -283,10 +286,15 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	if bar != nil {
 		bar.Stop()
 	}
+	if wall := time.Since(wallStart); wall > 0 {
+		res.BenchCPU = (selfCPU() - cpuStart).Seconds() / wall.Seconds()
+	}
+	rss.sample() // the last high-water marks, while every process is alive
 	for _, d := range daemons {
 		d.stop()
 	}
 	stopWatch()
+	<-rss.Done()
 	res.Processes = rss.Peaks()
 	for _, p := range res.Processes {
 		if slices.Contains(roots, p.PID) {
@@ -355,6 +363,16 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	}
 	return res, nil
 }
+
+// How often a run samples memory, redraws its progress and looks for the
+// sink's new records. None of them is in what a run measures: peaks are
+// the kernel's high-water marks, and throughput and latency come from the
+// commit times and the sink's own timestamps.
+const (
+	rssEvery      = time.Second
+	progressEvery = time.Second
+	waitDoneEvery = 250 * time.Millisecond
+)
 
 // seedGroups is the number of groups events are spread over.
 func seedGroups(sc Scenario) int { return min(sc.Events, 200) }
@@ -479,7 +497,7 @@ func eventIndex(id string) (int, bool) {
 
 // waitDone waits until every expected delivery is final in the database.
 func waitDone(ctx context.Context, pool *pgxpool.Pool, tail *recordTail, expected int) error {
-	tick := time.NewTicker(200 * time.Millisecond)
+	tick := time.NewTicker(waitDoneEvery)
 	defer tick.Stop()
 	for {
 		if tail.count() >= expected {
@@ -560,50 +578,57 @@ type sinkRecord struct {
 	At         int64  `json:"at"`
 }
 
-// recordTail follows the sink's record files, counting lines cheaply.
+// recordTail follows the sink's record files, counting lines cheaply: it
+// keeps each file open and reads only what was appended since the last
+// count, into one buffer.
 type recordTail struct {
-	dir string
-	mu  sync.Mutex
-	off map[string]int64
-	n   int
+	dir   string
+	mu    sync.Mutex
+	files map[string]*os.File
+	buf   []byte
+	n     int
 }
 
-func newRecordTail(dir string) *recordTail { return &recordTail{dir: dir, off: map[string]int64{}} }
+func newRecordTail(dir string) *recordTail {
+	return &recordTail{dir: dir, files: map[string]*os.File{}, buf: make([]byte, 64<<10)}
+}
 
-// count returns the number of complete record lines written so far.
+// count returns the number of complete record lines written so far. A
+// line is complete when its newline is written, so counting newlines in
+// what was read counts complete lines only, however a line was split
+// between two reads.
 func (t *recordTail) count() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	files, _ := filepath.Glob(filepath.Join(t.dir, "*.jsonl"))
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			continue
+	paths, _ := filepath.Glob(filepath.Join(t.dir, "*.jsonl"))
+	for _, p := range paths {
+		fh := t.files[p]
+		if fh == nil {
+			var err error
+			if fh, err = os.Open(p); err != nil {
+				continue
+			}
+			t.files[p] = fh
 		}
-		if _, err := fh.Seek(t.off[f], io.SeekStart); err == nil {
-			buf := make([]byte, 1<<20)
-			for {
-				n, err := fh.Read(buf)
-				chunk := buf[:n]
-				// Count only complete lines; a partial one is read again.
-				if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
-					t.n += bytes.Count(chunk[:i+1], []byte{'\n'})
-					t.off[f] += int64(i + 1)
-					if i+1 < n {
-						_, _ = fh.Seek(t.off[f], io.SeekStart)
-					}
-				} else if n > 0 {
-					_, _ = fh.Seek(t.off[f], io.SeekStart)
-					break
-				}
-				if err != nil {
-					break
-				}
+		for {
+			n, err := fh.Read(t.buf)
+			t.n += bytes.Count(t.buf[:n], []byte{'\n'})
+			if err != nil || n < len(t.buf) {
+				break
 			}
 		}
-		_ = fh.Close()
 	}
 	return t.n
+}
+
+// close closes the files count keeps open.
+func (t *recordTail) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for p, fh := range t.files {
+		_ = fh.Close()
+		delete(t.files, p)
+	}
 }
 
 // all reads every record.
@@ -784,9 +809,30 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// heraldDatabase creates a database called name next to adminURL's
+// database, applies Herald's migrations and opens a pool of at most
+// maxConns connections on it. The caller closes the pool; drop drops the
+// database, closing its remaining connections by force. When it fails,
+// nothing is left behind.
+func heraldDatabase(ctx context.Context, adminURL, name string, maxConns int) (dbURL string, pool *pgxpool.Pool, drop func() error, err error) {
+	dbURL, drop, err = createDatabase(ctx, adminURL, name)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if err := store.Migrate(ctx, dbURL, "up"); err != nil {
+		return "", nil, nil, errors.Join(fmt.Errorf("bench: migrate: %w", err), drop())
+	}
+	pool, err = store.NewPool(ctx, dbURL, maxConns)
+	if err != nil {
+		return "", nil, nil, errors.Join(err, drop())
+	}
+	return dbURL, pool, drop, nil
+}
+
 // createDatabase creates name next to adminURL's database and returns its
-// URL and a function that drops it.
-func createDatabase(ctx context.Context, adminURL, name string) (string, func(), error) {
+// URL and a function that drops it. drop works after ctx is done and gives
+// up after cleanupTimeout.
+func createDatabase(ctx context.Context, adminURL, name string) (string, func() error, error) {
 	admin, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
 		return "", nil, fmt.Errorf("bench: connect %s: %w", redact(adminURL), err)
@@ -800,15 +846,18 @@ func createDatabase(ctx context.Context, adminURL, name string) (string, func(),
 		return "", nil, err
 	}
 	u.Path = "/" + name
-	drop := func() {
-		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	drop := func() error {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		conn, err := pgx.Connect(c, adminURL)
 		if err != nil {
-			return
+			return fmt.Errorf("bench: drop database %s: connect: %w", name, err)
 		}
 		defer conn.Close(c)
-		_, _ = conn.Exec(c, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		if _, err := conn.Exec(c, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("bench: drop database %s: %w", name, err)
+		}
+		return nil
 	}
 	return u.String(), drop, nil
 }
@@ -849,10 +898,18 @@ func ScratchDatabase(ctx context.Context, adminURL, name string) (*pgxpool.Pool,
 	}
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		drop()
-		return nil, nil, err
+		return nil, nil, errors.Join(err, drop())
 	}
-	return pool, func() { pool.Close(); drop() }, nil
+	return pool, func() { pool.Close(); _ = drop() }, nil
+}
+
+// selfCPU returns the user and system CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func summarize(l *Latencies) LatencySummary {

@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,5 +45,53 @@ func TestRunSmallScenario(t *testing.T) {
 	rep.Evaluate()
 	if !rep.OK {
 		t.Fatalf("report not OK: %+v", rep)
+	}
+}
+
+// TestRecordTailCount checks that count sees complete lines only, in every
+// file, as they are appended, including a line written in two pieces and
+// appends larger than its buffer.
+func TestRecordTailCount(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tail := newRecordTail(dir)
+	defer tail.close()
+	appendTo := func(name, s string) {
+		t.Helper()
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	line := `{"delivery_id":"d","event_id":"bench-1","attempt":1,"outcome":"sent","at":1}` + "\n"
+	steps := []struct {
+		file, write string
+		want        int
+	}{
+		{"A.jsonl", "", 0},
+		{"A.jsonl", line + line[:10], 1},
+		{"B.jsonl", line, 2},
+		{"A.jsonl", line[10:], 3},
+		{"B.jsonl", strings.Repeat(line, 5000), 5003}, // several buffers
+		{"other.log", "not\na\nrecord\n", 5003},
+	}
+	for i, s := range steps {
+		appendTo(s.file, s.write)
+		if got := tail.count(); got != s.want {
+			t.Fatalf("step %d: count = %d, want %d", i, got, s.want)
+		}
+	}
+	recs, err := tail.all()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 5003 {
+		t.Fatalf("all: %d records, want 5003", len(recs))
 	}
 }

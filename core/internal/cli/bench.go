@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +41,8 @@ type benchFlags struct {
 	pluginDir  string
 	rabbitN    int
 	copyRows   int
+	ceilEvents int
+	cpuProfile string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -53,8 +56,9 @@ the recording sink plugin, enqueues events through sdk/producer (one transaction
 per event), and reports events/s, deliveries/s, latency from event commit to the
 plugin's Send returning, and peak RSS of every process. In the same run it measures
 the servers' raw ceilings (RabbitMQ persistent publish with pipelined confirms plus
-consume; PostgreSQL COPY) and prints throughput as a ratio to them. At the end it
-checks that every expected delivery is SENT exactly once.
+consume; PostgreSQL COPY) and what the single run's producers alone commit with no
+daemon running, and prints throughput as a ratio to them. At the end it checks that
+every expected delivery is SENT exactly once.
 
 --scenario all (the default) runs the standard suite:
   fanout   10 recipients × 3 channels, unpaced
@@ -86,6 +90,9 @@ checks that every expected delivery is SENT exactly once.
 	fl.StringVar(&f.pluginDir, "plugins-dir", "bin/bench-plugins", "directory holding herald-plugin-sink")
 	fl.IntVar(&f.rabbitN, "ceiling-messages", 50000, "messages for the RabbitMQ ceiling")
 	fl.IntVar(&f.copyRows, "ceiling-rows", 200000, "rows for the PostgreSQL COPY ceiling")
+	fl.IntVar(&f.ceilEvents, "ceiling-events", 20000, "events for the producer ceiling (the single run's producers, no daemon)")
+	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the benchmark process itself to this file")
+	_ = fl.MarkHidden("cpu-profile")
 	return cmd
 }
 
@@ -102,6 +109,17 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	}
 	if _, err := os.Stat(filepath.Join(pluginDir, "herald-plugin-sink")); err != nil {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--plugins-dir: %s has no herald-plugin-sink (make bench builds it: go build -o %s/herald-plugin-sink ./core/internal/testenv/sinkplugin)", pluginDir, f.pluginDir)}
+	}
+	if f.cpuProfile != "" {
+		out, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		if err := pprof.StartCPUProfile(out); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	progress := os.Stderr
 	logf := func(format string, args ...any) { fmt.Fprintf(progress, "bench: "+format+"\n", args...) }
@@ -124,6 +142,12 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			return fmt.Errorf("postgresql ceiling: %w", err)
 		}
 		rep.Ceilings = append(rep.Ceilings, pc)
+		logf("measuring producers alone: %d events from %d producers, one transaction each, no daemon", f.ceilEvents, singleProducers(f))
+		prc, err := bench.ProducerCeiling(ctx, f.dbURL, fmt.Sprintf("herald_bench_producers_%d", os.Getpid()), f.ceilEvents, singleProducers(f))
+		if err != nil {
+			return fmt.Errorf("producer ceiling: %w", err)
+		}
+		rep.Ceilings = append(rep.Ceilings, prc)
 	}
 
 	fanout := bench.Scenario{Name: "fanout", Events: pick(f.events, 6000), Recipients: 10, Channels: 3,
@@ -132,7 +156,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	switch f.scenario {
 	case "all":
 		runs = []bench.Scenario{fanout, {Name: "latency"}, {Name: "single", Events: pick(f.events, 30000), Recipients: 1,
-			Channels: 1, Producers: max(f.producers, 8), Serve: 1, Duration: f.duration}}
+			Channels: 1, Producers: singleProducers(f), Serve: 1, Duration: f.duration}}
 		for _, n := range []int{2, 3} {
 			s := fanout
 			s.Name, s.Serve = fmt.Sprintf("scale-%d", n), n
@@ -148,7 +172,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 	case "single":
 		runs = []bench.Scenario{{Name: "single", Events: pick(f.events, 30000), Recipients: 1, Channels: 1,
-			Producers: max(f.producers, 8), Serve: 1, Duration: f.duration}}
+			Producers: singleProducers(f), Serve: 1, Duration: f.duration}}
 	case "scale":
 		for _, n := range []int{1, 2, 3} {
 			s := fanout
@@ -178,8 +202,8 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		if err != nil {
 			return fmt.Errorf("bench %s: %w", sc.Name, err)
 		}
-		logf("%s: %s deliveries/s, %s events/s, p50 %.1f ms, p99 %.1f ms; %s", sc.Name,
-			fmtRate(res.DeliveriesPerS), fmtRate(res.EventsPerSec), res.Latency.P50, res.Latency.P99, res.Check.Detail)
+		logf("%s: %s deliveries/s, %s events/s, p50 %.1f ms, p99 %.1f ms, bench process %.0f%% of a core; %s", sc.Name,
+			fmtRate(res.DeliveriesPerS), fmtRate(res.EventsPerSec), res.Latency.P50, res.Latency.P99, res.BenchCPU*100, res.Check.Detail)
 		rep.Runs = append(rep.Runs, res)
 	}
 	rep.Evaluate()
@@ -216,6 +240,10 @@ func latencyScenario(f benchFlags, done []bench.Result) bench.Scenario {
 	return bench.Scenario{Name: "latency", Events: pick(f.events, int(rate*20)), Recipients: 10, Channels: 3,
 		Producers: f.producers, Rate: rate, Serve: 1, Duration: f.duration}
 }
+
+// singleProducers is the number of producers of the single run, which the
+// producer ceiling uses too.
+func singleProducers(f benchFlags) int { return max(f.producers, 8) }
 
 func pick(v, def int) int {
 	if v > 0 {
