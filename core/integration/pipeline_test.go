@@ -220,7 +220,7 @@ func TestRedeliveredMessageRecordsOneAttempt(t *testing.T) {
 	publish("STAFF.EMAIL", []byte(`not json`))
 	publish("STAFF.EMAIL", []byte(`{"v":1,"deliveries":[{"id":"nope","attempt":0}]}`))
 	for _, r := range all {
-		body, _ := json.Marshal(delivery.Envelope{V: 1, Deliveries: []store.Ref{{ID: r.id, Attempt: 1}}})
+		body, _ := json.Marshal(delivery.Envelope{V: 1, Deliveries: []delivery.Wire{{Ref: store.Ref{ID: r.id, Attempt: 1}}}})
 		for range 2 {
 			publish(r.userType+"."+r.channel, body)
 		}

@@ -115,6 +115,9 @@ type PublisherConfig struct {
 	// ReclaimAfter republishes PUBLISHED deliveries not consumed in time
 	// (a message lost with its queue).
 	ReclaimAfter time.Duration `koanf:"reclaim_after"`
+	// Handoff lets the relay publish the deliveries it writes itself
+	// (false: the publisher claims every new delivery).
+	Handoff bool `koanf:"handoff"`
 }
 
 // RetryConfig tunes the retry poller.
@@ -143,7 +146,7 @@ func DefaultDaemon() Daemon {
 		HTTP:      HTTPConfig{Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:8081"},
 		Plugins:   PluginsConfig{Dir: "bin/plugins"},
 		Relay:     RelayConfig{BatchSize: 100, PollInterval: 200 * time.Millisecond, MaxAttempts: 5, Workers: 2},
-		Publisher: PublisherConfig{BatchSize: 500, ConfirmWindow: 1000, PerMessage: 50, Workers: 2, PollInterval: time.Second, ReclaimAfter: 5 * time.Minute},
+		Publisher: PublisherConfig{BatchSize: 500, ConfirmWindow: 1000, PerMessage: 50, Workers: 2, PollInterval: time.Second, ReclaimAfter: 5 * time.Minute, Handoff: true},
 		Retry:     RetryConfig{PollInterval: time.Second, Lease: 2 * time.Minute},
 		Log:       LogConfig{Level: "info"},
 	}
@@ -287,6 +290,7 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"publisher.workers":        d.Publisher.Workers,
 		"publisher.poll_interval":  d.Publisher.PollInterval.String(),
 		"publisher.reclaim_after":  d.Publisher.ReclaimAfter.String(),
+		"publisher.handoff":        d.Publisher.Handoff,
 		"retry.poll_interval":      d.Retry.PollInterval.String(),
 		"retry.lease":              d.Retry.Lease.String(),
 		"log.level":                d.Log.Level,

@@ -2,8 +2,10 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
@@ -33,11 +35,27 @@ type inflight struct {
 
 	connMu sync.Mutex
 	conn   *pgx.Conn
+	closed bool // after close, no new session is opened
+
+	laterMu  sync.Mutex
+	later    []string // recorded attempts whose locks the next flush drops
+	flushing bool     // a flush is scheduled
 }
+
+// releaseDelay is how long releaseLater gathers keys before dropping them
+// with one statement; releaseBatch drops them at once when that many wait.
+const (
+	releaseDelay = 20 * time.Millisecond
+	releaseBatch = 2000
+)
 
 func newInflight(cfg *pgx.ConnConfig, log hclog.Logger) *inflight {
 	return &inflight{connConfig: cfg, log: log, local: map[string]bool{}}
 }
+
+// errGuardClosed is withConn's answer after close: the session and its
+// locks are gone.
+var errGuardClosed = errors.New("in-flight guard closed")
 
 // attemptKey names one attempt of one delivery.
 func attemptKey(id string, attempt int) string { return id + "/" + strconv.Itoa(attempt) }
@@ -101,7 +119,7 @@ func (f *inflight) release(ctx context.Context, keys []string) {
 		_, err := c.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended(k, $2)) FROM unnest($1::text[]) AS k`, keys, lockSeed)
 		return err
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errGuardClosed) {
 		// The connection is gone, and its locks with it.
 		f.log.Warn("in-flight unlock failed", "error", err)
 	}
@@ -112,12 +130,48 @@ func (f *inflight) release(ctx context.Context, keys []string) {
 	f.mu.Unlock()
 }
 
+// releaseLater drops keys whose attempts are recorded, gathered with
+// others into one statement. Until then they stay held here and in
+// PostgreSQL, which costs nothing: a copy of a recorded attempt is skipped
+// by the database guard anyway.
+func (f *inflight) releaseLater(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	f.laterMu.Lock()
+	f.later = append(f.later, keys...)
+	now := len(f.later) >= releaseBatch
+	schedule := !now && !f.flushing
+	if schedule {
+		f.flushing = true
+	}
+	f.laterMu.Unlock()
+	switch {
+	case now:
+		f.flushLater(context.Background())
+	case schedule:
+		time.AfterFunc(releaseDelay, func() { f.flushLater(context.Background()) })
+	}
+}
+
+// flushLater drops every key releaseLater gathered.
+func (f *inflight) flushLater(ctx context.Context) {
+	f.laterMu.Lock()
+	keys := f.later
+	f.later, f.flushing = nil, false
+	f.laterMu.Unlock()
+	f.release(ctx, keys)
+}
+
 // withConn runs fn on the lock connection, (re)connecting as needed. A
 // connection that fails is closed: its session, and every lock it held,
 // ends with it.
 func (f *inflight) withConn(ctx context.Context, fn func(*pgx.Conn) error) error {
 	f.connMu.Lock()
 	defer f.connMu.Unlock()
+	if f.closed {
+		return errGuardClosed
+	}
 	if f.conn == nil || f.conn.IsClosed() {
 		c, err := pgx.ConnectConfig(ctx, f.connConfig.Copy())
 		if err != nil {
@@ -133,10 +187,12 @@ func (f *inflight) withConn(ctx context.Context, fn func(*pgx.Conn) error) error
 	return nil
 }
 
-// close ends the lock session.
+// close drops what waits for release and ends the lock session.
 func (f *inflight) close(ctx context.Context) {
+	f.flushLater(ctx)
 	f.connMu.Lock()
 	defer f.connMu.Unlock()
+	f.closed = true
 	if f.conn != nil {
 		_ = f.conn.Close(ctx)
 		f.conn = nil

@@ -178,8 +178,7 @@ func (l *Listener) handle(ctx context.Context, log hclog.Logger, m amqp.Delivery
 		keys[i] = attemptKey(r.ID, r.Attempt)
 	}
 	held := l.guard.acquire(work, keys)
-	defer l.guard.release(work, held)
-	refs := env.Deliveries
+	wires := env.Deliveries
 	if len(held) < len(keys) {
 		// Another listener is sending those attempts and will record
 		// them; if it dies first, the broker redelivers its own message.
@@ -188,21 +187,22 @@ func (l *Listener) handle(ctx context.Context, log hclog.Logger, m amqp.Delivery
 		for _, k := range held {
 			mine[k] = true
 		}
-		refs = nil
+		wires = nil
 		for i, r := range env.Deliveries {
 			if mine[keys[i]] {
-				refs = append(refs, r)
+				wires = append(wires, r)
 			}
 		}
 	}
-	claimed, err := store.LoadForSend(work, l.pool, refs)
+	claimed, err := l.load(work, env.V, wires)
 	if err != nil {
 		log.Warn("loading deliveries failed; message goes back to the queue", "error", err)
 		sleepCtx(ctx, 200*time.Millisecond)
+		l.guard.release(work, held) // before the nack: the redelivery must find them free
 		_ = m.Nack(false, true)
 		return
 	}
-	if skipped := len(refs) - len(claimed); skipped > 0 {
+	if skipped := len(wires) - len(claimed); skipped > 0 {
 		log.Debug("skipping deliveries already handled", "count", skipped)
 	}
 	if len(claimed) > 0 {
@@ -211,13 +211,42 @@ func (l *Listener) handle(ctx context.Context, log hclog.Logger, m amqp.Delivery
 			// Nothing was recorded: give the message back so the attempt is
 			// made again (the provider sees the same idempotency key).
 			log.Error("recording outcomes failed; message goes back to the queue", "error", err)
+			l.guard.release(work, held)
 			_ = m.Nack(false, true)
 			return
 		}
 	}
+	// Recorded: a copy of these attempts now fails the database guard, so
+	// the locks can go with the next batch of releases.
+	l.guard.releaseLater(held)
 	if err := m.Ack(false); err != nil {
 		log.Warn("ack failed; the message will be redelivered and skipped", "error", err)
 	}
+}
+
+// load returns the deliveries of the message that still wait for the
+// attempt it names: read from the database for a version-1 message, taken
+// from the message itself for a version-2 one once the database says the
+// attempt is still due.
+func (l *Listener) load(ctx context.Context, v int, wires []Wire) ([]store.Claimed, error) {
+	refs := make([]store.Ref, len(wires))
+	for i, w := range wires {
+		refs[i] = w.Ref
+	}
+	if v == 1 {
+		return store.LoadForSend(ctx, l.pool, refs)
+	}
+	due, err := store.Sendable(ctx, l.pool, refs)
+	if err != nil {
+		return nil, err
+	}
+	claimed := make([]store.Claimed, 0, len(due))
+	for _, w := range wires {
+		if due[w.ID] {
+			claimed = append(claimed, w.claimed())
+		}
+	}
+	return claimed, nil
 }
 
 func (l *Listener) record(ctx context.Context, outs []store.Outcome) error {

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/store"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -98,10 +97,10 @@ func (p *Publisher) Kick() {
 	}
 }
 
-// Run publishes until ctx ends. It wakes on Kick, on PostgreSQL
-// notifications of new deliveries and every PollInterval.
+// Run publishes until ctx ends. It wakes on Kick (the relay left
+// deliveries to it, the handoff gave some up, the retry poller released
+// some) and every PollInterval.
 func (p *Publisher) Run(ctx context.Context) error {
-	go store.Listen(ctx, p.pool, "herald_deliveries", p.log, p.Kick)
 	var wg sync.WaitGroup
 	for i, k := range p.kicks {
 		wg.Add(1)
@@ -120,7 +119,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 func (p *pubWorker) run(ctx context.Context, reclaims bool) {
 	lastStale := time.Time{}
 	for {
-		kinds := []store.ClaimKind{store.ClaimPending, store.ClaimRetry}
+		kinds := []store.ClaimKind{claimHandoffs, store.ClaimPending, store.ClaimRetry}
 		if reclaims && time.Since(lastStale) > p.cfg.ReclaimAfter/4 {
 			kinds = append(kinds, store.ClaimStale)
 			lastStale = time.Now()
@@ -137,7 +136,7 @@ func (p *pubWorker) run(ctx context.Context, reclaims bool) {
 		}
 		for _, kind := range kinds {
 			for ctx.Err() == nil {
-				n, err := p.publishBatch(ctx, kind)
+				_, more, err := p.publishBatch(ctx, kind)
 				if err != nil {
 					if ctx.Err() == nil {
 						p.log.Warn("publish batch failed; deliveries stay queued in the database", "error", err)
@@ -146,7 +145,7 @@ func (p *pubWorker) run(ctx context.Context, reclaims bool) {
 					}
 					break
 				}
-				if n < p.cfg.BatchSize {
+				if !more {
 					break
 				}
 			}
@@ -185,33 +184,57 @@ func (p *pubWorker) closeChannel() {
 }
 
 type pending struct {
-	refs []store.Ref
+	refs []Wire
 	dc   *amqp.DeferredConfirmation
 }
+
+// claimHandoffs is the publisher's claim of the relay's handoffs that
+// never got their broker confirm (store.ClaimHandoffs).
+const claimHandoffs store.ClaimKind = -1
 
 // publishBatch claims one batch of the kind (marking it PUBLISHED in a
 // transaction it keeps open), publishes it, waits for the broker's
 // confirms and commits; rows whose message was nacked go back to their
-// previous status first. A failure before the commit rolls everything back,
-// so a delivery is PUBLISHED only once the broker has its message. It
-// returns how many deliveries were claimed.
-func (p *pubWorker) publishBatch(ctx context.Context, kind store.ClaimKind) (int, error) {
+// previous status first (for handoffs, whose rows were PUBLISHED already,
+// a nack rolls the claim back instead, so the handoff stays due). A
+// failure before the commit rolls everything back, so a delivery is
+// PUBLISHED only once the broker has its message. It returns how many
+// deliveries were claimed and whether more may wait.
+func (p *pubWorker) publishBatch(ctx context.Context, kind store.ClaimKind) (int, bool, error) {
+	n, more, err := p.publishClaim(ctx, kind)
+	return n, more && err == nil, err
+}
+
+func (p *pubWorker) publishClaim(ctx context.Context, kind store.ClaimKind) (int, bool, error) {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := store.ClaimForPublish(ctx, tx, kind, p.cfg.BatchSize, p.cfg.ReclaimAfter)
+	var rows []store.OutRow
+	more := false
+	if kind == claimHandoffs {
+		var taken int
+		rows, taken, err = store.ClaimHandoffs(ctx, tx, 10)
+		more = taken > 0
+		if err == nil && len(rows) == 0 && taken > 0 {
+			// Every delivery of those handoffs was taken already.
+			return 0, true, tx.Commit(ctx)
+		}
+	} else {
+		rows, err = store.ClaimForPublish(ctx, tx, kind, p.cfg.BatchSize, p.cfg.ReclaimAfter)
+		more = len(rows) >= p.cfg.BatchSize
+	}
 	if err != nil || len(rows) == 0 {
-		return 0, err
+		return 0, false, err
 	}
 	// Run waited for the broker; a channel lost since then fails the batch.
 	ch := p.ch
 	if ch == nil || ch.IsClosed() {
-		return 0, errors.New("broker channel closed")
+		return 0, false, errors.New("broker channel closed")
 	}
 	topo := p.conn.Topology()
-	byKey := map[string][]store.Ref{}
+	byKey := map[string][]Wire{}
 	var unroutable []string
 	for _, r := range rows {
 		key := broker.RoutingKey(r.UserType, r.Channel)
@@ -219,7 +242,7 @@ func (p *pubWorker) publishBatch(ctx context.Context, kind store.ClaimKind) (int
 			unroutable = append(unroutable, r.ID)
 			continue
 		}
-		byKey[key] = append(byKey[key], store.Ref{ID: r.ID, Attempt: r.Attempt})
+		byKey[key] = append(byKey[key], Wire{Ref: store.Ref{ID: r.ID, Attempt: r.Attempt}})
 	}
 	keys := make([]string, 0, len(byKey))
 	for k := range byKey {
@@ -233,7 +256,7 @@ func (p *pubWorker) publishBatch(ctx context.Context, kind store.ClaimKind) (int
 			part := refs[start:min(start+p.cfg.PerMessage, len(refs))]
 			body, err := json.Marshal(Envelope{V: 1, Deliveries: part})
 			if err != nil {
-				return 0, err
+				return 0, false, err
 			}
 			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, topo.Exchange, key, true, false, amqp.Publishing{
 				ContentType:  "application/json",
@@ -243,7 +266,7 @@ func (p *pubWorker) publishBatch(ctx context.Context, kind store.ClaimKind) (int
 				Body:         body,
 			})
 			if err != nil {
-				return 0, fmt.Errorf("publish: %w", err)
+				return 0, false, fmt.Errorf("publish: %w", err)
 			}
 			inflight = append(inflight, pending{refs: part, dc: dc})
 		}
@@ -255,7 +278,7 @@ func (p *pubWorker) publishBatch(ctx context.Context, kind store.ClaimKind) (int
 	for _, f := range inflight {
 		ok, err := f.dc.WaitContext(confirmCtx)
 		if err != nil {
-			return 0, fmt.Errorf("wait for confirms: %w", err)
+			return 0, false, fmt.Errorf("wait for confirms: %w", err)
 		}
 		if !ok {
 			for _, r := range f.refs {
@@ -268,21 +291,12 @@ func (p *pubWorker) publishBatch(ctx context.Context, kind store.ClaimKind) (int
 		}
 	}
 	nacked := len(nackedIDs)
-	// The broker sends basic.return before the ack of the same message.
+	if nacked > 0 && kind == claimHandoffs {
+		return 0, false, fmt.Errorf("broker nacked %d handed-off deliveries; their handoffs stay due", nacked)
+	}
 	returned := map[string]bool{}
-drain:
-	for {
-		select {
-		case r := <-p.returns:
-			if env, err := DecodeEnvelope(r.Body); err == nil {
-				for _, ref := range env.Deliveries {
-					returned[ref.ID] = true
-				}
-			}
-			p.log.Error("message returned by the broker: no queue bound", "routing_key", r.RoutingKey, "reply", r.ReplyText)
-		default:
-			break drain
-		}
+	for _, id := range drainReturns(p.returns, p.log) {
+		returned[id] = true
 	}
 	for _, id := range confirmed {
 		if returned[id] {
@@ -297,25 +311,28 @@ drain:
 		}
 	}
 	if err := store.RevertPublished(ctx, tx, revert); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if len(unroutable) > 0 {
 		if err := failUnroutable(ctx, tx, unroutable); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		p.log.Error("deliveries failed: no queue bound for their routing key", "count", len(unroutable))
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("commit published: %w", err)
+		return 0, false, fmt.Errorf("commit published: %w", err)
 	}
 	if nacked > 0 {
 		p.log.Warn("broker nacked messages; their deliveries will be published again", "deliveries", nacked)
 	}
-	return len(rows), nil
+	if kind == claimHandoffs {
+		p.log.Warn("deliveries the relay handed off without a broker confirm were published again", "deliveries", len(rows))
+	}
+	return len(rows), more, nil
 }
 
-func failUnroutable(ctx context.Context, tx pgx.Tx, ids []string) error {
-	_, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'FAILED', updated_at = now(),
+func failUnroutable(ctx context.Context, q store.Querier, ids []string) error {
+	_, err := q.Exec(ctx, `UPDATE deliveries SET status = 'FAILED', updated_at = now(),
 		last_error = 'unroutable: no queue is bound for routing key ' || user_type || '.' || channel
 		WHERE delivery_id = ANY($1::uuid[]) AND status IN ('PENDING', 'RETRY', 'PUBLISHED')`, ids)
 	if err != nil {

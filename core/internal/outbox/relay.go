@@ -33,6 +33,20 @@ type Config struct {
 	MaxAttempts int
 	// Workers is the number of concurrent relay loops.
 	Workers int
+	// Handoff, when set, publishes the deliveries of each committed batch
+	// itself (see delivery.Handoff); without it, or while it is not ready,
+	// the publisher claims them.
+	Handoff Handoff
+}
+
+// Handoff takes the deliveries of committed relay batches to the broker.
+type Handoff interface {
+	// Ready reports whether it takes a batch now.
+	Ready() bool
+	// Grace is how long its row may wait for a broker confirm.
+	Grace() time.Duration
+	// Offer hands over a committed batch and its handoff row.
+	Offer(ctx context.Context, id int64, dels []store.NewDelivery)
 }
 
 func (c *Config) setDefaults() {
@@ -201,9 +215,38 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		dels = append(dels, d...)
 		processed = append(processed, e.ID)
 	}
-	_, nd, err := store.InsertFanout(ctx, tx, notes, dels)
+	handoff := r.cfg.Handoff != nil && r.cfg.Handoff.Ready()
+	if handoff {
+		// Written as PUBLISHED: the publisher's claim leaves them alone,
+		// and the handoff row below stands for their messages until the
+		// broker confirms them.
+		for i := range dels {
+			if dels[i].Status == store.StatusPending {
+				dels[i].Status = store.StatusPublished
+			}
+		}
+	}
+	_, written, err := store.InsertFanout(ctx, tx, notes, dels)
 	if err != nil {
 		return 0, err
+	}
+	var (
+		handed    []store.NewDelivery
+		handedIDs []string
+		others    int
+		handoffID int64
+	)
+	for _, d := range written {
+		if d.Status == store.StatusPublished {
+			handed, handedIDs = append(handed, d), append(handedIDs, d.ID)
+		} else {
+			others++
+		}
+	}
+	if len(handed) > 0 {
+		if handoffID, err = store.InsertHandoff(ctx, tx, handedIDs, r.cfg.Handoff.Grace()); err != nil {
+			return 0, err
+		}
 	}
 	if err := store.MarkEventsProcessed(ctx, tx, processed); err != nil {
 		return 0, err
@@ -211,7 +254,10 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit relay batch: %w", err)
 	}
-	if nd > 0 {
+	if len(handed) > 0 {
+		r.cfg.Handoff.Offer(ctx, handoffID, handed)
+	}
+	if others > 0 {
 		r.published()
 	}
 	return len(events), nil

@@ -114,9 +114,15 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 		BatchSize: d.Publisher.BatchSize, PerMessage: d.Publisher.PerMessage,
 		PollInterval: d.Publisher.PollInterval, ReclaimAfter: d.Publisher.ReclaimAfter, Workers: d.Publisher.Workers,
 	})
-	relay := outbox.New(pool, current, pub.Kick, log, outbox.Config{
+	relayCfg := outbox.Config{
 		BatchSize: d.Relay.BatchSize, PollInterval: d.Relay.PollInterval, MaxAttempts: d.Relay.MaxAttempts, Workers: d.Relay.Workers,
-	})
+	}
+	var handoff *delivery.Handoff
+	if d.Publisher.Handoff {
+		handoff = delivery.NewHandoff(pool, conn, log, delivery.PublisherConfig{PerMessage: d.Publisher.PerMessage}, pub.Kick)
+		relayCfg.Handoff = handoff
+	}
+	relay := outbox.New(pool, current, pub.Kick, log, relayCfg)
 	poller := delivery.NewRetryPoller(pool, d.Retry.PollInterval, pub.Kick, log)
 
 	apiSrv := api.New(pool, current, log)
@@ -167,6 +173,9 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	}
 	run("rules watcher", watcher.Run)
 	run("relay", relay.Run)
+	if handoff != nil {
+		run("handoff", handoff.Run)
+	}
 	run("publisher", pub.Run)
 	run("listener", listener.Run)
 	run("retry poller", poller.Run)

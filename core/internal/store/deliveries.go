@@ -179,6 +179,121 @@ func LoadForSend(ctx context.Context, q Querier, refs []Ref) ([]Claimed, error) 
 	return out, nil
 }
 
+// Sendable returns the ids of the referenced deliveries that still wait
+// for the attempt their reference names: LoadForSend's guard without
+// reading the rows' content, for messages that carry it.
+func Sendable(ctx context.Context, q Querier, refs []Ref) (map[string]bool, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	ids, attempts := make([]string, len(refs)), make([]int32, len(refs))
+	for i, r := range refs {
+		ids[i], attempts[i] = r.ID, int32(r.Attempt)
+	}
+	rows, err := q.Query(ctx, `SELECT d.delivery_id::text
+		FROM unnest($1::text[]::uuid[], $2::int[]) AS m(id, attempt)
+		JOIN deliveries d ON d.delivery_id = m.id
+		WHERE `+sendable, ids, attempts)
+	if err != nil {
+		return nil, fmt.Errorf("check sendable: %w", err)
+	}
+	ok := make(map[string]bool, len(refs))
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("check sendable: %w", err)
+		}
+		ok[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("check sendable: %w", err)
+	}
+	return ok, nil
+}
+
+// DeleteHandoffs removes handoffs whose deliveries the broker confirmed.
+func DeleteHandoffs(ctx context.Context, q Querier, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM delivery_handoffs WHERE handoff_id = ANY($1)`, ids); err != nil {
+		return fmt.Errorf("delete handoffs: %w", err)
+	}
+	return nil
+}
+
+// HandoffsDueNow makes handoffs due at once: the relay's publish of them
+// failed, so the publisher should take their deliveries over.
+func HandoffsDueNow(ctx context.Context, q Querier, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := q.Exec(ctx, `UPDATE delivery_handoffs SET due_at = now() WHERE handoff_id = ANY($1)`, ids); err != nil {
+		return fmt.Errorf("make handoffs due: %w", err)
+	}
+	return nil
+}
+
+// ClaimHandoffs takes up to limit due handoffs (their broker confirm never
+// came: the daemon died, or the relay's publish failed and made them due)
+// and deletes them in tx, returning their deliveries that are still
+// PUBLISHED and unattempted, locked, for the caller to publish again. A
+// delivery a listener already took is left out. The caller commits only
+// once the broker confirmed every message; otherwise it rolls back, and
+// the handoffs stay due. It also returns how many handoffs it took.
+func ClaimHandoffs(ctx context.Context, tx pgx.Tx, limit int) ([]OutRow, int, error) {
+	rows, err := tx.Query(ctx, `SELECT handoff_id, delivery_ids::text[] FROM delivery_handoffs WHERE due_at <= now()
+		ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+	if err != nil {
+		return nil, 0, fmt.Errorf("claim handoffs: %w", err)
+	}
+	var (
+		handoffs []int64
+		ids      []string
+	)
+	for rows.Next() {
+		var h int64
+		var d []string
+		if err := rows.Scan(&h, &d); err != nil {
+			rows.Close()
+			return nil, 0, fmt.Errorf("claim handoffs: %w", err)
+		}
+		handoffs, ids = append(handoffs, h), append(ids, d...)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(handoffs) == 0 {
+		if err != nil {
+			return nil, 0, fmt.Errorf("claim handoffs: %w", err)
+		}
+		return nil, 0, nil
+	}
+	if err := DeleteHandoffs(ctx, tx, handoffs); err != nil {
+		return nil, 0, err
+	}
+	rows, err = tx.Query(ctx, `WITH c AS (
+			SELECT delivery_id FROM deliveries
+			WHERE delivery_id = ANY($1::text[]::uuid[]) AND status = 'PUBLISHED' AND attempts = 0
+			FOR UPDATE SKIP LOCKED
+		)
+		UPDATE deliveries d SET updated_at = now()
+		FROM c WHERE d.delivery_id = c.delivery_id
+		RETURNING d.delivery_id::text, d.tenant_id, d.user_type, d.channel, d.attempts + 1`, ids)
+	if err != nil {
+		return nil, 0, fmt.Errorf("claim handoffs: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutRow, error) {
+		o := OutRow{Prev: StatusPublished}
+		err := r.Scan(&o.ID, &o.TenantID, &o.UserType, &o.Channel, &o.Attempt)
+		return o, err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("claim handoffs: %w", err)
+	}
+	return out, len(handoffs), nil
+}
+
 // Outcome is the recorded result of one attempt.
 type Outcome struct {
 	ID      string

@@ -90,6 +90,9 @@ type NewNotification struct {
 
 // NewDelivery is a delivery row the relay writes.
 type NewDelivery struct {
+	// ID and CreatedAt are set by InsertFanout.
+	ID             string
+	CreatedAt      time.Time
 	NotificationID string
 	TenantID       string
 	EventID        string
@@ -98,7 +101,8 @@ type NewDelivery struct {
 	UserType       string
 	Channel        string
 	Severity       string
-	// Status is PENDING or DEFERRED.
+	// Status is PENDING, DEFERRED, or PUBLISHED for a delivery the relay
+	// hands to the broker itself (see InsertHandoff).
 	Status        string
 	BestEffort    bool
 	MaxAttempts   int
@@ -111,10 +115,10 @@ type NewDelivery struct {
 // counters, all in tx. A notification that already exists (same event and
 // user) is skipped together with its deliveries, so running it twice for an
 // event writes nothing the second time. It returns the number of
-// notifications and deliveries written.
-func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels []NewDelivery) (int, int, error) {
+// notifications written and the deliveries written, with their ids.
+func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels []NewDelivery) (int, []NewDelivery, error) {
 	if len(notes) == 0 {
-		return 0, 0, nil
+		return 0, nil, nil
 	}
 	n := len(notes)
 	ids, tenants, events, users, types, titles, bodies, datas, sevs, shares :=
@@ -138,7 +142,7 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 		RETURNING notification_id::text, tenant_id, user_id`,
 		ids, tenants, events, users, types, titles, bodies, datas, sevs, shares)
 	if err != nil {
-		return 0, 0, fmt.Errorf("insert notifications: %w", err)
+		return 0, nil, fmt.Errorf("insert notifications: %w", err)
 	}
 	inserted := map[string]bool{}
 	type tu struct{ tenant, user string }
@@ -147,14 +151,14 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 		var id, tenant, user string
 		if err := rows.Scan(&id, &tenant, &user); err != nil {
 			rows.Close()
-			return 0, 0, fmt.Errorf("insert notifications: %w", err)
+			return 0, nil, fmt.Errorf("insert notifications: %w", err)
 		}
 		inserted[id] = true
 		unread[tu{tenant, user}]++
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, 0, fmt.Errorf("insert notifications: %w", err)
+		return 0, nil, fmt.Errorf("insert notifications: %w", err)
 	}
 	// Counters in a fixed order so concurrent relays never deadlock.
 	keys := make([]tu, 0, len(unread))
@@ -175,7 +179,7 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 		if _, err := tx.Exec(ctx, `INSERT INTO notification_counters (tenant_id, user_id, unread)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::int[])
 			ON CONFLICT (tenant_id, user_id) DO UPDATE SET unread = notification_counters.unread + EXCLUDED.unread`, ct, cu, cn); err != nil {
-			return 0, 0, fmt.Errorf("bump unread counters: %w", err)
+			return 0, nil, fmt.Errorf("bump unread counters: %w", err)
 		}
 	}
 	var keep []NewDelivery
@@ -185,7 +189,7 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 		}
 	}
 	if len(keep) == 0 {
-		return len(inserted), 0, nil
+		return len(inserted), nil, nil
 	}
 	// COPY, not INSERT: a delivery row exists only under its notification,
 	// and keep holds deliveries of notifications this transaction created,
@@ -193,14 +197,16 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 	// abort the batch if one did).
 	now := time.Now()
 	src := make([][]any, len(keep))
-	for i, d := range keep {
+	for i := range keep {
+		d := &keep[i]
 		id, err := uuid.NewV7() // time-ordered: primary-key inserts stay at the index's right edge
 		if err != nil {
-			return 0, 0, err
+			return 0, nil, err
 		}
+		d.ID, d.CreatedAt = id.String(), now
 		nid, err := uuid.Parse(d.NotificationID)
 		if err != nil {
-			return 0, 0, fmt.Errorf("insert deliveries: notification id: %w", err)
+			return 0, nil, fmt.Errorf("insert deliveries: notification id: %w", err)
 		}
 		// pgtype values and []byte encode straight to binary; uuid.UUID and
 		// json.RawMessage would take pgx's slower fallback paths.
@@ -208,13 +214,13 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 			d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status, d.BestEffort, int32(d.MaxAttempts),
 			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), now, now}
 	}
-	copied, err := tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, []string{"delivery_id", "notification_id", "tenant_id", "event_id",
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, []string{"delivery_id", "notification_id", "tenant_id", "event_id",
 		"event_type", "user_id", "user_type", "channel", "severity", "status", "best_effort", "max_attempts", "next_attempt_at",
 		"recipient", "content", "created_at", "updated_at"}, pgx.CopyFromRows(src))
 	if err != nil {
-		return 0, 0, fmt.Errorf("insert deliveries: %w", err)
+		return 0, nil, fmt.Errorf("insert deliveries: %w", err)
 	}
-	return len(inserted), int(copied), nil
+	return len(inserted), keep, nil
 }
 
 func jsonOr(b json.RawMessage) string {
@@ -222,4 +228,19 @@ func jsonOr(b json.RawMessage) string {
 		return "{}"
 	}
 	return string(b)
+}
+
+// InsertHandoff records, in the relay's transaction, that the relay hands
+// the deliveries ids (written as PUBLISHED) to the broker itself. The
+// handoff is deleted once the broker confirmed them (DeleteHandoffs); if it
+// is still there at now+grace, RecoverHandoffs turns its deliveries back
+// into PENDING ones for the publisher.
+func InsertHandoff(ctx context.Context, tx pgx.Tx, ids []string, grace time.Duration) (int64, error) {
+	var id int64
+	err := tx.QueryRow(ctx, `INSERT INTO delivery_handoffs (due_at, delivery_ids)
+		VALUES (now() + make_interval(secs => $1), $2::text[]::uuid[]) RETURNING handoff_id`, grace.Seconds(), ids).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("insert handoff: %w", err)
+	}
+	return id, nil
 }
