@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +96,30 @@ func TestRecordTailCount(t *testing.T) {
 	}
 	if len(recs) != 5003 {
 		t.Fatalf("all: %d records, want 5003", len(recs))
+	}
+}
+
+// TestDaemonEnvSharesCPUs: several daemons on one machine each get their
+// share of its CPUs as GOMAXPROCS; one daemon, or a GOMAXPROCS the caller
+// set, is left alone.
+func TestDaemonEnvSharesCPUs(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	cpus := runtime.GOMAXPROCS(0)
+	has := func(env []string, kv string) bool { return slices.Contains(env, kv) }
+	if env := daemonEnv(1); slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") && kv != "GOMAXPROCS=" }) {
+		t.Fatalf("one daemon got a GOMAXPROCS: %v", env)
+	}
+	for _, serve := range []int{2, 3, 2 * cpus} {
+		want := fmt.Sprintf("GOMAXPROCS=%d", max(1, cpus/serve))
+		if env := daemonEnv(serve); !has(env, want) {
+			t.Fatalf("%d daemons: environment lacks %s", serve, want)
+		}
+		if got := daemonProcs(serve); fmt.Sprintf("GOMAXPROCS=%d", got) != want {
+			t.Fatalf("%d daemons: daemonProcs %d, want %s", serve, got, want)
+		}
+	}
+	t.Setenv("GOMAXPROCS", "7")
+	if got := daemonProcs(3); got != 7 {
+		t.Fatalf("caller's GOMAXPROCS=7: daemonProcs %d", got)
 	}
 }

@@ -153,8 +153,12 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Where the time goes (p50 / p99 ms): commit → delivery rows written (relay); rows → SENT recorded (publisher, broker, listener, plugin)")
 	for _, run := range r.Runs {
-		fmt.Fprintf(w, "  %-8s relay %.1f / %.1f   delivery %.1f / %.1f   (the benchmark process itself: %.0f%% of a core)\n", run.Scenario.Name,
-			run.ToFanout.P50, run.ToFanout.P99, run.ToRecord.P50, run.ToRecord.P99, run.BenchCPU*100)
+		procs := ""
+		if run.Scenario.Serve > 1 && run.DaemonProcs > 0 {
+			procs = fmt.Sprintf("; each daemon GOMAXPROCS=%d", run.DaemonProcs)
+		}
+		fmt.Fprintf(w, "  %-8s relay %.1f / %.1f   delivery %.1f / %.1f   (the benchmark process itself: %.0f%% of a core%s)\n", run.Scenario.Name,
+			run.ToFanout.P50, run.ToFanout.P99, run.ToRecord.P50, run.ToRecord.P99, run.BenchCPU*100, procs)
 	}
 	fmt.Fprintln(w)
 	for _, run := range r.Runs {
