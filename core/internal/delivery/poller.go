@@ -13,13 +13,19 @@ import (
 // versions that claimed before sending) whose lease expired go to RETRY (or
 // FAILED), DEFERRED ones whose quiet hours
 // ended go to PENDING; then it kicks the publisher, which republishes due
-// RETRY deliveries and publishes the released ones.
+// RETRY deliveries and publishes the released ones. Every few seconds it
+// also refreshes stale planner statistics (store.AnalyzeStale).
 type RetryPoller struct {
 	pool     *pgxpool.Pool
 	interval time.Duration
 	kick     func()
 	log      hclog.Logger
+	analyzed time.Time // the last store.AnalyzeStale round
 }
+
+// analyzeEvery is how often the poller refreshes stale planner statistics
+// (store.AnalyzeStale).
+const analyzeEvery = 5 * time.Second
 
 // NewRetryPoller returns a poller that runs every interval and calls kick
 // when it released work for the publisher.
@@ -58,4 +64,14 @@ func (p *RetryPoller) Tick(ctx context.Context) {
 	}
 	// Due RETRY deliveries are claimed by the publisher; kick it every round.
 	p.kick()
+	if time.Since(p.analyzed) >= analyzeEvery {
+		p.analyzed = time.Now()
+		tables, err := store.AnalyzeStale(ctx, p.pool)
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn("refreshing planner statistics failed", "error", err)
+		}
+		if len(tables) > 0 {
+			p.log.Debug("planner statistics refreshed", "tables", tables)
+		}
+	}
 }

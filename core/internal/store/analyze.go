@@ -1,0 +1,77 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// analyzed lists the tables whose planner statistics AnalyzeStale keeps
+// fresh: the ones the hot path writes or joins. Their wide columns
+// (rendered content, recipients' JSON, errors) are left out of every
+// ANALYZE (migration 0006).
+var analyzed = []string{"event_outbox", "notifications", "notification_counters", "deliveries", "delivery_attempts",
+	"delivery_handoffs", "recipients", "recipient_devices", "groups", "group_members", "user_preferences", "group_settings"}
+
+// analyzeLock keeps concurrent daemons from analyzing at the same time.
+const analyzeLock = 0x6865726c6461 // "herlda"
+
+// AnalyzeStale runs a light ANALYZE (a 3,000-row sample) on Herald's
+// tables whose statistics lag behind their contents: changed rows since the last analyze reach 500 plus a
+// tenth of the rows the statistics know of (autovacuum's rule, with a
+// higher floor), checked as often as the caller calls.
+//
+// The hot path's statements are prepared, and PostgreSQL keeps a generic
+// plan made from the statistics of the moment. A table that grew from
+// empty without an analyze (a fresh install under its first burst, or a
+// server running with autovacuum off) keeps plans that scan the whole
+// table for a handful of rows, per message, until an analyze invalidates
+// them. Autovacuum's own analyze comes at most once per naptime (a minute
+// by default) and not at all when it is off.
+//
+// One daemon analyzes at a time; the others skip the round. It returns the
+// tables it analyzed.
+func AnalyzeStale(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}) ([]string, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("analyze: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var mine bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(analyzeLock)).Scan(&mine); err != nil || !mine {
+		if err != nil {
+			return nil, fmt.Errorf("analyze: %w", err)
+		}
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+		WHERE s.schemaname = current_schema() AND s.relname = ANY($1)
+		  AND s.n_mod_since_analyze >= 500 + 0.1 * greatest(c.reltuples, 0)
+		ORDER BY s.relname`, analyzed)
+	if err != nil {
+		return nil, fmt.Errorf("analyze: %w", err)
+	}
+	stale, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("analyze: %w", err)
+	}
+	if len(stale) == 0 {
+		return nil, nil
+	}
+	// A sample of 3,000 rows sizes a table well enough.
+	if _, err := tx.Exec(ctx, `SET LOCAL default_statistics_target = 10`); err != nil {
+		return nil, fmt.Errorf("analyze: %w", err)
+	}
+	for _, t := range stale {
+		if _, err := tx.Exec(ctx, "ANALYZE "+pgx.Identifier{t}.Sanitize()); err != nil {
+			return nil, fmt.Errorf("analyze %s: %w", t, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("analyze: %w", err)
+	}
+	return stale, nil
+}
