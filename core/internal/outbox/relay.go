@@ -160,9 +160,8 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	var (
-		notes     []store.NewNotification
-		dels      []store.NewDelivery
-		processed []int64
+		notes []store.NewNotification
+		dels  []store.NewDelivery
 	)
 	now := r.now()
 	// One directory snapshot per tenant for the whole batch: the union of
@@ -213,7 +212,6 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		}
 		notes = append(notes, n...)
 		dels = append(dels, d...)
-		processed = append(processed, e.ID)
 	}
 	handoff := r.cfg.Handoff != nil && r.cfg.Handoff.Ready()
 	if handoff {
@@ -247,9 +245,6 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		if handoffID, err = store.InsertHandoff(ctx, tx, handedIDs, r.cfg.Handoff.Grace()); err != nil {
 			return 0, err
 		}
-	}
-	if err := store.MarkEventsProcessed(ctx, tx, processed); err != nil {
-		return 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit relay batch: %w", err)

@@ -3,144 +3,133 @@ package store
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/jackc/pgx/v5"
 )
 
-// LoadDirectory reads the directory data the decision for one event needs:
-// the groups in needs, their members, the users named directly, every active
-// user of the broadcast types, and those users' devices, preferences and
-// their groups' settings.
-func LoadDirectory(ctx context.Context, q Querier, tenantID string, needs rules.Needs) (*rules.Directory, error) {
+// Batcher sends a batch of queries in one round trip (pools, connections
+// and transactions do).
+type Batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// directoryUsers selects the users a decision may need ($1 tenant): those
+// named ($2), the members of the groups ($3) and every active user of the
+// broadcast types ($4).
+const directoryUsers = `SELECT unnest($2::text[]) AS user_id
+	UNION SELECT user_id FROM group_members WHERE tenant_id = $1 AND group_key = ANY($3)
+	UNION SELECT user_id FROM recipients WHERE tenant_id = $1 AND active AND user_type = ANY($4)`
+
+// LoadDirectory reads the directory data the decisions of a batch of
+// events need: the groups in needs, their members, the users named
+// directly, every active user of the broadcast types, and those users'
+// devices, preferences and their groups' settings. The five queries go
+// to the server in one round trip.
+func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.Needs) (*rules.Directory, error) {
 	dir := &rules.Directory{}
-	if len(needs.GroupKeys) > 0 {
-		rows, err := q.Query(ctx, `SELECT group_key, group_type, max_recipients, quiet_start, quiet_end
-			FROM groups WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key`, tenantID, needs.GroupKeys)
-		if err != nil {
-			return nil, fmt.Errorf("load groups: %w", err)
-		}
-		for rows.Next() {
-			var g rules.Group
-			var qs, qe string
-			if err := rows.Scan(&g.Key, &g.Type, &g.MaxRecipients, &qs, &qe); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("load groups: %w", err)
-			}
-			g.QuietHours = quietHours(qs, qe)
-			dir.Groups = append(dir.Groups, g)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("load groups: %w", err)
-		}
-		rows, err = q.Query(ctx, `SELECT group_key, user_id, role FROM group_members
-			WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key, user_id`, tenantID, needs.GroupKeys)
-		if err != nil {
-			return nil, fmt.Errorf("load members: %w", err)
-		}
-		for rows.Next() {
-			var m rules.Member
-			if err := rows.Scan(&m.Group, &m.UserID, &m.Role); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("load members: %w", err)
-			}
-			dir.Members = append(dir.Members, m)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("load members: %w", err)
-		}
-	}
-	ids := map[string]bool{}
-	for _, id := range needs.UserIDs {
-		ids[id] = true
-	}
-	for _, m := range dir.Members {
-		ids[m.UserID] = true
-	}
-	userIDs := make([]string, 0, len(ids))
-	for id := range ids {
-		userIDs = append(userIDs, id)
-	}
-	sort.Strings(userIDs)
-	types := needs.UserTypes
-	if types == nil {
-		types = []string{}
-	}
-	if len(userIDs) == 0 && len(types) == 0 {
+	groups, userIDs, types := orEmpty(needs.GroupKeys), orEmpty(needs.UserIDs), orEmpty(needs.UserTypes)
+	if len(groups) == 0 && len(userIDs) == 0 && len(types) == 0 {
 		return dir, nil
 	}
-	rows, err := q.Query(ctx, `SELECT user_id, user_type, email, phone, locale, time_zone, active, quiet_start, quiet_end, attributes,
+	b := &pgx.Batch{}
+	b.Queue(`SELECT group_key, group_type, max_recipients, quiet_start, quiet_end
+		FROM groups WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key`, tenantID, groups)
+	b.Queue(`SELECT group_key, user_id, role FROM group_members
+		WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key, user_id`, tenantID, groups)
+	b.Queue(`WITH ids AS (`+directoryUsers+`)
+		SELECT r.user_id, r.user_type, r.email, r.phone, r.locale, r.time_zone, r.active, r.quiet_start, r.quiet_end, r.attributes,
 			COALESCE((SELECT array_agg(token ORDER BY token) FROM recipient_devices d
 			          WHERE d.tenant_id = r.tenant_id AND d.user_id = r.user_id), '{}')
-		FROM recipients r
-		WHERE tenant_id = $1 AND (user_id = ANY($2) OR (active AND user_type = ANY($3)))
-		ORDER BY user_id`, tenantID, userIDs, types)
-	if err != nil {
-		return nil, fmt.Errorf("load recipients: %w", err)
-	}
-	var loaded []string
-	for rows.Next() {
-		var r rules.Recipient
+		FROM recipients r JOIN ids ON r.user_id = ids.user_id
+		WHERE r.tenant_id = $1 ORDER BY r.user_id`, tenantID, userIDs, groups, types)
+	b.Queue(`WITH ids AS (`+directoryUsers+`)
+		SELECT p.user_id, p.event_type, p.channel, p.enabled FROM user_preferences p JOIN ids ON p.user_id = ids.user_id
+		WHERE p.tenant_id = $1 ORDER BY p.user_id, p.event_type, p.channel`, tenantID, userIDs, groups, types)
+	b.Queue(`SELECT group_key, event_type, channel, enabled FROM group_settings
+		WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key, event_type, channel`, tenantID, groups)
+	br := q.SendBatch(ctx, b)
+	defer br.Close()
+	err := readRows(br, "groups", func(r pgx.Rows) error {
+		var g rules.Group
 		var qs, qe string
-		if err := rows.Scan(&r.UserID, &r.UserType, &r.Email, &r.Phone, &r.Locale, &r.TimeZone, &r.Active, &qs, &qe, &r.Attributes, &r.DeviceTokens); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("load recipients: %w", err)
-		}
-		r.QuietHours = quietHours(qs, qe)
-		if len(r.Attributes) == 0 {
-			r.Attributes = nil
-		}
-		if len(r.DeviceTokens) == 0 {
-			r.DeviceTokens = nil
-		}
-		dir.Recipients = append(dir.Recipients, r)
-		loaded = append(loaded, r.UserID)
+		err := r.Scan(&g.Key, &g.Type, &g.MaxRecipients, &qs, &qe)
+		g.QuietHours = quietHours(qs, qe)
+		dir.Groups = append(dir.Groups, g)
+		return err
+	})
+	if err == nil {
+		err = readRows(br, "members", func(r pgx.Rows) error {
+			var m rules.Member
+			err := r.Scan(&m.Group, &m.UserID, &m.Role)
+			dir.Members = append(dir.Members, m)
+			return err
+		})
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load recipients: %w", err)
+	if err == nil {
+		err = readRows(br, "recipients", func(rows pgx.Rows) error {
+			var r rules.Recipient
+			var qs, qe string
+			err := rows.Scan(&r.UserID, &r.UserType, &r.Email, &r.Phone, &r.Locale, &r.TimeZone, &r.Active, &qs, &qe, &r.Attributes, &r.DeviceTokens)
+			r.QuietHours = quietHours(qs, qe)
+			if len(r.Attributes) == 0 {
+				r.Attributes = nil
+			}
+			if len(r.DeviceTokens) == 0 {
+				r.DeviceTokens = nil
+			}
+			dir.Recipients = append(dir.Recipients, r)
+			return err
+		})
 	}
-	if len(loaded) > 0 {
-		rows, err = q.Query(ctx, `SELECT user_id, event_type, channel, enabled FROM user_preferences
-			WHERE tenant_id = $1 AND user_id = ANY($2) ORDER BY user_id, event_type, channel`, tenantID, loaded)
-		if err != nil {
-			return nil, fmt.Errorf("load preferences: %w", err)
-		}
-		for rows.Next() {
+	if err == nil {
+		err = readRows(br, "preferences", func(r pgx.Rows) error {
 			var p rules.Preference
-			if err := rows.Scan(&p.UserID, &p.EventType, &p.Channel, &p.Enabled); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("load preferences: %w", err)
-			}
+			err := r.Scan(&p.UserID, &p.EventType, &p.Channel, &p.Enabled)
 			dir.Preferences = append(dir.Preferences, p)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("load preferences: %w", err)
-		}
+			return err
+		})
 	}
-	if len(needs.GroupKeys) > 0 {
-		rows, err = q.Query(ctx, `SELECT group_key, event_type, channel, enabled FROM group_settings
-			WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key, event_type, channel`, tenantID, needs.GroupKeys)
-		if err != nil {
-			return nil, fmt.Errorf("load group settings: %w", err)
-		}
-		for rows.Next() {
-			var s rules.GroupSetting
-			if err := rows.Scan(&s.Group, &s.EventType, &s.Channel, &s.Enabled); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("load group settings: %w", err)
-			}
-			dir.Settings = append(dir.Settings, s)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("load group settings: %w", err)
-		}
+	if err == nil {
+		err = readRows(br, "group settings", func(r pgx.Rows) error {
+			var gs rules.GroupSetting
+			err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled)
+			dir.Settings = append(dir.Settings, gs)
+			return err
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("load directory: %w", err)
 	}
 	return dir, nil
+}
+
+// readRows reads the next result of a batch, row by row.
+func readRows(br pgx.BatchResults, what string, row func(pgx.Rows) error) error {
+	rows, err := br.Query()
+	if err != nil {
+		return fmt.Errorf("load %s: %w", what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows); err != nil {
+			return fmt.Errorf("load %s: %w", what, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load %s: %w", what, err)
+	}
+	return nil
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func quietHours(start, end string) *rules.QuietHours {

@@ -25,12 +25,18 @@ type EventRow struct {
 	CreatedAt     time.Time
 }
 
-// ClaimEvents locks up to limit due PENDING events in tx, skipping events
-// other relays hold, oldest first.
+// ClaimEvents takes up to limit due PENDING events in tx, skipping events
+// other relays hold, oldest first, and marks them PROCESSED in the same
+// statement (one row write per event): the relay's transaction commits
+// them PROCESSED with their notifications and deliveries, or rolls back.
+// An event the relay cannot process goes back with FailEventAttempt in the
+// same transaction. Attempts is the count before this one.
 func ClaimEvents(ctx context.Context, tx pgx.Tx, limit int) ([]EventRow, error) {
-	rows, err := tx.Query(ctx, `SELECT id, tenant_id, event_id, event_type, aggregate_type, aggregate_id, payload, attempts, created_at
-		FROM event_outbox WHERE status = 'PENDING' AND available_at <= now()
-		ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+	rows, err := tx.Query(ctx, `UPDATE event_outbox e SET status = 'PROCESSED', processed_at = now(), attempts = e.attempts + 1, last_error = ''
+		FROM (SELECT id FROM event_outbox WHERE status = 'PENDING' AND available_at <= now()
+		      ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) c
+		WHERE e.id = c.id
+		RETURNING e.id, e.tenant_id, e.event_id, e.event_type, e.aggregate_type, e.aggregate_id, e.payload, e.attempts - 1, e.created_at`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim events: %w", err)
 	}
@@ -42,31 +48,20 @@ func ClaimEvents(ctx context.Context, tx pgx.Tx, limit int) ([]EventRow, error) 
 	if err != nil {
 		return nil, fmt.Errorf("claim events: %w", err)
 	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].ID < evs[j].ID })
 	return evs, nil
 }
 
-// MarkEventsProcessed marks claimed events PROCESSED.
-func MarkEventsProcessed(ctx context.Context, tx pgx.Tx, ids []int64) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	_, err := tx.Exec(ctx, `UPDATE event_outbox SET status = 'PROCESSED', processed_at = now(), attempts = attempts + 1, last_error = ''
-		WHERE id = ANY($1) AND status = 'PENDING'`, ids)
-	if err != nil {
-		return fmt.Errorf("mark events processed: %w", err)
-	}
-	return nil
-}
-
-// FailEventAttempt records a failed processing attempt of a claimed event:
-// it becomes FAILED once attempts reach maxAttempts, otherwise it waits
-// retryIn before the next try. It reports whether the event is now FAILED.
+// FailEventAttempt records a failed processing attempt of an event claimed
+// in tx: it becomes FAILED once its attempts reach maxAttempts, otherwise
+// PENDING again, due after retryIn. It reports whether the event is now
+// FAILED.
 func FailEventAttempt(ctx context.Context, tx pgx.Tx, id int64, reason string, maxAttempts int, retryIn time.Duration) (bool, error) {
 	var status string
-	err := tx.QueryRow(ctx, `UPDATE event_outbox SET attempts = attempts + 1, last_error = $2,
-			status = CASE WHEN attempts + 1 >= $3 THEN 'FAILED' ELSE 'PENDING' END,
+	err := tx.QueryRow(ctx, `UPDATE event_outbox SET last_error = $2, processed_at = NULL,
+			status = CASE WHEN attempts >= $3 THEN 'FAILED' ELSE 'PENDING' END,
 			available_at = now() + make_interval(secs => $4)
-		WHERE id = $1 AND status = 'PENDING' RETURNING status`, id, reason, maxAttempts, retryIn.Seconds()).Scan(&status)
+		WHERE id = $1 AND status = 'PROCESSED' RETURNING status`, id, reason, maxAttempts, retryIn.Seconds()).Scan(&status)
 	if err != nil {
 		return false, fmt.Errorf("record event failure: %w", err)
 	}
@@ -136,51 +131,36 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 			shares[i] = &s
 		}
 	}
-	rows, err := tx.Query(ctx, `INSERT INTO notifications (notification_id, tenant_id, event_id, user_id, event_type, title, body, data, severity, share_key)
-		SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::text[])
-		ON CONFLICT (tenant_id, event_id, user_id) DO NOTHING
-		RETURNING notification_id::text, tenant_id, user_id`,
+	// The unread counters of the notifications actually inserted are bumped
+	// by the same statement, in (tenant, user) order so that concurrent
+	// relays never deadlock on them.
+	rows, err := tx.Query(ctx, `WITH ins AS (
+			INSERT INTO notifications (notification_id, tenant_id, event_id, user_id, event_type, title, body, data, severity, share_key)
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::text[])
+			ON CONFLICT (tenant_id, event_id, user_id) DO NOTHING
+			RETURNING notification_id, tenant_id, user_id
+		), bump AS (
+			INSERT INTO notification_counters (tenant_id, user_id, unread)
+			SELECT tenant_id, user_id, count(*) FROM ins GROUP BY tenant_id, user_id ORDER BY tenant_id, user_id
+			ON CONFLICT (tenant_id, user_id) DO UPDATE SET unread = notification_counters.unread + EXCLUDED.unread
+		)
+		SELECT notification_id::text FROM ins`,
 		ids, tenants, events, users, types, titles, bodies, datas, sevs, shares)
 	if err != nil {
 		return 0, nil, fmt.Errorf("insert notifications: %w", err)
 	}
 	inserted := map[string]bool{}
-	type tu struct{ tenant, user string }
-	unread := map[tu]int{}
 	for rows.Next() {
-		var id, tenant, user string
-		if err := rows.Scan(&id, &tenant, &user); err != nil {
+		var id string
+		if err := rows.Scan(&id); err != nil {
 			rows.Close()
 			return 0, nil, fmt.Errorf("insert notifications: %w", err)
 		}
 		inserted[id] = true
-		unread[tu{tenant, user}]++
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return 0, nil, fmt.Errorf("insert notifications: %w", err)
-	}
-	// Counters in a fixed order so concurrent relays never deadlock.
-	keys := make([]tu, 0, len(unread))
-	for k := range unread {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].tenant != keys[j].tenant {
-			return keys[i].tenant < keys[j].tenant
-		}
-		return keys[i].user < keys[j].user
-	})
-	ct, cu, cn := make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
-	for i, k := range keys {
-		ct[i], cu[i], cn[i] = k.tenant, k.user, int32(unread[k])
-	}
-	if len(keys) > 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO notification_counters (tenant_id, user_id, unread)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::int[])
-			ON CONFLICT (tenant_id, user_id) DO UPDATE SET unread = notification_counters.unread + EXCLUDED.unread`, ct, cu, cn); err != nil {
-			return 0, nil, fmt.Errorf("bump unread counters: %w", err)
-		}
 	}
 	var keep []NewDelivery
 	for _, d := range dels {
