@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -19,41 +21,56 @@ import (
 // copy from being recorded, not from being sent.
 //
 // Within the daemon a set of in-flight attempts does it. Across daemons a
-// session-level PostgreSQL advisory lock per attempt does, taken on one
-// connection the daemon keeps for this alone: advisory locks write no WAL,
-// cost one round trip per message to take and one to drop, and PostgreSQL
-// drops them when the daemon dies, so the broker's redelivery of the dead
-// daemon's messages is sent normally. If that connection fails, the guard
-// degrades to the local set (the record stays exactly-once either way) and
-// reconnects on the next message.
+// session-level PostgreSQL advisory lock per attempt does, taken on one of
+// a few connections the daemon keeps for this alone: advisory locks write
+// no WAL, and PostgreSQL drops them when the daemon dies, so the broker's
+// redelivery of the dead daemon's messages is sent normally. Taking the
+// locks of a message and checking in the database that its attempts are
+// still due is one round trip; dropping the locks of recorded attempts is
+// batched. If a connection fails, the guard degrades to the local set for
+// that message (the record stays exactly-once either way) and reconnects
+// on the next one.
 type inflight struct {
 	connConfig *pgx.ConnConfig
 	log        hclog.Logger
 
-	mu    sync.Mutex
-	local map[string]bool
+	mu sync.Mutex
+	// local maps each attempt held in this daemon to the guard connection
+	// whose session holds its lock (-1: none, this daemon only).
+	local map[string]int
 
-	connMu sync.Mutex
-	conn   *pgx.Conn
-	closed bool // after close, no new session is opened
+	conns  [guardConns]guardConn
+	next   atomic.Uint32
+	closed atomic.Bool // after close, no new session is opened
 
 	laterMu  sync.Mutex
 	later    []string // recorded attempts whose locks the next flush drops
 	flushing bool     // a flush is scheduled
 }
 
+// guardConn is one lock session.
+type guardConn struct {
+	mu   sync.Mutex
+	conn *pgx.Conn
+}
+
+// guardConns is how many lock sessions a daemon keeps: one serialised
+// every listener of the daemon behind it.
+const guardConns = 4
+
 // releaseDelay is how long releaseLater gathers keys before dropping them
-// with one statement; releaseBatch drops them at once when that many wait.
+// with one statement per session; releaseBatch drops them at once when
+// that many wait.
 const (
 	releaseDelay = 20 * time.Millisecond
 	releaseBatch = 2000
 )
 
 func newInflight(cfg *pgx.ConnConfig, log hclog.Logger) *inflight {
-	return &inflight{connConfig: cfg, log: log, local: map[string]bool{}}
+	return &inflight{connConfig: cfg, log: log, local: map[string]int{}}
 }
 
-// errGuardClosed is withConn's answer after close: the session and its
+// errGuardClosed is withConn's answer after close: the sessions and their
 // locks are gone.
 var errGuardClosed = errors.New("in-flight guard closed")
 
@@ -67,46 +84,77 @@ const lockSeed = 0x6865726c64 // "herld"
 // acquire returns the keys this caller now holds; a key held by another
 // listener (here or in another daemon) is left out.
 func (f *inflight) acquire(ctx context.Context, keys []string) []string {
+	held, _, _ := f.take(ctx, keys, nil)
+	return held
+}
+
+// take acquires keys like acquire and, when refs (the attempts the keys
+// name, in the same order) are given, also checks in the database which
+// of them are still due, after the locks are taken, in the same round
+// trip. checked is false when the check could not run: the caller checks
+// itself.
+func (f *inflight) take(ctx context.Context, keys []string, refs []store.Ref) (held []string, due map[string]bool, checked bool) {
 	f.mu.Lock()
 	mine := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if !f.local[k] {
-			f.local[k] = true
+	var mineRefs []store.Ref
+	for i, k := range keys {
+		if _, busy := f.local[k]; !busy {
+			f.local[k] = -1
 			mine = append(mine, k)
+			if refs != nil {
+				mineRefs = append(mineRefs, refs[i])
+			}
 		}
 	}
 	f.mu.Unlock()
 	if len(mine) == 0 {
-		return nil
+		return nil, map[string]bool{}, refs != nil
 	}
+	ci := int(f.next.Add(1) % guardConns)
 	var got []string
-	err := f.withConn(ctx, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, `SELECT k FROM unnest($1::text[]) AS k
-			WHERE pg_try_advisory_lock(hashtextextended(k, $2))`, mine, lockSeed)
-		if err != nil {
-			return err
+	err := f.withConn(ctx, ci, func(c *pgx.Conn) error {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT k FROM unnest($1::text[]) AS k WHERE pg_try_advisory_lock(hashtextextended(k, $2))`, mine, lockSeed)
+		if refs != nil {
+			// The batch is one implicit transaction, but each statement
+			// reads with a snapshot of its own: the check sees every
+			// record made before the locks were taken.
+			sql, args := store.SendableQuery(mineRefs)
+			b.Queue(sql, args...)
 		}
-		got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		br := c.SendBatch(ctx, b)
+		rows, err := br.Query()
+		if err == nil {
+			got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err == nil && refs != nil {
+			if rows, err = br.Query(); err == nil {
+				due, err = store.ReadSendable(rows)
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 		return err
 	})
 	if err != nil {
 		f.log.Warn("in-flight lock unavailable; guarding this daemon only", "error", err)
-		return mine
+		return mine, nil, false
 	}
-	if len(got) < len(mine) {
-		held := map[string]bool{}
-		for _, k := range got {
-			held[k] = true
-		}
-		f.mu.Lock()
-		for _, k := range mine {
-			if !held[k] {
-				delete(f.local, k)
-			}
-		}
-		f.mu.Unlock()
+	gotSet := make(map[string]bool, len(got))
+	for _, k := range got {
+		gotSet[k] = true
 	}
-	return got
+	f.mu.Lock()
+	for _, k := range mine {
+		if gotSet[k] {
+			f.local[k] = ci
+		} else {
+			delete(f.local, k)
+		}
+	}
+	f.mu.Unlock()
+	return got, due, refs != nil
 }
 
 // release drops keys taken by acquire, once their outcome is recorded (or
@@ -115,13 +163,23 @@ func (f *inflight) release(ctx context.Context, keys []string) {
 	if len(keys) == 0 {
 		return
 	}
-	err := f.withConn(ctx, func(c *pgx.Conn) error {
-		_, err := c.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended(k, $2)) FROM unnest($1::text[]) AS k`, keys, lockSeed)
-		return err
-	})
-	if err != nil && !errors.Is(err, errGuardClosed) {
-		// The connection is gone, and its locks with it.
-		f.log.Warn("in-flight unlock failed", "error", err)
+	bySession := map[int][]string{}
+	f.mu.Lock()
+	for _, k := range keys {
+		if ci, ok := f.local[k]; ok && ci >= 0 {
+			bySession[ci] = append(bySession[ci], k)
+		}
+	}
+	f.mu.Unlock()
+	for ci, ks := range bySession {
+		err := f.withConn(ctx, ci, func(c *pgx.Conn) error {
+			_, err := c.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended(k, $2)) FROM unnest($1::text[]) AS k`, ks, lockSeed)
+			return err
+		})
+		if err != nil && !errors.Is(err, errGuardClosed) {
+			// The session is gone, and its locks with it.
+			f.log.Warn("in-flight unlock failed", "error", err)
+		}
 	}
 	f.mu.Lock()
 	for _, k := range keys {
@@ -131,9 +189,9 @@ func (f *inflight) release(ctx context.Context, keys []string) {
 }
 
 // releaseLater drops keys whose attempts are recorded, gathered with
-// others into one statement. Until then they stay held here and in
-// PostgreSQL, which costs nothing: a copy of a recorded attempt is skipped
-// by the database guard anyway.
+// others into one statement per session. Until then they stay held here
+// and in PostgreSQL, which costs nothing: a copy of a recorded attempt is
+// skipped by the database check anyway.
 func (f *inflight) releaseLater(keys []string) {
 	if len(keys) == 0 {
 		return
@@ -163,38 +221,42 @@ func (f *inflight) flushLater(ctx context.Context) {
 	f.release(ctx, keys)
 }
 
-// withConn runs fn on the lock connection, (re)connecting as needed. A
+// withConn runs fn on lock session ci, (re)connecting as needed. A
 // connection that fails is closed: its session, and every lock it held,
 // ends with it.
-func (f *inflight) withConn(ctx context.Context, fn func(*pgx.Conn) error) error {
-	f.connMu.Lock()
-	defer f.connMu.Unlock()
-	if f.closed {
+func (f *inflight) withConn(ctx context.Context, ci int, fn func(*pgx.Conn) error) error {
+	g := &f.conns[ci]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f.closed.Load() {
 		return errGuardClosed
 	}
-	if f.conn == nil || f.conn.IsClosed() {
+	if g.conn == nil || g.conn.IsClosed() {
 		c, err := pgx.ConnectConfig(ctx, f.connConfig.Copy())
 		if err != nil {
 			return err
 		}
-		f.conn = c
+		g.conn = c
 	}
-	if err := fn(f.conn); err != nil {
-		_ = f.conn.Close(context.WithoutCancel(ctx))
-		f.conn = nil
+	if err := fn(g.conn); err != nil {
+		_ = g.conn.Close(context.WithoutCancel(ctx))
+		g.conn = nil
 		return err
 	}
 	return nil
 }
 
-// close drops what waits for release and ends the lock session.
+// close drops what waits for release and ends the lock sessions.
 func (f *inflight) close(ctx context.Context) {
 	f.flushLater(ctx)
-	f.connMu.Lock()
-	defer f.connMu.Unlock()
-	f.closed = true
-	if f.conn != nil {
-		_ = f.conn.Close(ctx)
-		f.conn = nil
+	f.closed.Store(true)
+	for i := range f.conns {
+		g := &f.conns[i]
+		g.mu.Lock()
+		if g.conn != nil {
+			_ = g.conn.Close(ctx)
+			g.conn = nil
+		}
+		g.mu.Unlock()
 	}
 }

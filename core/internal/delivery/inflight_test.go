@@ -2,7 +2,9 @@ package delivery
 
 import (
 	"context"
+	"github.com/heraldhq/herald/core/internal/store"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -55,4 +57,66 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// TestTakeChecksWhatIsStillDue: taking a message's attempts also says, in
+// the same round trip and after the locks, which are still due; an
+// attempt already recorded is held but not due, and one another daemon
+// holds is neither.
+func TestTakeChecksWhatIsStillDue(t *testing.T) {
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []store.NewNotification
+	var dels []store.NewDelivery
+	for i, u := range []string{"u1", "u2", "u3"} {
+		nid := "0190d0a0-0000-7000-8000-00000000010" + strconv.Itoa(i)
+		notes = append(notes, store.NewNotification{ID: nid, TenantID: "t", EventID: "e", UserID: u, EventType: "X", Severity: "info"})
+		dels = append(dels, store.NewDelivery{NotificationID: nid, TenantID: "t", EventID: "e", EventType: "X", UserID: u,
+			UserType: "CUSTOMER", Channel: "EMAIL", Severity: "info", Status: store.StatusPublished, MaxAttempts: 3, NextAttemptAt: time.Now()})
+	}
+	_, written, err := store.InsertFanout(ctx, tx, notes, dels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sent := store.Outcome{ID: written[0].ID, Attempt: 1, Kind: "sent", Status: store.StatusSent, StartedAt: time.Now()}
+	if _, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{sent}); err != nil {
+		t.Fatal(err)
+	}
+	refs := make([]store.Ref, len(written))
+	keys := make([]string, len(written))
+	for i, d := range written {
+		refs[i] = store.Ref{ID: d.ID, Attempt: 1}
+		keys[i] = attemptKey(d.ID, 1)
+	}
+	other := newInflight(db.Pool.Config().ConnConfig, hclog.NewNullLogger())
+	defer other.close(ctx)
+	if got := other.acquire(ctx, keys[2:]); len(got) != 1 {
+		t.Fatalf("other daemon acquires %v", got)
+	}
+	g := newInflight(db.Pool.Config().ConnConfig, hclog.NewNullLogger())
+	defer g.close(ctx)
+	held, due, checked := g.take(ctx, keys, refs)
+	if !checked {
+		t.Fatal("the check did not run")
+	}
+	if !slices.Equal(sorted(held), sorted(keys[:2])) {
+		t.Fatalf("held %v, want the two attempts the other daemon does not hold", held)
+	}
+	if len(due) != 2 || due[written[0].ID] || !due[written[1].ID] {
+		t.Fatalf("due %v: want %s (not the recorded %s)", due, written[1].ID, written[0].ID)
+	}
+	g.releaseLater(held)
+	other.release(ctx, keys[2:])
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		got := other.acquire(ctx, keys[:2])
+		other.release(ctx, got)
+		return len(got) == 2
+	}, "the batched release never dropped the locks")
 }

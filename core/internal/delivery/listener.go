@@ -172,12 +172,18 @@ func (l *Listener) handle(ctx context.Context, log hclog.Logger, m amqp.Delivery
 	}
 	work := context.WithoutCancel(ctx)
 	// Hold each referenced attempt against a duplicate message being sent
-	// at the same time, then read what still waits for it.
+	// at the same time, then find what still waits for it: a version-2
+	// message is checked in the same round trip as its locks.
 	keys := make([]string, len(env.Deliveries))
-	for i, r := range env.Deliveries {
+	refs := env.Refs()
+	for i, r := range refs {
 		keys[i] = attemptKey(r.ID, r.Attempt)
 	}
-	held := l.guard.acquire(work, keys)
+	var checkRefs []store.Ref
+	if env.V == 2 {
+		checkRefs = refs
+	}
+	held, due, checked := l.guard.take(work, keys, checkRefs)
 	wires := env.Deliveries
 	if len(held) < len(keys) {
 		// Another listener is sending those attempts and will record
@@ -194,7 +200,16 @@ func (l *Listener) handle(ctx context.Context, log hclog.Logger, m amqp.Delivery
 			}
 		}
 	}
-	claimed, err := l.load(work, env.V, wires)
+	var claimed []store.Claimed
+	if checked {
+		for _, w := range wires {
+			if due[w.ID] {
+				claimed = append(claimed, w.claimed())
+			}
+		}
+	} else {
+		claimed, err = l.load(work, env.V, wires)
+	}
 	if err != nil {
 		log.Warn("loading deliveries failed; message goes back to the queue", "error", err)
 		sleepCtx(ctx, 200*time.Millisecond)

@@ -186,29 +186,36 @@ func Sendable(ctx context.Context, q Querier, refs []Ref) (map[string]bool, erro
 	if len(refs) == 0 {
 		return nil, nil
 	}
+	sql, args := SendableQuery(refs)
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("check sendable: %w", err)
+	}
+	return ReadSendable(rows)
+}
+
+// SendableQuery is Sendable's statement and arguments, for a caller that
+// sends it in a batch; ReadSendable reads its rows.
+func SendableQuery(refs []Ref) (string, []any) {
 	ids, attempts := make([]string, len(refs)), make([]int32, len(refs))
 	for i, r := range refs {
 		ids[i], attempts[i] = r.ID, int32(r.Attempt)
 	}
-	rows, err := q.Query(ctx, `SELECT d.delivery_id::text
+	return `SELECT d.delivery_id::text
 		FROM unnest($1::text[]::uuid[], $2::int[]) AS m(id, attempt)
 		JOIN deliveries d ON d.delivery_id = m.id
-		WHERE `+sendable, ids, attempts)
+		WHERE ` + sendable, []any{ids, attempts}
+}
+
+// ReadSendable collects the ids a SendableQuery returned.
+func ReadSendable(rows pgx.Rows) (map[string]bool, error) {
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("check sendable: %w", err)
 	}
-	ok := make(map[string]bool, len(refs))
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("check sendable: %w", err)
-		}
+	ok := make(map[string]bool, len(ids))
+	for _, id := range ids {
 		ok[id] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("check sendable: %w", err)
 	}
 	return ok, nil
 }
