@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync/atomic"
@@ -84,9 +85,38 @@ func (h *Handoff) Offer(ctx context.Context, id int64, dels []store.NewDelivery)
 	}
 }
 
-// Run publishes handed-over batches until ctx ends.
+// handoffRound is what one publish round sent: its batches and the
+// broker's confirms still to come.
+type handoffRound struct {
+	batches    []handoffBatch
+	confirms   []*amqp.DeferredConfirmation
+	unroutable []string // deliveries no queue is bound for
+	err        error    // the round failed before all its messages went out
+	// returns is the broker channel's returned messages: the broker
+	// sends a basic.return before the confirm of the same message.
+	returns chan amqp.Return
+}
+
+// handoffPipeline bounds the rounds published and not yet confirmed.
+const handoffPipeline = 16
+
+// Run publishes handed-over batches until ctx ends. Publishing does not
+// wait for the previous round's confirms: a second goroutine waits for
+// them, in order, and deletes the confirmed rounds' handoff rows.
 func (h *Handoff) Run(ctx context.Context) error {
-	defer h.closeChannel()
+	rounds := make(chan handoffRound, handoffPipeline)
+	confirmed := make(chan struct{})
+	go func() {
+		defer close(confirmed)
+		h.confirm(ctx, rounds)
+	}()
+	defer func() {
+		h.up.Store(false)
+		close(rounds)
+		<-confirmed
+		h.closeChannel()
+		h.failQueued()
+	}()
 	for ctx.Err() == nil {
 		if _, err := h.channel(ctx); err != nil {
 			h.up.Store(false)
@@ -94,53 +124,50 @@ func (h *Handoff) Run(ctx context.Context) error {
 				break
 			}
 			h.log.Warn("broker channel unavailable; the relay leaves deliveries to the publisher", "error", err)
-			h.failQueued(ctx)
+			h.failQueued()
 			sleepCtx(ctx, 500*time.Millisecond)
 			continue
 		}
 		h.up.Store(true)
-		var round []handoffBatch
+		var batches []handoffBatch
 		select {
 		case <-ctx.Done():
 			continue
 		case b := <-h.batches:
-			round = append(round, b)
+			batches = append(batches, b)
 		}
-		n := len(round[0].dels)
+		n := len(batches[0].dels)
 	gather:
 		for n < handoffGather {
 			select {
 			case b := <-h.batches:
-				round = append(round, b)
+				batches = append(batches, b)
 				n += len(b.dels)
 			default:
 				break gather
 			}
 		}
-		if err := h.publish(ctx, round); err != nil {
+		round := h.publish(ctx, batches)
+		if round.err != nil {
 			h.up.Store(false)
-			h.closeChannel()
-			h.log.Warn("handoff publish failed; the publisher takes its deliveries over", "error", err)
-			h.giveUp(round)
+			h.closeChannel() // the rounds in flight on it fail too
 		}
+		rounds <- round
 	}
-	h.up.Store(false)
-	h.failQueued(ctx)
 	return nil
 }
 
-// publish sends the deliveries of a round, waits for the broker's confirms
-// and deletes the handoff rows. Deliveries no queue is bound for are
-// FAILED as unroutable. An error leaves the round's rows to giveUp.
-func (h *Handoff) publish(ctx context.Context, round []handoffBatch) error {
+// publish sends the deliveries of a round's batches with deferred
+// confirms. Deliveries no queue is bound for are set aside as unroutable.
+func (h *Handoff) publish(ctx context.Context, batches []handoffBatch) handoffRound {
+	round := handoffRound{batches: batches, returns: h.returns}
 	topo := h.conn.Topology()
 	byKey := map[string][]Wire{}
-	var unroutable []string
-	for _, b := range round {
+	for _, b := range batches {
 		for _, d := range b.dels {
 			key := broker.RoutingKey(d.UserType, d.Channel)
 			if !topo.Routable(key) {
-				unroutable = append(unroutable, d.ID)
+				round.unroutable = append(round.unroutable, d.ID)
 				continue
 			}
 			byKey[key] = append(byKey[key], wireOf(d))
@@ -151,14 +178,14 @@ func (h *Handoff) publish(ctx context.Context, round []handoffBatch) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var inflight []pending
 	for _, key := range keys {
 		wires := byKey[key]
 		for start := 0; start < len(wires); start += h.cfg.PerMessage {
 			part := wires[start:min(start+h.cfg.PerMessage, len(wires))]
 			body, err := json.Marshal(Envelope{V: 2, Deliveries: part})
 			if err != nil {
-				return err
+				round.err = err
+				return round
 			}
 			dc, err := h.ch.PublishWithDeferredConfirmWithContext(ctx, topo.Exchange, key, true, false, amqp.Publishing{
 				ContentType:  "application/json",
@@ -168,50 +195,95 @@ func (h *Handoff) publish(ctx context.Context, round []handoffBatch) error {
 				Body:         body,
 			})
 			if err != nil {
-				return fmt.Errorf("publish: %w", err)
+				round.err = fmt.Errorf("publish: %w", err)
+				return round
 			}
-			inflight = append(inflight, pending{refs: part, dc: dc})
+			round.confirms = append(round.confirms, dc)
 		}
+	}
+	return round
+}
+
+// confirm waits for each round's confirms, in order, and deletes the
+// handoff rows of the confirmed ones (those that are ready together, with
+// one statement); a round that failed is given up. It returns once rounds
+// is closed and drained.
+func (h *Handoff) confirm(ctx context.Context, rounds <-chan handoffRound) {
+	work := context.WithoutCancel(ctx)
+	for round := range rounds {
+		done := []handoffRound{round}
+	more:
+		for len(done) < handoffPipeline {
+			select {
+			case r, ok := <-rounds:
+				if !ok {
+					break more
+				}
+				done = append(done, r)
+			default:
+				break more
+			}
+		}
+		var ids []int64
+		var unroutable []string
+		drained := map[chan amqp.Return]bool{}
+		for _, r := range done {
+			if err := h.await(work, r); err != nil {
+				h.log.Warn("handoff publish failed; the publisher takes its deliveries over", "error", err)
+				h.giveUp(r.batches)
+				continue
+			}
+			unroutable = append(unroutable, r.unroutable...)
+			if !drained[r.returns] {
+				drained[r.returns] = true
+				unroutable = append(unroutable, drainReturns(r.returns, h.log)...)
+			}
+			for _, b := range r.batches {
+				ids = append(ids, b.id)
+			}
+		}
+		if len(unroutable) > 0 {
+			if err := failUnroutable(work, h.pool, unroutable); err != nil {
+				h.log.Warn("unroutable deliveries not marked FAILED; the stale reclaim finds them", "error", err)
+			} else {
+				h.log.Error("deliveries failed: no queue bound for their routing key", "count", len(unroutable))
+			}
+		}
+		// If this fails the rows become due later and the deliveries are
+		// published again, which the listeners' check makes harmless.
+		if err := store.DeleteHandoffs(work, h.pool, ids); err != nil {
+			h.log.Warn("confirmed handoffs not deleted; their deliveries will be published again", "error", err)
+		}
+	}
+}
+
+// await waits for every confirm of a round.
+func (h *Handoff) await(ctx context.Context, r handoffRound) error {
+	if r.err != nil {
+		return r.err
 	}
 	confirmCtx, cancel := context.WithTimeout(ctx, h.cfg.ConfirmTimeout)
 	defer cancel()
-	for _, f := range inflight {
-		ok, err := f.dc.WaitContext(confirmCtx)
+	for _, dc := range r.confirms {
+		ok, err := dc.WaitContext(confirmCtx)
 		if err != nil {
 			return fmt.Errorf("wait for confirms: %w", err)
 		}
 		if !ok {
-			return fmt.Errorf("broker nacked a message of %d deliveries", len(f.refs))
+			return errors.New("broker nacked a message (or its channel closed)")
 		}
-	}
-	unroutable = append(unroutable, drainReturns(h.returns, h.log)...)
-	work := context.WithoutCancel(ctx)
-	if len(unroutable) > 0 {
-		if err := failUnroutable(work, h.pool, unroutable); err != nil {
-			return err
-		}
-		h.log.Error("deliveries failed: no queue bound for their routing key", "count", len(unroutable))
-	}
-	ids := make([]int64, len(round))
-	for i, b := range round {
-		ids[i] = b.id
-	}
-	// If this fails the rows become due later and the deliveries are
-	// published again, which the listeners' check makes harmless.
-	if err := store.DeleteHandoffs(work, h.pool, ids); err != nil {
-		h.log.Warn("confirmed handoffs not deleted; their deliveries will be published again", "error", err)
 	}
 	return nil
 }
 
 // giveUp makes the handoff rows of a round due now, so the publisher takes
 // their deliveries over without waiting for Grace.
-func (h *Handoff) giveUp(round []handoffBatch) {
-	if len(round) == 0 {
+func (h *Handoff) giveUp(batches []handoffBatch) {
+	if len(batches) == 0 {
 		return
 	}
-	ids := make([]int64, len(round))
-	for i, b := range round {
+	ids := make([]int64, len(batches))
+	for i, b := range batches {
 		ids[i] = b.id
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -223,14 +295,14 @@ func (h *Handoff) giveUp(round []handoffBatch) {
 }
 
 // failQueued gives up every batch waiting in the queue.
-func (h *Handoff) failQueued(ctx context.Context) {
-	var round []handoffBatch
+func (h *Handoff) failQueued() {
+	var batches []handoffBatch
 	for {
 		select {
 		case b := <-h.batches:
-			round = append(round, b)
+			batches = append(batches, b)
 		default:
-			h.giveUp(round)
+			h.giveUp(batches)
 			return
 		}
 	}
@@ -267,7 +339,10 @@ func drainReturns(returns chan amqp.Return, log hclog.Logger) []string {
 	var ids []string
 	for {
 		select {
-		case r := <-returns:
+		case r, ok := <-returns:
+			if !ok {
+				return ids // the channel closed
+			}
 			if env, err := DecodeEnvelope(r.Body); err == nil {
 				for _, w := range env.Deliveries {
 					ids = append(ids, w.ID)

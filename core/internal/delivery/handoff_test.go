@@ -279,3 +279,41 @@ func TestHandoffGivesUpWhatItCouldNotPublish(t *testing.T) {
 		t.Fatalf("claimed %d deliveries of %d handoffs (%v); want the 2 given up", len(rows), taken, err)
 	}
 }
+
+// TestHandoffBrokerGoneGivesTheBatchUp: a batch handed over after the
+// broker connection went away is not lost: its handoff row is made due at
+// once and the publisher is woken to take it over.
+func TestHandoffBrokerGoneGivesTheBatchUp(t *testing.T) {
+	f := newHandoffFixture(t)
+	kicked := make(chan struct{}, 1)
+	h := NewHandoff(f.db.Pool, f.conn, hclog.NewNullLogger(), PublisherConfig{}, func() {
+		select {
+		case kicked <- struct{}{}:
+		default:
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testenv.Eventually(t, 20*time.Second, h.Ready, "handoff never became ready")
+
+	f.conn.Close() // the broker connection is gone for good
+	hid, written := f.writeBatch(t, "e5", 2, time.Hour)
+	h.Offer(ctx, hid, written)
+	select {
+	case <-kicked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the publisher was never woken")
+	}
+	var due bool
+	if err := f.db.Pool.QueryRow(ctx, `SELECT due_at <= now() FROM delivery_handoffs WHERE handoff_id = $1`, hid).Scan(&due); err != nil {
+		t.Fatal(err)
+	}
+	if !due {
+		t.Fatal("the handoff row is not due: its deliveries would wait for the grace period")
+	}
+	if h.Ready() {
+		t.Fatal("handoff still ready without a broker")
+	}
+}
