@@ -71,6 +71,9 @@ type Relay struct {
 	cfg   Config
 	log   hclog.Logger
 	kick  chan struct{}
+	// surge wakes the workers after the first: a claim came back full, so
+	// events are waiting faster than one worker relays them.
+	surge chan struct{}
 	// published is called after a batch wrote deliveries.
 	published func()
 	now       func() time.Time
@@ -83,7 +86,8 @@ func New(pool *pgxpool.Pool, ruleset func() *rules.RuleSet, onDeliveries func(),
 	if onDeliveries == nil {
 		onDeliveries = func() {}
 	}
-	return &Relay{pool: pool, rules: ruleset, cfg: cfg, log: log.Named("relay"), kick: make(chan struct{}, 1), published: onDeliveries, now: time.Now}
+	return &Relay{pool: pool, rules: ruleset, cfg: cfg, log: log.Named("relay"), kick: make(chan struct{}, 1),
+		surge: make(chan struct{}, cfg.Workers), published: onDeliveries, now: time.Now}
 }
 
 // Kick wakes the relay.
@@ -99,10 +103,14 @@ func (r *Relay) Kick() {
 func (r *Relay) Run(ctx context.Context) error {
 	go store.Listen(ctx, r.pool, "herald_events", r.log, r.Kick)
 	done := make(chan struct{})
-	for range r.cfg.Workers {
+	for i := range r.cfg.Workers {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			r.loop(ctx)
+			if i == 0 {
+				r.loop(ctx)
+			} else {
+				r.surgeLoop(ctx)
+			}
 		}()
 	}
 	for range r.cfg.Workers {
@@ -131,6 +139,9 @@ func (r *Relay) loop(ctx context.Context) {
 			// notify when no older event waits, so the relay must not go
 			// idle while events remain.
 			wait = firstWait
+			if n >= r.cfg.BatchSize {
+				r.signalSurge()
+			}
 			continue
 		}
 		t := time.NewTimer(min(wait, r.cfg.PollInterval))
@@ -141,6 +152,45 @@ func (r *Relay) loop(ctx context.Context) {
 		}
 		t.Stop()
 		wait = min(wait*2, r.cfg.PollInterval)
+	}
+}
+
+// signalSurge wakes the idle extra workers.
+func (r *Relay) signalSurge() {
+	for range r.cfg.Workers - 1 {
+		select {
+		case r.surge <- struct{}{}:
+		default:
+			return
+		}
+	}
+}
+
+// surgeLoop is a worker after the first: it relays only while claims come
+// back at least half full (a backlog), and otherwise waits for the next
+// surge. At a light load one worker relays every event as it comes, in
+// batches of one or a few: more workers would only split those into more,
+// smaller transactions.
+func (r *Relay) surgeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.surge:
+		}
+		for ctx.Err() == nil {
+			n, err := r.RunOnce(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn("relay batch failed; it will be retried", "error", err)
+					sleep(ctx, 500*time.Millisecond)
+				}
+				break
+			}
+			if n < r.cfg.BatchSize/2 {
+				break
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -153,5 +154,34 @@ func TestInsertFanoutTwiceWritesOnce(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT unread FROM notification_counters WHERE user_id = 'u1'`); n != 1 {
 		t.Fatalf("unread = %d, want 1", n)
+	}
+}
+
+// TestRelaySurgeWorkersShareABacklog: with a backlog the extra workers
+// join in (claims come back full), and every event is relayed exactly
+// once across them.
+func TestRelaySurgeWorkersShareABacklog(t *testing.T) {
+	t.Parallel()
+	db, rs := setup(t)
+	for i := range 300 {
+		enqueue(t, db, "e"+strconv.Itoa(i), "PING", `{"user":"u1"}`)
+	}
+	r := outbox.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(),
+		outbox.Config{BatchSize: 10, Workers: 3, PollInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		return count(t, db, `SELECT count(*) FROM event_outbox WHERE status = 'PROCESSED'`) == 300
+	}, "the backlog was not relayed")
+	if n := count(t, db, `SELECT count(*) FROM notifications`); n != 300 {
+		t.Fatalf("notifications = %d, want 300", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM deliveries`); n != 600 {
+		t.Fatalf("deliveries = %d, want 600 (WEBSOCKET and EMAIL per event)", n)
+	}
+	if n := count(t, db, `SELECT unread FROM notification_counters WHERE user_id = 'u1'`); n != 300 {
+		t.Fatalf("u1 unread = %d, want 300", n)
 	}
 }
