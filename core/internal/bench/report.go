@@ -99,10 +99,33 @@ func (r *Report) Evaluate() {
 			r.Targets = append(r.Targets, t)
 		}
 	}
+	// Scale-out: N daemons on the same servers against the one-daemon
+	// fanout run of the same report. On one machine they share its CPUs,
+	// so they cannot help there; they must not hurt. Within 5 % counts as
+	// not hurting: single runs of the same scenario vary more than that.
+	if one, ok := r.run("fanout"); ok && one.DeliveriesPerS > 0 {
+		for _, run := range r.Runs {
+			if run.Scenario.Serve > 1 && run.Scenario.Recipients == one.Scenario.Recipients && run.Scenario.Channels == one.Scenario.Channels {
+				ratio := run.DeliveriesPerS / one.DeliveriesPerS
+				r.Targets = append(r.Targets, Target{Name: fmt.Sprintf("scale-out: %d daemons vs one (%s)", run.Scenario.Serve, run.Scenario.Name),
+					Want: "≥ 0.95× (must not hurt)", Got: fmt.Sprintf("%.2f×", ratio), Met: ratio >= 0.95, Measured: ratio})
+			}
+		}
+	}
 	if len(r.Runs) > 0 {
 		r.Targets = append(r.Targets, Target{Name: "daemon peak RSS", Want: "< 150 MiB",
 			Got: mib(daemonPeak), Met: daemonPeak > 0 && daemonPeak < 150<<20, Measured: float64(daemonPeak) / (1 << 20)})
 	}
+}
+
+// run returns the report's run of that scenario name.
+func (r *Report) run(name string) (Result, bool) {
+	for _, run := range r.Runs {
+		if run.Scenario.Name == name {
+			return run, true
+		}
+	}
+	return Result{}, false
 }
 
 // Print writes the report as tables for people.

@@ -54,3 +54,29 @@ func TestReportProducerCeiling(t *testing.T) {
 		t.Errorf("report has no line %q:\n%s", note, out.String())
 	}
 }
+
+// TestReportScaleOut: each run with more daemons is judged against the
+// one-daemon fanout run of the same report.
+func TestReportScaleOut(t *testing.T) {
+	t.Parallel()
+	fan := Scenario{Name: "fanout", Recipients: 10, Channels: 3, Serve: 1}
+	s2, s3 := fan, fan
+	s2.Name, s2.Serve = "scale-2", 2
+	s3.Name, s3.Serve = "scale-3", 3
+	rep := Report{Runs: []Result{
+		{Scenario: fan, DeliveriesPerS: 10000, Check: Check{OK: true}},
+		{Scenario: s2, DeliveriesPerS: 9800, Check: Check{OK: true}},
+		{Scenario: s3, DeliveriesPerS: 8000, Check: Check{OK: true}},
+	}}
+	rep.Evaluate()
+	got := map[string]Target{}
+	for _, tg := range rep.Targets {
+		got[tg.Name] = tg
+	}
+	if tg := got["scale-out: 2 daemons vs one (scale-2)"]; !tg.Met || tg.Got != "0.98×" {
+		t.Errorf("scale-2 target = %+v, want met at 0.98×", tg)
+	}
+	if tg := got["scale-out: 3 daemons vs one (scale-3)"]; tg.Met || tg.Got != "0.80×" {
+		t.Errorf("scale-3 target = %+v, want not met at 0.80×", tg)
+	}
+}
