@@ -2,10 +2,8 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -39,8 +37,7 @@ type Handoff struct {
 	batches chan handoffBatch
 	up      atomic.Bool // the broker channel is open
 
-	ch      *amqp.Channel
-	returns chan amqp.Return
+	confirmChannel
 }
 
 type handoffBatch struct {
@@ -89,7 +86,7 @@ func (h *Handoff) Offer(ctx context.Context, id int64, dels []store.NewDelivery)
 // broker's confirms still to come.
 type handoffRound struct {
 	batches    []handoffBatch
-	confirms   []*amqp.DeferredConfirmation
+	sent       []pending
 	unroutable []string // deliveries no queue is bound for
 	err        error    // the round failed before all its messages went out
 	// returns is the broker channel's returned messages: the broker
@@ -161,46 +158,13 @@ func (h *Handoff) Run(ctx context.Context) error {
 // confirms. Deliveries no queue is bound for are set aside as unroutable.
 func (h *Handoff) publish(ctx context.Context, batches []handoffBatch) handoffRound {
 	round := handoffRound{batches: batches, returns: h.returns}
-	topo := h.conn.Topology()
-	byKey := map[string][]Wire{}
+	var out []outgoing
 	for _, b := range batches {
 		for _, d := range b.dels {
-			key := broker.RoutingKey(d.UserType, d.Channel)
-			if !topo.Routable(key) {
-				round.unroutable = append(round.unroutable, d.ID)
-				continue
-			}
-			byKey[key] = append(byKey[key], wireOf(d))
+			out = append(out, outgoing{userType: d.UserType, channel: d.Channel, wire: wireOf(d)})
 		}
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
-		wires := byKey[key]
-		for start := 0; start < len(wires); start += h.cfg.PerMessage {
-			part := wires[start:min(start+h.cfg.PerMessage, len(wires))]
-			body, err := json.Marshal(Envelope{V: 2, Deliveries: part})
-			if err != nil {
-				round.err = err
-				return round
-			}
-			dc, err := h.ch.PublishWithDeferredConfirmWithContext(ctx, topo.Exchange, key, true, false, amqp.Publishing{
-				ContentType:  "application/json",
-				DeliveryMode: amqp.Persistent,
-				MessageId:    part[0].ID,
-				Timestamp:    time.Now(),
-				Body:         body,
-			})
-			if err != nil {
-				round.err = fmt.Errorf("publish: %w", err)
-				return round
-			}
-			round.confirms = append(round.confirms, dc)
-		}
-	}
+	round.sent, round.unroutable, round.err = publishGrouped(ctx, h.ch, h.conn.Topology(), 2, h.cfg.PerMessage, out)
 	return round
 }
 
@@ -264,8 +228,8 @@ func (h *Handoff) await(ctx context.Context, r handoffRound) error {
 	}
 	confirmCtx, cancel := context.WithTimeout(ctx, h.cfg.ConfirmTimeout)
 	defer cancel()
-	for _, dc := range r.confirms {
-		ok, err := dc.WaitContext(confirmCtx)
+	for _, p := range r.sent {
+		ok, err := p.dc.WaitContext(confirmCtx)
 		if err != nil {
 			return fmt.Errorf("wait for confirms: %w", err)
 		}
@@ -309,27 +273,7 @@ func (h *Handoff) failQueued() {
 }
 
 func (h *Handoff) channel(ctx context.Context) (*amqp.Channel, error) {
-	if h.ch != nil && !h.ch.IsClosed() {
-		return h.ch, nil
-	}
-	ch, err := h.conn.Channel(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := ch.Confirm(false); err != nil {
-		_ = ch.Close()
-		return nil, fmt.Errorf("confirm mode: %w", err)
-	}
-	h.returns = ch.NotifyReturn(make(chan amqp.Return, 4096))
-	h.ch = ch
-	return ch, nil
-}
-
-func (h *Handoff) closeChannel() {
-	if h.ch != nil {
-		_ = h.ch.Close()
-		h.ch = nil
-	}
+	return h.confirmChannel.open(ctx, h.conn)
 }
 
 // drainReturns collects the deliveries of messages the broker returned as

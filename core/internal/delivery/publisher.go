@@ -72,9 +72,8 @@ type Publisher struct {
 // pubWorker is one publishing loop and its broker channel.
 type pubWorker struct {
 	*Publisher
-	kick    chan struct{}
-	ch      *amqp.Channel
-	returns chan amqp.Return
+	confirmChannel
+	kick chan struct{}
 }
 
 // NewPublisher returns a publisher; call Run to start it.
@@ -160,10 +159,27 @@ func (p *pubWorker) run(ctx context.Context, reclaims bool) {
 }
 
 func (p *pubWorker) channel(ctx context.Context) (*amqp.Channel, error) {
-	if p.ch != nil && !p.ch.IsClosed() {
-		return p.ch, nil
+	return p.confirmChannel.open(ctx, p.conn)
+}
+
+type pending struct {
+	refs []Wire
+	dc   *amqp.DeferredConfirmation
+}
+
+// confirmChannel is a broker channel in confirm mode and the messages the
+// broker returns on it as unroutable.
+type confirmChannel struct {
+	ch      *amqp.Channel
+	returns chan amqp.Return
+}
+
+// open returns the channel, opening a new one if it is closed.
+func (c *confirmChannel) open(ctx context.Context, conn *broker.Conn) (*amqp.Channel, error) {
+	if c.ch != nil && !c.ch.IsClosed() {
+		return c.ch, nil
 	}
-	ch, err := p.conn.Channel(ctx)
+	ch, err := conn.Channel(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -171,21 +187,67 @@ func (p *pubWorker) channel(ctx context.Context) (*amqp.Channel, error) {
 		_ = ch.Close()
 		return nil, fmt.Errorf("confirm mode: %w", err)
 	}
-	p.returns = ch.NotifyReturn(make(chan amqp.Return, 4096))
-	p.ch = ch
+	c.returns = ch.NotifyReturn(make(chan amqp.Return, 4096))
+	c.ch = ch
 	return ch, nil
 }
 
-func (p *pubWorker) closeChannel() {
-	if p.ch != nil {
-		_ = p.ch.Close()
-		p.ch = nil
+func (c *confirmChannel) closeChannel() {
+	if c.ch != nil {
+		_ = c.ch.Close()
+		c.ch = nil
 	}
 }
 
-type pending struct {
-	refs []Wire
-	dc   *amqp.DeferredConfirmation
+// outgoing is one delivery attempt to publish and where it goes.
+type outgoing struct {
+	userType, channel string
+	wire              Wire
+}
+
+// publishGrouped publishes out as persistent envelopes of version v, one
+// routing key per message and at most perMessage deliveries each, with
+// deferred confirms. It returns the messages sent and the deliveries no
+// queue is bound for (not published).
+func publishGrouped(ctx context.Context, ch *amqp.Channel, topo broker.Topology, v, perMessage int, out []outgoing) ([]pending, []string, error) {
+	byKey := map[string][]Wire{}
+	var unroutable []string
+	for _, o := range out {
+		key := broker.RoutingKey(o.userType, o.channel)
+		if !topo.Routable(key) {
+			unroutable = append(unroutable, o.wire.ID)
+			continue
+		}
+		byKey[key] = append(byKey[key], o.wire)
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var sent []pending
+	for _, key := range keys {
+		wires := byKey[key]
+		for start := 0; start < len(wires); start += perMessage {
+			part := wires[start:min(start+perMessage, len(wires))]
+			body, err := json.Marshal(Envelope{V: v, Deliveries: part})
+			if err != nil {
+				return sent, unroutable, err
+			}
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, topo.Exchange, key, true, false, amqp.Publishing{
+				ContentType:  "application/json",
+				DeliveryMode: amqp.Persistent,
+				MessageId:    part[0].ID,
+				Timestamp:    time.Now(),
+				Body:         body,
+			})
+			if err != nil {
+				return sent, unroutable, fmt.Errorf("publish: %w", err)
+			}
+			sent = append(sent, pending{refs: part, dc: dc})
+		}
+	}
+	return sent, unroutable, nil
 }
 
 // claimHandoffs is the publisher's claim of the relay's handoffs that
@@ -233,43 +295,13 @@ func (p *pubWorker) publishClaim(ctx context.Context, kind store.ClaimKind) (int
 	if ch == nil || ch.IsClosed() {
 		return 0, false, errors.New("broker channel closed")
 	}
-	topo := p.conn.Topology()
-	byKey := map[string][]Wire{}
-	var unroutable []string
-	for _, r := range rows {
-		key := broker.RoutingKey(r.UserType, r.Channel)
-		if !topo.Routable(key) {
-			unroutable = append(unroutable, r.ID)
-			continue
-		}
-		byKey[key] = append(byKey[key], Wire{Ref: store.Ref{ID: r.ID, Attempt: r.Attempt}})
+	out := make([]outgoing, len(rows))
+	for i, r := range rows {
+		out[i] = outgoing{userType: r.UserType, channel: r.Channel, wire: Wire{Ref: store.Ref{ID: r.ID, Attempt: r.Attempt}}}
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var inflight []pending
-	for _, key := range keys {
-		refs := byKey[key]
-		for start := 0; start < len(refs); start += p.cfg.PerMessage {
-			part := refs[start:min(start+p.cfg.PerMessage, len(refs))]
-			body, err := json.Marshal(Envelope{V: 1, Deliveries: part})
-			if err != nil {
-				return 0, false, err
-			}
-			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, topo.Exchange, key, true, false, amqp.Publishing{
-				ContentType:  "application/json",
-				DeliveryMode: amqp.Persistent,
-				MessageId:    part[0].ID,
-				Timestamp:    time.Now(),
-				Body:         body,
-			})
-			if err != nil {
-				return 0, false, fmt.Errorf("publish: %w", err)
-			}
-			inflight = append(inflight, pending{refs: part, dc: dc})
-		}
+	inflight, unroutable, err := publishGrouped(ctx, ch, p.conn.Topology(), 1, p.cfg.PerMessage, out)
+	if err != nil {
+		return 0, false, err
 	}
 	confirmCtx, cancel := context.WithTimeout(ctx, p.cfg.ConfirmTimeout)
 	defer cancel()
