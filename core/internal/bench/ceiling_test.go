@@ -43,15 +43,7 @@ func TestRabbitCeiling(t *testing.T) {
 		t.Fatalf("RabbitCeiling: %v", err)
 	}
 	t.Logf("%s", c)
-	if c.Ops != n {
-		t.Errorf("Ops = %d, want %d", c.Ops, n)
-	}
-	if c.PerSec <= 0 || c.Elapsed <= 0 {
-		t.Errorf("PerSec = %v, Elapsed = %v, want both > 0", c.PerSec, c.Elapsed)
-	}
-	if c.Unit != "msgs/s" || !strings.HasPrefix(c.Name, "rabbitmq publish+confirm+consume") {
-		t.Errorf("Name, Unit = %q, %q", c.Name, c.Unit)
-	}
+	checkCeiling(t, c, n, "msgs/s", "rabbitmq publish+confirm+consume")
 	if qs := scratchQueues(t, b.VHost); len(qs) != 0 {
 		t.Errorf("scratch queues left behind: %v", qs)
 	}
@@ -147,15 +139,7 @@ func TestPostgresCopyCeiling(t *testing.T) {
 		t.Fatalf("PostgresCopyCeiling: %v", err)
 	}
 	t.Logf("%s", c)
-	if c.Ops != rows {
-		t.Errorf("Ops = %d, want %d", c.Ops, rows)
-	}
-	if c.PerSec <= 0 || c.Elapsed <= 0 {
-		t.Errorf("PerSec = %v, Elapsed = %v, want both > 0", c.PerSec, c.Elapsed)
-	}
-	if c.Unit != "rows/s" || !strings.HasPrefix(c.Name, "postgresql copy") {
-		t.Errorf("Name, Unit = %q, %q", c.Name, c.Unit)
-	}
+	checkCeiling(t, c, rows, "rows/s", "postgresql copy")
 	if ts := scratchTables(t, db); len(ts) != 0 {
 		t.Errorf("scratch tables left behind: %v", ts)
 	}
@@ -271,15 +255,7 @@ func TestProducerCeiling(t *testing.T) {
 		t.Fatalf("ProducerCeiling: %v", err)
 	}
 	t.Logf("%s", c)
-	if c.Ops != events {
-		t.Errorf("Ops = %d, want %d", c.Ops, events)
-	}
-	if c.PerSec <= 0 || c.Elapsed <= 0 {
-		t.Errorf("PerSec = %v, Elapsed = %v, want both > 0", c.PerSec, c.Elapsed)
-	}
-	if c.Unit != "events/s" || !strings.HasPrefix(c.Name, ProducerCeilingName+" (4 producers") {
-		t.Errorf("Name, Unit = %q, %q", c.Name, c.Unit)
-	}
+	checkCeiling(t, c, events, "events/s", ProducerCeilingName+" (4 producers")
 	if databaseExists(t, db, name) {
 		t.Errorf("scratch database %s left behind", name)
 	}
@@ -345,5 +321,20 @@ func TestProducerCeilingBadArgs(t *testing.T) {
 		if _, err := ProducerCeiling(context.Background(), "postgres://127.0.0.1:1/x", "unused", a[0], a[1]); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// checkCeiling checks what every ceiling reports: the operations asked
+// for, a positive rate and time, and its unit and name.
+func checkCeiling(t *testing.T, c Ceiling, ops int, unit, namePrefix string) {
+	t.Helper()
+	if c.Ops != ops {
+		t.Errorf("Ops = %d, want %d", c.Ops, ops)
+	}
+	if c.PerSec <= 0 || c.Elapsed <= 0 {
+		t.Errorf("PerSec = %v, Elapsed = %v, want both > 0", c.PerSec, c.Elapsed)
+	}
+	if c.Unit != unit || !strings.HasPrefix(c.Name, namePrefix) {
+		t.Errorf("Name, Unit = %q, %q", c.Name, c.Unit)
 	}
 }

@@ -251,13 +251,8 @@ func TestDecodeEnvelopeVersion2NeedsContent(t *testing.T) {
 // publisher takes them over without waiting for the grace period.
 func TestHandoffGivesUpWhatItCouldNotPublish(t *testing.T) {
 	f := newHandoffFixture(t)
-	kicked := make(chan struct{}, 1)
-	h := NewHandoff(f.db.Pool, f.conn, hclog.NewNullLogger(), PublisherConfig{}, func() {
-		select {
-		case kicked <- struct{}{}:
-		default:
-		}
-	})
+	kicked, kick := kicks()
+	h := NewHandoff(f.db.Pool, f.conn, hclog.NewNullLogger(), PublisherConfig{}, kick)
 	hid, written := f.writeBatch(t, "e4", 2, time.Hour)
 	h.Offer(context.Background(), hid, written)
 	stopped, cancel := context.WithCancel(context.Background())
@@ -285,13 +280,8 @@ func TestHandoffGivesUpWhatItCouldNotPublish(t *testing.T) {
 // once and the publisher is woken to take it over.
 func TestHandoffBrokerGoneGivesTheBatchUp(t *testing.T) {
 	f := newHandoffFixture(t)
-	kicked := make(chan struct{}, 1)
-	h := NewHandoff(f.db.Pool, f.conn, hclog.NewNullLogger(), PublisherConfig{}, func() {
-		select {
-		case kicked <- struct{}{}:
-		default:
-		}
-	})
+	kicked, kick := kicks()
+	h := NewHandoff(f.db.Pool, f.conn, hclog.NewNullLogger(), PublisherConfig{}, kick)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = h.Run(ctx) }()
@@ -315,5 +305,16 @@ func TestHandoffBrokerGoneGivesTheBatchUp(t *testing.T) {
 	}
 	if h.Ready() {
 		t.Fatal("handoff still ready without a broker")
+	}
+}
+
+// kicks returns a channel that receives when kick is called.
+func kicks() (<-chan struct{}, func()) {
+	kicked := make(chan struct{}, 1)
+	return kicked, func() {
+		select {
+		case kicked <- struct{}{}:
+		default:
+		}
 	}
 }
