@@ -73,12 +73,14 @@ func (h *Handoff) Grace() time.Duration { return h.cfg.ConfirmTimeout + 10*time.
 func (h *Handoff) Ready() bool { return h.up.Load() && len(h.batches) < cap(h.batches) }
 
 // Offer hands over the deliveries of a committed relay batch and its
-// handoff row. It waits while the queue is full, until ctx ends; a batch
-// not taken stays with its handoff row, for the publisher after Grace.
-func (h *Handoff) Offer(ctx context.Context, id int64, dels []store.NewDelivery) {
+// handoff row. It never waits: a batch the queue has no room for (it
+// filled since Ready) is given up to the publisher at once.
+func (h *Handoff) Offer(_ context.Context, id int64, dels []store.NewDelivery) {
+	b := handoffBatch{id: id, dels: dels}
 	select {
-	case h.batches <- handoffBatch{id: id, dels: dels}:
-	case <-ctx.Done():
+	case h.batches <- b:
+	default:
+		h.giveUp([]handoffBatch{b})
 	}
 }
 
@@ -115,6 +117,11 @@ func (h *Handoff) Run(ctx context.Context) error {
 		h.failQueued()
 	}()
 	for ctx.Err() == nil {
+		if h.ch == nil || h.ch.IsClosed() {
+			// Opening a channel waits for the broker: take no batches
+			// meanwhile.
+			h.up.Store(false)
+		}
 		if _, err := h.channel(ctx); err != nil {
 			h.up.Store(false)
 			if ctx.Err() != nil {

@@ -318,3 +318,32 @@ func kicks() (<-chan struct{}, func()) {
 		}
 	}
 }
+
+// TestHandoffOfferNeverWaits: a batch offered when the queue is full (the
+// broker is away, nothing drains it) is given up to the publisher at
+// once instead of holding the relay.
+func TestHandoffOfferNeverWaits(t *testing.T) {
+	f := newHandoffFixture(t)
+	kicked, kick := kicks()
+	h := NewHandoff(f.db.Pool, f.conn, hclog.NewNullLogger(), PublisherConfig{}, kick)
+	for range handoffQueue {
+		h.Offer(context.Background(), 0, nil) // fills the queue; nothing runs it
+	}
+	hid, written := f.writeBatch(t, "e6", 1, time.Hour)
+	offered := make(chan struct{})
+	go func() { defer close(offered); h.Offer(context.Background(), hid, written) }()
+	select {
+	case <-offered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Offer waited on a full queue")
+	}
+	select {
+	case <-kicked:
+	default:
+		t.Fatal("the publisher was not woken for the batch the queue had no room for")
+	}
+	var due bool
+	if err := f.db.Pool.QueryRow(context.Background(), `SELECT due_at <= now() FROM delivery_handoffs WHERE handoff_id = $1`, hid).Scan(&due); err != nil || !due {
+		t.Fatalf("handoff row due = %v (%v); want due now", due, err)
+	}
+}
