@@ -77,11 +77,5 @@ func (c *Config) Validate() error {
 func configFromParsed(raw map[string]any) (Config, error) {
 	var c Config
 	c.setDefaults()
-	if err := pluginconf.Decode(raw, configSpecs, &c); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return pluginconf.Load(raw, configSpecs, c)
 }

@@ -48,3 +48,19 @@ func Decode(raw map[string]any, specs []sdk.FieldSpec, out any) error {
 	}
 	return nil
 }
+
+// Load decodes raw strictly (Decode) over the defaults c already holds and
+// validates the result: a plugin's whole reading of its provider config.
+func Load[C any, P interface {
+	*C
+	Validate() error
+}](raw map[string]any, specs []sdk.FieldSpec, c C) (C, error) {
+	var zero C
+	if err := Decode(raw, specs, P(&c)); err != nil {
+		return zero, err
+	}
+	if err := P(&c).Validate(); err != nil {
+		return zero, err
+	}
+	return c, nil
+}
