@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldhq/herald/plugins/internal/channeltest"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -280,23 +281,12 @@ func TestSendCancelledContextRetries(t *testing.T) {
 
 func TestSendBeforeConfigure(t *testing.T) {
 	t.Parallel()
-	_, err := New().Send(context.Background(), []sdk.Delivery{delivery("d1", "a@b.test")})
-	if !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("Send before Configure: err = %v, want ErrNotConfigured", err)
-	}
+	channeltest.SendBeforeConfigure(t, New(), delivery("d1", "a@b.test"), ErrNotConfigured)
 }
 
 func TestDescribe(t *testing.T) {
 	t.Parallel()
-	d, err := New().Describe(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := []any{d.ChannelType, d.Provider, d.PluginVersion, d.APIVersions, d.Class, d.MaxBatch}
-	want := []any{"EMAIL", "smtp", "0.1.0", []int{1}, sdk.Persistent, 50}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("description (-want +got):\n%s", diff)
-	}
+	d := channeltest.Describe(t, New(), channeltest.Description{ChannelType: "EMAIL", Provider: "smtp", PluginVersion: "0.1.0", Class: sdk.Persistent, MaxBatch: 50})
 	secret := map[string]bool{}
 	for _, f := range d.Config {
 		secret[f.Name] = f.Secret

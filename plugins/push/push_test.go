@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldhq/herald/plugins/internal/channeltest"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -222,23 +222,12 @@ func TestServiceAccountCredentials(t *testing.T) {
 
 func TestSendBeforeConfigure(t *testing.T) {
 	t.Parallel()
-	_, err := New().Send(context.Background(), []sdk.Delivery{delivery("d1", "tok")})
-	if !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("err = %v, want ErrNotConfigured", err)
-	}
+	channeltest.SendBeforeConfigure(t, New(), delivery("d1", "tok"), ErrNotConfigured)
 }
 
 func TestDescribe(t *testing.T) {
 	t.Parallel()
-	d, err := New().Describe(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := []any{d.ChannelType, d.Provider, d.PluginVersion, d.APIVersions, d.Class, d.MaxBatch}
-	want := []any{"PUSH", "fcm", "0.1.0", []int{1}, sdk.Persistent, 100}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("description (-want +got):\n%s", diff)
-	}
+	channeltest.Describe(t, New(), channeltest.Description{ChannelType: "PUSH", Provider: "fcm", PluginVersion: "0.1.0", Class: sdk.Persistent, MaxBatch: 100})
 }
 
 func TestConfigureRefusesBadConfig(t *testing.T) {
@@ -246,32 +235,14 @@ func TestConfigureRefusesBadConfig(t *testing.T) {
 	good := func() map[string]any {
 		return map[string]any{FieldProjectID: "p", FieldAccessToken: "tok"}
 	}
-	tests := map[string]struct {
-		edit      func(map[string]any)
-		wantField string
-	}{
-		"unknown key":          {edit: func(m map[string]any) { m["server_key"] = "legacy" }, wantField: "server_key"},
-		"missing project":      {edit: func(m map[string]any) { delete(m, FieldProjectID) }, wantField: FieldProjectID},
-		"no credentials":       {edit: func(m map[string]any) { delete(m, FieldAccessToken) }, wantField: FieldAccessToken},
-		"both credentials":     {edit: func(m map[string]any) { m[FieldCredentialsFile] = "/x.json" }, wantField: FieldCredentialsFile},
-		"credentials missing":  {edit: func(m map[string]any) { delete(m, FieldAccessToken); m[FieldCredentialsFile] = "/nonexistent.json" }, wantField: FieldCredentialsFile},
-		"endpoint not a URL":   {edit: func(m map[string]any) { m[FieldEndpoint] = "fcm" }, wantField: FieldEndpoint},
-		"timeout wrong type":   {edit: func(m map[string]any) { m[FieldTimeout] = true }, wantField: FieldTimeout},
-		"concurrency too high": {edit: func(m map[string]any) { m[FieldConcurrency] = 1000 }, wantField: FieldConcurrency},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			cfg := good()
-			tc.edit(cfg)
-			err := New().Configure(context.Background(), sdk.ConfigureRequest{Config: cfg})
-			var ce *sdk.ConfigError
-			if !errors.As(err, &ce) {
-				t.Fatalf("Configure error = %v, want *sdk.ConfigError", err)
-			}
-			if diff := cmp.Diff(tc.wantField, ce.Field); diff != "" {
-				t.Errorf("ConfigError.Field (-want +got):\n%s", diff)
-			}
-		})
-	}
+	channeltest.RefusesBadConfig(t, New, good, map[string]channeltest.BadConfig{
+		"unknown key":          {Edit: func(m map[string]any) { m["server_key"] = "legacy" }, WantField: "server_key"},
+		"missing project":      {Edit: func(m map[string]any) { delete(m, FieldProjectID) }, WantField: FieldProjectID},
+		"no credentials":       {Edit: func(m map[string]any) { delete(m, FieldAccessToken) }, WantField: FieldAccessToken},
+		"both credentials":     {Edit: func(m map[string]any) { m[FieldCredentialsFile] = "/x.json" }, WantField: FieldCredentialsFile},
+		"credentials missing":  {Edit: func(m map[string]any) { delete(m, FieldAccessToken); m[FieldCredentialsFile] = "/nonexistent.json" }, WantField: FieldCredentialsFile},
+		"endpoint not a URL":   {Edit: func(m map[string]any) { m[FieldEndpoint] = "fcm" }, WantField: FieldEndpoint},
+		"timeout wrong type":   {Edit: func(m map[string]any) { m[FieldTimeout] = true }, WantField: FieldTimeout},
+		"concurrency too high": {Edit: func(m map[string]any) { m[FieldConcurrency] = 1000 }, WantField: FieldConcurrency},
+	})
 }

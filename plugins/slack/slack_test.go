@@ -17,6 +17,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slacktest"
 
+	"github.com/heraldhq/herald/plugins/internal/channeltest"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -318,23 +319,12 @@ func TestSendServerDownRetries(t *testing.T) {
 
 func TestSendBeforeConfigure(t *testing.T) {
 	t.Parallel()
-	_, err := New().Send(context.Background(), []sdk.Delivery{delivery("d1", "U0ALICE")})
-	if !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("err = %v, want ErrNotConfigured", err)
-	}
+	channeltest.SendBeforeConfigure(t, New(), delivery("d1", "U0ALICE"), ErrNotConfigured)
 }
 
 func TestDescribe(t *testing.T) {
 	t.Parallel()
-	d, err := New().Describe(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := []any{d.ChannelType, d.Provider, d.PluginVersion, d.APIVersions, d.Class, d.MaxBatch}
-	want := []any{"SLACK", "slack", "0.1.0", []int{1}, sdk.BestEffort, 20}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("description (-want +got):\n%s", diff)
-	}
+	channeltest.Describe(t, New(), channeltest.Description{ChannelType: "SLACK", Provider: "slack", PluginVersion: "0.1.0", Class: sdk.BestEffort, MaxBatch: 20})
 }
 
 func TestConfigureRefusesBadConfig(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldhq/herald/plugins/internal/channeltest"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -189,23 +189,12 @@ func TestSendServerDownRetries(t *testing.T) {
 
 func TestSendBeforeConfigure(t *testing.T) {
 	t.Parallel()
-	_, err := New().Send(context.Background(), []sdk.Delivery{delivery("d1", "+15005550010")})
-	if !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("err = %v, want ErrNotConfigured", err)
-	}
+	channeltest.SendBeforeConfigure(t, New(), delivery("d1", "+15005550010"), ErrNotConfigured)
 }
 
 func TestDescribe(t *testing.T) {
 	t.Parallel()
-	d, err := New().Describe(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := []any{d.ChannelType, d.Provider, d.PluginVersion, d.APIVersions, d.Class, d.MaxBatch}
-	want := []any{"SMS", "twilio", "0.1.0", []int{1}, sdk.Persistent, 20}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("description (-want +got):\n%s", diff)
-	}
+	channeltest.Describe(t, New(), channeltest.Description{ChannelType: "SMS", Provider: "twilio", PluginVersion: "0.1.0", Class: sdk.Persistent, MaxBatch: 20})
 }
 
 func TestConfigureRefusesBadConfig(t *testing.T) {
@@ -213,32 +202,14 @@ func TestConfigureRefusesBadConfig(t *testing.T) {
 	good := func() map[string]any {
 		return map[string]any{FieldAccountSID: peerSID, FieldAuthToken: "tok", FieldFrom: peerFrom}
 	}
-	tests := map[string]struct {
-		edit      func(map[string]any)
-		wantField string
-	}{
-		"unknown key":          {edit: func(m map[string]any) { m["api_key"] = "x" }, wantField: "api_key"},
-		"missing account":      {edit: func(m map[string]any) { delete(m, FieldAccountSID) }, wantField: FieldAccountSID},
-		"malformed account":    {edit: func(m map[string]any) { m[FieldAccountSID] = "AC123" }, wantField: FieldAccountSID},
-		"missing token":        {edit: func(m map[string]any) { delete(m, FieldAuthToken) }, wantField: FieldAuthToken},
-		"no sender":            {edit: func(m map[string]any) { delete(m, FieldFrom) }, wantField: FieldFrom},
-		"two senders":          {edit: func(m map[string]any) { m[FieldMessagingServiceSID] = "MG0123456789abcdef0123456789abcdef" }, wantField: FieldMessagingServiceSID},
-		"bad base url":         {edit: func(m map[string]any) { m[FieldBaseURL] = "twilio" }, wantField: FieldBaseURL},
-		"concurrency too high": {edit: func(m map[string]any) { m[FieldConcurrency] = 50 }, wantField: FieldConcurrency},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			cfg := good()
-			tc.edit(cfg)
-			err := New().Configure(context.Background(), sdk.ConfigureRequest{Config: cfg})
-			var ce *sdk.ConfigError
-			if !errors.As(err, &ce) {
-				t.Fatalf("Configure error = %v, want *sdk.ConfigError", err)
-			}
-			if diff := cmp.Diff(tc.wantField, ce.Field); diff != "" {
-				t.Errorf("ConfigError.Field (-want +got):\n%s", diff)
-			}
-		})
-	}
+	channeltest.RefusesBadConfig(t, New, good, map[string]channeltest.BadConfig{
+		"unknown key":          {Edit: func(m map[string]any) { m["api_key"] = "x" }, WantField: "api_key"},
+		"missing account":      {Edit: func(m map[string]any) { delete(m, FieldAccountSID) }, WantField: FieldAccountSID},
+		"malformed account":    {Edit: func(m map[string]any) { m[FieldAccountSID] = "AC123" }, WantField: FieldAccountSID},
+		"missing token":        {Edit: func(m map[string]any) { delete(m, FieldAuthToken) }, WantField: FieldAuthToken},
+		"no sender":            {Edit: func(m map[string]any) { delete(m, FieldFrom) }, WantField: FieldFrom},
+		"two senders":          {Edit: func(m map[string]any) { m[FieldMessagingServiceSID] = "MG0123456789abcdef0123456789abcdef" }, WantField: FieldMessagingServiceSID},
+		"bad base url":         {Edit: func(m map[string]any) { m[FieldBaseURL] = "twilio" }, WantField: FieldBaseURL},
+		"concurrency too high": {Edit: func(m map[string]any) { m[FieldConcurrency] = 50 }, WantField: FieldConcurrency},
+	})
 }

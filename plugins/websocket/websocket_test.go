@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/heraldhq/herald/plugins/internal/channeltest"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -479,23 +480,12 @@ func TestMaxSessionsPerUser(t *testing.T) {
 
 func TestSendBeforeConfigure(t *testing.T) {
 	t.Parallel()
-	_, err := New().Send(context.Background(), []sdk.Delivery{delivery("d1", "t1", "u1")})
-	if !errors.Is(err, ErrNotConfigured) {
-		t.Errorf("err = %v, want ErrNotConfigured", err)
-	}
+	channeltest.SendBeforeConfigure(t, New(), delivery("d1", "t1", "u1"), ErrNotConfigured)
 }
 
 func TestDescribe(t *testing.T) {
 	t.Parallel()
-	d, err := New().Describe(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := []any{d.ChannelType, d.Provider, d.PluginVersion, d.APIVersions, d.Class, d.MaxBatch}
-	want := []any{"WEBSOCKET", "websocket", "0.1.0", []int{1}, sdk.BestEffort, 500}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("description (-want +got):\n%s", diff)
-	}
+	channeltest.Describe(t, New(), channeltest.Description{ChannelType: "WEBSOCKET", Provider: "websocket", PluginVersion: "0.1.0", Class: sdk.BestEffort, MaxBatch: 500})
 }
 
 func TestConfigureRefusesBadConfig(t *testing.T) {
