@@ -81,17 +81,11 @@ func attemptKey(id string, attempt int) string { return id + "/" + strconv.Itoa(
 // same database.
 const lockSeed = 0x6865726c64 // "herld"
 
-// acquire returns the keys this caller now holds; a key held by another
-// listener (here or in another daemon) is left out.
-func (f *inflight) acquire(ctx context.Context, keys []string) []string {
-	held, _, _ := f.take(ctx, keys, nil)
-	return held
-}
-
-// take acquires keys like acquire and, when refs (the attempts the keys
-// name, in the same order) are given, also checks in the database which
-// of them are still due, after the locks are taken, in the same round
-// trip. checked is false when the check could not run: the caller checks
+// take returns the keys this caller now holds (a key held by another
+// listener, here or in another daemon, is left out) and, when refs (the
+// attempts the keys name, in the same order) are given, also checks in the
+// database which of them are still due, after the locks are taken, in the
+// same round trip. checked is false when the check could not run: the caller checks
 // itself.
 func (f *inflight) take(ctx context.Context, keys []string, refs []store.Ref) (held []string, due map[string]bool, checked bool) {
 	f.mu.Lock()
@@ -157,7 +151,7 @@ func (f *inflight) take(ctx context.Context, keys []string, refs []store.Ref) (h
 	return got, due, refs != nil
 }
 
-// release drops keys taken by acquire, once their outcome is recorded (or
+// release drops keys taken by take, once their outcome is recorded (or
 // their message is given back to the broker).
 func (f *inflight) release(ctx context.Context, keys []string) {
 	if len(keys) == 0 {
