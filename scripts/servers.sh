@@ -52,6 +52,15 @@ wait_for() { # wait_for SECONDS CMD...
 
 pg_answers() { pg_isready -q -h "$PG_HOST" -p "$PG_PORT" 2>/dev/null; }
 
+ROLES_SQL="DO \$\$ DECLARE r text; BEGIN
+  FOREACH r IN ARRAY ARRAY['herald_api', 'herald_worker', 'herald_admin', 'herald_producer'] LOOP
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN EXECUTE format('CREATE ROLE %I NOLOGIN', r); END IF;
+  END LOOP;
+  ALTER ROLE herald_worker BYPASSRLS;
+  FOREACH r IN ARRAY ARRAY['herald_api', 'herald_worker', 'herald_admin'] LOOP
+    IF NOT pg_has_role('$PG_USER', r, 'MEMBER') THEN EXECUTE format('GRANT %I TO %I', r, '$PG_USER'); END IF;
+  END LOOP; END \$\$;"
+
 pg_up() {
 	if command -v pg_isready >/dev/null && pg_answers; then
 		log "PostgreSQL answers on $PG_HOST:$PG_PORT (reused)"
@@ -69,12 +78,23 @@ pg_up() {
 		wait_for 60 pg_answers || { log "PostgreSQL did not start"; exit 1; }
 	fi
 	# The herald role and database, created over the local socket as the postgres user.
+	# CREATEROLE lets its migrations create Herald's group roles (herald_api,
+	# herald_worker, herald_admin, herald_producer) and `herald db producer`
+	# create producer login roles; it is not a superuser, so row-level
+	# security applies to it.
 	local sql="DO \$\$ BEGIN
 	  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$PG_USER') THEN
-	    CREATE ROLE \"$PG_USER\" LOGIN CREATEDB PASSWORD '$PG_PASSWORD';
+	    CREATE ROLE \"$PG_USER\" LOGIN CREATEDB CREATEROLE PASSWORD '$PG_PASSWORD';
+	  ELSE
+	    ALTER ROLE \"$PG_USER\" CREATEROLE;
 	  END IF; END \$\$;"
 	if id postgres >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 		su postgres -c "psql -q -p $PG_PORT -d postgres -v ON_ERROR_STOP=1" <<<"$sql" >/dev/null
+		# Herald's group roles (migration 0007 makes them too, without
+		# BYPASSRLS): herald_worker crosses tenants by design, and with
+		# BYPASSRLS the relay may write deliveries with COPY, which
+		# PostgreSQL refuses to a session that row-level security binds.
+		su postgres -c "psql -q -p $PG_PORT -d postgres -v ON_ERROR_STOP=1" <<<"$ROLES_SQL" >/dev/null
 		if ! su postgres -c "psql -tA -p $PG_PORT -d postgres -c \"SELECT 1 FROM pg_database WHERE datname = '$PG_DB'\"" | grep -q 1; then
 			su postgres -c "createdb -p $PG_PORT -O $PG_USER $PG_DB"
 		fi

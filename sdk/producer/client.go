@@ -43,6 +43,7 @@ func (p *Problem) Error() string {
 // EventStatus is the API's view of one event and its deliveries.
 type EventStatus struct {
 	EventID     string           `json:"event_id"`
+	ProjectID   string           `json:"project_id"`
 	Type        string           `json:"type"`
 	Status      string           `json:"status"`
 	Attempts    int              `json:"attempts"`

@@ -20,8 +20,13 @@ import (
 // Event is one business event. EventID is the idempotency key: enqueuing
 // the same EventID again for the same tenant has no further effect.
 type Event struct {
-	// TenantID owns the event.
+	// TenantID owns the event. Enqueue sets it as the transaction's tenant
+	// (herald.tenant) for PostgreSQL's row-level security: a producer role
+	// bound to another tenant is refused.
 	TenantID string `json:"tenant_id,omitempty"`
+	// ProjectID scopes the event to one of the tenant's projects (empty:
+	// "default", or the project an API key is limited to).
+	ProjectID string `json:"project_id,omitempty"`
 	// EventID is unique per tenant and chosen by the producer.
 	EventID string `json:"event_id"`
 	// Type selects the rules, e.g. "RESERVATION_REQUESTED".
@@ -57,6 +62,9 @@ func (e Event) Validate() error {
 			return &FieldError{Field: c.field, Msg: fmt.Sprintf("is longer than %d bytes", MaxIDLength)}
 		}
 	}
+	if len(e.ProjectID) > MaxIDLength {
+		return &FieldError{Field: "project_id", Msg: fmt.Sprintf("is longer than %d bytes", MaxIDLength)}
+	}
 	if len(e.Payload) == 0 {
 		return nil
 	}
@@ -71,6 +79,14 @@ func (e Event) Validate() error {
 type Execer interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
+
+// ErrNotPermitted reports an event for a tenant or project the database role
+// may not write (row-level security refused it); nothing was written and the
+// caller's transaction is aborted.
+var ErrNotPermitted = errors.New("producer: the database role may not enqueue events for this tenant or project")
+
+// DefaultProject is the project of an event that names none.
+const DefaultProject = "default"
 
 // ErrDuplicate reports an EventID the tenant already enqueued; the caller's
 // transaction stays usable and nothing was written.
@@ -97,20 +113,52 @@ func EnqueueID(ctx context.Context, tx Execer, ev Event) (int64, error) {
 	if !ev.AvailableAt.IsZero() {
 		avail = ev.AvailableAt
 	}
+	project := ev.ProjectID
+	if project == "" {
+		project = DefaultProject
+	}
+	const setTenant = `SELECT set_config('herald.tenant', $1, true)`
+	const insert = `INSERT INTO event_outbox (tenant_id, event_id, event_type, aggregate_type, aggregate_id, payload, available_at, project_id)
+		VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7::timestamptz, now()), $8)
+		ON CONFLICT (tenant_id, event_id) DO NOTHING RETURNING id`
+	args := []any{ev.TenantID, ev.EventID, ev.Type, ev.AggregateType, ev.AggregateID, payload, avail, project}
 	var id int64
-	err := tx.QueryRow(ctx, `INSERT INTO event_outbox (tenant_id, event_id, event_type, aggregate_type, aggregate_id, payload, available_at)
-		VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7::timestamptz, now()))
-		ON CONFLICT (tenant_id, event_id) DO NOTHING RETURNING id`,
-		ev.TenantID, ev.EventID, ev.Type, ev.AggregateType, ev.AggregateID, payload, avail).Scan(&id)
+	var err error
+	if b, ok := tx.(batcher); ok {
+		// One round trip: the tenant, then the row.
+		batch := &pgx.Batch{}
+		batch.Queue(setTenant, ev.TenantID)
+		batch.Queue(insert, args...)
+		br := b.SendBatch(ctx, batch)
+		if _, err = br.Exec(); err == nil {
+			err = br.QueryRow().Scan(&id)
+		}
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	} else {
+		var s string
+		if err = tx.QueryRow(ctx, setTenant, ev.TenantID).Scan(&s); err == nil {
+			err = tx.QueryRow(ctx, insert, args...).Scan(&id)
+		}
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, ErrDuplicate
 	}
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
+			if pgErr.Code == "42501" { // insufficient_privilege: row-level security refused the row
+				return 0, fmt.Errorf("producer: enqueue %s for tenant %q, project %q: %w (%s)", ev.EventID, ev.TenantID, project, ErrNotPermitted, pgErr.Message)
+			}
 			return 0, fmt.Errorf("producer: enqueue %s: %s", ev.EventID, pgErr.Message)
 		}
 		return 0, fmt.Errorf("producer: enqueue %s: %w", ev.EventID, err)
 	}
 	return id, nil
+}
+
+// batcher is implemented by pgx.Tx, pools and connections.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }

@@ -19,82 +19,120 @@ import (
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // MaxBody bounds a request body.
 const MaxBody = 1 << 20
 
-// Server serves the public API.
+// Server serves the public API. Every request that touches tenant data
+// runs its queries in one transaction on pool, whose role (herald_api) is
+// bound by row-level security to the tenant and project set for that
+// transaction.
 type Server struct {
 	pool  *pgxpool.Pool
 	rules func() *rules.RuleSet
 	log   hclog.Logger
 	// Ready reports whether the daemon is ready (for /readyz).
 	Ready func(ctx context.Context) error
+	// mounts are the handlers of other rooms (the superadmin API, ...).
+	mounts map[string]http.Handler
 }
 
-// New returns the API server.
+// New returns the API server. pool must run as the API role (see
+// store.CheckAPIRole).
 func New(pool *pgxpool.Pool, ruleset func() *rules.RuleSet, log hclog.Logger) *Server {
-	return &Server{pool: pool, rules: ruleset, log: log.Named("api")}
+	return &Server{pool: pool, rules: ruleset, log: log.Named("api"), mounts: map[string]http.Handler{}}
 }
+
+// Mount serves h under the pattern (e.g. "/v1/admin/").
+func (s *Server) Mount(pattern string, h http.Handler) { s.mounts[pattern] = h }
 
 // Handler returns the API's routes.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/events", s.auth(s.postEvent))
 	mux.HandleFunc("GET /v1/events/{event_id}", s.auth(s.getEvent))
+	for p, h := range s.mounts {
+		mux.Handle(p, h)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.pool.Ping(r.Context()); err != nil {
-			problem(w, http.StatusServiceUnavailable, "not ready", "database: "+err.Error(), "")
+			Problem(w, http.StatusServiceUnavailable, "not ready", "database: "+err.Error(), "")
 			return
 		}
 		if s.Ready != nil {
 			if err := s.Ready(r.Context()); err != nil {
-				problem(w, http.StatusServiceUnavailable, "not ready", err.Error(), "")
+				Problem(w, http.StatusServiceUnavailable, "not ready", err.Error(), "")
 				return
 			}
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		problem(w, http.StatusNotFound, "not found", "no route for "+r.Method+" "+r.URL.Path, "")
+		Problem(w, http.StatusNotFound, "not found", "no route for "+r.Method+" "+r.URL.Path, "")
 	})
 	return mux
 }
 
-type tenantKey struct{}
+type principalKey struct{}
 
-// auth resolves the tenant from "Authorization: Bearer <api key>".
+// auth resolves the tenant (and project) from "Authorization: Bearer <api
+// key>". The key is looked up on every request, so a revoked key is
+// refused at once.
 func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || key == "" {
+		key, ok := BearerToken(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-			problem(w, http.StatusUnauthorized, "unauthorized", "an API key is required: Authorization: Bearer <key>", "")
+			Problem(w, http.StatusUnauthorized, "unauthorized", "an API key is required: Authorization: Bearer <key>", "")
 			return
 		}
-		tenant, err := store.TenantForAPIKey(r.Context(), s.pool, strings.TrimSpace(key))
+		if strings.HasPrefix(key, store.AdminKeyPrefix) {
+			Problem(w, http.StatusForbidden, "superadmin credentials are read-only",
+				"a superadmin credential reads /v1/admin/ only; post and read events with a tenant API key", "")
+			return
+		}
+		p, err := store.Authenticate(r.Context(), s.pool, key)
 		if errors.Is(err, store.ErrNotFound) {
-			problem(w, http.StatusUnauthorized, "unauthorized", "unknown or revoked API key", "")
+			w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+			Problem(w, http.StatusUnauthorized, "unauthorized", "unknown or revoked API key", "")
 			return
 		}
 		if err != nil {
 			s.internal(w, err)
 			return
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+		next(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	}
 }
 
-func tenantOf(r *http.Request) string { return r.Context().Value(tenantKey{}).(string) }
+// BearerToken returns the token of "Authorization: Bearer <token>".
+func BearerToken(r *http.Request) (string, bool) {
+	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	key = strings.TrimSpace(key)
+	return key, ok && key != ""
+}
+
+func principalOf(r *http.Request) store.Principal {
+	return r.Context().Value(principalKey{}).(store.Principal)
+}
+
+// inTenant runs fn in a transaction bound to the request's tenant and
+// project.
+func (s *Server) inTenant(r *http.Request, fn func(tx pgx.Tx) error) error {
+	p := principalOf(r)
+	return store.InTenant(r.Context(), s.pool, p.Tenant, p.Project, fn)
+}
 
 // eventRequest is the body of POST /v1/events.
 type eventRequest struct {
 	EventID       string          `json:"event_id"`
+	ProjectID     string          `json:"project_id"`
 	Type          string          `json:"type"`
 	AggregateType string          `json:"aggregate_type"`
 	AggregateID   string          `json:"aggregate_id"`
@@ -103,10 +141,10 @@ type eventRequest struct {
 }
 
 func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
-	tenant := tenantOf(r)
+	pr := principalOf(r)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
-		problem(w, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("the body exceeds %d bytes", MaxBody), "")
+		Problem(w, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("the body exceeds %d bytes", MaxBody), "")
 		return
 	}
 	var req eventRequest
@@ -114,25 +152,34 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		detail, field := describeJSONError(err)
-		problem(w, http.StatusBadRequest, "malformed body", detail, field)
+		Problem(w, http.StatusBadRequest, "malformed body", detail, field)
 		return
 	}
 	if dec.More() {
-		problem(w, http.StatusBadRequest, "malformed body", "the body holds more than one JSON value", "")
+		Problem(w, http.StatusBadRequest, "malformed body", "the body holds more than one JSON value", "")
 		return
 	}
-	ev := producer.Event{TenantID: tenant, EventID: req.EventID, Type: req.Type, AggregateType: req.AggregateType,
+	ev := producer.Event{TenantID: pr.Tenant, ProjectID: req.ProjectID, EventID: req.EventID, Type: req.Type, AggregateType: req.AggregateType,
 		AggregateID: req.AggregateID, Payload: req.Payload}
 	if req.AvailableAt != nil {
 		ev.AvailableAt = *req.AvailableAt
 	}
+	switch {
+	case ev.ProjectID == "" && pr.Project != "":
+		ev.ProjectID = pr.Project
+	case ev.ProjectID == "":
+		ev.ProjectID = store.DefaultProject
+	case pr.Project != "" && ev.ProjectID != pr.Project:
+		Problem(w, http.StatusForbidden, "project not allowed", fmt.Sprintf("this API key is limited to project %q", pr.Project), "project_id")
+		return
+	}
 	if err := ev.Validate(); err != nil {
 		var fe *producer.FieldError
 		if errors.As(err, &fe) {
-			problem(w, http.StatusBadRequest, "invalid event", fe.Msg, fe.Field)
+			Problem(w, http.StatusBadRequest, "invalid event", fe.Msg, fe.Field)
 			return
 		}
-		problem(w, http.StatusBadRequest, "invalid event", err.Error(), "")
+		Problem(w, http.StatusBadRequest, "invalid event", err.Error(), "")
 		return
 	}
 	if rs := s.rules(); rs != nil {
@@ -140,29 +187,46 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 			var pe *rules.PayloadError
 			switch {
 			case errors.Is(err, rules.ErrNoRule):
-				problem(w, http.StatusUnprocessableEntity, "unknown event type", fmt.Sprintf("no rule handles event type %q", ev.Type), "type")
+				Problem(w, http.StatusUnprocessableEntity, "unknown event type", fmt.Sprintf("no rule handles event type %q", ev.Type), "type")
 			case errors.As(err, &pe):
-				problem(w, http.StatusUnprocessableEntity, "payload does not match the event type's schema", err.Error(), "payload"+pe.Path)
+				Problem(w, http.StatusUnprocessableEntity, "payload does not match the event type's schema", err.Error(), "payload"+pe.Path)
 			default:
-				problem(w, http.StatusUnprocessableEntity, "invalid payload", err.Error(), "payload")
+				Problem(w, http.StatusUnprocessableEntity, "invalid payload", err.Error(), "payload")
 			}
 			return
 		}
 	}
-	_, err = producer.EnqueueID(r.Context(), s.pool, ev)
-	created := err == nil
-	if err != nil && !errors.Is(err, producer.ErrDuplicate) {
+	var st producer.EventStatus
+	var created, conflict, noProject bool
+	err = s.inTenant(r, func(tx pgx.Tx) error {
+		ok, err := store.ProjectExists(r.Context(), tx, pr.Tenant, ev.ProjectID)
+		if err != nil || !ok {
+			noProject = !ok
+			return err
+		}
+		_, err = producer.EnqueueID(r.Context(), tx, ev)
+		created = err == nil
+		if err != nil && !errors.Is(err, producer.ErrDuplicate) {
+			return err
+		}
+		st, err = store.GetEvent(r.Context(), tx, pr.Tenant, ev.EventID)
+		if errors.Is(err, store.ErrNotFound) && !created {
+			// The event_id is taken in a project this key cannot see.
+			conflict = true
+			return nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
 		s.internal(w, err)
 		return
-	}
-	st, err := store.GetEvent(r.Context(), s.pool, tenant, ev.EventID)
-	if err != nil {
-		s.internal(w, err)
+	case noProject:
+		Problem(w, http.StatusUnprocessableEntity, "unknown project", fmt.Sprintf("this tenant has no project %q", ev.ProjectID), "project_id")
 		return
-	}
-	if !created && st.Type != ev.Type {
-		problem(w, http.StatusConflict, "event_id already used",
-			fmt.Sprintf("event %q exists with type %q; an event_id identifies one event", ev.EventID, st.Type), "event_id")
+	case conflict || (!created && st.Type != ev.Type):
+		Problem(w, http.StatusConflict, "event_id already used",
+			fmt.Sprintf("this tenant already has an event %q of another type or project; an event_id identifies one event", ev.EventID), "event_id")
 		return
 	}
 	code := http.StatusOK
@@ -170,25 +234,30 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/events/"+ev.EventID)
 	}
-	writeJSON(w, code, st)
+	WriteJSON(w, code, st)
 }
 
 func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
-	st, err := store.GetEvent(r.Context(), s.pool, tenantOf(r), r.PathValue("event_id"))
+	var st producer.EventStatus
+	err := s.inTenant(r, func(tx pgx.Tx) error {
+		var err error
+		st, err = store.GetEvent(r.Context(), tx, principalOf(r).Tenant, r.PathValue("event_id"))
+		return err
+	})
 	if errors.Is(err, store.ErrNotFound) {
-		problem(w, http.StatusNotFound, "event not found", fmt.Sprintf("no event %q for this tenant", r.PathValue("event_id")), "event_id")
+		Problem(w, http.StatusNotFound, "event not found", fmt.Sprintf("no event %q for this tenant", r.PathValue("event_id")), "event_id")
 		return
 	}
 	if err != nil {
 		s.internal(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	WriteJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) internal(w http.ResponseWriter, err error) {
 	s.log.Error("request failed", "error", err)
-	problem(w, http.StatusInternalServerError, "internal error", "the request could not be completed; it is safe to retry", "")
+	Problem(w, http.StatusInternalServerError, "internal error", "the request could not be completed; it is safe to retry", "")
 }
 
 // describeJSONError turns a decode error into a message and the field it
@@ -210,16 +279,16 @@ func describeJSONError(err error) (string, string) {
 	return err.Error(), ""
 }
 
-// Problem is an RFC 9457 problem document.
-type Problem = producer.Problem
-
-func problem(w http.ResponseWriter, status int, title, detail, field string) {
+// Problem writes an RFC 9457 problem document (application/problem+json)
+// naming the request field at fault, when there is one.
+func Problem(w http.ResponseWriter, status int, title, detail, field string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: title, Status: status, Detail: detail, Field: field})
+	_ = json.NewEncoder(w).Encode(producer.Problem{Type: "about:blank", Title: title, Status: status, Detail: detail, Field: field})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON writes v as a JSON response.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)

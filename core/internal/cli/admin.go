@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/rules"
@@ -62,10 +63,10 @@ func newTenantsCmd() *cobra.Command {
 }
 
 func newAPIKeysCmd() *cobra.Command {
-	var cfgPath, tenant, name, key string
+	var cfgPath, tenant, project, name, key string
 	cmd := &cobra.Command{Use: "apikeys", Short: "Manage producer API keys"}
 	create := &cobra.Command{
-		Use:   "create --tenant T [--name N] [--key hk_...]",
+		Use:   "create --tenant T [--project P] [--name N] [--key hk_...]",
 		Short: "Create an API key for a tenant and print it (only its hash is stored)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -74,11 +75,11 @@ func newAPIKeysCmd() *cobra.Command {
 			}
 			return withPool(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
 				if err := store.EnsureTenant(ctx, q, tenant, ""); err != nil {
-					return err
+					return &ExitError{Code: 2, Err: fmt.Errorf("--tenant: %w", err)}
 				}
-				k, err := store.CreateAPIKey(ctx, q, tenant, name, key)
+				k, err := store.CreateProjectAPIKey(ctx, q, tenant, project, name, key)
 				if err != nil {
-					return &ExitError{Code: 2, Err: fmt.Errorf("--key: %w", err)}
+					return &ExitError{Code: 2, Err: err}
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), k)
 				return nil
@@ -86,10 +87,39 @@ func newAPIKeysCmd() *cobra.Command {
 		},
 	}
 	create.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	create.Flags().StringVar(&project, "project", "", "limit the key to this project of the tenant")
 	create.Flags().StringVar(&name, "name", "", "key name")
 	create.Flags().StringVar(&key, "key", "", "use this key instead of a random one")
 	addConfigFlag(create, &cfgPath)
-	cmd.AddCommand(create)
+
+	var rcfg, rtenant string
+	revoke := &cobra.Command{
+		Use:   "revoke --tenant T KEY_ID|KEY",
+		Short: "Revoke an API key: the next request with it is refused",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if rtenant == "" {
+				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
+			}
+			id := args[0]
+			if strings.HasPrefix(id, store.APIKeyPrefix) {
+				id = store.APIKeyID(id)
+			}
+			return withPool(cmd.Context(), rcfg, func(ctx context.Context, q store.Querier) error {
+				if err := store.RevokeAPIKey(ctx, q, rtenant, id); err != nil {
+					if errors.Is(err, store.ErrNotFound) {
+						return &ExitError{Code: 2, Err: fmt.Errorf("KEY_ID: tenant %s has no unrevoked key %q", rtenant, id)}
+					}
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "api key %s revoked\n", id)
+				return nil
+			})
+		},
+	}
+	revoke.Flags().StringVar(&rtenant, "tenant", "", "tenant id")
+	addConfigFlag(revoke, &rcfg)
+	cmd.AddCommand(create, revoke)
 	return cmd
 }
 
@@ -171,7 +201,7 @@ func newDeliveriesCmd() *cobra.Command {
 }
 
 func newEmitCmd() *cobra.Command {
-	var url, key, id, typ, payload, aggType, aggID string
+	var url, key, id, typ, payload, aggType, aggID, project string
 	cmd := &cobra.Command{
 		Use:   "emit --type T --id ID --payload JSON",
 		Short: "Post an event to a running herald over the HTTP API",
@@ -181,7 +211,7 @@ func newEmitCmd() *cobra.Command {
 				return &ExitError{Code: 2, Err: errors.New("--api-key (or HERALD_API_KEY) is required")}
 			}
 			c := &producer.Client{BaseURL: url, APIKey: key}
-			ev := producer.Event{EventID: id, Type: typ, AggregateType: aggType, AggregateID: aggID, Payload: json.RawMessage(payload)}
+			ev := producer.Event{EventID: id, ProjectID: project, Type: typ, AggregateType: aggType, AggregateID: aggID, Payload: json.RawMessage(payload)}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
 			st, created, err := c.Emit(ctx, ev)
@@ -203,6 +233,7 @@ func newEmitCmd() *cobra.Command {
 	cmd.Flags().StringVar(&payload, "payload", "{}", "JSON object")
 	cmd.Flags().StringVar(&aggType, "aggregate-type", "", "aggregate type")
 	cmd.Flags().StringVar(&aggID, "aggregate-id", "", "aggregate id")
+	cmd.Flags().StringVar(&project, "project", "", "project of the tenant (default: the key's, or default)")
 	return cmd
 }
 

@@ -40,12 +40,32 @@ type Daemon struct {
 	Log LogConfig `koanf:"log"`
 }
 
-// DatabaseConfig is the PostgreSQL connection.
+// DatabaseConfig is the PostgreSQL connection and the roles each part of
+// the daemon runs as. Row-level security keeps tenants apart: the public
+// API runs as APIRole with its tenant set per transaction, the pipeline as
+// WorkerRole (every tenant), the superadmin API as AdminRole (read only).
 type DatabaseConfig struct {
-	// URL is a libpq-style URL. Env: HERALD_DATABASE_URL.
+	// URL is a libpq-style URL for the pipeline and the CLI; the role it
+	// logs in as owns Herald's tables when it runs the migrations. Env:
+	// HERALD_DATABASE_URL.
 	URL string `koanf:"url"`
-	// MaxConns caps the connection pool.
+	// MaxConns caps the pipeline's connection pool.
 	MaxConns int `koanf:"max_conns"`
+	// APIURL is where the HTTP API connects (empty: URL). Env:
+	// HERALD_DATABASE_API_URL.
+	APIURL string `koanf:"api_url"`
+	// APIMaxConns caps the HTTP API's connection pool.
+	APIMaxConns int `koanf:"api_max_conns"`
+	// WorkerRole is the role the pipeline sets on its connections (SET
+	// ROLE); empty keeps the login role.
+	WorkerRole string `koanf:"worker_role"`
+	// APIRole is the role the HTTP API sets on its connections; empty keeps
+	// the login role of APIURL. Either way the API refuses to start unless
+	// the role it ends up as is subject to row-level security.
+	APIRole string `koanf:"api_role"`
+	// AdminRole is the role the superadmin API sets on its connections
+	// (read-only, every tenant).
+	AdminRole string `koanf:"admin_role"`
 }
 
 // AMQPConfig is the RabbitMQ connection and topology.
@@ -141,7 +161,8 @@ type LogConfig struct {
 // DefaultDaemon returns the settings used for every key the file omits.
 func DefaultDaemon() Daemon {
 	return Daemon{
-		Database:  DatabaseConfig{URL: "postgres://herald:herald@127.0.0.1:5432/herald?sslmode=disable", MaxConns: 16},
+		Database: DatabaseConfig{URL: "postgres://herald:herald@127.0.0.1:5432/herald?sslmode=disable", MaxConns: 16,
+			APIMaxConns: 8, WorkerRole: "herald_worker", APIRole: "herald_api", AdminRole: "herald_admin"},
 		AMQP:      AMQPConfig{URL: "amqp://guest:guest@127.0.0.1:5672/", Exchange: "herald.deliveries"},
 		HTTP:      HTTPConfig{Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:8081"},
 		Plugins:   PluginsConfig{Dir: "bin/plugins"},
@@ -274,6 +295,11 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 	return map[string]any{
 		"database.url":             d.Database.URL,
 		"database.max_conns":       d.Database.MaxConns,
+		"database.api_url":         d.Database.APIURL,
+		"database.api_max_conns":   d.Database.APIMaxConns,
+		"database.worker_role":     d.Database.WorkerRole,
+		"database.api_role":        d.Database.APIRole,
+		"database.admin_role":      d.Database.AdminRole,
 		"amqp.url":                 d.AMQP.URL,
 		"amqp.exchange":            d.AMQP.Exchange,
 		"http.listen":              d.HTTP.Listen,
@@ -307,6 +333,12 @@ func (d Daemon) Validate() error {
 	if d.Database.URL == "" {
 		bad("database.url", "must not be empty")
 	}
+	for f, r := range map[string]string{"database.worker_role": d.Database.WorkerRole, "database.api_role": d.Database.APIRole,
+		"database.admin_role": d.Database.AdminRole} {
+		if len(r) > 63 || strings.ContainsAny(r, "\x00\"") {
+			bad(f, "%q is not a PostgreSQL role name", r)
+		}
+	}
 	if d.AMQP.URL == "" {
 		bad("amqp.url", "must not be empty")
 	}
@@ -334,6 +366,7 @@ func (d Daemon) Validate() error {
 		"relay.batch_size": d.Relay.BatchSize, "relay.max_attempts": d.Relay.MaxAttempts, "relay.workers": d.Relay.Workers,
 		"publisher.batch_size": d.Publisher.BatchSize, "publisher.confirm_window": d.Publisher.ConfirmWindow,
 		"publisher.per_message": d.Publisher.PerMessage, "publisher.workers": d.Publisher.Workers, "database.max_conns": d.Database.MaxConns,
+		"database.api_max_conns": d.Database.APIMaxConns,
 	}
 	for _, f := range sortedKeys(positive) {
 		if positive[f] <= 0 {

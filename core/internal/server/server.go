@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/admin"
 	"github.com/heraldhq/herald/core/internal/api"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
@@ -26,6 +27,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Topology derives the broker topology from the config: the configured
@@ -52,6 +54,83 @@ func Topology(d config.Daemon, rs *rules.RuleSet) broker.Topology {
 	return t
 }
 
+// Pools are the daemon's connection pools, one per database role.
+type Pools struct {
+	// Worker serves the pipeline (relay, publisher, listeners, poller):
+	// every tenant.
+	Worker *pgxpool.Pool
+	// API serves the public HTTP API, bound to one tenant per transaction
+	// by row-level security.
+	API *pgxpool.Pool
+	// Admin serves the superadmin API: every tenant, read only.
+	Admin *pgxpool.Pool
+}
+
+// Close closes every pool.
+func (p *Pools) Close() {
+	for _, pool := range []*pgxpool.Pool{p.Worker, p.API, p.Admin} {
+		if pool != nil {
+			pool.Close()
+		}
+	}
+}
+
+// OpenPools connects the three pools and refuses roles that do not fit
+// their part: the API's must be bound by row-level security, the worker's
+// and the superadmin's must be members of their group roles.
+func OpenPools(ctx context.Context, db config.DatabaseConfig) (*Pools, error) {
+	p := &Pools{}
+	var err error
+	fail := func(err error) (*Pools, error) {
+		p.Close()
+		return nil, err
+	}
+	if p.Worker, err = store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: db.MaxConns, Role: db.WorkerRole}); err != nil {
+		return fail(fmt.Errorf("database.url: %w", err))
+	}
+	if err := p.Worker.Ping(ctx); err != nil {
+		return fail(fmt.Errorf("database.url (role %q): %w", db.WorkerRole, err))
+	}
+	if err := store.CheckRole(ctx, p.Worker, store.RoleWorker, "database.worker_role"); err != nil {
+		return fail(err)
+	}
+	apiURL := db.APIURL
+	if apiURL == "" {
+		apiURL = db.URL
+	}
+	if p.API, err = store.NewPoolWith(ctx, apiURL, store.PoolOptions{MaxConns: db.APIMaxConns, Role: db.APIRole, Name: "herald-api"}); err != nil {
+		return fail(fmt.Errorf("database.api_url: %w", err))
+	}
+	if err := p.API.Ping(ctx); err != nil {
+		return fail(fmt.Errorf("database.api_url (role %q): %w", db.APIRole, err))
+	}
+	if err := store.CheckAPIRole(ctx, p.API, "database.api_url/database.api_role"); err != nil {
+		return fail(fmt.Errorf("refusing to start: %w", err))
+	}
+	if p.Admin, err = store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 4, Role: db.AdminRole, Name: "herald-admin"}); err != nil {
+		return fail(fmt.Errorf("database.url: %w", err))
+	}
+	if err := p.Admin.Ping(ctx); err != nil {
+		return fail(fmt.Errorf("database.url (role %q): %w", db.AdminRole, err))
+	}
+	if err := store.CheckRole(ctx, p.Admin, store.RoleAdmin, "database.admin_role"); err != nil {
+		return fail(err)
+	}
+	return p, nil
+}
+
+// APIHandler is the public HTTP API: the tenants' routes on the API pool
+// and the superadmin's under /v1/admin/ on the admin pool.
+func APIHandler(ctx context.Context, pools *Pools, ruleset func() *rules.RuleSet, log hclog.Logger) (http.Handler, error) {
+	cursorKey, err := store.Secret(ctx, pools.Worker, "cursor")
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	apiSrv := api.New(pools.API, ruleset, log)
+	apiSrv.Mount("/v1/admin/", admin.New(pools.Admin, cursorKey, log).Handler())
+	return apiSrv.Handler(), nil
+}
+
 // Run serves until ctx ends or SIGINT/SIGTERM arrives; SIGHUP reloads the
 // rules. It returns after an orderly shutdown: listeners finish and record
 // in-flight sends, then plugins are stopped.
@@ -68,11 +147,12 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	}
 	current := watcher.Current
 
-	pool, err := store.NewPool(ctx, d.Database.URL, d.Database.MaxConns)
+	pools, err := OpenPools(ctx, d.Database)
 	if err != nil {
-		return fmt.Errorf("database: %w", err)
+		return err
 	}
-	defer pool.Close()
+	defer pools.Close()
+	pool := pools.Worker
 
 	topo := Topology(d, current())
 	conn := broker.Dial(d.AMQP.URL, topo, log)
@@ -125,8 +205,11 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	relay := outbox.New(pool, current, pub.Kick, log, relayCfg)
 	poller := delivery.NewRetryPoller(pool, d.Retry.PollInterval, pub.Kick, log)
 
-	apiSrv := api.New(pool, current, log)
-	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	apiHandler, err := APIHandler(ctx, pools, current, log)
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Handler: apiHandler, ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", d.HTTP.Listen)
 	if err != nil {
 		return fmt.Errorf("http.listen: %w", err)

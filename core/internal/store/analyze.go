@@ -66,7 +66,9 @@ func AnalyzeStale(ctx context.Context, db interface {
 		return nil, fmt.Errorf("analyze: %w", err)
 	}
 	for _, t := range stale {
-		if _, err := tx.Exec(ctx, "ANALYZE "+pgx.Identifier{t}.Sanitize()); err != nil {
+		// herald_analyze runs ANALYZE as the tables' owner: the daemon's
+		// role (herald_worker) may not.
+		if _, err := tx.Exec(ctx, `SELECT herald_analyze($1)`, t); err != nil {
 			return nil, fmt.Errorf("analyze %s: %w", t, err)
 		}
 	}

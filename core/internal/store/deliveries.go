@@ -439,9 +439,9 @@ var ErrNotFound = errors.New("not found")
 // GetEvent returns an event's status and every delivery, or ErrNotFound.
 func GetEvent(ctx context.Context, q Querier, tenantID, eventID string) (producer.EventStatus, error) {
 	var st producer.EventStatus
-	err := q.QueryRow(ctx, `SELECT event_id, event_type, status, attempts, last_error, created_at, processed_at
+	err := q.QueryRow(ctx, `SELECT event_id, project_id, event_type, status, attempts, last_error, created_at, processed_at
 		FROM event_outbox WHERE tenant_id = $1 AND event_id = $2`, tenantID, eventID).
-		Scan(&st.EventID, &st.Type, &st.Status, &st.Attempts, &st.LastError, &st.CreatedAt, &st.ProcessedAt)
+		Scan(&st.EventID, &st.ProjectID, &st.Type, &st.Status, &st.Attempts, &st.LastError, &st.CreatedAt, &st.ProcessedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, ErrNotFound
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/google/uuid"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,6 +17,7 @@ import (
 type EventRow struct {
 	ID            int64
 	TenantID      string
+	ProjectID     string
 	EventID       string
 	Type          string
 	AggregateType string
@@ -36,13 +38,13 @@ func ClaimEvents(ctx context.Context, tx pgx.Tx, limit int) ([]EventRow, error) 
 		FROM (SELECT id FROM event_outbox WHERE status = 'PENDING' AND available_at <= now()
 		      ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) c
 		WHERE e.id = c.id
-		RETURNING e.id, e.tenant_id, e.event_id, e.event_type, e.aggregate_type, e.aggregate_id, e.payload, e.attempts - 1, e.created_at`, limit)
+		RETURNING e.id, e.tenant_id, e.project_id, e.event_id, e.event_type, e.aggregate_type, e.aggregate_id, e.payload, e.attempts - 1, e.created_at`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim events: %w", err)
 	}
 	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventRow, error) {
 		var e EventRow
-		err := r.Scan(&e.ID, &e.TenantID, &e.EventID, &e.Type, &e.AggregateType, &e.AggregateID, &e.Payload, &e.Attempts, &e.CreatedAt)
+		err := r.Scan(&e.ID, &e.TenantID, &e.ProjectID, &e.EventID, &e.Type, &e.AggregateType, &e.AggregateID, &e.Payload, &e.Attempts, &e.CreatedAt)
 		return e, err
 	})
 	if err != nil {
@@ -72,6 +74,7 @@ func FailEventAttempt(ctx context.Context, tx pgx.Tx, id int64, reason string, m
 type NewNotification struct {
 	ID        string
 	TenantID  string
+	ProjectID string
 	EventID   string
 	UserID    string
 	EventType string
@@ -116,11 +119,15 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 		return 0, nil, nil
 	}
 	n := len(notes)
-	ids, tenants, events, users, types, titles, bodies, datas, sevs, shares :=
-		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+	ids, tenants, projects, events, users, types, titles, bodies, datas, sevs, shares :=
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 	for i, nt := range notes {
 		ids[i], tenants[i], events[i], users[i], types[i] = nt.ID, nt.TenantID, nt.EventID, nt.UserID, nt.EventType
+		projects[i] = nt.ProjectID
+		if projects[i] == "" {
+			projects[i] = DefaultProject
+		}
 		titles[i], bodies[i], sevs[i] = nt.Title, nt.Body, nt.Severity
 		datas[i] = "{}"
 		if len(nt.Data) > 0 {
@@ -132,27 +139,32 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 		}
 	}
 	// The unread counters of the notifications actually inserted are bumped
-	// by the same statement, in (tenant, user) order so that concurrent
-	// relays never deadlock on them.
+	// by the same statement, in (tenant, user, project) order so that
+	// concurrent relays never deadlock on them.
 	rows, err := tx.Query(ctx, `WITH ins AS (
-			INSERT INTO notifications (notification_id, tenant_id, event_id, user_id, event_type, title, body, data, severity, share_key)
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::text[])
+			INSERT INTO notifications (notification_id, tenant_id, event_id, user_id, event_type, title, body, data, severity, share_key, project_id)
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::text[])
 			ON CONFLICT (tenant_id, event_id, user_id) DO NOTHING
-			RETURNING notification_id, tenant_id, user_id
+			RETURNING notification_id, tenant_id, user_id, project_id
 		), bump AS (
-			INSERT INTO notification_counters (tenant_id, user_id, unread)
-			SELECT tenant_id, user_id, count(*) FROM ins GROUP BY tenant_id, user_id ORDER BY tenant_id, user_id
-			ON CONFLICT (tenant_id, user_id) DO UPDATE SET unread = notification_counters.unread + EXCLUDED.unread
+			INSERT INTO notification_counters (tenant_id, user_id, project_id, unread)
+			SELECT tenant_id, user_id, project_id, count(*) FROM ins GROUP BY tenant_id, user_id, project_id ORDER BY tenant_id, user_id, project_id
+			ON CONFLICT (tenant_id, user_id, project_id) DO UPDATE SET unread = notification_counters.unread + EXCLUDED.unread
 		)
-		SELECT notification_id::text FROM ins`,
-		ids, tenants, events, users, types, titles, bodies, datas, sevs, shares)
+		SELECT notification_id::text, row_security_active('deliveries') FROM ins`,
+		ids, tenants, events, users, types, titles, bodies, datas, sevs, shares, projects)
 	if err != nil {
 		return 0, nil, fmt.Errorf("insert notifications: %w", err)
 	}
 	inserted := map[string]bool{}
+	// rls tells whether row-level security binds this session on
+	// deliveries: PostgreSQL refuses COPY FROM then, and the rows go in by
+	// INSERT. A worker role with BYPASSRLS (`herald db roles` as a
+	// superuser) keeps COPY.
+	var rls bool
 	for rows.Next() {
 		var id string
-		if err := rows.Scan(&id); err != nil {
+		if err := rows.Scan(&id, &rls); err != nil {
 			rows.Close()
 			return 0, nil, fmt.Errorf("insert notifications: %w", err)
 		}
@@ -171,12 +183,12 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 	if len(keep) == 0 {
 		return len(inserted), nil, nil
 	}
-	// COPY, not INSERT: a delivery row exists only under its notification,
-	// and keep holds deliveries of notifications this transaction created,
-	// so no row can collide with an earlier one (the unique key would
-	// abort the batch if one did).
+	// COPY where allowed: a delivery row exists only under its
+	// notification, and keep holds deliveries of notifications this
+	// transaction created, so no row can collide with an earlier one (the
+	// unique key would abort the batch if one did).
 	now := time.Now()
-	src := make([][]any, len(keep))
+	dids, nids := make([]pgtype.UUID, len(keep)), make([]pgtype.UUID, len(keep))
 	for i := range keep {
 		d := &keep[i]
 		id, err := uuid.NewV7() // time-ordered: primary-key inserts stay at the index's right edge
@@ -188,19 +200,58 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 		if err != nil {
 			return 0, nil, fmt.Errorf("insert deliveries: notification id: %w", err)
 		}
-		// pgtype values and []byte encode straight to binary; uuid.UUID and
-		// json.RawMessage would take pgx's slower fallback paths.
-		src[i] = []any{pgtype.UUID{Bytes: id, Valid: true}, pgtype.UUID{Bytes: nid, Valid: true}, d.TenantID, d.EventID,
-			d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status, d.BestEffort, int32(d.MaxAttempts),
-			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), now, now}
+		dids[i], nids[i] = pgtype.UUID{Bytes: id, Valid: true}, pgtype.UUID{Bytes: nid, Valid: true}
 	}
-	_, err = tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, []string{"delivery_id", "notification_id", "tenant_id", "event_id",
-		"event_type", "user_id", "user_type", "channel", "severity", "status", "best_effort", "max_attempts", "next_attempt_at",
-		"recipient", "content", "created_at", "updated_at"}, pgx.CopyFromRows(src))
+	if rls {
+		err = insertDeliveries(ctx, tx, keep, dids, nids, now)
+	} else {
+		err = copyDeliveries(ctx, tx, keep, dids, nids, now)
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("insert deliveries: %w", err)
 	}
 	return len(inserted), keep, nil
+}
+
+// deliveryColumns are the columns the relay writes.
+var deliveryColumns = []string{"delivery_id", "notification_id", "tenant_id", "event_id",
+	"event_type", "user_id", "user_type", "channel", "severity", "status", "best_effort", "max_attempts", "next_attempt_at",
+	"recipient", "content", "created_at", "updated_at"}
+
+func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nids []pgtype.UUID, now time.Time) error {
+	src := make([][]any, len(keep))
+	for i := range keep {
+		d := &keep[i]
+		// pgtype values and []byte encode straight to binary; uuid.UUID and
+		// json.RawMessage would take pgx's slower fallback paths.
+		src[i] = []any{ids[i], nids[i], d.TenantID, d.EventID,
+			d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status, d.BestEffort, int32(d.MaxAttempts),
+			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), now, now}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, deliveryColumns, pgx.CopyFromRows(src))
+	return err
+}
+
+// insertDeliveries is copyDeliveries for sessions bound by row-level
+// security: one INSERT of arrays, checked row by row by the policies.
+func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nids []pgtype.UUID, now time.Time) error {
+	n := len(keep)
+	tenants, events, types, users, utypes, chans, sevs, stats := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	best, maxAtt, next, recips, contents := make([]bool, n), make([]int32, n), make([]time.Time, n), make([]string, n), make([]string, n)
+	for i := range keep {
+		d := &keep[i]
+		tenants[i], events[i], types[i], users[i], utypes[i], chans[i], sevs[i], stats[i] =
+			d.TenantID, d.EventID, d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status
+		best[i], maxAtt[i], next[i], recips[i], contents[i] = d.BestEffort, int32(d.MaxAttempts), d.NextAttemptAt,
+			jsonOr(d.Recipient), jsonOr(d.Content)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO deliveries (`+strings.Join(deliveryColumns, ", ")+`)
+		SELECT d.*, $16::timestamptz, $16::timestamptz FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
+			$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bool[], $12::int[], $13::timestamptz[],
+			$14::jsonb[], $15::jsonb[]) d`,
+		ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now)
+	return err
 }
 
 func jsonOr(b json.RawMessage) string {

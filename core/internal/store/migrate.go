@@ -84,25 +84,10 @@ func MigrateTo(ctx context.Context, databaseURL, command string, w io.Writer) er
 	return nil
 }
 
-// NewPool opens a pool to databaseURL with maxConns connections. Sessions
-// name themselves "herald" and the server ends a transaction left idle for
-// a minute (a stuck or vanished client must not hold row locks forever).
+// NewPool opens a pool to databaseURL with maxConns connections, as the
+// URL's login role. Sessions name themselves "herald" and the server ends a
+// transaction left idle for a minute (a stuck or vanished client must not
+// hold row locks forever). NewPoolWith also sets a role.
 func NewPool(ctx context.Context, databaseURL string, maxConns int) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
-	}
-	if maxConns > 0 {
-		pc.MaxConns = int32(maxConns)
-	}
-	if pc.ConnConfig.RuntimeParams == nil {
-		pc.ConnConfig.RuntimeParams = map[string]string{}
-	}
-	pc.ConnConfig.RuntimeParams["application_name"] = "herald"
-	pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("connect to database: %w", err)
-	}
-	return pool, nil
+	return NewPoolWith(ctx, databaseURL, PoolOptions{MaxConns: maxConns})
 }

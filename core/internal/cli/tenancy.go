@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	commands = append(commands, newDBCmd, newProjectsCmd, newAdminsCmd)
+}
+
+// newDBCmd is `herald db roles` and `herald db producer`: the database
+// roles row-level security is built on.
+func newDBCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "db", Short: "Database roles for tenant isolation"}
+
+	var cfgPath, adminURL, owner string
+	roles := &cobra.Command{
+		Use:   "roles [--admin-url URL] [--owner ROLE]",
+		Short: "Create herald_api, herald_worker, herald_admin and herald_producer and make the owner a member",
+		Long: `Creates Herald's group roles where they are missing and makes the role
+that owns Herald's tables (the login role of database.url, or --owner) a
+member of herald_api, herald_worker and herald_admin, so that the daemon
+can run each part as its own role. Run it once per PostgreSQL cluster,
+before 'herald migrate up', with a role that may create roles: database.url
+when its role has CREATEROLE, or --admin-url (a superuser) otherwise. The
+migrations do the same when their role may.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := loadDaemon(cfgPath)
+			if err != nil {
+				return err
+			}
+			target := adminURL
+			if target == "" {
+				target = d.Database.URL
+			}
+			if owner == "" {
+				u, err := pgx.ParseConfig(d.Database.URL)
+				if err != nil {
+					return &ExitError{Code: 2, Err: fmt.Errorf("database.url: %w", err)}
+				}
+				owner = u.User
+			}
+			conn, err := pgx.Connect(cmd.Context(), target)
+			if err != nil {
+				return fmt.Errorf("connect to %s: %w", redactURL(target), err)
+			}
+			defer conn.Close(context.WithoutCancel(cmd.Context()))
+			if err := store.EnsureRoles(cmd.Context(), conn, owner); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "roles ready: %v; %s is a member of herald_api, herald_worker and herald_admin\n", store.GroupRoles, owner)
+			return nil
+		},
+	}
+	roles.Flags().StringVar(&adminURL, "admin-url", "", "connect as this (superuser) URL instead of database.url")
+	roles.Flags().StringVar(&owner, "owner", "", "the role that owns Herald's tables (default: database.url's user)")
+	addConfigFlag(roles, &cfgPath)
+	cmd.AddCommand(roles)
+
+	var pcfg, tenant, password string
+	prod := &cobra.Command{
+		Use:   "producer --tenant T ROLE [--password P]",
+		Short: "Create a login role for a service that enqueues events with sdk/producer, bound to one tenant",
+		Long: `Creates (or rebinds) the login role ROLE as a member of herald_producer,
+bound to tenant T. Connected as ROLE, a service may insert events of T
+into the outbox inside its own transactions (sdk/producer sets the tenant
+for row-level security) and read them back; events for any other tenant
+are refused by the database, as is every other table. The password comes
+from --password or HERALD_PRODUCER_PASSWORD.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if tenant == "" {
+				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
+			}
+			if password == "" {
+				password = os.Getenv("HERALD_PRODUCER_PASSWORD")
+			}
+			return withTx(cmd.Context(), pcfg, func(ctx context.Context, q store.Querier) error {
+				if err := store.EnsureTenant(ctx, q, tenant, ""); err != nil {
+					return &ExitError{Code: 2, Err: fmt.Errorf("--tenant: %w", err)}
+				}
+				if err := store.CreateProducerRole(ctx, q, tenant, args[0], password); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "producer role %s may enqueue events for tenant %s\n", args[0], tenant)
+				return nil
+			})
+		},
+	}
+	prod.Flags().StringVar(&tenant, "tenant", "", "the tenant the role may enqueue for")
+	prod.Flags().StringVar(&password, "password", "", "login password (env HERALD_PRODUCER_PASSWORD)")
+	addConfigFlag(prod, &pcfg)
+	cmd.AddCommand(prod)
+	return cmd
+}
+
+func newProjectsCmd() *cobra.Command {
+	var cfgPath, tenant, name string
+	cmd := &cobra.Command{Use: "projects", Short: "Manage projects (an optional scope under a tenant)"}
+	create := &cobra.Command{
+		Use:   "create --tenant T PROJECT_ID [--name N]",
+		Short: "Create a project of a tenant (no-op when it exists)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if tenant == "" {
+				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
+			}
+			return withTx(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
+				if err := store.EnsureTenant(ctx, q, tenant, ""); err != nil {
+					return &ExitError{Code: 2, Err: fmt.Errorf("--tenant: %w", err)}
+				}
+				if err := store.EnsureProject(ctx, q, tenant, args[0], name); err != nil {
+					return &ExitError{Code: 2, Err: err}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "project %s/%s ready\n", tenant, args[0])
+				return nil
+			})
+		},
+	}
+	create.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	create.Flags().StringVar(&name, "name", "", "display name")
+	addConfigFlag(create, &cfgPath)
+	cmd.AddCommand(create)
+	return cmd
+}
+
+func newAdminsCmd() *cobra.Command {
+	var cfgPath, name string
+	cmd := &cobra.Command{Use: "admins", Short: "Manage superadmin credentials (read-only access across tenants)"}
+	create := &cobra.Command{
+		Use:   "create [--name N]",
+		Short: "Create a superadmin credential and print it once (only its hash is stored)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withPool(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
+				id, key, err := store.CreateAdmin(ctx, q, name)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "superadmin %s created; the credential below is shown once, store it now:\n", id)
+				fmt.Fprintln(cmd.OutOrStdout(), key)
+				return nil
+			})
+		},
+	}
+	create.Flags().StringVar(&name, "name", "", "who holds it")
+	addConfigFlag(create, &cfgPath)
+	var rcfg string
+	revoke := &cobra.Command{
+		Use:   "revoke ADMIN_ID",
+		Short: "Revoke a superadmin credential (refused from the next request on)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withPool(cmd.Context(), rcfg, func(ctx context.Context, q store.Querier) error {
+				if err := store.RevokeAdmin(ctx, q, args[0]); err != nil {
+					if errors.Is(err, store.ErrNotFound) {
+						return &ExitError{Code: 2, Err: fmt.Errorf("ADMIN_ID: no unrevoked superadmin %q", args[0])}
+					}
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "superadmin %s revoked\n", args[0])
+				return nil
+			})
+		},
+	}
+	addConfigFlag(revoke, &rcfg)
+	cmd.AddCommand(create, revoke)
+	return cmd
+}
+
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(database url)"
+	}
+	return u.Redacted()
+}
