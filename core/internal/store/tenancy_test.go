@@ -354,5 +354,3 @@ func isRLSRefusal(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "42501" && strings.Contains(pe.Message, "row-level security")
 }
-
-

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-
 )
 
 // EnsureTenant creates the tenant, with its default project, if it does
