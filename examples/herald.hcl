@@ -4,8 +4,21 @@
 # README.md "Configuration reference" lists every key and its default.
 
 database {
+  # The pipeline and the CLI log in here; the role owns Herald's tables
+  # after `herald migrate up`.
   url       = "postgres://herald:herald@127.0.0.1:5432/herald?sslmode=disable"
   max_conns = 16
+  # Each part runs as its own role (SET ROLE at connect), and row-level
+  # security keeps tenants apart: the public API as herald_api (one tenant
+  # per transaction; the daemon refuses to start if that role could see
+  # more), the pipeline as herald_worker, the superadmin API as
+  # herald_admin (read only). api_url lets the API log in as a role of its
+  # own that is only a member of herald_api.
+  # api_url     = "postgres://herald_api_login:secret@127.0.0.1:5432/herald?sslmode=disable"
+  api_max_conns = 8
+  worker_role   = "herald_worker"
+  api_role      = "herald_api"
+  admin_role    = "herald_admin"
 }
 
 amqp {

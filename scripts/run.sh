@@ -13,6 +13,10 @@ export HERALD_CONFIG=${HERALD_CONFIG:-examples/herald.hcl}
 scripts/servers.sh up
 echo "run: building herald and the plugins" >&2
 make --no-print-directory build
+# Herald's database roles (herald_api, herald_worker, herald_admin,
+# herald_producer); servers.sh made them already when it could act as the
+# postgres superuser, and this is a no-op then.
+bin/herald db roles
 bin/herald migrate up
 bin/herald apikeys create --tenant demo --name quickstart --key "$HERALD_DEMO_API_KEY" >/dev/null
 bin/herald directory import --tenant demo examples/quickstart/directory.json
@@ -24,6 +28,8 @@ trap 'kill $peers 2>/dev/null || true' EXIT
 cat >&2 <<MSG
 run: herald is starting on http://127.0.0.1:8080 (admin on 127.0.0.1:8081)
 run: demo tenant API key: $HERALD_DEMO_API_KEY
+run: superadmin view across tenants: bin/herald admins create   (prints a credential once), then
+run:       curl -s -H "Authorization: Bearer <credential>" http://127.0.0.1:8080/v1/admin/stats
 run: try:  curl -s -H "Authorization: Bearer $HERALD_DEMO_API_KEY" -H 'Content-Type: application/json' \\
              --data @examples/quickstart/reservation.json http://127.0.0.1:8080/v1/events
 MSG

@@ -1,0 +1,94 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/sdk/producer"
+)
+
+// TestServeRefusesAnAPIRoleThatBypassesRLS starts a real herald serve whose
+// API would run as the tables' owner: it must exit at once, saying why.
+func TestServeRefusesAnAPIRoleThatBypassesRLS(t *testing.T) {
+	e := newEnv(t, "sent")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, heraldBinary(t), "serve", "--config", e.cfgPath)
+	cmd.Env = append(cmd.Environ(), "HERALD_DATABASE_API_ROLE=")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ctx.Err() != nil {
+		t.Fatalf("herald serve with the owner as API role: want a non-zero exit, got %v:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "refusing to start") || !strings.Contains(string(out), "database.api_role") {
+		t.Fatalf("the refusal does not say what to fix:\n%s", out)
+	}
+}
+
+// TestTwoTenantsThroughThePipeline runs two tenants' events through one
+// real daemon: each tenant's inbox rows, counters and deliveries are its
+// own, and neither key reads the other's events.
+func TestTwoTenantsThroughThePipeline(t *testing.T) {
+	e := newEnv(t, "sent")
+	ctx := context.Background()
+	const other = "globex"
+	if err := store.EnsureTenant(ctx, e.db.Pool, other, "Globex"); err != nil {
+		t.Fatal(err)
+	}
+	otherKey, err := store.CreateAPIKey(ctx, e.db.Pool, other, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.ImportDirectory(ctx, e.db.Pool, other, &staff); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	clients := map[string]*producer.Client{e.tenant: e.client(), other: {BaseURL: e.apiURL, APIKey: otherKey}}
+	const perTenant = 10
+	for ten, c := range clients {
+		for i := range perTenant {
+			if _, _, err := c.Emit(ctx, reservation(fmt.Sprintf("%s-%d", ten, i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The same event_id in both tenants is two events.
+	for _, c := range clients {
+		if _, created, err := c.Emit(ctx, reservation("shared-id")); err != nil || !created {
+			t.Fatalf("shared-id: created %v, %v", created, err)
+		}
+	}
+	e.waitAllSent(2*(perTenant+1)*deliveriesPerEvent, 60*time.Second)
+	for ten, c := range clients {
+		if n := e.count(`SELECT count(*) FROM notifications WHERE tenant_id = $1`, ten); n != (perTenant+1)*3 {
+			t.Errorf("tenant %s: %d notifications, want %d", ten, n, (perTenant+1)*3)
+		}
+		if n := e.count(`SELECT coalesce(sum(unread), 0) FROM notification_counters WHERE tenant_id = $1`, ten); n != (perTenant+1)*3 {
+			t.Errorf("tenant %s: unread counters sum to %d, want %d", ten, n, (perTenant+1)*3)
+		}
+		// A delivery belongs to its notification's tenant.
+		if n := e.count(`SELECT count(*) FROM deliveries d JOIN notifications n USING (notification_id) WHERE d.tenant_id <> n.tenant_id`); n != 0 {
+			t.Errorf("%d deliveries under another tenant's notification", n)
+		}
+		st, err := c.Event(ctx, "shared-id")
+		if err != nil || len(st.Deliveries) != deliveriesPerEvent {
+			t.Fatalf("tenant %s reads shared-id: %d deliveries, %v", ten, len(st.Deliveries), err)
+		}
+		for otherTen := range clients {
+			if otherTen == ten {
+				continue
+			}
+			_, err := c.Event(ctx, otherTen+"-0")
+			var p *producer.Problem
+			if !errors.As(err, &p) || p.Status != 404 {
+				t.Errorf("tenant %s reading %s's event: want 404, got %v", ten, otherTen, err)
+			}
+		}
+	}
+}
