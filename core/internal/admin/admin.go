@@ -170,6 +170,9 @@ func parseFilters(q url.Values, known ...string) (filters, *badRequest) {
 		allowed[k] = true
 	}
 	for k, v := range q {
+		if k == "" {
+			return filters{}, bad("query", "a query parameter has no name")
+		}
 		if !allowed[k] {
 			return filters{}, bad(k, "unknown query parameter %q", k)
 		}

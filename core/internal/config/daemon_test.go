@@ -122,3 +122,33 @@ amqp:
 		t.Fatalf("misspelt queue key: %v", err)
 	}
 }
+
+func TestLoadDaemonDatabaseRoles(t *testing.T) {
+	d, err := LoadDaemon(writeFile(t, "herald.hcl", `
+database {
+  url         = "postgres://a@127.0.0.1/x"
+  api_url     = "postgres://api@127.0.0.1/x"
+  api_role    = ""
+  worker_role = "w"
+}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Database.APIURL != "postgres://api@127.0.0.1/x" || d.Database.APIRole != "" || d.Database.WorkerRole != "w" ||
+		d.Database.AdminRole != "herald_admin" || d.Database.APIMaxConns != 8 {
+		t.Fatalf("database: %+v", d.Database)
+	}
+	t.Setenv("HERALD_DATABASE_API_ROLE", "api_x")
+	if d, err = LoadDaemon(""); err != nil || d.Database.APIRole != "api_x" || d.Database.WorkerRole != "herald_worker" {
+		t.Fatalf("env override: %+v %v", d.Database, err)
+	}
+	_, err = LoadDaemon(writeFile(t, "bad.hcl", `database { admin_role = "x\"; DROP" }`))
+	if err == nil || !strings.Contains(err.Error(), "database.admin_role") {
+		t.Fatalf("a quote in a role name: %v", err)
+	}
+	_, err = LoadDaemon(writeFile(t, "bad2.hcl", `database { api_max_conns = 0 }`))
+	if err == nil || !strings.Contains(err.Error(), "database.api_max_conns") {
+		t.Fatalf("api_max_conns 0: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
@@ -353,4 +354,65 @@ var errRollback = errors.New("rollback")
 func isRLSRefusal(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "42501" && strings.Contains(pe.Message, "row-level security")
+}
+
+// TestFanoutWritesTheSameRowsWithAndWithoutRLS runs InsertFanout once in a
+// session that row-level security binds (INSERT ... unnest) and once with
+// RLS off on deliveries (COPY), and compares what they wrote.
+func TestFanoutWritesTheSameRowsWithAndWithoutRLS(t *testing.T) {
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	if err := store.EnsureTenant(ctx, db.Pool, "t", ""); err != nil {
+		t.Fatal(err)
+	}
+	next := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	write := func(event, nid string, rlsOff bool) {
+		err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			if rlsOff {
+				if _, err := tx.Exec(ctx, `ALTER TABLE deliveries DISABLE ROW LEVEL SECURITY`); err != nil {
+					return err
+				}
+			}
+			note := store.NewNotification{ID: nid, TenantID: "t", ProjectID: "default", EventID: event, UserID: "u", EventType: "X", Severity: "warning"}
+			var dels []store.NewDelivery
+			for _, ch := range []string{"EMAIL", "SMS"} {
+				dels = append(dels, store.NewDelivery{NotificationID: nid, TenantID: "t", EventID: event, EventType: "X", UserID: "u",
+					UserType: "CUSTOMER", Channel: ch, Severity: "warning", Status: store.StatusPending, BestEffort: ch == "SMS",
+					MaxAttempts: 4, NextAttemptAt: next, Recipient: json.RawMessage(`{"email":"u@example.com"}`),
+					Content: json.RawMessage(`{"subject":"héllo \u2028"}`)})
+			}
+			n, written, err := store.InsertFanout(ctx, tx, []store.NewNotification{note}, dels)
+			if err != nil {
+				return err
+			}
+			if n != 1 || len(written) != 2 || written[0].ID == "" {
+				return fmt.Errorf("wrote %d notifications, %d deliveries", n, len(written))
+			}
+			if rlsOff {
+				_, err = tx.Exec(ctx, `ALTER TABLE deliveries ENABLE ROW LEVEL SECURITY`)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("rls off %v: %v", rlsOff, err)
+		}
+	}
+	write("e-insert", "0190d0a0-0000-7000-8000-0000000000a1", false)
+	write("e-copy", "0190d0a0-0000-7000-8000-0000000000a2", true)
+	rows, err := db.Pool.Query(ctx, `SELECT event_id, channel, tenant_id, user_id, user_type, severity, status, best_effort,
+			max_attempts, next_attempt_at, recipient::text, content::text, created_at = updated_at
+		FROM deliveries ORDER BY channel, event_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		vals, err := r.Values()
+		return fmt.Sprint(vals[1:]), err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || got[0] != got[1] || got[2] != got[3] {
+		t.Fatalf("COPY and INSERT wrote different rows:\n%s", strings.Join(got, "\n"))
+	}
 }
