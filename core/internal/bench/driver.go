@@ -58,6 +58,9 @@ type Scenario struct {
 	// Duration caps the run: producers stop enqueuing and the run ends
 	// (reporting what was missing) when it has passed.
 	Duration time.Duration `json:"duration_ns"`
+	// RLS is how row-level security binds the daemons' pipeline (the zero
+	// value: as herald_worker, the daemon's default).
+	RLS RLSMode `json:"rls,omitempty"`
 }
 
 // Deliveries is how many deliveries the scenario expects per event.
@@ -114,6 +117,9 @@ type Result struct {
 	PluginPeakBytes int64 `json:"plugin_peak_rss_bytes"`
 	// Check is the exactly-once verdict.
 	Check Check `json:"check"`
+	// RelayRLS is true when row-level security was active on deliveries
+	// for the relay's role, so that it wrote them by INSERT instead of COPY.
+	RelayRLS bool `json:"relay_rls_active"`
 	// BenchCPU is the CPU time the benchmark process itself (producers,
 	// progress, following the sink's records) used from the first enqueue
 	// until every delivery was final, as a fraction of one core: what the
@@ -173,6 +179,9 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	if sc.Events < 1 || sc.Recipients < 1 || sc.Channels < 1 || sc.Producers < 1 || sc.Serve < 1 {
 		return res, errors.New("bench: events, recipients, channels, producers and serve must be at least 1")
 	}
+	if !sc.RLS.valid() {
+		return res, fmt.Errorf("bench: %s", sc.RLS)
+	}
 	sink := filepath.Join(env.PluginDir, "herald-plugin-sink")
 	if _, err := os.Stat(sink); err != nil {
 		return res, fmt.Errorf("bench: sink plugin %s: %w (build it with make bench-plugins)", sink, err)
@@ -197,6 +206,14 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 		defer func() { _ = dropDB() }()
 	}
 	defer pool.Close()
+	if sc.RLS == RLSOff {
+		if err := disableRLS(ctx, pool); err != nil {
+			return res, err
+		}
+	}
+	if res.RelayRLS, err = relayRowSecurity(ctx, pool, sc.RLS); err != nil {
+		return res, err
+	}
 	groups := seedGroups(sc)
 	if err := seed(ctx, pool, sc, groups); err != nil {
 		return res, err
@@ -240,7 +257,8 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 			return res, err
 		}
 	}
-	logf("%s: %d daemon(s) ready; enqueuing %d events × %d deliveries", sc.Name, len(daemons), sc.Events, sc.perEvent())
+	logf("%s: %d daemon(s) ready (%s; the relay writes by %s); enqueuing %d events × %d deliveries",
+		sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), sc.Events, sc.perEvent())
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	roots := make([]int, len(daemons))
@@ -726,8 +744,9 @@ func startDaemon(ctx context.Context, env Env, dir string, i int, dbURL, exchang
 `, exchange+"."+ch, ch)
 	}
 	cfg := fmt.Sprintf(`database {
-  url       = %q
-  max_conns = 12
+  url         = %q
+  max_conns   = 12
+  worker_role = %q
 }
 amqp {
   url      = %q
@@ -741,7 +760,7 @@ http {
 plugins { dir = %q }
 rules = [%q]
 log { level = "warn" }
-`, dbURL, env.AMQPURL, exchange, queues.String(), api, admin, env.Pprof, env.PluginDir, filepath.Join(dir, "rules.hcl"))
+`, dbURL, sc.RLS.workerRole(), env.AMQPURL, exchange, queues.String(), api, admin, env.Pprof, env.PluginDir, filepath.Join(dir, "rules.hcl"))
 	cfgPath := filepath.Join(dir, fmt.Sprintf("herald-%d.hcl", i))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err

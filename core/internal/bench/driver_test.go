@@ -11,12 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
 
 // TestRunSmallScenario runs the whole benchmark path at a tiny size: a
 // database of its own, a real herald serve with the sink plugin, producers
-// through sdk/producer, and the exactly-once check.
+// through sdk/producer, and the exactly-once check; then a tiny run under
+// each other row-level security mode, which must be exactly once too and
+// make the relay write the way the mode says.
 func TestRunSmallScenario(t *testing.T) {
 	broker := testenv.RabbitMQ(t)
 	pluginDir := testenv.PluginBinaries(t, "sink")
@@ -46,9 +50,59 @@ func TestRunSmallScenario(t *testing.T) {
 	}
 	rep := Report{Runs: []Result{res}}
 	rep.Evaluate()
-	if !rep.OK {
-		t.Fatalf("report not OK: %+v", rep)
+	if !rep.OK || rep.Err() != nil {
+		t.Fatalf("report not OK (%v): %+v", rep.Err(), rep)
 	}
+
+	// herald_worker keeps COPY only where it has BYPASSRLS.
+	bypass := workerBypassesRLS(t, env.AdminDatabaseURL)
+	if res.RelayRLS == bypass {
+		t.Errorf("%s: relay row security active = %t, but herald_worker BYPASSRLS = %t", RLSWorker, res.RelayRLS, bypass)
+	}
+	rep = Report{Runs: []Result{res}}
+	for _, mode := range []struct {
+		rls      RLSMode
+		relayRLS bool
+	}{{RLSPolicies, true}, {RLSOff, false}} {
+		tiny := sc
+		tiny.Name, tiny.Events, tiny.RLS = "tiny-"+string(mode.rls), 10, mode.rls
+		res, err := Run(context.Background(), env, tiny)
+		if err != nil {
+			t.Fatalf("%s: %v", mode.rls, err)
+		}
+		if !res.Check.OK || res.Check.Sent != 10*3*2 {
+			t.Errorf("%s: check: %+v", mode.rls, res.Check)
+		}
+		if res.RelayRLS != mode.relayRLS {
+			t.Errorf("%s: relay row security active = %t, want %t", mode.rls, res.RelayRLS, mode.relayRLS)
+		}
+		rep.Runs = append(rep.Runs, res)
+	}
+	rep.Evaluate()
+	if !rep.OK {
+		t.Fatalf("report of the three modes not OK: %+v", rep)
+	}
+	// Ratios of runs this small mean nothing; that they are made does.
+	if len(rep.RLSCosts) != 2 || rep.RLSCosts[0].Run != "small" || rep.RLSCosts[1].Run != "tiny-policies" {
+		t.Errorf("RLS costs: %+v", rep.RLSCosts)
+	}
+}
+
+// workerBypassesRLS reports whether herald_worker has BYPASSRLS on the
+// server.
+func workerBypassesRLS(t *testing.T, adminURL string) bool {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var bypass bool
+	if err := conn.QueryRow(ctx, `SELECT rolbypassrls FROM pg_roles WHERE rolname = 'herald_worker'`).Scan(&bypass); err != nil {
+		t.Fatal(err)
+	}
+	return bypass
 }
 
 // TestRecordTailCount checks that count sees complete lines only, in every

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"runtime"
 	"strings"
 	"text/tabwriter"
@@ -16,10 +18,34 @@ type Report struct {
 	Machine  Machine   `json:"machine"`
 	Ceilings []Ceiling `json:"ceilings"`
 	Runs     []Result  `json:"runs"`
+	// Admin is the superadmin API benchmark, when it ran.
+	Admin *AdminResult `json:"admin,omitempty"`
+	// RLSCosts compare runs with the run of the same shape on a database
+	// without row-level security, when the report has one.
+	RLSCosts []RLSCost `json:"rls_costs,omitempty"`
 	Targets  []Target  `json:"targets"`
 	// OK is true when every run passed its exactly-once check.
 	OK bool `json:"exactly_once_ok"`
 }
+
+// RLSCost is what row-level security cost one run's fan-out: its
+// deliveries/s against those of the same scenario on a database where
+// row-level security is disabled (RLSOff), measured in the same report.
+type RLSCost struct {
+	Run  string  `json:"run"`
+	Mode RLSMode `json:"mode"`
+	// RelayRLS is the run's Result.RelayRLS: the relay wrote by INSERT.
+	RelayRLS       bool    `json:"relay_rls_active"`
+	DeliveriesPerS float64 `json:"deliveries_per_sec"`
+	Baseline       string  `json:"baseline"`
+	BaselinePerS   float64 `json:"baseline_deliveries_per_sec"`
+	// Ratio is DeliveriesPerS ÷ BaselinePerS.
+	Ratio float64 `json:"ratio"`
+}
+
+// rlsTarget is the least ratio to the run without row-level security that
+// the pipeline's default role may reach: within 5 %.
+const rlsTarget = 0.95
 
 // Machine describes where the benchmark ran.
 type Machine struct {
@@ -60,8 +86,9 @@ func (r *Report) ceiling(prefix string) (Ceiling, bool) {
 }
 
 // Evaluate fills Targets and OK from the runs named fanout, latency and
-// single (the standard suite's names); runs with other names only count
-// for OK.
+// single (the standard suite's names), the scale-out and row-level
+// security runs judged against the runs they vary (RLSCosts too), and the
+// superadmin benchmark's shapes; other runs only count for OK.
 func (r *Report) Evaluate() {
 	r.OK = len(r.Runs) > 0
 	r.Targets = nil
@@ -112,10 +139,82 @@ func (r *Report) Evaluate() {
 			}
 		}
 	}
+	// Row-level security: every run against the run of the same shape on
+	// a database without it. The pipeline's default role must stay within
+	// 5 %; other modes are reported as they are.
+	r.RLSCosts = nil
+	if base, ok := r.rlsBaseline(); ok && base.DeliveriesPerS > 0 {
+		for _, run := range r.Runs {
+			if run.Scenario.RLS == RLSOff || !sameShape(run.Scenario, base.Scenario) {
+				continue
+			}
+			ratio := run.DeliveriesPerS / base.DeliveriesPerS
+			r.RLSCosts = append(r.RLSCosts, RLSCost{Run: run.Scenario.Name, Mode: run.Scenario.RLS, RelayRLS: run.RelayRLS,
+				DeliveriesPerS: run.DeliveriesPerS, Baseline: base.Scenario.Name, BaselinePerS: base.DeliveriesPerS, Ratio: ratio})
+			if run.Scenario.RLS == RLSWorker {
+				t := Target{
+					Name: fmt.Sprintf("RLS cost: %s (%s, relay by %s) vs %s", run.Scenario.Name, run.Scenario.RLS,
+						relayWrite(run.RelayRLS), base.Scenario.Name),
+					Want: fmt.Sprintf("≥ %.2f× (within 5 %%)", rlsTarget), Got: fmt.Sprintf("%.2f×", ratio),
+					Met: ratio >= rlsTarget, Measured: ratio}
+				// Both write by COPY and run the same statements otherwise:
+				// a large difference either way is variance between runs.
+				if !run.RelayRLS && !base.RelayRLS && (ratio < rlsTarget || ratio > 2-rlsTarget) {
+					t.Note = fmt.Sprintf("%s and %s both wrote deliveries by COPY; a difference of %+.0f %% between them is "+
+						"variance between single runs on this machine rather than a cost: run --scenario rls again to judge",
+						run.Scenario.Name, base.Scenario.Name, (ratio-1)*100)
+				}
+				r.Targets = append(r.Targets, t)
+			}
+		}
+	}
 	if len(r.Runs) > 0 {
 		r.Targets = append(r.Targets, Target{Name: "daemon peak RSS", Want: "< 150 MiB",
 			Got: mib(daemonPeak), Met: daemonPeak > 0 && daemonPeak < 150<<20, Measured: float64(daemonPeak) / (1 << 20)})
 	}
+	if a := r.Admin; a != nil {
+		for _, s := range a.Shapes {
+			t := Target{Name: fmt.Sprintf("superadmin list p99, %s (%s rows)", s.Name, num(float64(a.Scenario.Rows))),
+				Want: fmt.Sprintf("< %.0f ms", AdminTarget), Got: fmt.Sprintf("%.1f ms", s.Latency.P99), Met: s.Met(), Measured: s.Latency.P99}
+			if s.Failed > 0 {
+				t.Got += fmt.Sprintf(", %d failed", s.Failed)
+			}
+			r.Targets = append(r.Targets, t)
+		}
+	}
+}
+
+// Err says why the invocation failed, or returns nil: a run that failed
+// its exactly-once check, or superadmin requests that were not answered.
+func (r *Report) Err() error {
+	var errs []error
+	if len(r.Runs) > 0 && !r.OK {
+		errs = append(errs, errors.New("exactly-once check failed"))
+	}
+	if r.Admin != nil && r.Admin.Failed > 0 {
+		errs = append(errs, fmt.Errorf("%d superadmin requests were not answered 200", r.Admin.Failed))
+	}
+	if len(r.Runs) == 0 && r.Admin == nil {
+		errs = append(errs, errors.New("nothing ran"))
+	}
+	return errors.Join(errs...)
+}
+
+// rlsBaseline returns the report's first run without row-level security.
+func (r *Report) rlsBaseline() (Result, bool) {
+	for _, run := range r.Runs {
+		if run.Scenario.RLS == RLSOff {
+			return run, true
+		}
+	}
+	return Result{}, false
+}
+
+// sameShape reports whether two scenarios differ at most in name, size,
+// cap and row-level security mode.
+func sameShape(a, b Scenario) bool {
+	return a.Recipients == b.Recipients && a.Channels == b.Channels && a.Producers == b.Producers &&
+		a.Rate == b.Rate && a.Serve == b.Serve
 }
 
 // run returns the report's run of that scenario name.
@@ -143,6 +242,53 @@ func (r *Report) Print(w io.Writer) {
 		_ = tw.Flush()
 		fmt.Fprintln(w)
 	}
+	if len(r.Runs) > 0 {
+		r.printRuns(w)
+	}
+	if len(r.RLSCosts) > 0 {
+		r.printRLSCosts(w)
+	}
+	if r.Admin != nil {
+		if len(r.Runs) > 0 {
+			fmt.Fprintln(w)
+		}
+		r.Admin.print(w)
+	}
+	if len(r.Targets) > 0 {
+		fmt.Fprintln(w, "\nTargets:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, t := range r.Targets {
+			met := "met"
+			if !t.Met {
+				met = "NOT MET"
+			}
+			fmt.Fprintf(tw, "  %s\twant %s\tgot %s\t%s\n", t.Name, t.Want, t.Got, met)
+		}
+		_ = tw.Flush()
+		for _, t := range r.Targets {
+			if t.Note != "" {
+				fmt.Fprintf(w, "  %s\n", t.Note)
+			}
+		}
+	}
+	if len(r.Runs) > 0 {
+		if r.OK {
+			fmt.Fprintln(w, "\nexactly-once check: every expected delivery SENT exactly once in every run")
+		} else {
+			fmt.Fprintln(w, "\nexactly-once check: FAILED (see above)")
+		}
+	}
+	if r.Admin != nil {
+		if r.Admin.Failed == 0 {
+			fmt.Fprintln(w, "\nsuperadmin API: every request answered 200")
+		} else {
+			fmt.Fprintf(w, "\nsuperadmin API: %d requests NOT answered 200 (see above)\n", r.Admin.Failed)
+		}
+	}
+}
+
+// printRuns writes the pipeline runs.
+func (r *Report) printRuns(w io.Writer) {
 	rabbit, hasRabbit := r.ceiling("rabbitmq")
 	pg, hasPG := r.ceiling("postgresql")
 	producers, hasProducers := r.ceiling(ProducerCeilingName)
@@ -174,13 +320,17 @@ func (r *Report) Print(w io.Writer) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
+	width := 8
+	for _, run := range r.Runs {
+		width = max(width, len(run.Scenario.Name))
+	}
 	fmt.Fprintln(w, "Where the time goes (p50 / p99 ms): commit → delivery rows written (relay); rows → SENT recorded (publisher, broker, listener, plugin)")
 	for _, run := range r.Runs {
 		procs := ""
 		if run.Scenario.Serve > 1 && run.DaemonProcs > 0 {
 			procs = fmt.Sprintf("; each daemon GOMAXPROCS=%d", run.DaemonProcs)
 		}
-		fmt.Fprintf(w, "  %-8s relay %.1f / %.1f   delivery %.1f / %.1f   (the benchmark process itself: %.0f%% of a core%s)\n", run.Scenario.Name,
+		fmt.Fprintf(w, "  %-*s relay %.1f / %.1f   delivery %.1f / %.1f   (the benchmark process itself: %.0f%% of a core%s)\n", width, run.Scenario.Name,
 			run.ToFanout.P50, run.ToFanout.P99, run.ToRecord.P50, run.ToRecord.P99, run.BenchCPU*100, procs)
 	}
 	fmt.Fprintln(w)
@@ -190,28 +340,75 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "%s: configs and logs kept in %s\n", run.Scenario.Name, run.Dir)
 		}
 	}
-	if len(r.Targets) > 0 {
-		fmt.Fprintln(w, "\nTargets:")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		for _, t := range r.Targets {
-			met := "met"
-			if !t.Met {
-				met = "NOT MET"
-			}
-			fmt.Fprintf(tw, "  %s\twant %s\tgot %s\t%s\n", t.Name, t.Want, t.Got, met)
+}
+
+// printRLSCosts writes one "RLS cost" line per run compared with the run
+// without row-level security.
+func (r *Report) printRLSCosts(w io.Writer) {
+	base := r.RLSCosts[0]
+	fmt.Fprintf(w, "\nRLS cost on fan-out, same run: deliveries/s against %s (%s/s, %s, relay by COPY):\n",
+		base.Baseline, num(base.BaselinePerS), RLSOff)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range r.RLSCosts {
+		fmt.Fprintf(tw, "  RLS cost %s\t%.2f× (%+.0f %%)\t%s/s\t%s, relay by %s\n", c.Run, c.Ratio, (c.Ratio-1)*100,
+			num(c.DeliveriesPerS), c.Mode, relayWrite(c.RelayRLS))
+	}
+	_ = tw.Flush()
+}
+
+// print writes the superadmin benchmark: one line per shape.
+func (a *AdminResult) print(w io.Writer) {
+	sc := a.Scenario
+	fmt.Fprintf(w, "Superadmin API, %s notifications (%d tenants × %s users, %d days; %s with indexes; loaded in %.1f s, ANALYZE %.1f s),\n",
+		num(float64(sc.Rows)), sc.Tenants, num(float64(sc.UsersPerTenant)), sc.Days, mib(a.TableBytes), a.Load.Seconds(), a.Analyze.Seconds())
+	fmt.Fprintf(w, "served in-process over loopback HTTP; %d requests per shape one at a time after %d unmeasured, limit %d:\n",
+		sc.Requests, sc.Warmup, sc.Limit)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "shape\trequests\trows/page\tp50 ms\tp95 ms\tp99 ms\tmax ms\tfailed\tp99 < 50 ms\t")
+	line := func(s ShapeResult, perPage string, met string) {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%s\t\n", s.Name, s.Latency.Count, perPage,
+			s.Latency.P50, s.Latency.P95, s.Latency.P99, s.Latency.Max, s.Failed, met)
+	}
+	failed := 0
+	for _, s := range a.Shapes {
+		perPage := "-"
+		if s.Latency.Count > 0 {
+			perPage = fmt.Sprintf("%.1f", float64(s.Items)/float64(s.Latency.Count))
 		}
-		_ = tw.Flush()
-		for _, t := range r.Targets {
-			if t.Note != "" {
-				fmt.Fprintf(w, "  %s\n", t.Note)
-			}
+		met := "met"
+		if !s.Met() {
+			met = "MISSED"
+		}
+		failed += s.Failed
+		line(s, perPage, met)
+	}
+	line(ShapeResult{Name: "every list request", Latency: a.Overall, Failed: failed}, "", "")
+	line(a.Stats, "", "(no target)")
+	_ = tw.Flush()
+	for _, s := range append(a.Shapes[:len(a.Shapes):len(a.Shapes)], a.Stats) {
+		if s.Detail != "" {
+			fmt.Fprintf(w, "  %s: %s\n", s.Name, s.Detail)
 		}
 	}
-	if r.OK {
-		fmt.Fprintln(w, "\nexactly-once check: every expected delivery SENT exactly once in every run")
-	} else {
-		fmt.Fprintln(w, "\nexactly-once check: FAILED (see above)")
+	fmt.Fprintln(w, "  e.g.:")
+	for _, s := range a.Shapes {
+		ex, err := url.QueryUnescape(s.Example)
+		if err != nil {
+			ex = s.Example
+		}
+		fmt.Fprintf(w, "    %-36s GET /v1/admin/notifications?%s\n", s.Name, abbreviate(ex, 110))
 	}
+	if a.Database != "" {
+		fmt.Fprintf(w, "  database kept: %s\n", a.Database)
+	}
+}
+
+// abbreviate shortens s to n bytes with an ellipsis (cursors are long).
+func abbreviate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // num formats n with thousands separators and no decimals.

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // TestReportProducerCeiling checks that the single run is put next to what
@@ -78,5 +81,106 @@ func TestReportScaleOut(t *testing.T) {
 	}
 	if tg := got["scale-out: 3 daemons vs one (scale-3)"]; tg.Met || tg.Got != "0.80×" {
 		t.Errorf("scale-3 target = %+v, want not met at 0.80×", tg)
+	}
+}
+
+// TestReportRLSCost: the runs of the fanout shape are judged against the
+// one without row-level security; the default role's run is a target
+// (within 5 %), the policies run an "RLS cost" line only, and runs of
+// other shapes are left out.
+func TestReportRLSCost(t *testing.T) {
+	t.Parallel()
+	fan := Scenario{Name: "fanout", Recipients: 10, Channels: 3, Producers: 4, Serve: 1}
+	pol, off, lat, s2 := fan, fan, fan, fan
+	pol.Name, pol.RLS = "fanout-rls-policies", RLSPolicies
+	off.Name, off.RLS = "fanout-no-rls", RLSOff
+	lat.Name, lat.Rate = "latency", 150
+	s2.Name, s2.Serve = "scale-2", 2
+	rep := Report{Runs: []Result{
+		{Scenario: fan, DeliveriesPerS: 9600, Check: Check{OK: true}},
+		{Scenario: pol, DeliveriesPerS: 6500, RelayRLS: true, Check: Check{OK: true}},
+		{Scenario: off, DeliveriesPerS: 10000, Check: Check{OK: true}},
+		{Scenario: lat, DeliveriesPerS: 4500, Check: Check{OK: true}},
+		{Scenario: s2, DeliveriesPerS: 9900, Check: Check{OK: true}},
+	}}
+	rep.Evaluate()
+	want := []RLSCost{
+		{Run: "fanout", Mode: RLSWorker, DeliveriesPerS: 9600, Baseline: "fanout-no-rls", BaselinePerS: 10000, Ratio: 0.96},
+		{Run: "fanout-rls-policies", Mode: RLSPolicies, RelayRLS: true, DeliveriesPerS: 6500, Baseline: "fanout-no-rls", BaselinePerS: 10000, Ratio: 0.65},
+	}
+	if diff := cmp.Diff(want, rep.RLSCosts, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("RLS costs (-want +got):\n%s", diff)
+	}
+	var rls []Target
+	for _, tg := range rep.Targets {
+		if strings.HasPrefix(tg.Name, "RLS cost") {
+			rls = append(rls, tg)
+		}
+	}
+	if len(rls) != 1 || !rls[0].Met || rls[0].Got != "0.96×" || rls[0].Note != "" ||
+		rls[0].Name != "RLS cost: fanout (pipeline as herald_worker, relay by COPY) vs fanout-no-rls" {
+		t.Errorf("RLS targets = %+v, want one, met at 0.96×", rls)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	for _, line := range []string{
+		"RLS cost fanout               0.96× (-4 %)   9,600/s  pipeline as herald_worker, relay by COPY",
+		"RLS cost fanout-rls-policies  0.65× (-35 %)  6,500/s  pipeline as the tables' owner, bound by the policies, relay by INSERT",
+	} {
+		if !strings.Contains(out.String(), "\n  "+line+"\n") {
+			t.Errorf("report has no line %q:\n%s", line, out.String())
+		}
+	}
+
+	// Below 0.95× the target is missed; without a baseline there is none.
+	rep.Runs[0].DeliveriesPerS = 9400
+	rep.Evaluate()
+	for _, tg := range rep.Targets {
+		if strings.HasPrefix(tg.Name, "RLS cost") && (tg.Met || tg.Got != "0.94×" || !strings.Contains(tg.Note, "-6 %")) {
+			t.Errorf("at 0.94×: %+v", tg)
+		}
+	}
+	rep.Runs = rep.Runs[:2]
+	rep.Evaluate()
+	if len(rep.RLSCosts) != 0 {
+		t.Errorf("RLS costs without a baseline: %+v", rep.RLSCosts)
+	}
+}
+
+// TestReportAdmin: each list shape is a target, a failed request misses
+// it and fails the report; the stats endpoint is no target.
+func TestReportAdmin(t *testing.T) {
+	t.Parallel()
+	res := AdminResult{Scenario: AdminScenario{Rows: 1000000, Requests: 200, Limit: 50},
+		Shapes: []ShapeResult{
+			{Name: "tenant", Latency: LatencySummary{Count: 200, P99: 12}, Items: 10000},
+			{Name: "slow", Latency: LatencySummary{Count: 200, P99: 80}, Items: 10000},
+			{Name: "broken", Latency: LatencySummary{Count: 199, P99: 3}, Items: 9950, Failed: 1, Detail: "503 too slow"},
+		},
+		Stats:  ShapeResult{Name: "stats, last 30 days", Latency: LatencySummary{Count: 20, P99: 400}},
+		Failed: 1}
+	rep := Report{Admin: &res}
+	rep.Evaluate()
+	got := map[string]bool{}
+	for _, tg := range rep.Targets {
+		got[tg.Name] = tg.Met
+	}
+	want := map[string]bool{
+		"superadmin list p99, tenant (1,000,000 rows)": true,
+		"superadmin list p99, slow (1,000,000 rows)":   false,
+		"superadmin list p99, broken (1,000,000 rows)": false,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("targets (-want +got):\n%s", diff)
+	}
+	if err := rep.Err(); err == nil || !strings.Contains(err.Error(), "1 superadmin requests") {
+		t.Errorf("Err() = %v, want the failed request", err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	for _, s := range []string{"broken: 503 too slow", "MISSED", "(no target)"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("report lacks %q:\n%s", s, out.String())
+		}
 	}
 }

@@ -42,6 +42,8 @@ type benchFlags struct {
 	rabbitN    int
 	copyRows   int
 	ceilEvents int
+	adminRows  int
+	adminReqs  int
 	cpuProfile string
 }
 
@@ -61,10 +63,22 @@ daemon running, and prints throughput as a ratio to them. At the end it checks t
 every expected delivery is SENT exactly once.
 
 --scenario all (the default) runs the standard suite:
-  fanout   10 recipients × 3 channels, unpaced
+  fanout   10 recipients × 3 channels, unpaced; the pipeline runs as herald_worker
+  fanout-rls-policies   the fanout run with database.worker_role = "": the
+           pipeline runs as the tables' owner, bound by the row-level security
+           policies (the relay writes deliveries by INSERT, not COPY)
+  fanout-no-rls   the fanout run on a database with row-level security
+           disabled on every table: the baseline of the "RLS cost" lines
   latency  10 recipients × 3 channels at half the fanout run's rate
   single   1 recipient × 1 channel, unpaced
   scale-2, scale-3   the fanout run with 2 and 3 herald serve processes
+  admin    the superadmin API benchmark (below)
+--scenario rls runs the three fanout runs only.
+--scenario admin runs the superadmin API benchmark only: --admin-rows
+notifications in a database of its own, the real API served in-process, and
+--admin-requests requests of each of a fixed mix of filtered list requests
+(p50/p95/p99 per shape, target p99 < 50 ms), plus the stats endpoint. It
+measures no ceilings.
 --scenario custom runs one run from the flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -72,7 +86,7 @@ every expected delivery is SENT exactly once.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, latency, single, scale or custom")
+	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, rls, latency, single, scale, admin or custom")
 	fl.IntVar(&f.events, "events", 0, "events per run (0: the scenario's default)")
 	fl.IntVar(&f.recipients, "recipients", 10, "recipients per event (custom)")
 	fl.IntVar(&f.channels, "channels", 3, "channels per recipient (custom)")
@@ -91,6 +105,8 @@ every expected delivery is SENT exactly once.
 	fl.IntVar(&f.rabbitN, "ceiling-messages", 50000, "messages for the RabbitMQ ceiling")
 	fl.IntVar(&f.copyRows, "ceiling-rows", 200000, "rows for the PostgreSQL COPY ceiling")
 	fl.IntVar(&f.ceilEvents, "ceiling-events", 20000, "events for the producer ceiling (the single run's producers, no daemon)")
+	fl.IntVar(&f.adminRows, "admin-rows", 1_000_000, "notifications in the superadmin benchmark's database (admin)")
+	fl.IntVar(&f.adminReqs, "admin-requests", 200, "measured requests per request shape (admin)")
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the benchmark process itself to this file")
 	_ = fl.MarkHidden("cpu-profile")
 	return cmd
@@ -129,7 +145,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	rep := bench.Report{Started: time.Now().UTC(), Machine: bench.NewMachine()}
 	rep.Machine.Postgres, rep.Machine.RabbitMQ = serverVersions(ctx, f.dbURL, f.amqpURL)
 
-	if !f.noCeilings {
+	if !f.noCeilings && f.scenario != "admin" {
 		logf("measuring RabbitMQ: %d persistent messages, publish with pipelined confirms + consume", f.rabbitN)
 		c, err := bench.RabbitCeiling(ctx, f.amqpURL, f.rabbitN, 1000)
 		if err != nil {
@@ -152,11 +168,19 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 
 	fanout := bench.Scenario{Name: "fanout", Events: pick(f.events, 6000), Recipients: 10, Channels: 3,
 		Producers: f.producers, Serve: 1, Duration: f.duration}
+	// The fanout run under each row-level security mode, for the "RLS
+	// cost" lines.
+	rls := []bench.Scenario{fanout, fanout, fanout}
+	rls[1].Name, rls[1].RLS = "fanout-rls-policies", bench.RLSPolicies
+	rls[2].Name, rls[2].RLS = "fanout-no-rls", bench.RLSOff
 	var runs []bench.Scenario
+	admin := false
 	switch f.scenario {
 	case "all":
-		runs = []bench.Scenario{fanout, {Name: "latency"}, {Name: "single", Events: pick(f.events, 30000), Recipients: 1,
-			Channels: 1, Producers: singleProducers(f), Serve: 1, Duration: f.duration}}
+		admin = true
+		runs = append(runs, rls...)
+		runs = append(runs, bench.Scenario{Name: "latency"}, bench.Scenario{Name: "single", Events: pick(f.events, 30000), Recipients: 1,
+			Channels: 1, Producers: singleProducers(f), Serve: 1, Duration: f.duration})
 		for _, n := range []int{2, 3} {
 			s := fanout
 			s.Name, s.Serve = fmt.Sprintf("scale-%d", n), n
@@ -164,6 +188,10 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 	case "fanout":
 		runs = []bench.Scenario{fanout}
+	case "rls":
+		runs = rls
+	case "admin":
+		admin = true
 	case "latency":
 		if f.rate <= 0 {
 			runs = []bench.Scenario{fanout, {Name: "latency"}}
@@ -183,7 +211,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		runs = []bench.Scenario{{Name: "custom", Events: pick(f.events, 10000), Recipients: f.recipients, Channels: f.channels,
 			Producers: f.producers, Rate: f.rate, Serve: f.serve, Duration: f.duration}}
 	default:
-		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, latency, single, scale or custom", f.scenario)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, rls, latency, single, scale, admin or custom", f.scenario)}
 	}
 
 	for i, sc := range runs {
@@ -206,6 +234,19 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			fmtRate(res.DeliveriesPerS), fmtRate(res.EventsPerSec), res.Latency.P50, res.Latency.P99, res.BenchCPU*100, res.Check.Detail)
 		rep.Runs = append(rep.Runs, res)
 	}
+	if admin {
+		if len(runs) > 0 {
+			if idle, waited := bench.Settle(ctx, 0.8, 30*time.Second); !idle {
+				logf("machine still busy after %s; starting admin anyway", waited.Round(time.Second))
+			}
+		}
+		res, err := bench.RunAdmin(ctx, env, bench.AdminScenario{Rows: f.adminRows, Requests: f.adminReqs})
+		if err != nil {
+			return fmt.Errorf("bench admin: %w", err)
+		}
+		logf("admin: every list request p50 %.1f ms, p99 %.1f ms; %d failed", res.Overall.P50, res.Overall.P99, res.Failed)
+		rep.Admin = &res
+	}
 	rep.Evaluate()
 	if f.json {
 		enc := json.NewEncoder(cmd.OutOrStdout())
@@ -216,8 +257,8 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	} else {
 		rep.Print(cmd.OutOrStdout())
 	}
-	if !rep.OK {
-		return &ExitError{Code: 1, Err: fmt.Errorf("exactly-once check failed")}
+	if err := rep.Err(); err != nil {
+		return &ExitError{Code: 1, Err: err}
 	}
 	return nil
 }
