@@ -143,7 +143,7 @@ func TestEveryEndpointHidesOtherTenants(t *testing.T) {
 		key                string
 		want               int
 	}{
-		"GET /v1/events/{event_id} of a":           {method: "GET", path: "/v1/events/a-secret", key: w.keys["b"], want: 404},
+		"GET /v1/events/{event_id} of a":           {method: "GET", path: "/v1/events/a-private", key: w.keys["b"], want: 404},
 		"GET /v1/events/{event_id} unknown":        {method: "GET", path: "/v1/events/nobody-has-this", key: w.keys["b"], want: 404},
 		"POST /v1/events reusing a's event_id":     {method: "POST", path: "/v1/events", key: w.keys["b"], body: `{"event_id":"a-secret","type":"OTHER","payload":{"y":2}}`, want: 201},
 		"POST /v1/events into a's project":         {method: "POST", path: "/v1/events", key: w.keys["b"], body: `{"event_id":"p","type":"T","project_id":"a-only"}`, want: 422},
