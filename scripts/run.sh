@@ -18,7 +18,7 @@ make --no-print-directory build
 # postgres superuser, and this is a no-op then.
 bin/herald db roles
 bin/herald migrate up
-bin/herald apikeys create --tenant demo --name quickstart --key "$HERALD_DEMO_API_KEY" >/dev/null
+bin/herald apikeys create --tenant demo --name quickstart --key "$HERALD_DEMO_API_KEY" --insecure-dev-key >/dev/null
 bin/herald directory import --tenant demo examples/quickstart/directory.json
 
 bin/herald devpeers --smtp 127.0.0.1:2525 --http 127.0.0.1:4010 &

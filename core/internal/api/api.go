@@ -54,6 +54,10 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/events", s.auth(s.postEvent))
 	mux.HandleFunc("GET /v1/events/{event_id}", s.auth(s.getEvent))
+	mux.HandleFunc("GET /v1/apikeys", s.keyManager(s.listKeys))
+	mux.HandleFunc("POST /v1/apikeys", s.keyManager(s.createKey))
+	mux.HandleFunc("POST /v1/apikeys/{key_id}/revoke", s.keyManager(s.revokeKey))
+	mux.HandleFunc("POST /v1/apikeys/{key_id}/rotate", s.keyManager(s.rotateKey))
 	for p, h := range s.mounts {
 		mux.Handle(p, h)
 	}

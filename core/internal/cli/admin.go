@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,25 +64,40 @@ func newTenantsCmd() *cobra.Command {
 }
 
 func newAPIKeysCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "apikeys", Short: "Manage producer API keys: create, list, revoke, rotate"}
 	var cfgPath, tenant, project, name, key string
-	cmd := &cobra.Command{Use: "apikeys", Short: "Manage producer API keys"}
+	var expiresIn time.Duration
+	var weak bool
 	create := &cobra.Command{
-		Use:   "create --tenant T [--project P] [--name N] [--key hk_...]",
-		Short: "Create an API key for a tenant and print it (only its hash is stored)",
+		Use:   "create --tenant T [--project P] [--name N] [--expires-in D] [--key hk_... [--insecure-dev-key]]",
+		Short: "Create an API key for a tenant and print it once (only its hash is stored)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if tenant == "" {
 				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
 			}
+			if key != "" && !weak && store.KeyStrength(key) < store.MinKeyBits {
+				return &ExitError{Code: 2, Err: fmt.Errorf("--key: about %.0f bits of entropy, %d needed; leave --key out for a random key, or pass --insecure-dev-key for a development key",
+					store.KeyStrength(key), store.MinKeyBits)}
+			}
+			if expiresIn < 0 {
+				return &ExitError{Code: 2, Err: errors.New("--expires-in must be positive")}
+			}
 			return withPool(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
 				if err := store.EnsureTenant(ctx, q, tenant, ""); err != nil {
 					return &ExitError{Code: 2, Err: fmt.Errorf("--tenant: %w", err)}
 				}
-				k, err := store.CreateProjectAPIKey(ctx, q, tenant, project, name, key)
+				nk := store.NewAPIKey{TenantID: tenant, ProjectID: project, Name: name, Key: key}
+				if expiresIn > 0 {
+					at := time.Now().Add(expiresIn)
+					nk.ExpiresAt = &at
+				}
+				k, secret, err := store.CreateKey(ctx, q, nk)
 				if err != nil {
 					return &ExitError{Code: 2, Err: err}
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), k)
+				fmt.Fprintf(cmd.ErrOrStderr(), "api key %s for tenant %s; shown once, store it now:\n", k.KeyID, tenant)
+				fmt.Fprintln(cmd.OutOrStdout(), secret)
 				return nil
 			})
 		},
@@ -89,8 +105,48 @@ func newAPIKeysCmd() *cobra.Command {
 	create.Flags().StringVar(&tenant, "tenant", "", "tenant id")
 	create.Flags().StringVar(&project, "project", "", "limit the key to this project of the tenant")
 	create.Flags().StringVar(&name, "name", "", "key name")
-	create.Flags().StringVar(&key, "key", "", "use this key instead of a random one")
+	create.Flags().DurationVar(&expiresIn, "expires-in", 0, "the key stops working after this long (default: never)")
+	create.Flags().StringVar(&key, "key", "", "use this key instead of a random one (needs about 112 bits of entropy)")
+	create.Flags().BoolVar(&weak, "insecure-dev-key", false, "accept a --key of any strength (development only)")
 	addConfigFlag(create, &cfgPath)
+
+	var lcfg, ltenant string
+	list := &cobra.Command{
+		Use:   "list --tenant T",
+		Short: "List a tenant's API keys (ids, names, projects, expiry and revocation; never the keys)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if ltenant == "" {
+				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
+			}
+			return withPool(cmd.Context(), lcfg, func(ctx context.Context, q store.Querier) error {
+				keys, err := store.ListAPIKeys(ctx, q, ltenant)
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "%-16s %-10s %-12s %-20s %-20s %s\n", "KEY_ID", "STATE", "PROJECT", "CREATED", "EXPIRES", "NAME")
+				now := time.Now()
+				for _, k := range keys {
+					state, exp := "active", "never"
+					if k.ExpiresAt != nil {
+						exp = k.ExpiresAt.UTC().Format(time.DateTime)
+					}
+					switch {
+					case k.RevokedAt != nil:
+						state = "revoked"
+					case !k.Active(now):
+						state = "expired"
+					}
+					fmt.Fprintf(w, "%-16s %-10s %-12s %-20s %-20s %s\n", k.KeyID, state, cmp.Or(k.ProjectID, "*"),
+						k.CreatedAt.UTC().Format(time.DateTime), exp, k.Name)
+				}
+				return nil
+			})
+		},
+	}
+	list.Flags().StringVar(&ltenant, "tenant", "", "tenant id")
+	addConfigFlag(list, &lcfg)
 
 	var rcfg, rtenant string
 	revoke := &cobra.Command{
@@ -101,10 +157,7 @@ func newAPIKeysCmd() *cobra.Command {
 			if rtenant == "" {
 				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
 			}
-			id := args[0]
-			if strings.HasPrefix(id, store.APIKeyPrefix) {
-				id = store.APIKeyID(id)
-			}
+			id := keyIDArg(args[0])
 			return withPool(cmd.Context(), rcfg, func(ctx context.Context, q store.Querier) error {
 				if err := store.RevokeAPIKey(ctx, q, rtenant, id); err != nil {
 					if errors.Is(err, store.ErrNotFound) {
@@ -119,8 +172,48 @@ func newAPIKeysCmd() *cobra.Command {
 	}
 	revoke.Flags().StringVar(&rtenant, "tenant", "", "tenant id")
 	addConfigFlag(revoke, &rcfg)
-	cmd.AddCommand(create, revoke)
+
+	var ocfg, otenant string
+	var grace time.Duration
+	rotate := &cobra.Command{
+		Use:   "rotate --tenant T KEY_ID|KEY [--grace D]",
+		Short: "Replace an API key with a new random one; the old one works for --grace more (0: revoked now)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if otenant == "" {
+				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
+			}
+			if grace < 0 {
+				return &ExitError{Code: 2, Err: errors.New("--grace must not be negative")}
+			}
+			id := keyIDArg(args[0])
+			return withTx(cmd.Context(), ocfg, func(ctx context.Context, q store.Querier) error {
+				k, secret, err := store.RotateAPIKey(ctx, q, otenant, id, grace)
+				if errors.Is(err, store.ErrNotFound) {
+					return &ExitError{Code: 2, Err: fmt.Errorf("KEY_ID: tenant %s has no active key %q", otenant, id)}
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "api key %s replaces %s (which works for %s more); shown once, store it now:\n", k.KeyID, id, grace)
+				fmt.Fprintln(cmd.OutOrStdout(), secret)
+				return nil
+			})
+		},
+	}
+	rotate.Flags().StringVar(&otenant, "tenant", "", "tenant id")
+	rotate.Flags().DurationVar(&grace, "grace", 0, "how long the old key keeps working")
+	addConfigFlag(rotate, &ocfg)
+	cmd.AddCommand(create, list, revoke, rotate)
 	return cmd
+}
+
+// keyIDArg accepts a key id or the key itself.
+func keyIDArg(s string) string {
+	if strings.HasPrefix(s, store.APIKeyPrefix) {
+		return store.APIKeyID(s)
+	}
+	return s
 }
 
 func newDirectoryCmd() *cobra.Command {

@@ -94,6 +94,7 @@ type rulesChannelRaw struct {
 	UserTypes  []string            `koanf:"user_types"`
 	Retry      *rulesRetryRaw      `koanf:"retry"`
 	Breaker    *rulesBreakerRaw    `koanf:"breaker"`
+	TextFormat *string             `koanf:"text_format"`
 	Unknown    map[string]any      `koanf:",remain"`
 }
 
@@ -703,6 +704,9 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile) (rules.Spec, *rulesOw
 		}
 		if raw.Intrusive != nil {
 			ch.Intrusive = *raw.Intrusive
+		}
+		if raw.TextFormat != nil {
+			ch.TextFormat = *raw.TextFormat
 		}
 		base := defaultRetry
 		if ch.BestEffort {

@@ -182,6 +182,63 @@ type PreparedEvent struct {
 	// cache holds what templates that do not look at the recipient
 	// rendered for this event, per template and channel.
 	cache map[cacheKey]string
+	// slackPayload and slackEvent are payload and event with their
+	// strings escaped for Slack, made on first use.
+	slackPayload any
+	slackEvent   any
+}
+
+// escaped returns the payload and event data with their strings escaped
+// for Slack.
+func (pe *PreparedEvent) escaped() (any, any) {
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	if pe.slackEvent == nil {
+		pe.slackPayload = escapeValues(pe.payload, escapeSlack)
+		pe.slackEvent = escapeValues(pe.event, escapeSlack)
+	}
+	return pe.slackPayload, pe.slackEvent
+}
+
+// slackEscaper escapes what Slack's mrkdwn reads as markup (its formatting
+// rules: &, < and > become entities), so "<!channel>" or "<https://x|y>"
+// in a value is shown as text.
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+func escapeSlack(s string) string { return slackEscaper.Replace(s) }
+
+// escapeValues returns v with every string in it passed through esc; maps
+// and lists are copied, v is left alone.
+func escapeValues(v any, esc func(string) string) any {
+	switch x := v.(type) {
+	case string:
+		return esc(x)
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = escapeValues(e, esc)
+		}
+		return m
+	case map[string]string:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = esc(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = escapeValues(e, esc)
+		}
+		return l
+	case []string:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = esc(e)
+		}
+		return l
+	}
+	return v
 }
 
 type cacheKey struct {
@@ -300,6 +357,12 @@ func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r Recipient, channel string
 		"event":     pe.event,
 		"recipient": recipientData(r),
 		"channel":   channel,
+	}
+	if cc, ok := rs.channels[channel]; ok && cc.TextFormat == TextSlack {
+		// Values are escaped, the template's own text is not: a payload
+		// cannot mention <!channel> or forge a link, the operator can.
+		data["payload"], data["event"] = pe.escaped()
+		data["recipient"] = escapeValues(data["recipient"], escapeSlack)
 	}
 	locale := normalizeLocale(r.Locale)
 	if locale == "" {

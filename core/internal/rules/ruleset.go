@@ -266,6 +266,11 @@ func checkChannel(c *specChecker, ch ChannelConfig) {
 			c.add("empty user type", extend(base, KeyUserTypes, strconv.Itoa(i))...)
 		}
 	}
+	switch ch.TextFormat {
+	case "", TextPlain, TextSlack:
+	default:
+		c.addf(extend(base, KeyTextFormat), "must be %q or %q, got %q", TextPlain, TextSlack, ch.TextFormat)
+	}
 	if ch.BestEffort && ch.Retry.MaxAttempts > 1 {
 		c.addf(extend(base, KeyRetry, KeyMaxAttempts), "best-effort channels are not retried (set %s = false to retry)", KeyBestEffort)
 	}
@@ -302,6 +307,14 @@ func (s *Spec) setDefaults() {
 			}
 		}
 		slices.SortStableFunc(ch.Providers, func(a, b Provider) int { return a.Priority - b.Priority })
+		if ch.TextFormat == "" {
+			ch.TextFormat = TextPlain
+			for _, p := range ch.Providers {
+				if p.Plugin == "slack" {
+					ch.TextFormat = TextSlack
+				}
+			}
+		}
 	}
 }
 

@@ -144,6 +144,7 @@ const (
 	KeyChecksum            = "checksum"
 	KeyConfig              = "config"
 	KeyBestEffort          = "best_effort"
+	KeyTextFormat          = "text_format"
 	KeyIntrusive           = "intrusive"
 	KeyUserTypes           = "user_types"
 	KeyRetry               = "retry"

@@ -197,7 +197,19 @@ type ChannelConfig struct {
 	// Breaker tunes the circuit breaker that fails over between the
 	// channel's providers.
 	Breaker BreakerConfig
+	// TextFormat is the markup the channel's provider reads in text:
+	// TextPlain, or TextSlack (Slack mrkdwn), where the values templates
+	// interpolate are escaped so that a payload cannot mention <!channel>
+	// or forge a link. Empty: TextSlack when a provider's plugin is
+	// "slack", TextPlain otherwise.
+	TextFormat string
 }
+
+// Text formats of a channel.
+const (
+	TextPlain = "plain"
+	TextSlack = "slack"
+)
 
 // BreakerConfig is a channel's circuit-breaker tuning. Zero fields take the
 // plugin host's defaults.

@@ -149,6 +149,10 @@ func TestEveryEndpointHidesOtherTenants(t *testing.T) {
 		"POST /v1/events into a's project":         {method: "POST", path: "/v1/events", key: w.keys["b"], body: `{"event_id":"p","type":"T","project_id":"a-only"}`, want: 422},
 		"GET /v1/admin/notifications with b's key": {method: "GET", path: "/v1/admin/notifications?tenant=a", key: w.keys["b"], want: 401},
 		"GET /v1/admin/stats with b's key":         {method: "GET", path: "/v1/admin/stats?tenant=a", key: w.keys["b"], want: 401},
+		"GET /v1/apikeys":                          {method: "GET", path: "/v1/apikeys", key: w.keys["b"], want: 200},
+		"POST /v1/apikeys":                         {method: "POST", path: "/v1/apikeys", key: w.keys["b"], body: `{"project_id":"a-only"}`, want: 422},
+		"POST /v1/apikeys/{key_id}/revoke of a's":  {method: "POST", path: "/v1/apikeys/" + store.APIKeyID(w.keys["a"]) + "/revoke", key: w.keys["b"], want: 404},
+		"POST /v1/apikeys/{key_id}/rotate of a's":  {method: "POST", path: "/v1/apikeys/" + store.APIKeyID(w.keys["a"]) + "/rotate", key: w.keys["b"], want: 404},
 	}
 	if err := store.EnsureProject(ctx, w.db.Pool, "a", "a-only", ""); err != nil {
 		t.Fatal(err)
@@ -167,7 +171,8 @@ func TestEveryEndpointHidesOtherTenants(t *testing.T) {
 		})
 		covered[tc.method+" "+routeOf(tc.path)] = true
 	}
-	for _, route := range []string{"GET /v1/events/{event_id}", "POST /v1/events", "GET /v1/admin/notifications", "GET /v1/admin/stats"} {
+	for _, route := range []string{"GET /v1/events/{event_id}", "POST /v1/events", "GET /v1/admin/notifications", "GET /v1/admin/stats",
+		"GET /v1/apikeys", "POST /v1/apikeys", "POST /v1/apikeys/{key_id}/revoke", "POST /v1/apikeys/{key_id}/rotate"} {
 		if !covered[route] {
 			t.Errorf("route %s has no cross-tenant case", route)
 		}
@@ -195,8 +200,11 @@ func TestEveryEndpointHidesOtherTenants(t *testing.T) {
 
 func routeOf(path string) string {
 	path, _, _ = strings.Cut(path, "?")
-	if strings.HasPrefix(path, "/v1/events/") {
+	switch {
+	case strings.HasPrefix(path, "/v1/events/"):
 		return "/v1/events/{event_id}"
+	case strings.HasPrefix(path, "/v1/apikeys/"):
+		return "/v1/apikeys/{key_id}/" + path[strings.LastIndex(path, "/")+1:]
 	}
 	return path
 }
