@@ -7,6 +7,7 @@ require (
 	github.com/pressly/goose/v3 v3.29.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/spf13/cobra v1.10.2
+	golang.org/x/time v0.16.0
 )
 
 require (

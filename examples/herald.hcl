@@ -35,7 +35,35 @@ amqp {
 
 http {
   listen       = "127.0.0.1:8080"
+  # The admin API (plugins ls/reload, rules reload, pprof). On loopback it
+  # may run without a token (the daemon logs a warning); anywhere else
+  # herald serve refuses to start without admin_token_file. Make one with
+  #   umask 077; openssl rand -hex 32 > admin.token
+  # (mode 0600: a token file its group or others can read is refused).
+  # `herald plugins` finds it through --config / HERALD_CONFIG, or
+  # --admin-token-file / HERALD_ADMIN_TOKEN_FILE.
   admin_listen = "127.0.0.1:8081"
+  # admin_token_file = "admin.token" # relative to this file
+  # pprof = true                     # /debug/pprof on the admin listener, behind the token
+
+  # What one client can hold of either listener.
+  read_header_timeout = "10s"
+  read_timeout        = "30s"  # the whole request, body included
+  write_timeout       = "30s"  # public API; the admin listener uses admin_write_timeout
+  admin_write_timeout = "5m"   # a plugin reload takes up to 2m; pprof seconds must stay below it
+  idle_timeout        = "2m"   # keep-alive connections waiting for their next request
+  max_header_bytes    = 65536  # larger headers: 431
+  max_conns           = 1024   # per listener; 0: no cap
+
+  # Public API request rates (token buckets; 0 turns one off). Over it:
+  # 429 with Retry-After and a problem document. per_ip counts every
+  # request before authentication by the TCP peer's address (behind a
+  # reverse proxy that is the proxy: limit there and set per_ip = 0).
+  rate_limit {
+    per_key = 100 # requests/s per API key
+    per_ip  = 200 # requests/s per client IPv4 address or IPv6 /64
+    burst   = 200
+  }
 }
 
 # Relative paths are relative to this file.

@@ -70,6 +70,10 @@ type env struct {
 	admin    string
 	apiKey   string
 	tenant   string
+	// adminToken is the admin API's token, read by the daemon (and the
+	// CLI, through the config) from adminTokenFile.
+	adminToken     string
+	adminTokenFile string
 	// pluginDir is the daemon's plugins.dir (writeConfig puts it in herald.hcl).
 	pluginDir string
 	// lease is the daemon's retry.lease (default 5s); a listener gives a
@@ -161,6 +165,11 @@ func newEnv(t *testing.T, outcome string) *env {
 	e.pluginDir = testenv.PluginBinaries(t, "sink")
 	e.apiURL, e.admin = "http://"+freePort(t), "http://"+freePort(t)
 	e.cfgPath = filepath.Join(e.dir, "herald.hcl")
+	e.adminToken = testenv.RandomName("admin-token-")
+	e.adminTokenFile = filepath.Join(e.dir, "admin.token")
+	if err := os.WriteFile(e.adminTokenFile, []byte(e.adminToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	e.writeConfig()
 	ctx := context.Background()
 	if err := store.EnsureTenant(ctx, e.db.Pool, e.tenant, "Acme"); err != nil {
@@ -185,8 +194,9 @@ func (e *env) writeConfig() {
 database { url = %q }
 amqp { url = %q }
 http {
-  listen       = %q
-  admin_listen = %q
+  listen           = %q
+  admin_listen     = %q
+  admin_token_file = %q
 }
 plugins { dir = %q }
 rules = ["rules/*.hcl"]
@@ -200,7 +210,7 @@ retry {
   lease         = %q
 }
 log { level = "debug" }
-`, e.db.URL, e.broker.URL, strings.TrimPrefix(e.apiURL, "http://"), strings.TrimPrefix(e.admin, "http://"), e.pluginDir,
+`, e.db.URL, e.broker.URL, strings.TrimPrefix(e.apiURL, "http://"), strings.TrimPrefix(e.admin, "http://"), e.adminTokenFile, e.pluginDir,
 		cmp.Or(e.reclaim, "20s"), cmp.Or(e.lease, "5s"))
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)

@@ -189,7 +189,12 @@ func sentRecords(recs []sinkRecord) map[string][]sinkRecord {
 // plugins asks the daemon's admin API for the state of every provider.
 func (e *env) plugins() []pluginhost.ProviderStatus {
 	e.t.Helper()
-	resp, err := http.Get(e.admin + pluginhost.AdminPluginsPath)
+	req, err := http.NewRequest(http.MethodGet, e.admin+pluginhost.AdminPluginsPath, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.adminToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatalf("admin API: %v", err)
 	}
@@ -218,13 +223,14 @@ func (e *env) plugin(channel, provider string) pluginhost.ProviderStatus {
 }
 
 // cli runs the herald binary against the daemon's admin API and returns
-// its combined output.
+// its combined output. The CLI finds the admin token through the daemon
+// config, as an operator's would.
 func (e *env) cli(args ...string) (string, error) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, heraldBinary(e.t), args...)
-	cmd.Env = append(os.Environ(), "HERALD_ADMIN_URL="+e.admin)
+	cmd.Env = append(os.Environ(), "HERALD_ADMIN_URL="+e.admin, "HERALD_CONFIG="+e.cfgPath, "HERALD_ADMIN_TOKEN_FILE=")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

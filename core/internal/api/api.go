@@ -11,11 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
@@ -38,6 +41,26 @@ type Server struct {
 	Ready func(ctx context.Context) error
 	// mounts are the handlers of other rooms (the superadmin API, ...).
 	mounts map[string]http.Handler
+	// perKey and perIP limit request rates (nil: no limit).
+	perKey, perIP *httpguard.Limiter
+}
+
+// RateLimits are the public API's request rates, in requests per second
+// (0: no limit), each with a bucket of Burst requests.
+type RateLimits struct {
+	// PerKey limits one API key, counted after authentication.
+	PerKey float64
+	// PerIP limits one client IP (the TCP peer), counted before
+	// authentication on every route.
+	PerIP float64
+	// Burst is how many requests a key or an IP may make at once.
+	Burst int
+}
+
+// SetRateLimits limits request rates; call it before Handler.
+func (s *Server) SetRateLimits(l RateLimits) {
+	s.perKey = httpguard.NewLimiter(httpguard.LimiterConfig{Rate: l.PerKey, Burst: l.Burst})
+	s.perIP = httpguard.NewLimiter(httpguard.LimiterConfig{Rate: l.PerIP, Burst: l.Burst})
 }
 
 // New returns the API server. pool must run as the API role (see
@@ -80,7 +103,38 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		Problem(w, http.StatusNotFound, "not found", "no route for "+r.Method+" "+r.URL.Path, "")
 	})
-	return mux
+	if s.perIP == nil {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ok, wait := s.perIP.Allow(clientKey(r.RemoteAddr)); !ok {
+			TooManyRequests(w, wait, fmt.Sprintf("more than %g requests per second from this client address", s.perIP.Rate()))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// clientKey is the per-IP limit's key for a request from remoteAddr: the
+// IPv4 address, or the IPv6 /64 (one host usually holds a whole /64).
+func clientKey(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() != nil {
+		return host
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
+// TooManyRequests answers 429 with Retry-After (whole seconds) and a
+// problem document saying which limit was hit.
+func TooManyRequests(w http.ResponseWriter, wait time.Duration, detail string) {
+	secs := httpguard.RetryAfter(wait)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	Problem(w, http.StatusTooManyRequests, "too many requests", fmt.Sprintf("%s; retry after %d s", detail, secs), "")
 }
 
 type principalKey struct{}
@@ -109,6 +163,10 @@ func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 		}
 		if err != nil {
 			s.internal(w, err)
+			return
+		}
+		if ok, wait := s.perKey.Allow(p.KeyID); !ok {
+			TooManyRequests(w, wait, fmt.Sprintf("more than %g requests per second with this API key", s.perKey.Rate()))
 			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
@@ -147,8 +205,19 @@ type eventRequest struct {
 func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 	pr := principalOf(r)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	if err != nil {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
 		Problem(w, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("the body exceeds %d bytes", MaxBody), "")
+		return
+	case err != nil:
+		// The client was too slow (http.read_timeout) or went away.
+		detail := "the body could not be read"
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			detail = "the body did not arrive within the server's read timeout"
+		}
+		Problem(w, http.StatusBadRequest, "body not received", detail, "")
 		return
 	}
 	var req eventRequest

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 )
 
@@ -24,21 +26,71 @@ func init() {
 	commands = append(commands, newPluginsCmd)
 }
 
-// defaultAdminURL is $HERALD_ADMIN_URL, else the default admin listener.
-func defaultAdminURL() string {
-	if v := os.Getenv("HERALD_ADMIN_URL"); v != "" {
-		return v
+// adminFlags locate the daemon's admin API and its token.
+type adminFlags struct {
+	url, tokenFile, config string
+}
+
+func (f *adminFlags) register(cmd *cobra.Command) {
+	fl := cmd.PersistentFlags()
+	fl.StringVar(&f.url, "admin-url", os.Getenv("HERALD_ADMIN_URL"),
+		"the daemon's admin API; env HERALD_ADMIN_URL (default: http.admin_listen of the daemon config)")
+	fl.StringVar(&f.tokenFile, "admin-token-file", os.Getenv("HERALD_ADMIN_TOKEN_FILE"),
+		"file holding the admin token; env HERALD_ADMIN_TOKEN_FILE (default: http.admin_token_file of the daemon config)")
+	fl.StringVarP(&f.config, "config", "c", defaultConfigPath(), "daemon config file to take the admin address and token file from; env HERALD_CONFIG")
+}
+
+// adminTarget is where the admin API is and the token it wants.
+type adminTarget struct {
+	url   string
+	token []byte
+}
+
+// resolve takes the admin URL and token file from the flags (or their
+// environment variables), else from the daemon config, and reads the
+// token.
+func (f *adminFlags) resolve() (adminTarget, error) {
+	t := adminTarget{url: f.url}
+	tokenFile := f.tokenFile
+	if t.url == "" || tokenFile == "" {
+		d, err := loadDaemon(f.config)
+		if err != nil {
+			return t, err
+		}
+		if tokenFile == "" {
+			tokenFile = d.HTTP.AdminTokenFile
+		}
+		if t.url == "" {
+			if d.HTTP.AdminListen == "" {
+				return t, &ExitError{Code: 2, Err: errors.New("the daemon config has no admin API (http.admin_listen is empty); pass --admin-url")}
+			}
+			host, port, err := net.SplitHostPort(d.HTTP.AdminListen)
+			if err != nil {
+				return t, &ExitError{Code: 2, Err: fmt.Errorf("http.admin_listen: %w", err)}
+			}
+			if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+				host = "127.0.0.1"
+			}
+			t.url = "http://" + net.JoinHostPort(host, port)
+		}
 	}
-	return "http://127.0.0.1:8081"
+	if tokenFile != "" {
+		tok, err := httpguard.ReadTokenFile(tokenFile)
+		if err != nil {
+			return t, &ExitError{Code: 2, Err: err}
+		}
+		t.token = tok
+	}
+	return t, nil
 }
 
 func newPluginsCmd() *cobra.Command {
-	var adminURL string
+	var af adminFlags
 	cmd := &cobra.Command{
 		Use:   "plugins",
 		Short: "Inspect and hot-swap the running daemon's channel plugins (admin API)",
 	}
-	cmd.PersistentFlags().StringVar(&adminURL, "admin-url", defaultAdminURL(), "the daemon's admin API; env HERALD_ADMIN_URL")
+	af.register(cmd)
 
 	var asJSON bool
 	ls := &cobra.Command{
@@ -46,8 +98,12 @@ func newPluginsCmd() *cobra.Command {
 		Short: "List every provider: name, version, channel, provider, state, pid, uptime, last error",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			at, err := af.resolve()
+			if err != nil {
+				return err
+			}
 			var st []pluginhost.ProviderStatus
-			if err := adminCall(cmd.Context(), http.MethodGet, adminURL, pluginhost.AdminPluginsPath, &st); err != nil {
+			if err := adminCall(cmd.Context(), http.MethodGet, at, pluginhost.AdminPluginsPath, &st); err != nil {
 				return err
 			}
 			if asJSON {
@@ -68,9 +124,13 @@ func newPluginsCmd() *cobra.Command {
 			"and the command fails with the reason.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			at, err := af.resolve()
+			if err != nil {
+				return err
+			}
 			var out pluginhost.ReloadResponse
 			path := "/admin/v1/plugins/" + url.PathEscape(args[0]) + "/reload"
-			if err := adminCall(cmd.Context(), http.MethodPost, adminURL, path, &out); err != nil {
+			if err := adminCall(cmd.Context(), http.MethodPost, at, path, &out); err != nil {
 				return err
 			}
 			for _, s := range out.Reloaded {
@@ -86,19 +146,22 @@ func newPluginsCmd() *cobra.Command {
 // adminCall performs one admin API request and decodes the JSON answer
 // into out; a non-2xx answer becomes an error carrying the daemon's
 // message.
-func adminCall(ctx context.Context, method, base, path string, out any) error {
+func adminCall(ctx context.Context, method string, at adminTarget, path string, out any) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(at.url, "/")+path, nil)
 	if err != nil {
 		return &ExitError{Code: 2, Err: fmt.Errorf("admin url: %w", err)}
 	}
+	if at.token != nil {
+		req.Header.Set("Authorization", "Bearer "+string(at.token))
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("admin API at %s (is herald serve running? --admin-url / HERALD_ADMIN_URL): %w", base, err)
+		return fmt.Errorf("admin API at %s (is herald serve running? --admin-url / HERALD_ADMIN_URL): %w", at.url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
@@ -108,6 +171,9 @@ func adminCall(ctx context.Context, method, base, path string, out any) error {
 	if resp.StatusCode/100 != 2 {
 		var ae pluginhost.AdminError
 		if json.Unmarshal(body, &ae) == nil && ae.Error != "" {
+			if resp.StatusCode == http.StatusUnauthorized {
+				return fmt.Errorf("%s; name the token file with --admin-token-file, HERALD_ADMIN_TOKEN_FILE or http.admin_token_file in --config", ae.Error)
+			}
 			return errors.New(ae.Error)
 		}
 		return fmt.Errorf("admin API: %s: %s", resp.Status, bytes.TrimSpace(body))

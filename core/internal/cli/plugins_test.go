@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,8 +14,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
 
@@ -70,5 +75,70 @@ func TestPluginsLsAndReload(t *testing.T) {
 	}
 	if _, stderr, code := runHerald(t, "plugins", "ls", "--admin-url", "http://127.0.0.1:1"); code == 0 || !strings.Contains(stderr, "is herald serve running") {
 		t.Errorf("unreachable admin API: exit %d: %s", code, stderr)
+	}
+}
+
+// TestPluginsAdminToken runs `herald plugins ls` against the daemon's
+// admin server with a token: refused without it or with a wrong one, and
+// served when the token file comes from --admin-token-file,
+// HERALD_ADMIN_TOKEN_FILE or the daemon config (which also gives the
+// address).
+func TestPluginsAdminToken(t *testing.T) {
+	t.Setenv("HERALD_ADMIN_URL", "")
+	t.Setenv("HERALD_ADMIN_TOKEN_FILE", "")
+	t.Setenv("HERALD_CONFIG", "")
+	h, err := pluginhost.New(pluginhost.Config{Dir: t.TempDir(), WatchInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "admin.token")
+	const token = "cli-test-token-0123456789abcdef"
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wrongFile := filepath.Join(dir, "wrong.token")
+	if err := os.WriteFile(wrongFile, []byte("not-the-token-0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := config.DefaultDaemon().HTTP
+	c.AdminListen = "127.0.0.1:0"
+	srv, ln, err := server.NewAdminServer(server.AdminHandler(h, func() error { return nil }, false), c, []byte(token), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	url := "http://" + ln.Addr().String()
+	cfgPath := filepath.Join(dir, "herald.hcl")
+	cfg := fmt.Sprintf("http {\n  admin_listen     = %q\n  admin_token_file = \"admin.token\"\n}\n", ln.Addr().String())
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const header = "NAME  VERSION  CHANNEL  PROVIDER  STATE  PID  UPTIME  RESTARTS  LAST ERROR\n"
+
+	if _, stderr, code := runHerald(t, "plugins", "ls", "--admin-url", url); code == 0 || !strings.Contains(stderr, "admin token") ||
+		!strings.Contains(stderr, "--admin-token-file") {
+		t.Errorf("no token: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := runHerald(t, "plugins", "ls", "--admin-url", url, "--admin-token-file", wrongFile); code == 0 || !strings.Contains(stderr, "admin token") {
+		t.Errorf("wrong token: exit %d: %s", code, stderr)
+	}
+	if out, stderr, code := runHerald(t, "plugins", "ls", "--admin-url", url, "--admin-token-file", tokenFile); code != 0 || out != header {
+		t.Errorf("--admin-token-file: exit %d: %q %s", code, out, stderr)
+	}
+	if out, stderr, code := runHerald(t, "plugins", "ls", "--config", cfgPath); code != 0 || out != header {
+		t.Errorf("--config: exit %d: %q %s", code, out, stderr)
+	}
+	t.Setenv("HERALD_ADMIN_TOKEN_FILE", tokenFile)
+	if out, stderr, code := runHerald(t, "plugins", "ls", "--admin-url", url); code != 0 || out != header {
+		t.Errorf("HERALD_ADMIN_TOKEN_FILE: exit %d: %q %s", code, out, stderr)
+	}
+	if err := os.Chmod(tokenFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runHerald(t, "plugins", "ls", "--admin-url", url); code != 2 || !strings.Contains(stderr, "chmod 600") {
+		t.Errorf("token file readable by others: exit %d: %s", code, stderr)
 	}
 }

@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -92,14 +93,57 @@ type QueueConfig struct {
 	Quorum bool `koanf:"quorum"`
 }
 
-// HTTPConfig holds listen addresses.
+// HTTPConfig holds the listen addresses of the public and admin APIs and
+// what bounds a client of either: timeouts, header size, connections and,
+// on the public API, request rates.
 type HTTPConfig struct {
 	// Listen is the public API address. Env: HERALD_HTTP_LISTEN.
 	Listen string `koanf:"listen"`
-	// AdminListen is the admin API address (plugins, pprof); keep it on loopback.
+	// AdminListen is the admin API address (plugins, rules reload, pprof);
+	// empty turns the admin API off. Anywhere but loopback it needs
+	// AdminTokenFile.
 	AdminListen string `koanf:"admin_listen"`
-	// Pprof exposes /debug/pprof on the admin listener.
+	// AdminTokenFile holds the bearer token every admin API request must
+	// carry (read at start; mode 0600 or stricter). Relative to the config
+	// file. Env: HERALD_HTTP_ADMIN_TOKEN_FILE.
+	AdminTokenFile string `koanf:"admin_token_file"`
+	// Pprof exposes /debug/pprof on the admin listener, behind its token.
 	Pprof bool `koanf:"pprof"`
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, body included.
+	ReadTimeout time.Duration `koanf:"read_timeout"`
+	// WriteTimeout bounds a public API request from the end of its headers
+	// to the end of its response.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// AdminWriteTimeout is WriteTimeout on the admin listener: long enough
+	// for a plugin reload (up to 2m) and a pprof profile or trace (whose
+	// seconds must stay below it).
+	AdminWriteTimeout time.Duration `koanf:"admin_write_timeout"`
+	// IdleTimeout closes a keep-alive connection that waits this long for
+	// its next request.
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// MaxHeaderBytes bounds a request's headers (larger: 431).
+	MaxHeaderBytes int `koanf:"max_header_bytes"`
+	// MaxConns caps the open connections of each listener (0: no cap);
+	// connections beyond it wait in the kernel's backlog.
+	MaxConns int `koanf:"max_conns"`
+	// RateLimit bounds the public API's request rates.
+	RateLimit RateLimitConfig `koanf:"rate_limit"`
+}
+
+// RateLimitConfig bounds the public API's request rates with token
+// buckets; a request over its rate gets 429 with Retry-After.
+type RateLimitConfig struct {
+	// PerKey is the requests per second one API key may make (0: no limit),
+	// counted after authentication.
+	PerKey float64 `koanf:"per_key"`
+	// PerIP is the requests per second one client IP may make (0: no
+	// limit), counted before authentication, for every route.
+	PerIP float64 `koanf:"per_ip"`
+	// Burst is how many requests a key or an IP may make at once above
+	// its rate.
+	Burst int `koanf:"burst"`
 }
 
 // PluginsConfig locates plugin binaries.
@@ -163,8 +207,11 @@ func DefaultDaemon() Daemon {
 	return Daemon{
 		Database: DatabaseConfig{URL: "postgres://herald:herald@127.0.0.1:5432/herald?sslmode=disable", MaxConns: 16,
 			APIMaxConns: 8, WorkerRole: "herald_worker", APIRole: "herald_api", AdminRole: "herald_admin"},
-		AMQP:      AMQPConfig{URL: "amqp://guest:guest@127.0.0.1:5672/", Exchange: "herald.deliveries"},
-		HTTP:      HTTPConfig{Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:8081"},
+		AMQP: AMQPConfig{URL: "amqp://guest:guest@127.0.0.1:5672/", Exchange: "herald.deliveries"},
+		HTTP: HTTPConfig{Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:8081",
+			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+			AdminWriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, MaxConns: 1024,
+			RateLimit: RateLimitConfig{PerKey: 100, PerIP: 200, Burst: 200}},
 		Plugins:   PluginsConfig{Dir: "bin/plugins"},
 		Relay:     RelayConfig{BatchSize: 100, PollInterval: 200 * time.Millisecond, MaxAttempts: 5, Workers: 2},
 		Publisher: PublisherConfig{BatchSize: 500, ConfirmWindow: 1000, PerMessage: 50, Workers: 2, PollInterval: time.Second, ReclaimAfter: 5 * time.Minute, Handoff: true},
@@ -280,6 +327,9 @@ func LoadDaemon(path string) (Daemon, error) {
 		if os.Getenv(daemonEnvPrefix+"PLUGINS_DIR") == "" && !filepath.IsAbs(d.Plugins.Dir) && fromFile.Exists("plugins.dir") {
 			d.Plugins.Dir = filepath.Join(base, d.Plugins.Dir)
 		}
+		if os.Getenv(daemonEnvPrefix+"HTTP_ADMIN_TOKEN_FILE") == "" && d.HTTP.AdminTokenFile != "" && !filepath.IsAbs(d.HTTP.AdminTokenFile) {
+			d.HTTP.AdminTokenFile = filepath.Join(base, d.HTTP.AdminTokenFile)
+		}
 	}
 	if err := d.Validate(); err != nil {
 		name := path
@@ -304,7 +354,18 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"amqp.exchange":            d.AMQP.Exchange,
 		"http.listen":              d.HTTP.Listen,
 		"http.admin_listen":        d.HTTP.AdminListen,
+		"http.admin_token_file":    d.HTTP.AdminTokenFile,
 		"http.pprof":               d.HTTP.Pprof,
+		"http.read_header_timeout": d.HTTP.ReadHeaderTimeout.String(),
+		"http.read_timeout":        d.HTTP.ReadTimeout.String(),
+		"http.write_timeout":       d.HTTP.WriteTimeout.String(),
+		"http.admin_write_timeout": d.HTTP.AdminWriteTimeout.String(),
+		"http.idle_timeout":        d.HTTP.IdleTimeout.String(),
+		"http.max_header_bytes":    d.HTTP.MaxHeaderBytes,
+		"http.max_conns":           d.HTTP.MaxConns,
+		"http.rate_limit.per_key":  d.HTTP.RateLimit.PerKey,
+		"http.rate_limit.per_ip":   d.HTTP.RateLimit.PerIP,
+		"http.rate_limit.burst":    d.HTTP.RateLimit.Burst,
 		"plugins.dir":              d.Plugins.Dir,
 		"relay.batch_size":         d.Relay.BatchSize,
 		"relay.poll_interval":      d.Relay.PollInterval.String(),
@@ -362,6 +423,23 @@ func (d Daemon) Validate() error {
 	if d.HTTP.Listen == "" {
 		bad("http.listen", "must not be empty")
 	}
+	if d.HTTP.AdminListen != "" && d.HTTP.AdminTokenFile == "" && !IsLoopback(d.HTTP.AdminListen) {
+		bad("http.admin_listen", "%q is not a loopback address, so the admin API needs a token: set http.admin_token_file "+
+			"(env HERALD_HTTP_ADMIN_TOKEN_FILE) to a mode-0600 file holding one, or listen on 127.0.0.1", d.HTTP.AdminListen)
+	}
+	if d.HTTP.MaxHeaderBytes <= 0 {
+		bad("http.max_header_bytes", "must be positive, got %d", d.HTTP.MaxHeaderBytes)
+	}
+	if d.HTTP.MaxConns < 0 {
+		bad("http.max_conns", "must not be negative (0: no cap), got %d", d.HTTP.MaxConns)
+	}
+	rl := d.HTTP.RateLimit
+	if rl.PerKey < 0 || rl.PerIP < 0 {
+		bad("http.rate_limit", "per_key and per_ip must not be negative (0: no limit), got %g and %g", rl.PerKey, rl.PerIP)
+	}
+	if (rl.PerKey > 0 || rl.PerIP > 0) && rl.Burst < 1 {
+		bad("http.rate_limit.burst", "must be at least 1 while a rate limit is on, got %d", rl.Burst)
+	}
 	positive := map[string]int{
 		"relay.batch_size": d.Relay.BatchSize, "relay.max_attempts": d.Relay.MaxAttempts, "relay.workers": d.Relay.Workers,
 		"publisher.batch_size": d.Publisher.BatchSize, "publisher.confirm_window": d.Publisher.ConfirmWindow,
@@ -376,6 +454,9 @@ func (d Daemon) Validate() error {
 	durations := map[string]time.Duration{
 		"relay.poll_interval": d.Relay.PollInterval, "publisher.poll_interval": d.Publisher.PollInterval,
 		"publisher.reclaim_after": d.Publisher.ReclaimAfter, "retry.poll_interval": d.Retry.PollInterval, "retry.lease": d.Retry.Lease,
+		"http.read_header_timeout": d.HTTP.ReadHeaderTimeout, "http.read_timeout": d.HTTP.ReadTimeout,
+		"http.write_timeout": d.HTTP.WriteTimeout, "http.admin_write_timeout": d.HTTP.AdminWriteTimeout,
+		"http.idle_timeout": d.HTTP.IdleTimeout,
 	}
 	for _, f := range sortedKeys(durations) {
 		if durations[f] <= 0 {
@@ -391,6 +472,21 @@ func (d Daemon) Validate() error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// IsLoopback reports whether the listen address addr ("host:port") can
+// only be reached from this machine: a loopback IP or "localhost". An
+// empty host (every interface) is not loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -79,6 +79,14 @@ func TestLoadDaemonErrorsNameTheField(t *testing.T) {
 		"negative":         {`relay { batch_size = -1 }`, "relay.batch_size"},
 		"queue no binding": {`amqp { queue "q" { prefetch = 1 } }`, "amqp.queue.q.bindings"},
 		"bad level":        {`log { level = "loud" }`, "log.level"},
+		"admin on every interface without a token": {`http { admin_listen = ":8081" }`, "http.admin_token_file"},
+		"admin on a LAN address without a token":   {`http { admin_listen = "10.0.0.5:8081" }`, "http.admin_listen"},
+		"zero read timeout":                        {`http { read_timeout = "0s" }`, "http.read_timeout"},
+		"zero header limit":                        {`http { max_header_bytes = 0 }`, "http.max_header_bytes"},
+		"negative connection cap":                  {`http { max_conns = -1 }`, "http.max_conns"},
+		"negative rate":                            {`http { rate_limit { per_ip = -1 } }`, "http.rate_limit"},
+		"rate without burst":                       {`http { rate_limit { burst = 0 } }`, "http.rate_limit.burst"},
+		"misspelt rate key":                        {`http { rate_limit { per_keys = 1 } }`, "per_keys"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -150,5 +158,88 @@ database {
 	_, err = LoadDaemon(writeFile(t, "bad2.hcl", `database { api_max_conns = 0 }`))
 	if err == nil || !strings.Contains(err.Error(), "database.api_max_conns") {
 		t.Fatalf("api_max_conns 0: %v", err)
+	}
+}
+
+func TestLoadDaemonHTTPBounds(t *testing.T) {
+	hclPath := writeFile(t, "herald.hcl", `
+http {
+  admin_listen     = "0.0.0.0:8081"
+  admin_token_file = "secrets/admin.token"
+  read_timeout     = "5s"
+  max_conns        = 0
+  rate_limit {
+    per_key = 2.5
+    per_ip  = 0
+    burst   = 7
+  }
+}
+`)
+	yamlPath := writeFile(t, "herald.yaml", `
+http:
+  admin_listen: "0.0.0.0:8081"
+  admin_token_file: secrets/admin.token
+  read_timeout: 5s
+  max_conns: 0
+  rate_limit: {per_key: 2.5, per_ip: 0, burst: 7}
+`)
+	for _, p := range []string{hclPath, yamlPath} {
+		d, err := LoadDaemon(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		h := d.HTTP
+		if h.ReadTimeout != 5*time.Second || h.MaxConns != 0 || h.RateLimit != (RateLimitConfig{PerKey: 2.5, Burst: 7}) {
+			t.Fatalf("%s: http %+v", p, h)
+		}
+		if h.WriteTimeout != 30*time.Second || h.MaxHeaderBytes != 64<<10 || h.IdleTimeout != 2*time.Minute {
+			t.Fatalf("%s: defaults not kept: %+v", p, h)
+		}
+		if want := filepath.Join(filepath.Dir(p), "secrets", "admin.token"); h.AdminTokenFile != want {
+			t.Fatalf("%s: admin_token_file = %q, want %q (relative to the config file)", p, h.AdminTokenFile, want)
+		}
+	}
+	t.Setenv("HERALD_HTTP_RATE_LIMIT_PER_IP", "9")
+	t.Setenv("HERALD_HTTP_MAX_CONNS", "10")
+	t.Setenv("HERALD_HTTP_ADMIN_TOKEN_FILE", "rel.token")
+	d, err := LoadDaemon(hclPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.HTTP.RateLimit.PerIP != 9 || d.HTTP.RateLimit.PerKey != 2.5 || d.HTTP.MaxConns != 10 || d.HTTP.AdminTokenFile != "rel.token" {
+		t.Fatalf("env overrides: %+v", d.HTTP)
+	}
+}
+
+func TestValidateAdminListen(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		listen, tokenFile string
+		ok                bool
+	}{
+		"IPv4 loopback":                {"127.0.0.1:8081", "", true},
+		"another loopback IPv4":        {"127.0.0.2:8081", "", true},
+		"IPv6 loopback":                {"[::1]:8081", "", true},
+		"localhost":                    {"localhost:8081", "", true},
+		"off":                          {"", "", true},
+		"every interface":              {":8081", "", false},
+		"every IPv4 interface":         {"0.0.0.0:8081", "", false},
+		"LAN address":                  {"192.168.1.5:8081", "", false},
+		"host name":                    {"herald.internal:8081", "", false},
+		"every interface with a token": {":8081", "/etc/herald/admin.token", true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := DefaultDaemon()
+			d.HTTP.AdminListen, d.HTTP.AdminTokenFile = tc.listen, tc.tokenFile
+			err := d.Validate()
+			if tc.ok != (err == nil) {
+				t.Fatalf("Validate() = %v, want ok %t", err, tc.ok)
+			}
+			if err != nil && (!strings.Contains(err.Error(), "http.admin_listen") || !strings.Contains(err.Error(), "http.admin_token_file")) {
+				t.Fatalf("error %q does not name both keys", err)
+			}
+		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/delivery"
+	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/outbox"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
@@ -120,15 +121,98 @@ func OpenPools(ctx context.Context, db config.DatabaseConfig) (*Pools, error) {
 }
 
 // APIHandler is the public HTTP API: the tenants' routes on the API pool
-// and the superadmin's under /v1/admin/ on the admin pool.
-func APIHandler(ctx context.Context, pools *Pools, ruleset func() *rules.RuleSet, log hclog.Logger) (http.Handler, error) {
+// and the superadmin's under /v1/admin/ on the admin pool, with the
+// request rates of limits.
+func APIHandler(ctx context.Context, pools *Pools, ruleset func() *rules.RuleSet, limits config.RateLimitConfig, log hclog.Logger) (http.Handler, error) {
 	cursorKey, err := store.Secret(ctx, pools.Worker, "cursor")
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
 	apiSrv := api.New(pools.API, ruleset, log)
+	apiSrv.SetRateLimits(api.RateLimits{PerKey: limits.PerKey, PerIP: limits.PerIP, Burst: limits.Burst})
 	apiSrv.Mount("/v1/admin/", admin.New(pools.Admin, cursorKey, log).Handler())
 	return apiSrv.Handler(), nil
+}
+
+// AdminHandler is the admin API's routes: the plugin host's under /admin/,
+// POST /admin/v1/rules/reload (reload), and /debug/pprof/ when pprof is
+// set. NewAdminServer puts them behind the admin guard.
+func AdminHandler(host *pluginhost.Host, reload func() error, pprofOn bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/admin/", pluginhost.AdminHandler(host))
+	mux.HandleFunc("POST /admin/v1/rules/reload", func(w http.ResponseWriter, r *http.Request) {
+		if err := reload(); err != nil {
+			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
+		fmt.Fprintln(w, "rules reloaded")
+	})
+	if pprofOn {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// listenerLimits are the bounds of a listener of c; the admin listener's
+// writes may take longer (plugin reloads, profiles).
+func listenerLimits(c config.HTTPConfig, admin bool) httpguard.Limits {
+	l := httpguard.Limits{ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
+		IdleTimeout: c.IdleTimeout, MaxHeaderBytes: c.MaxHeaderBytes, MaxConns: c.MaxConns}
+	if admin {
+		l.WriteTimeout = c.AdminWriteTimeout
+	}
+	return l
+}
+
+// NewAPIServer listens on http.listen and returns the public API's server
+// for h: bounded by c's timeouts, header size and connection cap, every
+// response with the security headers.
+func NewAPIServer(h http.Handler, c config.HTTPConfig, log hclog.Logger) (*http.Server, net.Listener, error) {
+	ln, err := httpguard.Listen(c.Listen, c.MaxConns)
+	if err != nil {
+		return nil, nil, fmt.Errorf("http.listen: %w", err)
+	}
+	return httpguard.NewServer(httpguard.Headers(h), listenerLimits(c, false), log.Named("http")), ln, nil
+}
+
+// NewAdminServer listens on http.admin_listen and returns the admin API's
+// server for h: bounded like the public one (with the admin write
+// timeout), behind an AdminGuard for the bound address and token (nil:
+// none), every response with the security headers.
+func NewAdminServer(h http.Handler, c config.HTTPConfig, token []byte, log hclog.Logger) (*http.Server, net.Listener, error) {
+	ln, err := httpguard.Listen(c.AdminListen, c.MaxConns)
+	if err != nil {
+		return nil, nil, fmt.Errorf("http.admin_listen: %w", err)
+	}
+	guard, err := httpguard.NewAdminGuard(ln.Addr(), c.AdminListen, token)
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("http.admin_listen: %w", err)
+	}
+	return httpguard.NewServer(httpguard.Headers(guard.Wrap(h)), listenerLimits(c, true), log.Named("admin-http")), ln, nil
+}
+
+// AdminToken reads http.admin_token_file; with none configured it returns
+// nil, and warns when there is an admin listener (loopback only: Validate
+// refuses a token-less admin API anywhere else).
+func AdminToken(c config.HTTPConfig, log hclog.Logger) ([]byte, error) {
+	if c.AdminListen == "" {
+		return nil, nil
+	}
+	if c.AdminTokenFile == "" {
+		log.Warn("the admin API has no token: any process on this machine can call it (plugin and rules reloads, pprof); set http.admin_token_file",
+			"admin_listen", c.AdminListen)
+		return nil, nil
+	}
+	tok, err := httpguard.ReadTokenFile(c.AdminTokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("http.admin_token_file: %w", err)
+	}
+	return tok, nil
 }
 
 // Run serves until ctx ends or SIGINT/SIGTERM arrives; SIGHUP reloads the
@@ -138,6 +222,13 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	adminToken, err := AdminToken(d.HTTP, log)
+	if err != nil {
+		return err
+	}
 	if len(d.Rules) == 0 {
 		return errors.New("rules: no rules files configured (set rules = [...] or HERALD_RULES)")
 	}
@@ -205,38 +296,21 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	relay := outbox.New(pool, current, pub.Kick, log, relayCfg)
 	poller := delivery.NewRetryPoller(pool, d.Retry.PollInterval, pub.Kick, log)
 
-	apiHandler, err := APIHandler(ctx, pools, current, log)
+	apiHandler, err := APIHandler(ctx, pools, current, d.HTTP.RateLimit, log)
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: apiHandler, ReadHeaderTimeout: 10 * time.Second}
-	ln, err := net.Listen("tcp", d.HTTP.Listen)
+	httpSrv, ln, err := NewAPIServer(apiHandler, d.HTTP, log)
 	if err != nil {
-		return fmt.Errorf("http.listen: %w", err)
+		return err
 	}
 	var adminSrv *http.Server
 	var adminLn net.Listener
 	if d.HTTP.AdminListen != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/admin/", pluginhost.AdminHandler(host))
-		mux.HandleFunc("POST /admin/v1/rules/reload", func(w http.ResponseWriter, r *http.Request) {
-			if err := watcher.Reload(); err != nil {
-				http.Error(w, err.Error(), http.StatusUnprocessableEntity)
-				return
-			}
-			fmt.Fprintln(w, "rules reloaded")
-		})
-		if d.HTTP.Pprof {
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		}
-		adminSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		if adminLn, err = net.Listen("tcp", d.HTTP.AdminListen); err != nil {
+		adminSrv, adminLn, err = NewAdminServer(AdminHandler(host, watcher.Reload, d.HTTP.Pprof), d.HTTP, adminToken, log)
+		if err != nil {
 			ln.Close()
-			return fmt.Errorf("http.admin_listen: %w", err)
+			return err
 		}
 	}
 
@@ -274,7 +348,11 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 			}
 		}()
 	}
-	log.Info("herald serving", "http", ln.Addr().String(), "admin", d.HTTP.AdminListen, "rules", d.Rules,
+	adminAddr := ""
+	if adminLn != nil {
+		adminAddr = adminLn.Addr().String()
+	}
+	log.Info("herald serving", "http", ln.Addr().String(), "admin", adminAddr, "admin_token", adminToken != nil, "rules", d.Rules,
 		"plugins", d.Plugins.Dir, "queues", topo.QueueNames())
 
 	hup := make(chan os.Signal, 1)

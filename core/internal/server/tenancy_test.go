@@ -59,7 +59,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.pools.Close)
-	h, err := server.APIHandler(ctx, w.pools, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
+	h, err := server.APIHandler(ctx, w.pools, func() *rules.RuleSet { return nil }, config.RateLimitConfig{}, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
