@@ -20,6 +20,12 @@ bin/herald db roles
 bin/herald migrate up
 bin/herald apikeys create --tenant demo --name quickstart --key "$HERALD_DEMO_API_KEY" --insecure-dev-key >/dev/null
 bin/herald directory import --tenant demo examples/quickstart/directory.json
+# The demo tenant's development token key, so that `herald tokens issue`
+# can sign user tokens for the live walk-through (a production backend
+# registers its own keys: herald tokens keys add --jwks ...).
+if ! bin/herald tokens keys list --tenant demo | grep -q '^demo '; then
+	bin/herald tokens keys add --tenant demo --kid demo --issuer https://demo.invalid --generate-hs256 >/dev/null
+fi
 
 bin/herald devpeers --smtp 127.0.0.1:2525 --http 127.0.0.1:4010 &
 peers=$!

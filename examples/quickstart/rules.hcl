@@ -105,16 +105,16 @@ channel "SLACK" {
   }]
 }
 
-# The WebSocket plugin is its own server: browsers connect to
-# ws://127.0.0.1:8090/v1/ws with a JWT signed by jwt_secret.
+# Browsers hold their sessions on herald serve's live gateway (/v1/live);
+# the websocket plugin hands each delivery to it over RabbitMQ's live
+# exchange, and reports "offline" when no daemon holds a session of the user.
 channel "WEBSOCKET" {
   best_effort = true
   providers = [{
     plugin = "websocket"
     name   = "local-websocket"
     config = {
-      listen     = "127.0.0.1:8090"
-      jwt_secret = "quickstart-demo-jwt-secret-not-for-production"
+      amqp_url = "amqp://guest:guest@127.0.0.1:5672/"
     }
   }]
 }

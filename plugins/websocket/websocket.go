@@ -5,56 +5,50 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-	"github.com/golang-jwt/jwt/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/heraldhq/herald/internal/liveproto"
 	"github.com/heraldhq/herald/sdk"
 )
 
 // Version is the plugin's own version.
-const Version = "0.1.0"
+var Version = "0.2.0"
 
 // MaxBatch is the largest batch one Send accepts.
 const MaxBatch = 500
 
 // Permanent codes of the WEBSOCKET channel.
 const (
-	// CodeOffline: the recipient has no open session. The channel is best
-	// effort, so the host does not retry; the inbox keeps the notification.
+	// CodeOffline: no daemon holds an open session of the recipient (the
+	// broker returned the message). The channel is best effort, so the
+	// host does not retry; the inbox keeps the notification.
 	CodeOffline = "offline"
 	// CodeNoAddress: the delivery names no user.
 	CodeNoAddress = "no_address"
 )
 
-// Frame types the server sends.
-const (
-	FrameReady        = "ready"
-	FrameNotification = "notification"
-)
-
-// readLimit bounds what a browser may send; the server expects nothing but
-// control frames, and reads only to answer pings and notice closes.
-const readLimit = 4096
-
-// shutdownTimeout bounds closing the sessions on Close.
-const shutdownTimeout = 5 * time.Second
+// FrameNotification is the type of the frame a browser receives.
+const FrameNotification = "notification"
 
 // ErrNotConfigured prompts the host to call Configure before Send or Health.
 var ErrNotConfigured = errors.New("websocket: not configured")
 
-// WebSocket is the WEBSOCKET channel: an HTTP server that upgrades browser
-// connections authenticated by JWT, and a hub that fans deliveries out to
-// every open session of the recipient.
+// WebSocket is the WEBSOCKET channel. It serves no browser itself: every
+// `herald serve` runs a live gateway (/v1/live) that holds its browsers'
+// sessions and binds their users' route keys on the live exchange. The
+// plugin publishes each delivery there with mandatory set and confirms
+// on: the broker routes it to every daemon holding a session of the user,
+// or returns it when none does (the user is offline). Nothing binds a
+// port, so a hot swap of the plugin leaves every session open.
 type WebSocket struct {
-	mu  sync.Mutex
-	srv *server
+	mu   sync.Mutex // serializes Send, Health and Configure
+	cfg  *Config
+	conn *amqp.Connection
+	ch   *amqp.Channel
+	rets chan amqp.Return
 }
 
 var (
@@ -78,9 +72,7 @@ func (w *WebSocket) Describe(ctx context.Context) (sdk.Description, error) {
 	}, nil
 }
 
-// Configure checks the config and (re)starts the server on cfg.Listen. A
-// running server is shut down first, closing its sessions with "going
-// away" so browsers reconnect to the new one.
+// Configure checks the config; the broker is dialled on first use.
 func (w *WebSocket) Configure(ctx context.Context, req sdk.ConfigureRequest) error {
 	cfg, err := configFromParsed(req.Config)
 	if err != nil {
@@ -88,71 +80,82 @@ func (w *WebSocket) Configure(ctx context.Context, req sdk.ConfigureRequest) err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.srv != nil {
-		w.srv.shutdown()
-		w.srv = nil
-	}
-	srv, err := startServer(cfg)
-	if err != nil {
-		return err
-	}
-	w.srv = srv
+	w.disconnect()
+	w.cfg = &cfg
 	return nil
 }
 
-// Close stops the server and closes every session (sdk.Closer).
+// Close closes the broker connection (sdk.Closer).
 func (w *WebSocket) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.srv != nil {
-		w.srv.shutdown()
-		w.srv = nil
-	}
+	w.disconnect()
 	return nil
 }
 
-// Addr returns the address the server listens on ("" before Configure).
-func (w *WebSocket) Addr() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.srv == nil {
-		return ""
+func (w *WebSocket) disconnect() {
+	if w.conn != nil {
+		_ = w.conn.Close()
 	}
-	return w.srv.ln.Addr().String()
+	w.conn, w.ch, w.rets = nil, nil, nil
 }
 
-func (w *WebSocket) server() (*server, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.srv == nil {
+// channel returns a confirm-mode channel with returns, dialling when there
+// is none or it closed. w.mu is held.
+func (w *WebSocket) channel() (*amqp.Channel, error) {
+	if w.cfg == nil {
 		return nil, ErrNotConfigured
 	}
-	return w.srv, nil
+	if w.ch != nil && !w.ch.IsClosed() {
+		return w.ch, nil
+	}
+	w.disconnect()
+	conn, err := amqp.DialConfig(w.cfg.AMQPURL, amqp.Config{Heartbeat: 10 * time.Second,
+		Properties: amqp.Table{"connection_name": "herald-plugin-websocket"}})
+	if err != nil {
+		return nil, fmt.Errorf("websocket: dial broker: %w", err)
+	}
+	ch, err := conn.Channel()
+	if err == nil {
+		err = liveproto.DeclareExchange(ch, w.cfg.Exchange)
+	}
+	if err == nil {
+		err = ch.Confirm(false)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("websocket: open channel: %w", err)
+	}
+	// A return comes before the confirm of its message; the buffer holds a
+	// whole batch's, so the connection's reader never blocks on it.
+	w.conn, w.ch, w.rets = conn, ch, ch.NotifyReturn(make(chan amqp.Return, MaxBatch+1))
+	return ch, nil
 }
 
-// Health reports the listening address and the number of open sessions.
+// Health reports whether the broker takes messages.
 func (w *WebSocket) Health(ctx context.Context) (sdk.HealthReport, error) {
-	srv, err := w.server()
-	if err != nil {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := w.channel(); err != nil {
 		return sdk.HealthReport{Healthy: false, Message: err.Error()}, nil
 	}
-	select {
-	case <-srv.stopped:
-		return sdk.HealthReport{Healthy: false, Message: "websocket: server stopped: " + srv.serveErr.Error()}, nil
-	default:
-	}
-	return sdk.HealthReport{Healthy: true, Message: fmt.Sprintf("listening on %s, %d open sessions", srv.ln.Addr(), srv.hub.count())}, nil
+	return sdk.HealthReport{Healthy: true, Message: "publishing to exchange " + w.cfg.Exchange}, nil
 }
 
-// Send queues each delivery's frame on every open session of its tenant
-// and user. It never blocks on a browser: a session whose queue is full is
-// dropped as a slow consumer.
+// Send publishes each delivery to its user's route key and reports Sent
+// when the broker routed it to at least one daemon, offline when it came
+// back unroutable.
 func (w *WebSocket) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, error) {
-	srv, err := w.server()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, err := w.channel()
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.PublishTimeout)
+	defer cancel()
 	results := make([]sdk.Result, len(batch))
+	confirms := make([]*amqp.DeferredConfirmation, len(batch))
 	for i, d := range batch {
 		if d.Recipient.UserID == "" {
 			results[i] = sdk.Permanent(d.DeliveryID, "websocket: delivery names no user", CodeNoAddress)
@@ -163,12 +166,47 @@ func (w *WebSocket) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Resul
 			results[i] = sdk.Permanent(d.DeliveryID, "websocket: encode frame: "+err.Error(), "encode")
 			continue
 		}
-		n := srv.hub.publish(sessionKey(d.TenantID, d.Recipient.UserID), frame)
-		if n == 0 {
-			results[i] = sdk.Permanent(d.DeliveryID, "websocket: user has no open session", CodeOffline)
+		msg := liveproto.Message(d.TenantID, d.Recipient.UserID, frame)
+		msg.MessageId = d.DeliveryID
+		confirms[i], err = ch.PublishWithDeferredConfirmWithContext(ctx, w.cfg.Exchange,
+			liveproto.RouteKey(d.TenantID, d.Recipient.UserID), true, false, msg)
+		if err != nil {
+			w.disconnect()
+			return nil, fmt.Errorf("websocket: publish: %w", err)
+		}
+	}
+	acked := make([]bool, len(batch))
+	for i, c := range confirms {
+		if c == nil {
 			continue
 		}
-		results[i] = sdk.Sent(d.DeliveryID, "sessions="+strconv.Itoa(n))
+		ok, err := c.WaitContext(ctx)
+		if err != nil {
+			w.disconnect()
+			return nil, fmt.Errorf("websocket: confirm: %w", err)
+		}
+		acked[i] = ok
+	}
+	returned := map[string]bool{}
+drain:
+	for {
+		select {
+		case r := <-w.rets:
+			returned[r.MessageId] = true
+		default:
+			break drain
+		}
+	}
+	for i, d := range batch {
+		switch {
+		case confirms[i] == nil:
+		case returned[d.DeliveryID]:
+			results[i] = sdk.Permanent(d.DeliveryID, "websocket: user has no open session", CodeOffline)
+		case !acked[i]:
+			results[i] = sdk.Retry(d.DeliveryID, "websocket: the broker refused the message", 0)
+		default:
+			results[i] = sdk.Sent(d.DeliveryID, "routed")
+		}
 	}
 	return results, nil
 }
@@ -184,9 +222,6 @@ type frame struct {
 	Body           string          `json:"body,omitempty"`
 	Data           json.RawMessage `json:"data,omitempty"`
 	Severity       string          `json:"severity,omitempty"`
-	// Tenant and UserID are set on the "ready" frame.
-	Tenant string `json:"tenant,omitempty"`
-	UserID string `json:"user_id,omitempty"`
 }
 
 // notificationFrame encodes a delivery. The idempotency key lets a browser
@@ -215,309 +250,4 @@ func notificationFrame(d sdk.Delivery) ([]byte, error) {
 		Data:           data,
 		Severity:       d.Severity,
 	})
-}
-
-func sessionKey(tenant, user string) string { return tenant + "\x00" + user }
-
-// server is one running HTTP server with its hub.
-type server struct {
-	cfg     Config
-	ln      net.Listener
-	http    *http.Server
-	hub     *hub
-	stopped chan struct{}
-	// serveErr is set before stopped is closed.
-	serveErr error
-}
-
-func startServer(cfg Config) (*server, error) {
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, &sdk.ConfigError{Field: FieldListen, Msg: err.Error()}
-	}
-	s := &server{cfg: cfg, ln: ln, hub: newHub(), stopped: make(chan struct{})}
-	mux := http.NewServeMux()
-	mux.HandleFunc(cfg.Path, s.handle)
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		err := s.http.Serve(ln)
-		s.serveErr = err
-		close(s.stopped)
-	}()
-	return s, nil
-}
-
-// shutdown stops accepting connections, closes every session with "going
-// away" and waits (bounded) for their handlers to finish.
-func (s *server) shutdown() {
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	_ = s.http.Shutdown(ctx) // hijacked WebSocket connections are not waited for
-	for _, sess := range s.hub.closeAll() {
-		sess.close(websocket.StatusGoingAway, "server shutting down")
-	}
-	done := make(chan struct{})
-	go func() { s.hub.running.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	<-s.stopped
-}
-
-// claims are the end-user JWT claims.
-type claims struct {
-	Tenant   string `json:"tenant"`
-	UserType string `json:"user_type"`
-	jwt.RegisteredClaims
-}
-
-// authenticate reads the token from ?token= or "Authorization: Bearer" and
-// verifies it.
-func (s *server) authenticate(r *http.Request) (*claims, error) {
-	raw := r.URL.Query().Get("token")
-	if h := r.Header.Get("Authorization"); raw == "" && h != "" {
-		scheme, tok, ok := strings.Cut(h, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return nil, errors.New("authorization header is not a bearer token")
-		}
-		raw = strings.TrimSpace(tok)
-	}
-	if raw == "" {
-		return nil, errors.New("no token")
-	}
-	opts := []jwt.ParserOption{
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(5 * time.Second),
-	}
-	if s.cfg.JWTIssuer != "" {
-		opts = append(opts, jwt.WithIssuer(s.cfg.JWTIssuer))
-	}
-	if s.cfg.JWTAudience != "" {
-		opts = append(opts, jwt.WithAudience(s.cfg.JWTAudience))
-	}
-	var c claims
-	if _, err := jwt.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return []byte(s.cfg.JWTSecret), nil }, opts...); err != nil {
-		return nil, err
-	}
-	if c.Tenant == "" || c.Subject == "" {
-		return nil, errors.New("token lacks the tenant or sub claim")
-	}
-	return &c, nil
-}
-
-// handle authenticates a browser, upgrades the connection and runs the
-// session until it ends.
-func (s *server) handle(w http.ResponseWriter, r *http.Request) {
-	c, err := s.authenticate(r)
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
-		return
-	}
-	key := sessionKey(c.Tenant, c.Subject)
-	if s.hub.countFor(key) >= s.cfg.MaxSessionsPerUser {
-		http.Error(w, "too many open sessions", http.StatusTooManyRequests)
-		return
-	}
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowedOrigins})
-	if err != nil {
-		return // Accept has written the HTTP error
-	}
-	conn.SetReadLimit(readLimit)
-	sess := newSession(conn, s.cfg.SendBuffer)
-	ready, _ := json.Marshal(frame{Type: FrameReady, Tenant: c.Tenant, UserID: c.Subject})
-	sess.send <- ready // the queue is empty and at least 1 long
-	if !s.hub.add(key, sess) {
-		_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
-		return
-	}
-	defer s.hub.remove(key, sess)
-	// The browser gets "ready" once the session is registered: from then
-	// on, Send reaches it.
-	sess.run(s.cfg.PingInterval, s.cfg.WriteTimeout)
-}
-
-// session is one browser connection.
-type session struct {
-	conn *websocket.Conn
-	send chan []byte
-	done chan struct{}
-
-	closeOnce sync.Once
-	mu        sync.Mutex
-	status    websocket.StatusCode
-	reason    string
-}
-
-func newSession(conn *websocket.Conn, buffer int) *session {
-	return &session{conn: conn, send: make(chan []byte, buffer), done: make(chan struct{})}
-}
-
-// enqueue queues a frame without blocking; a full queue drops the session.
-func (s *session) enqueue(b []byte) bool {
-	select {
-	case <-s.done:
-		return false
-	default:
-	}
-	select {
-	case s.send <- b:
-		return true
-	default:
-		s.close(websocket.StatusPolicyViolation, "slow consumer: send buffer full")
-		return false
-	}
-}
-
-// close asks the session to end with status. For "going away" and normal
-// closure run performs the close handshake; any other status drops the
-// connection at once, which also unblocks a write stuck on a slow browser.
-func (s *session) close(status websocket.StatusCode, reason string) {
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.status, s.reason = status, reason
-		s.mu.Unlock()
-		close(s.done)
-		if !graceful(status) {
-			go func() { _ = s.conn.CloseNow() }()
-		}
-	})
-}
-
-// graceful reports whether a session ending with status gets a close
-// handshake.
-func graceful(status websocket.StatusCode) bool {
-	return status == websocket.StatusGoingAway || status == websocket.StatusNormalClosure
-}
-
-// run writes queued frames and pings until the session ends, then closes
-// the connection with the recorded status.
-func (s *session) run(pingEvery, writeTimeout time.Duration) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// The reader answers pings, collects pongs and notices the browser
-	// closing; anything else the browser sends is ignored.
-	go func() {
-		for {
-			if _, _, err := s.conn.Read(ctx); err != nil {
-				s.close(websocket.StatusNormalClosure, "")
-				return
-			}
-		}
-	}()
-	ticker := time.NewTicker(pingEvery)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-s.done:
-			s.mu.Lock()
-			status, reason := s.status, s.reason
-			s.mu.Unlock()
-			if graceful(status) {
-				_ = s.conn.Close(status, reason)
-			} else {
-				// A slow or unresponsive browser would stall the close
-				// handshake too.
-				_ = s.conn.CloseNow()
-			}
-			return
-		case b := <-s.send:
-			wctx, wcancel := context.WithTimeout(ctx, writeTimeout)
-			err := s.conn.Write(wctx, websocket.MessageText, b)
-			wcancel()
-			if err != nil {
-				s.close(websocket.StatusPolicyViolation, "write timed out")
-			}
-		case <-ticker.C:
-			pctx, pcancel := context.WithTimeout(ctx, pingEvery)
-			err := s.conn.Ping(pctx)
-			pcancel()
-			if err != nil {
-				s.close(websocket.StatusPolicyViolation, "ping timed out")
-			}
-		}
-	}
-}
-
-// hub maps tenant+user to open sessions.
-type hub struct {
-	mu       sync.RWMutex
-	sessions map[string]map[*session]struct{}
-	closed   bool
-	// running counts registered sessions; Add happens under mu while not
-	// closed, so it never races with shutdown's Wait.
-	running sync.WaitGroup
-}
-
-func newHub() *hub { return &hub{sessions: map[string]map[*session]struct{}{}} }
-
-// add registers a session; it returns false once the hub is closed.
-func (h *hub) add(key string, s *session) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return false
-	}
-	if h.sessions[key] == nil {
-		h.sessions[key] = map[*session]struct{}{}
-	}
-	h.sessions[key][s] = struct{}{}
-	h.running.Add(1)
-	return true
-}
-
-// remove unregisters a session added by add.
-func (h *hub) remove(key string, s *session) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.sessions[key], s)
-	if len(h.sessions[key]) == 0 {
-		delete(h.sessions, key)
-	}
-	h.running.Done()
-}
-
-// closeAll refuses further sessions and returns the open ones.
-func (h *hub) closeAll() []*session {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.closed = true
-	var out []*session
-	for _, ss := range h.sessions {
-		for s := range ss {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// publish queues b on every session of key and returns how many took it.
-func (h *hub) publish(key string, b []byte) int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	n := 0
-	for s := range h.sessions[key] {
-		if s.enqueue(b) {
-			n++
-		}
-	}
-	return n
-}
-
-func (h *hub) countFor(key string) int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return len(h.sessions[key])
-}
-
-func (h *hub) count() int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	n := 0
-	for _, ss := range h.sessions {
-		n += len(ss)
-	}
-	return n
 }

@@ -26,7 +26,7 @@ import (
 
 // AdminScenario is the superadmin API benchmark: a database of its own
 // holding Rows notifications, the real API (server.OpenPools with the
-// default roles, server.APIHandler) served in-process on a loopback
+// default roles, server.PublicAPI) served in-process on a loopback
 // listener, and a fixed mix of filtered list requests sent over HTTP with
 // a superadmin credential, one at a time.
 type AdminScenario struct {
@@ -231,10 +231,13 @@ func RunAdmin(ctx context.Context, env Env, sc AdminScenario) (res AdminResult, 
 		return res, err
 	}
 	defer pools.Close()
-	handler, err := server.APIHandler(ctx, pools, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
+	d := config.DefaultDaemon()
+	d.HTTP.RateLimit = config.RateLimitConfig{} // the benchmark is the only client
+	pub, err := server.PublicAPI(ctx, d, pools, nil, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
 	if err != nil {
 		return res, err
 	}
+	handler := pub.Handler
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return res, err

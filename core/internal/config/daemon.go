@@ -39,6 +39,40 @@ type Daemon struct {
 	Retry RetryConfig `koanf:"retry"`
 	// Log sets the log level and format.
 	Log LogConfig `koanf:"log"`
+	// Auth verifies end users' tokens.
+	Auth AuthConfig `koanf:"auth"`
+	// Live tunes the live (WebSocket) gateway.
+	Live LiveConfig `koanf:"live"`
+}
+
+// AuthConfig is how end users' tokens are checked (keys: `herald tokens
+// keys add`).
+type AuthConfig struct {
+	// Audience is the aud claim every token must carry.
+	Audience string `koanf:"audience"`
+	// MaxTokenLifetime caps a token's exp - iat.
+	MaxTokenLifetime time.Duration `koanf:"max_token_lifetime"`
+}
+
+// LiveConfig tunes the live gateway at /v1/live.
+type LiveConfig struct {
+	// Exchange is the direct exchange live updates travel on; the
+	// WEBSOCKET plugin's exchange must be the same.
+	Exchange string `koanf:"exchange"`
+	// TicketTTL is how long a session ticket may wait to be used.
+	TicketTTL time.Duration `koanf:"ticket_ttl"`
+	// AllowedOrigins are origin host patterns (app.example.com,
+	// *.example.com) browsers may connect from besides the API's own host.
+	AllowedOrigins []string `koanf:"allowed_origins"`
+	// MaxSessionsPerUser caps one user's open sessions on one daemon.
+	MaxSessionsPerUser int `koanf:"max_sessions_per_user"`
+	// PingInterval is the sessions' keepalive period.
+	PingInterval time.Duration `koanf:"ping_interval"`
+	// WriteTimeout bounds writing one frame to a browser.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// SendBuffer is the frames queued per session before it is dropped
+	// as a slow consumer.
+	SendBuffer int `koanf:"send_buffer"`
 }
 
 // DatabaseConfig is the PostgreSQL connection and the roles each part of
@@ -217,6 +251,9 @@ func DefaultDaemon() Daemon {
 		Publisher: PublisherConfig{BatchSize: 500, ConfirmWindow: 1000, PerMessage: 50, Workers: 2, PollInterval: time.Second, ReclaimAfter: 5 * time.Minute, Handoff: true},
 		Retry:     RetryConfig{PollInterval: time.Second, Lease: 2 * time.Minute},
 		Log:       LogConfig{Level: "info"},
+		Auth:      AuthConfig{Audience: "herald", MaxTokenLifetime: 15 * time.Minute},
+		Live: LiveConfig{Exchange: "herald.live", TicketTTL: 30 * time.Second, AllowedOrigins: []string{}, MaxSessionsPerUser: 16,
+			PingInterval: 30 * time.Second, WriteTimeout: 10 * time.Second, SendBuffer: 64},
 	}
 }
 
@@ -343,45 +380,54 @@ func LoadDaemon(path string) (Daemon, error) {
 
 func daemonDefaultsMap(d Daemon) map[string]any {
 	return map[string]any{
-		"database.url":             d.Database.URL,
-		"database.max_conns":       d.Database.MaxConns,
-		"database.api_url":         d.Database.APIURL,
-		"database.api_max_conns":   d.Database.APIMaxConns,
-		"database.worker_role":     d.Database.WorkerRole,
-		"database.api_role":        d.Database.APIRole,
-		"database.admin_role":      d.Database.AdminRole,
-		"amqp.url":                 d.AMQP.URL,
-		"amqp.exchange":            d.AMQP.Exchange,
-		"http.listen":              d.HTTP.Listen,
-		"http.admin_listen":        d.HTTP.AdminListen,
-		"http.admin_token_file":    d.HTTP.AdminTokenFile,
-		"http.pprof":               d.HTTP.Pprof,
-		"http.read_header_timeout": d.HTTP.ReadHeaderTimeout.String(),
-		"http.read_timeout":        d.HTTP.ReadTimeout.String(),
-		"http.write_timeout":       d.HTTP.WriteTimeout.String(),
-		"http.admin_write_timeout": d.HTTP.AdminWriteTimeout.String(),
-		"http.idle_timeout":        d.HTTP.IdleTimeout.String(),
-		"http.max_header_bytes":    d.HTTP.MaxHeaderBytes,
-		"http.max_conns":           d.HTTP.MaxConns,
-		"http.rate_limit.per_key":  d.HTTP.RateLimit.PerKey,
-		"http.rate_limit.per_ip":   d.HTTP.RateLimit.PerIP,
-		"http.rate_limit.burst":    d.HTTP.RateLimit.Burst,
-		"plugins.dir":              d.Plugins.Dir,
-		"relay.batch_size":         d.Relay.BatchSize,
-		"relay.poll_interval":      d.Relay.PollInterval.String(),
-		"relay.max_attempts":       d.Relay.MaxAttempts,
-		"relay.workers":            d.Relay.Workers,
-		"publisher.batch_size":     d.Publisher.BatchSize,
-		"publisher.confirm_window": d.Publisher.ConfirmWindow,
-		"publisher.per_message":    d.Publisher.PerMessage,
-		"publisher.workers":        d.Publisher.Workers,
-		"publisher.poll_interval":  d.Publisher.PollInterval.String(),
-		"publisher.reclaim_after":  d.Publisher.ReclaimAfter.String(),
-		"publisher.handoff":        d.Publisher.Handoff,
-		"retry.poll_interval":      d.Retry.PollInterval.String(),
-		"retry.lease":              d.Retry.Lease.String(),
-		"log.level":                d.Log.Level,
-		"log.json":                 d.Log.JSON,
+		"database.url":               d.Database.URL,
+		"database.max_conns":         d.Database.MaxConns,
+		"database.api_url":           d.Database.APIURL,
+		"database.api_max_conns":     d.Database.APIMaxConns,
+		"database.worker_role":       d.Database.WorkerRole,
+		"database.api_role":          d.Database.APIRole,
+		"database.admin_role":        d.Database.AdminRole,
+		"amqp.url":                   d.AMQP.URL,
+		"amqp.exchange":              d.AMQP.Exchange,
+		"http.listen":                d.HTTP.Listen,
+		"http.admin_listen":          d.HTTP.AdminListen,
+		"http.admin_token_file":      d.HTTP.AdminTokenFile,
+		"http.pprof":                 d.HTTP.Pprof,
+		"http.read_header_timeout":   d.HTTP.ReadHeaderTimeout.String(),
+		"http.read_timeout":          d.HTTP.ReadTimeout.String(),
+		"http.write_timeout":         d.HTTP.WriteTimeout.String(),
+		"http.admin_write_timeout":   d.HTTP.AdminWriteTimeout.String(),
+		"http.idle_timeout":          d.HTTP.IdleTimeout.String(),
+		"http.max_header_bytes":      d.HTTP.MaxHeaderBytes,
+		"http.max_conns":             d.HTTP.MaxConns,
+		"http.rate_limit.per_key":    d.HTTP.RateLimit.PerKey,
+		"http.rate_limit.per_ip":     d.HTTP.RateLimit.PerIP,
+		"http.rate_limit.burst":      d.HTTP.RateLimit.Burst,
+		"plugins.dir":                d.Plugins.Dir,
+		"relay.batch_size":           d.Relay.BatchSize,
+		"relay.poll_interval":        d.Relay.PollInterval.String(),
+		"relay.max_attempts":         d.Relay.MaxAttempts,
+		"relay.workers":              d.Relay.Workers,
+		"publisher.batch_size":       d.Publisher.BatchSize,
+		"publisher.confirm_window":   d.Publisher.ConfirmWindow,
+		"publisher.per_message":      d.Publisher.PerMessage,
+		"publisher.workers":          d.Publisher.Workers,
+		"publisher.poll_interval":    d.Publisher.PollInterval.String(),
+		"publisher.reclaim_after":    d.Publisher.ReclaimAfter.String(),
+		"publisher.handoff":          d.Publisher.Handoff,
+		"retry.poll_interval":        d.Retry.PollInterval.String(),
+		"retry.lease":                d.Retry.Lease.String(),
+		"log.level":                  d.Log.Level,
+		"log.json":                   d.Log.JSON,
+		"auth.audience":              d.Auth.Audience,
+		"auth.max_token_lifetime":    d.Auth.MaxTokenLifetime.String(),
+		"live.exchange":              d.Live.Exchange,
+		"live.ticket_ttl":            d.Live.TicketTTL.String(),
+		"live.allowed_origins":       d.Live.AllowedOrigins,
+		"live.max_sessions_per_user": d.Live.MaxSessionsPerUser,
+		"live.ping_interval":         d.Live.PingInterval.String(),
+		"live.write_timeout":         d.Live.WriteTimeout.String(),
+		"live.send_buffer":           d.Live.SendBuffer,
 	}
 }
 
@@ -405,6 +451,15 @@ func (d Daemon) Validate() error {
 	}
 	if d.AMQP.Exchange == "" {
 		bad("amqp.exchange", "must not be empty")
+	}
+	if d.Auth.Audience == "" {
+		bad("auth.audience", "must not be empty")
+	}
+	if d.Live.Exchange == "" || d.Live.Exchange == d.AMQP.Exchange {
+		bad("live.exchange", "must be set and differ from amqp.exchange")
+	}
+	if d.Live.PingInterval > 0 && d.Live.PingInterval < time.Second {
+		bad("live.ping_interval", "must be at least 1s")
 	}
 	names := make([]string, 0, len(d.AMQP.Queues))
 	for n := range d.AMQP.Queues {
@@ -444,7 +499,8 @@ func (d Daemon) Validate() error {
 		"relay.batch_size": d.Relay.BatchSize, "relay.max_attempts": d.Relay.MaxAttempts, "relay.workers": d.Relay.Workers,
 		"publisher.batch_size": d.Publisher.BatchSize, "publisher.confirm_window": d.Publisher.ConfirmWindow,
 		"publisher.per_message": d.Publisher.PerMessage, "publisher.workers": d.Publisher.Workers, "database.max_conns": d.Database.MaxConns,
-		"database.api_max_conns": d.Database.APIMaxConns,
+		"database.api_max_conns":     d.Database.APIMaxConns,
+		"live.max_sessions_per_user": d.Live.MaxSessionsPerUser, "live.send_buffer": d.Live.SendBuffer,
 	}
 	for _, f := range sortedKeys(positive) {
 		if positive[f] <= 0 {
@@ -456,7 +512,9 @@ func (d Daemon) Validate() error {
 		"publisher.reclaim_after": d.Publisher.ReclaimAfter, "retry.poll_interval": d.Retry.PollInterval, "retry.lease": d.Retry.Lease,
 		"http.read_header_timeout": d.HTTP.ReadHeaderTimeout, "http.read_timeout": d.HTTP.ReadTimeout,
 		"http.write_timeout": d.HTTP.WriteTimeout, "http.admin_write_timeout": d.HTTP.AdminWriteTimeout,
-		"http.idle_timeout": d.HTTP.IdleTimeout,
+		"http.idle_timeout":       d.HTTP.IdleTimeout,
+		"auth.max_token_lifetime": d.Auth.MaxTokenLifetime, "live.ticket_ttl": d.Live.TicketTTL, "live.ping_interval": d.Live.PingInterval,
+		"live.write_timeout": d.Live.WriteTimeout,
 	}
 	for _, f := range sortedKeys(durations) {
 		if durations[f] <= 0 {

@@ -49,11 +49,13 @@ func httpConfig() config.HTTPConfig {
 // address.
 func serveAPI(t *testing.T, w *world, c config.HTTPConfig) string {
 	t.Helper()
-	h, err := server.APIHandler(context.Background(), w.pools, func() *rules.RuleSet { return nil }, c.RateLimit, hclog.NewNullLogger())
+	d := config.DefaultDaemon()
+	d.HTTP = c
+	pub, err := server.PublicAPI(context.Background(), d, w.pools, nil, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, ln, err := server.NewAPIServer(h, c, hclog.NewNullLogger())
+	srv, ln, err := server.NewAPIServer(pub.Handler, c, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

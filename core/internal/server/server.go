@@ -20,10 +20,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/admin"
 	"github.com/heraldhq/herald/core/internal/api"
+	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/delivery"
 	"github.com/heraldhq/herald/core/internal/httpguard"
+	"github.com/heraldhq/herald/core/internal/live"
 	"github.com/heraldhq/herald/core/internal/outbox"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
@@ -120,18 +122,35 @@ func OpenPools(ctx context.Context, db config.DatabaseConfig) (*Pools, error) {
 	return p, nil
 }
 
-// APIHandler is the public HTTP API: the tenants' routes on the API pool
-// and the superadmin's under /v1/admin/ on the admin pool, with the
-// request rates of limits.
-func APIHandler(ctx context.Context, pools *Pools, ruleset func() *rules.RuleSet, limits config.RateLimitConfig, log hclog.Logger) (http.Handler, error) {
+// Public is the public HTTP API and the live gateway behind it.
+type Public struct {
+	// Handler serves the tenants' routes on the API pool, the
+	// superadmin's under /v1/admin/ on the admin pool, and the live
+	// gateway under /v1/live.
+	Handler http.Handler
+	// Live is the live gateway; Run it with the daemon's stages.
+	Live *live.Server
+	// Verifier checks end users' tokens.
+	Verifier *auth.Verifier
+}
+
+// PublicAPI builds the public API. conn is the daemon's broker (the live
+// gateway consumes from it once Live runs).
+func PublicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.Conn, ruleset func() *rules.RuleSet, log hclog.Logger) (*Public, error) {
 	cursorKey, err := store.Secret(ctx, pools.Worker, "cursor")
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
+	verifier := auth.NewVerifier(pools.API, auth.Config{Audience: d.Auth.Audience, MaxLifetime: d.Auth.MaxTokenLifetime})
+	gw := live.New(live.Config{Exchange: d.Live.Exchange, TicketTTL: d.Live.TicketTTL, AllowedOrigins: d.Live.AllowedOrigins,
+		MaxSessionsPerUser: d.Live.MaxSessionsPerUser, PingInterval: d.Live.PingInterval, WriteTimeout: d.Live.WriteTimeout,
+		SendBuffer: d.Live.SendBuffer}, pools.API, verifier, conn, log)
 	apiSrv := api.New(pools.API, ruleset, log)
-	apiSrv.SetRateLimits(api.RateLimits{PerKey: limits.PerKey, PerIP: limits.PerIP, Burst: limits.Burst})
+	apiSrv.SetRateLimits(api.RateLimits{PerKey: d.HTTP.RateLimit.PerKey, PerIP: d.HTTP.RateLimit.PerIP, Burst: d.HTTP.RateLimit.Burst})
 	apiSrv.Mount("/v1/admin/", admin.New(pools.Admin, cursorKey, log).Handler())
-	return apiSrv.Handler(), nil
+	apiSrv.Mount("/v1/live", gw.Handler())
+	apiSrv.Mount("/v1/live/", gw.Handler())
+	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier}, nil
 }
 
 // AdminHandler is the admin API's routes: the plugin host's under /admin/,
@@ -296,11 +315,11 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	relay := outbox.New(pool, current, pub.Kick, log, relayCfg)
 	poller := delivery.NewRetryPoller(pool, d.Retry.PollInterval, pub.Kick, log)
 
-	apiHandler, err := APIHandler(ctx, pools, current, d.HTTP.RateLimit, log)
+	public, err := PublicAPI(ctx, d, pools, conn, current, log)
 	if err != nil {
 		return err
 	}
-	httpSrv, ln, err := NewAPIServer(apiHandler, d.HTTP, log)
+	httpSrv, ln, err := NewAPIServer(public.Handler, d.HTTP, log)
 	if err != nil {
 		return err
 	}
@@ -336,6 +355,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	run("publisher", pub.Run)
 	run("listener", listener.Run)
 	run("retry poller", poller.Run)
+	run("live gateway", public.Live.Run)
 	go func() {
 		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "error", err)

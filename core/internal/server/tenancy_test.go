@@ -59,11 +59,13 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.pools.Close)
-	h, err := server.APIHandler(ctx, w.pools, func() *rules.RuleSet { return nil }, config.RateLimitConfig{}, hclog.NewNullLogger())
+	d := config.DefaultDaemon()
+	d.HTTP.RateLimit = config.RateLimitConfig{} // the tests send bursts; rate limits have tests of their own
+	pub, err := server.PublicAPI(ctx, d, w.pools, nil, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(pub.Handler)
 	t.Cleanup(srv.Close)
 	w.url = srv.URL
 	return w

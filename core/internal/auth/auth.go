@@ -1,0 +1,261 @@
+// Package auth verifies end users' tokens. A tenant's backend signs its
+// users' JWTs with a key it registered with Herald (`herald tokens keys
+// add`); the token's header names the key (kid) and its claims name the
+// tenant, and a token is accepted only under a key of the tenant it names,
+// with the key's own algorithm and issuer, Herald's audience, and a
+// lifetime no longer than the configured cap. One Verifier serves the HTTP
+// API and the live (WebSocket) sessions.
+package auth
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Algorithms a token key may have.
+var Algorithms = []string{"HS256", "RS256", "ES256", "EdDSA"}
+
+// MinSecretLen is the shortest HS256 secret accepted: the key should be at
+// least as long as the hash's output.
+const MinSecretLen = 32
+
+// MaxTokenLen bounds a token; longer input is refused unread.
+const MaxTokenLen = 8 << 10
+
+// ErrInvalidToken wraps every reason a token is refused. Its message is
+// safe to show the caller: it never says whether a tenant or key exists.
+var ErrInvalidToken = errors.New("invalid token")
+
+// Config tunes the verifier.
+type Config struct {
+	// Audience is the aud claim every token must carry ("herald").
+	Audience string
+	// MaxLifetime caps exp - iat (15 minutes by default).
+	MaxLifetime time.Duration
+	// Leeway absorbs clock skew on exp, iat and nbf (5 s).
+	Leeway time.Duration
+	// CacheTTL bounds how long a key (or its absence) is remembered: a
+	// revoked key stops working within it (1 s).
+	CacheTTL time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Audience == "" {
+		c.Audience = "herald"
+	}
+	if c.MaxLifetime <= 0 {
+		c.MaxLifetime = 15 * time.Minute
+	}
+	if c.Leeway <= 0 {
+		c.Leeway = 5 * time.Second
+	}
+	if c.CacheTTL <= 0 {
+		c.CacheTTL = time.Second
+	}
+}
+
+// User is who a verified token speaks for.
+type User struct {
+	Tenant   string
+	UserID   string
+	UserType string
+	Roles    []string
+	// Project scopes the user to one project of the tenant ("": every).
+	Project   string
+	ExpiresAt time.Time
+}
+
+// Claims are the claims Herald reads from an end-user token: sub is the
+// user id.
+type Claims struct {
+	Tenant   string   `json:"tenant"`
+	UserType string   `json:"user_type,omitempty"`
+	Roles    []string `json:"roles,omitempty"`
+	Project  string   `json:"project,omitempty"`
+	jwt.RegisteredClaims
+}
+
+// Verifier checks end-user tokens against the tenants' keys.
+type Verifier struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	now  func() time.Time
+
+	mu    sync.Mutex
+	cache map[keyRef]cachedKey
+}
+
+type keyRef struct{ tenant, kid string }
+
+type cachedKey struct {
+	key     *verifyKey // nil: no such key
+	fetched time.Time
+}
+
+type verifyKey struct {
+	alg, issuer string
+	key         any
+}
+
+// NewVerifier returns a verifier that reads keys through pool, whose role
+// is bound by row-level security to the tenant a token names (herald_api).
+func NewVerifier(pool *pgxpool.Pool, cfg Config) *Verifier {
+	cfg.setDefaults()
+	return &Verifier{pool: pool, cfg: cfg, now: time.Now, cache: map[keyRef]cachedKey{}}
+}
+
+// Config returns the verifier's settings, defaults filled in.
+func (v *Verifier) Config() Config { return v.cfg }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidToken, fmt.Sprintf(format, args...))
+}
+
+// Verify checks raw and returns its user, or an error wrapping
+// ErrInvalidToken.
+func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
+	if raw == "" {
+		return User{}, invalid("no token")
+	}
+	if len(raw) > MaxTokenLen {
+		return User{}, invalid("longer than %d bytes", MaxTokenLen)
+	}
+	parser := jwt.NewParser(
+		jwt.WithValidMethods(Algorithms),
+		jwt.WithAudience(v.cfg.Audience),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(v.cfg.Leeway),
+		jwt.WithTimeFunc(v.now),
+	)
+	var c Claims
+	var lookupErr error
+	_, err := parser.ParseWithClaims(raw, &c, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		if kid == "" {
+			return nil, errors.New("the header names no key (kid)")
+		}
+		if store.ValidID("tenant", c.Tenant) != nil {
+			return nil, errors.New("the tenant claim is missing or malformed")
+		}
+		k, err := v.key(ctx, c.Tenant, kid)
+		if err != nil {
+			lookupErr = err
+			return nil, err
+		}
+		if k == nil {
+			// The same words whether the tenant or the key is unknown.
+			return nil, errors.New("no such key for this tenant")
+		}
+		if t.Method.Alg() != k.alg {
+			return nil, fmt.Errorf("signed with %s; the key verifies %s only", t.Method.Alg(), k.alg)
+		}
+		if c.Issuer != k.issuer {
+			return nil, errors.New("the issuer is not the key's")
+		}
+		return k.key, nil
+	})
+	if lookupErr != nil {
+		return User{}, lookupErr // the database, not the token
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	switch {
+	case c.Subject == "":
+		return User{}, invalid("no subject (sub, the user id)")
+	case len(c.Subject) > 200:
+		return User{}, invalid("the subject is longer than 200 bytes")
+	case c.IssuedAt == nil:
+		return User{}, invalid("no issued-at time (iat)")
+	case c.ExpiresAt.Sub(c.IssuedAt.Time) > v.cfg.MaxLifetime:
+		return User{}, invalid("lives %s; at most %s is accepted", c.ExpiresAt.Sub(c.IssuedAt.Time), v.cfg.MaxLifetime)
+	}
+	if c.Project != "" && store.ValidID("project", c.Project) != nil {
+		return User{}, invalid("the project claim is malformed")
+	}
+	return User{Tenant: c.Tenant, UserID: c.Subject, UserType: c.UserType, Roles: c.Roles, Project: c.Project,
+		ExpiresAt: c.ExpiresAt.Time}, nil
+}
+
+// key returns the tenant's key kid (nil when there is none), from a cache
+// at most CacheTTL old.
+func (v *Verifier) key(ctx context.Context, tenant, kid string) (*verifyKey, error) {
+	ref := keyRef{tenant, kid}
+	v.mu.Lock()
+	c, ok := v.cache[ref]
+	v.mu.Unlock()
+	if ok && v.now().Sub(c.fetched) < v.cfg.CacheTTL {
+		return c.key, nil
+	}
+	var k store.TokenKey
+	err := store.InTenant(ctx, v.pool, tenant, "", func(tx pgx.Tx) error {
+		var err error
+		k, err = store.GetTokenKey(ctx, tx, tenant, kid)
+		return err
+	})
+	var vk *verifyKey
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("token key: %w", err)
+	default:
+		pub, err := parseKey(k.Alg, k.Key)
+		if err != nil {
+			return nil, fmt.Errorf("token key %s/%s: %w", tenant, kid, err)
+		}
+		vk = &verifyKey{alg: k.Alg, issuer: k.Issuer, key: pub}
+	}
+	v.mu.Lock()
+	if len(v.cache) > 10000 {
+		clear(v.cache) // bounded: a flood of unknown kids cannot grow it
+	}
+	v.cache[ref] = cachedKey{key: vk, fetched: v.now()}
+	v.mu.Unlock()
+	return vk, nil
+}
+
+// parseKey turns stored key material into what jwt verifies with.
+func parseKey(alg string, b []byte) (any, error) {
+	if alg == "HS256" {
+		return b, nil
+	}
+	pub, err := x509.ParsePKIXPublicKey(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKeyAlg(alg, pub); err != nil {
+		return nil, err
+	}
+	return pub, nil
+}
+
+// checkKeyAlg reports whether pub is a key of alg.
+func checkKeyAlg(alg string, pub crypto.PublicKey) error {
+	ok := false
+	switch k := pub.(type) {
+	case *rsa.PublicKey:
+		ok = alg == "RS256" && k.N.BitLen() >= 2048
+	case *ecdsa.PublicKey:
+		ok = alg == "ES256" && k.Curve.Params().Name == "P-256"
+	case ed25519.PublicKey:
+		ok = alg == "EdDSA"
+	}
+	if !ok {
+		return fmt.Errorf("a %T is not a key for %s (RS256 needs RSA ≥ 2048 bits, ES256 P-256, EdDSA Ed25519)", pub, alg)
+	}
+	return nil
+}

@@ -1,0 +1,361 @@
+// Package live carries updates to users' open browser sessions, whichever
+// `herald serve` holds them.
+//
+// A browser asks for a one-time ticket with its user token (POST
+// /v1/live/tickets, the token in the Authorization header, never in a URL)
+// and opens a WebSocket with it (GET /v1/live?ticket=...). The daemon that
+// takes the session binds the user's route key to its own queue on the
+// live exchange (a direct exchange, "herald.live"); anything published
+// there under that key (the WEBSOCKET channel plugin's deliveries, inbox
+// changes) reaches every daemon holding a session of the user, and each
+// writes it to its sessions. A publisher that sets mandatory learns from
+// the broker when no daemon holds a session of the user (the message is
+// returned): the user is offline.
+//
+// Frames are JSON objects with a "type": "ready" when the session is
+// registered (from then on, updates reach it), then whatever publishers
+// send ("notification", ...).
+package live
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/api"
+	"github.com/heraldhq/herald/core/internal/auth"
+	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/internal/liveproto"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Frame types.
+const (
+	FrameReady = "ready"
+)
+
+// readLimit bounds what a browser may send: the server expects nothing but
+// control frames, and reads only to answer pings and notice closes.
+const readLimit = 4096
+
+// RouteKey is the user's routing key on the live exchange.
+func RouteKey(tenant, user string) string { return liveproto.RouteKey(tenant, user) }
+
+// Config tunes live sessions.
+type Config struct {
+	// Exchange is the direct exchange updates travel on ("herald.live").
+	Exchange string
+	// TicketTTL is how long a ticket may wait to be redeemed (30 s).
+	TicketTTL time.Duration
+	// AllowedOrigins are origin host patterns browsers may connect from,
+	// besides the server's own host.
+	AllowedOrigins []string
+	// MaxSessionsPerUser caps one user's sessions on one daemon (16).
+	MaxSessionsPerUser int
+	// PingInterval is the keepalive period (30 s); WriteTimeout bounds
+	// writing one frame (10 s); SendBuffer is the per-session frame queue
+	// (64): a session whose queue is full is dropped as a slow consumer.
+	PingInterval time.Duration
+	WriteTimeout time.Duration
+	SendBuffer   int
+}
+
+func (c *Config) setDefaults() {
+	if c.Exchange == "" {
+		c.Exchange = liveproto.DefaultExchange
+	}
+	if c.TicketTTL <= 0 {
+		c.TicketTTL = 30 * time.Second
+	}
+	if c.MaxSessionsPerUser <= 0 {
+		c.MaxSessionsPerUser = 16
+	}
+	if c.PingInterval <= 0 {
+		c.PingInterval = 30 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.SendBuffer <= 0 {
+		c.SendBuffer = 64
+	}
+}
+
+// Server is one daemon's live gateway.
+type Server struct {
+	cfg      Config
+	pool     *pgxpool.Pool
+	verifier *auth.Verifier
+	conn     *broker.Conn
+	log      hclog.Logger
+	hub      *hub
+
+	mu      sync.Mutex
+	refs    map[string]int // route key -> sessions on this daemon
+	ch      *amqp.Channel  // the consuming channel, nil while down
+	queue   string
+	chReady chan struct{} // closed while ch is usable
+}
+
+// New returns the gateway. pool runs as the API role (tickets are stored
+// under the user's tenant); conn is the daemon's broker connection.
+func New(cfg Config, pool *pgxpool.Pool, verifier *auth.Verifier, conn *broker.Conn, log hclog.Logger) *Server {
+	cfg.setDefaults()
+	return &Server{cfg: cfg, pool: pool, verifier: verifier, conn: conn, log: log.Named("live"), hub: newHub(),
+		refs: map[string]int{}, chReady: make(chan struct{})}
+}
+
+// Handler serves POST /v1/live/tickets and GET /v1/live.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/live/tickets", s.ticket)
+	mux.HandleFunc("GET /v1/live", s.connect)
+	return mux
+}
+
+// Sessions returns how many sessions this daemon holds.
+func (s *Server) Sessions() int { return s.hub.count() }
+
+// Ticket is the answer to POST /v1/live/tickets.
+type Ticket struct {
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// URL is the path to open the WebSocket at.
+	URL string `json:"url"`
+}
+
+func (s *Server) ticket(w http.ResponseWriter, r *http.Request) {
+	raw, ok := api.BearerToken(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+		api.Problem(w, http.StatusUnauthorized, "unauthorized", "a user token is required: Authorization: Bearer <jwt>", "")
+		return
+	}
+	u, err := s.verifier.Verify(r.Context(), raw)
+	if err != nil {
+		if errors.Is(err, auth.ErrInvalidToken) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+			api.Problem(w, http.StatusUnauthorized, "unauthorized", err.Error(), "")
+			return
+		}
+		s.internal(w, err)
+		return
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		s.internal(w, err)
+		return
+	}
+	t := Ticket{Ticket: hex.EncodeToString(b)}
+	t.URL = "/v1/live?ticket=" + t.Ticket
+	err = store.InTenant(r.Context(), s.pool, u.Tenant, u.Project, func(tx pgx.Tx) error {
+		var err error
+		t.ExpiresAt, err = store.CreateTicket(r.Context(), tx, t.Ticket,
+			store.Ticket{TenantID: u.Tenant, UserID: u.UserID, UserType: u.UserType, ProjectID: u.Project}, s.cfg.TicketTTL)
+		return err
+	})
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusCreated, t)
+}
+
+// readyFrame is the first frame of a session.
+type readyFrame struct {
+	Type   string `json:"type"`
+	Tenant string `json:"tenant"`
+	UserID string `json:"user_id"`
+}
+
+func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
+	raw := r.URL.Query().Get("ticket")
+	if raw == "" || len(raw) > 128 {
+		api.Problem(w, http.StatusUnauthorized, "unauthorized", "a ticket is required: POST /v1/live/tickets with your token, then GET /v1/live?ticket=...", "ticket")
+		return
+	}
+	t, err := store.RedeemTicket(r.Context(), s.pool, raw)
+	if errors.Is(err, store.ErrNotFound) {
+		api.Problem(w, http.StatusUnauthorized, "unauthorized", "unknown, used or expired ticket; ask for a new one", "ticket")
+		return
+	}
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	key := RouteKey(t.TenantID, t.UserID)
+	if s.hub.countFor(key) >= s.cfg.MaxSessionsPerUser {
+		api.Problem(w, http.StatusTooManyRequests, "too many sessions", fmt.Sprintf("at most %d open sessions per user", s.cfg.MaxSessionsPerUser), "")
+		return
+	}
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowedOrigins})
+	if err != nil {
+		return // Accept has answered
+	}
+	conn.SetReadLimit(readLimit)
+	sess := newSession(conn, s.cfg.SendBuffer)
+	sess.tenant, sess.user = t.TenantID, t.UserID
+	ready, _ := json.Marshal(readyFrame{Type: FrameReady, Tenant: t.TenantID, UserID: t.UserID})
+	sess.send <- ready // the queue is empty and at least 1 long
+	if !s.hub.add(key, sess) {
+		_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
+		return
+	}
+	defer s.hub.remove(key, sess)
+	// The binding is in place before the browser reads "ready": from then
+	// on, whatever is published for the user reaches this session.
+	s.acquire(r.Context(), key)
+	defer s.release(key)
+	sess.run(s.cfg.PingInterval, s.cfg.WriteTimeout)
+}
+
+// acquire counts a session of key and binds key to this daemon's queue
+// when it is the first (or leaves it to the next connect while the broker
+// is down).
+func (s *Server) acquire(ctx context.Context, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refs[key]++
+	if s.refs[key] == 1 && s.ch != nil {
+		if err := s.ch.QueueBind(s.queue, key, s.cfg.Exchange, false, nil); err != nil {
+			s.log.Warn("live: bind failed; the session gets updates once the broker is back", "error", err)
+		}
+	}
+}
+
+// release uncounts a session of key and unbinds key after the last.
+func (s *Server) release(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refs[key]--
+	if s.refs[key] > 0 {
+		return
+	}
+	delete(s.refs, key)
+	if s.ch != nil {
+		if err := s.ch.QueueUnbind(s.queue, key, s.cfg.Exchange, nil); err != nil {
+			s.log.Debug("live: unbind failed", "error", err)
+		}
+	}
+}
+
+// Run consumes this daemon's live queue until ctx ends, reconnecting
+// after broker outages (and binding the keys of the sessions open then).
+// Sessions are closed with "going away" when it returns.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.shutdown()
+	for {
+		err := s.consume(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("live: broker channel lost; reconnecting", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) consume(ctx context.Context) error {
+	ch, err := s.conn.Channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if err := liveproto.DeclareExchange(ch, s.cfg.Exchange); err != nil {
+		return fmt.Errorf("declare %s: %w", s.cfg.Exchange, err)
+	}
+	q, err := ch.QueueDeclare("", false, true, true, false, amqp.Table{"x-queue-type": "classic"})
+	if err != nil {
+		return fmt.Errorf("declare live queue: %w", err)
+	}
+	msgs, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("consume live queue: %w", err)
+	}
+	s.mu.Lock()
+	for key := range s.refs {
+		if err := ch.QueueBind(q.Name, key, s.cfg.Exchange, false, nil); err != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("bind: %w", err)
+		}
+	}
+	s.ch, s.queue = ch, q.Name
+	close(s.chReady)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.ch, s.queue = nil, ""
+		s.chReady = make(chan struct{})
+		s.mu.Unlock()
+	}()
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-closed:
+			return err
+		case m, ok := <-msgs:
+			if !ok {
+				return errors.New("live queue consumer ended")
+			}
+			tenant, _ := m.Headers[liveproto.HeaderTenant].(string)
+			user, _ := m.Headers[liveproto.HeaderUser].(string)
+			if RouteKey(tenant, user) != m.RoutingKey {
+				continue
+			}
+			s.hub.publishTo(m.RoutingKey, tenant, user, m.Body)
+		}
+	}
+}
+
+// Ready waits until the gateway consumes its queue (tests and readiness).
+func (s *Server) Ready(ctx context.Context) error {
+	s.mu.Lock()
+	ready := s.chReady
+	s.mu.Unlock()
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Server) shutdown() {
+	for _, sess := range s.hub.closeAll() {
+		sess.close(websocket.StatusGoingAway, "server shutting down")
+	}
+	done := make(chan struct{})
+	go func() { s.hub.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// Publish sends frame to every session of the user on any daemon, best
+// effort: without mandatory and confirms nobody learns whether a daemon
+// held a session (the WEBSOCKET plugin publishes with both).
+func Publish(ctx context.Context, ch *amqp.Channel, exchange, tenant, user string, frame []byte) error {
+	return ch.PublishWithContext(ctx, exchange, RouteKey(tenant, user), false, false, liveproto.Message(tenant, user, frame))
+}
+
+func (s *Server) internal(w http.ResponseWriter, err error) {
+	s.log.Error("request failed", "error", err)
+	api.Problem(w, http.StatusInternalServerError, "internal error", "the request could not be completed; it is safe to retry", "")
+}
