@@ -184,6 +184,13 @@ func principalOf(r *http.Request) store.Principal {
 	return r.Context().Value(principalKey{}).(store.Principal)
 }
 
+// PrincipalOf returns the tenant and project of a request Authenticated
+// let through.
+func PrincipalOf(r *http.Request) store.Principal { return principalOf(r) }
+
+// Authenticated wraps next with API-key authentication (see auth).
+func (s *Server) Authenticated(next http.HandlerFunc) http.HandlerFunc { return s.auth(next) }
+
 // inTenant runs fn in a transaction bound to the request's tenant and
 // project.
 func (s *Server) inTenant(r *http.Request, fn func(tx pgx.Tx) error) error {

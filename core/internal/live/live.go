@@ -106,6 +106,9 @@ type Server struct {
 	ch      *amqp.Channel  // the consuming channel, nil while down
 	queue   string
 	chReady chan struct{} // closed while ch is usable
+
+	pubMu sync.Mutex
+	pubCh *amqp.Channel // Notify's channel
 }
 
 // New returns the gateway. pool runs as the API role (tickets are stored
@@ -358,4 +361,32 @@ func Publish(ctx context.Context, ch *amqp.Channel, exchange, tenant, user strin
 func (s *Server) internal(w http.ResponseWriter, err error) {
 	s.log.Error("request failed", "error", err)
 	api.Problem(w, http.StatusInternalServerError, "internal error", "the request could not be completed; it is safe to retry", "")
+}
+
+// Notify sends frame to the user's sessions on every daemon, best effort
+// (inbox.Notifier): a broker that is down loses the frame, not the
+// change, which the page reads again when its session reconnects.
+func (s *Server) Notify(ctx context.Context, tenant, user string, frame []byte) {
+	if s.conn == nil {
+		return
+	}
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	if s.pubCh == nil || s.pubCh.IsClosed() {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		ch, err := s.conn.Channel(cctx)
+		if err != nil {
+			s.log.Debug("live: no broker channel to notify", "error", err)
+			return
+		}
+		if err := liveproto.DeclareExchange(ch, s.cfg.Exchange); err != nil {
+			_ = ch.Close()
+			return
+		}
+		s.pubCh = ch
+	}
+	if err := Publish(ctx, s.pubCh, s.cfg.Exchange, tenant, user, frame); err != nil {
+		s.log.Debug("live: notify failed", "error", err)
+	}
 }

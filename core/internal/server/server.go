@@ -25,11 +25,13 @@ import (
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/delivery"
 	"github.com/heraldhq/herald/core/internal/httpguard"
+	"github.com/heraldhq/herald/core/internal/inbox"
 	"github.com/heraldhq/herald/core/internal/live"
 	"github.com/heraldhq/herald/core/internal/outbox"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -132,6 +134,9 @@ type Public struct {
 	Live *live.Server
 	// Verifier checks end users' tokens.
 	Verifier *auth.Verifier
+	// Actions publishes winning inbox actions to herald.actions; Run it
+	// with the daemon's stages.
+	Actions *inbox.Publisher
 }
 
 // PublicAPI builds the public API. conn is the daemon's broker (the live
@@ -150,7 +155,12 @@ func PublicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Mount("/v1/admin/", admin.New(pools.Admin, cursorKey, log).Handler())
 	apiSrv.Mount("/v1/live", gw.Handler())
 	apiSrv.Mount("/v1/live/", gw.Handler())
-	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier}, nil
+	actions := inbox.NewPublisher(pools.Worker, conn, log)
+	box := inbox.New(pools.API, verifier, cursorKey, gw, actions.Kick, log).Handler()
+	apiSrv.Mount("/v1/inbox", box)
+	apiSrv.Mount("/v1/inbox/", box)
+	apiSrv.Mount("GET /v1/actions", apiSrv.Authenticated(inbox.Feed(pools.API, log)))
+	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier, Actions: actions}, nil
 }
 
 // AdminHandler is the admin API's routes: the plugin host's under /admin/,
@@ -174,6 +184,36 @@ func AdminHandler(host *pluginhost.Host, reload func() error, pprofOn bool) http
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux
+}
+
+// CountersRepairHandler serves POST /admin/v1/counters/repair[?tenant=T]
+// on the admin listener: it recomputes the unread counters from the
+// notifications (as the pipeline's role, every tenant) and answers the
+// drift it fixed.
+func CountersRepairHandler(pool *pgxpool.Pool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant := r.URL.Query().Get("tenant")
+		if tenant != "" {
+			if err := store.ValidID("tenant", tenant); err != nil {
+				api.Problem(w, http.StatusBadRequest, "invalid tenant", err.Error(), "tenant")
+				return
+			}
+		}
+		var drift []store.Drift
+		err := pgx.BeginFunc(r.Context(), pool, func(tx pgx.Tx) error {
+			var err error
+			drift, err = store.RepairCounters(r.Context(), tx, tenant)
+			return err
+		})
+		if err != nil {
+			api.Problem(w, http.StatusInternalServerError, "repair failed", err.Error(), "")
+			return
+		}
+		if drift == nil {
+			drift = []store.Drift{}
+		}
+		api.WriteJSON(w, http.StatusOK, map[string]any{"fixed": len(drift), "drift": drift})
+	})
 }
 
 // listenerLimits are the bounds of a listener of c; the admin listener's
@@ -326,7 +366,10 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	var adminSrv *http.Server
 	var adminLn net.Listener
 	if d.HTTP.AdminListen != "" {
-		adminSrv, adminLn, err = NewAdminServer(AdminHandler(host, watcher.Reload, d.HTTP.Pprof), d.HTTP, adminToken, log)
+		mux := http.NewServeMux()
+		mux.Handle("/", AdminHandler(host, watcher.Reload, d.HTTP.Pprof))
+		mux.Handle("POST /admin/v1/counters/repair", CountersRepairHandler(pools.Worker))
+		adminSrv, adminLn, err = NewAdminServer(mux, d.HTTP, adminToken, log)
 		if err != nil {
 			ln.Close()
 			return err
@@ -356,6 +399,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	run("listener", listener.Run)
 	run("retry poller", poller.Run)
 	run("live gateway", public.Live.Run)
+	run("action publisher", public.Actions.Run)
 	go func() {
 		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "error", err)
