@@ -14,6 +14,8 @@ build: ## build bin/herald and the plugins
 
 plugins: ## build bin/plugins/herald-plugin-*
 	@for p in $(PLUGINS); do $(GO) build -o $(BIN)/plugins/herald-plugin-$$p ./plugins/$$p || exit 1; done
+	@# herald serve refuses a plugin directory or binary others could write (umask 002)
+	@chmod go-w $(BIN)/plugins $(BIN)/plugins/herald-plugin-*
 
 up: ## install and start PostgreSQL and RabbitMQ on loopback when missing
 	scripts/servers.sh up
@@ -34,6 +36,7 @@ proto: ## regenerate the protobuf code with the pinned generators
 
 bench-plugins: ## build the recording sink plugin the benchmark uses
 	$(GO) build -o $(BIN)/bench-plugins/herald-plugin-sink ./core/internal/testenv/sinkplugin
+	@chmod go-w $(BIN)/bench-plugins $(BIN)/bench-plugins/herald-plugin-sink
 
 bench: build bench-plugins up ## run the pipeline benchmark (BENCH_ARGS="--json" etc.)
 	$(BIN)/herald bench --plugins-dir $(BIN)/bench-plugins $(BENCH_ARGS)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -81,6 +82,13 @@ type env struct {
 	lease string
 	// reclaim is the daemon's publisher.reclaim_after (default 20s).
 	reclaim string
+	// watch is the daemon's plugins.watch: hot-swap a binary replaced in
+	// pluginDir without `herald plugins reload`.
+	watch bool
+	// pluginEnv is the daemon's plugins.env.
+	pluginEnv []string
+	// daemonEnv is added to the environment herald serve runs with.
+	daemonEnv []string
 }
 
 // sinkRules is a rules file whose channels all go to the recording sink.
@@ -198,7 +206,11 @@ http {
   admin_listen     = %q
   admin_token_file = %q
 }
-plugins { dir = %q }
+plugins {
+  dir   = %q
+  watch = %t
+  env   = [%s]
+}
 rules = ["rules/*.hcl"]
 relay { poll_interval = "200ms" }
 publisher {
@@ -211,10 +223,19 @@ retry {
 }
 log { level = "debug" }
 `, e.db.URL, e.broker.URL, strings.TrimPrefix(e.apiURL, "http://"), strings.TrimPrefix(e.admin, "http://"), e.adminTokenFile, e.pluginDir,
-		cmp.Or(e.reclaim, "20s"), cmp.Or(e.lease, "5s"))
+		e.watch, quoteList(e.pluginEnv), cmp.Or(e.reclaim, "20s"), cmp.Or(e.lease, "5s"))
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// quoteList is ss as the inside of an HCL list of strings.
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }
 
 func (e *env) writeRules(body string) {
@@ -260,6 +281,7 @@ func (e *env) start() *daemon {
 	e.t.Helper()
 	d := &daemon{log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	d.cmd = exec.Command(heraldBinary(e.t), "serve", "--config", e.cfgPath)
+	d.cmd.Env = append(os.Environ(), e.daemonEnv...)
 	d.cmd.Stdout = lockedWriter{d.mu, d.log}
 	d.cmd.Stderr = lockedWriter{d.mu, d.log}
 	if err := d.cmd.Start(); err != nil {

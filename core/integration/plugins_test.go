@@ -537,12 +537,15 @@ func heldBy(t *testing.T, path string, pid int) []string {
 }
 
 // TestPluginHotSwapUnderTraffic replaces the sink binary on disk (v1 →
-// v2, an atomic rename) while events flow: the host starts v2, switches
-// traffic, drains and stops v1, and no delivery fails even once.
+// v2, an atomic rename) while events flow, with plugins.watch on: the host
+// starts v2, switches traffic, drains and stops v1, and no delivery fails
+// even once.
 func TestPluginHotSwapUnderTraffic(t *testing.T) {
 	v1 := testenv.PluginVariant(t, "sink", "version=1.0.0")
 	v2 := testenv.PluginVariant(t, "sink", "version=2.0.0")
 	e := newPluginEnv(t, v1)
+	e.watch = true // the swap follows the new file, without a reload
+	e.writeConfig()
 	sink := provider{config: map[string]string{"record_file": e.record, "delay": "50ms"}}
 	e.writeRules(pluginRules(5, channelSpec{name: "EMAIL", providers: []provider{sink}}, channelSpec{name: "PUSH", providers: []provider{sink}}))
 	d := e.start()
@@ -611,13 +614,16 @@ func TestPluginHotSwapUnderTraffic(t *testing.T) {
 }
 
 // TestPluginBrokenBinaryRolledBack drops a new binary whose health check
-// fails into the plugin directory under traffic: the host tries it, stops
-// it and keeps the old version serving; `herald plugins reload` says why;
-// every delivery is sent by the old version, none fails.
+// fails into the plugin directory under traffic, with plugins.watch on:
+// the host tries it, stops it and keeps the old version serving; `herald
+// plugins reload` says why; every delivery is sent by the old version,
+// none fails.
 func TestPluginBrokenBinaryRolledBack(t *testing.T) {
 	v1 := testenv.PluginVariant(t, "sink", "version=1.0.0")
 	broken := testenv.PluginVariant(t, "sink", "version=2.0.0-broken", "brokenHealth=true")
 	e := newPluginEnv(t, v1)
+	e.watch = true // the host tries the new file as soon as it is there
+	e.writeConfig()
 	sink := provider{config: map[string]string{"record_file": e.record, "delay": "20ms"}}
 	e.writeRules(pluginRules(5, channelSpec{name: "EMAIL", providers: []provider{sink}}, channelSpec{name: "PUSH", providers: []provider{sink}}))
 	d := e.start()

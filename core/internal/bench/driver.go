@@ -699,8 +699,9 @@ type daemon struct {
 }
 
 // daemonEnv is the environment of each of serve daemons on this machine:
-// each gets an equal share of its CPUs as GOMAXPROCS (its plugins inherit
-// it), as it would under a container's CPU limit, which Go reads itself.
+// each gets an equal share of its CPUs as GOMAXPROCS (its plugins get it
+// too: GOMAXPROCS is on the plugin host's environment allow-list), as it
+// would under a container's CPU limit, which Go reads itself.
 // Left at Go's default, several daemons on a small machine each run as
 // many scheduler threads as there are CPUs and spend the CPUs they share
 // spinning and switching: on 2 CPUs, three daemons gave 8,500–9,700

@@ -180,10 +180,24 @@ type RateLimitConfig struct {
 	Burst int `koanf:"burst"`
 }
 
-// PluginsConfig locates plugin binaries.
+// PluginsConfig locates plugin binaries and says how far to trust them.
 type PluginsConfig struct {
-	// Dir holds herald-plugin-* binaries. Env: HERALD_PLUGINS_DIR.
+	// Dir holds herald-plugin-* binaries. It and the binaries must be
+	// owned by herald's user or root and writable by nobody else. Env:
+	// HERALD_PLUGINS_DIR.
 	Dir string `koanf:"dir"`
+	// Watch hot-swaps a plugin when its binary changes in Dir (checked
+	// every 2s). Off by default: a new binary runs after `herald plugins
+	// reload NAME`.
+	Watch bool `koanf:"watch"`
+	// Env names variables of the daemon's environment that plugins get on
+	// top of the allow-list (PATH, HOME, TMPDIR, TZ, LANG, LC_*, ...), e.g.
+	// ["HTTPS_PROXY"]. HERALD_* names are refused: they are the daemon's
+	// own settings and secrets. Env: HERALD_PLUGINS_ENV (comma-separated).
+	Env []string `koanf:"env"`
+	// InsecurePermissions runs plugins from a directory or binaries that
+	// other users could write. For development only.
+	InsecurePermissions bool `koanf:"insecure_permissions"`
 }
 
 // RelayConfig tunes the event relay.
@@ -246,7 +260,7 @@ func DefaultDaemon() Daemon {
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 			AdminWriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, MaxConns: 1024,
 			RateLimit: RateLimitConfig{PerKey: 100, PerIP: 200, Burst: 200}},
-		Plugins:   PluginsConfig{Dir: "bin/plugins"},
+		Plugins:   PluginsConfig{Dir: "bin/plugins", Env: []string{}},
 		Relay:     RelayConfig{BatchSize: 100, PollInterval: 200 * time.Millisecond, MaxAttempts: 5, Workers: 2},
 		Publisher: PublisherConfig{BatchSize: 500, ConfirmWindow: 1000, PerMessage: 50, Workers: 2, PollInterval: time.Second, ReclaimAfter: 5 * time.Minute, Handoff: true},
 		Retry:     RetryConfig{PollInterval: time.Second, Lease: 2 * time.Minute},
@@ -380,54 +394,57 @@ func LoadDaemon(path string) (Daemon, error) {
 
 func daemonDefaultsMap(d Daemon) map[string]any {
 	return map[string]any{
-		"database.url":               d.Database.URL,
-		"database.max_conns":         d.Database.MaxConns,
-		"database.api_url":           d.Database.APIURL,
-		"database.api_max_conns":     d.Database.APIMaxConns,
-		"database.worker_role":       d.Database.WorkerRole,
-		"database.api_role":          d.Database.APIRole,
-		"database.admin_role":        d.Database.AdminRole,
-		"amqp.url":                   d.AMQP.URL,
-		"amqp.exchange":              d.AMQP.Exchange,
-		"http.listen":                d.HTTP.Listen,
-		"http.admin_listen":          d.HTTP.AdminListen,
-		"http.admin_token_file":      d.HTTP.AdminTokenFile,
-		"http.pprof":                 d.HTTP.Pprof,
-		"http.read_header_timeout":   d.HTTP.ReadHeaderTimeout.String(),
-		"http.read_timeout":          d.HTTP.ReadTimeout.String(),
-		"http.write_timeout":         d.HTTP.WriteTimeout.String(),
-		"http.admin_write_timeout":   d.HTTP.AdminWriteTimeout.String(),
-		"http.idle_timeout":          d.HTTP.IdleTimeout.String(),
-		"http.max_header_bytes":      d.HTTP.MaxHeaderBytes,
-		"http.max_conns":             d.HTTP.MaxConns,
-		"http.rate_limit.per_key":    d.HTTP.RateLimit.PerKey,
-		"http.rate_limit.per_ip":     d.HTTP.RateLimit.PerIP,
-		"http.rate_limit.burst":      d.HTTP.RateLimit.Burst,
-		"plugins.dir":                d.Plugins.Dir,
-		"relay.batch_size":           d.Relay.BatchSize,
-		"relay.poll_interval":        d.Relay.PollInterval.String(),
-		"relay.max_attempts":         d.Relay.MaxAttempts,
-		"relay.workers":              d.Relay.Workers,
-		"publisher.batch_size":       d.Publisher.BatchSize,
-		"publisher.confirm_window":   d.Publisher.ConfirmWindow,
-		"publisher.per_message":      d.Publisher.PerMessage,
-		"publisher.workers":          d.Publisher.Workers,
-		"publisher.poll_interval":    d.Publisher.PollInterval.String(),
-		"publisher.reclaim_after":    d.Publisher.ReclaimAfter.String(),
-		"publisher.handoff":          d.Publisher.Handoff,
-		"retry.poll_interval":        d.Retry.PollInterval.String(),
-		"retry.lease":                d.Retry.Lease.String(),
-		"log.level":                  d.Log.Level,
-		"log.json":                   d.Log.JSON,
-		"auth.audience":              d.Auth.Audience,
-		"auth.max_token_lifetime":    d.Auth.MaxTokenLifetime.String(),
-		"live.exchange":              d.Live.Exchange,
-		"live.ticket_ttl":            d.Live.TicketTTL.String(),
-		"live.allowed_origins":       d.Live.AllowedOrigins,
-		"live.max_sessions_per_user": d.Live.MaxSessionsPerUser,
-		"live.ping_interval":         d.Live.PingInterval.String(),
-		"live.write_timeout":         d.Live.WriteTimeout.String(),
-		"live.send_buffer":           d.Live.SendBuffer,
+		"database.url":                 d.Database.URL,
+		"database.max_conns":           d.Database.MaxConns,
+		"database.api_url":             d.Database.APIURL,
+		"database.api_max_conns":       d.Database.APIMaxConns,
+		"database.worker_role":         d.Database.WorkerRole,
+		"database.api_role":            d.Database.APIRole,
+		"database.admin_role":          d.Database.AdminRole,
+		"amqp.url":                     d.AMQP.URL,
+		"amqp.exchange":                d.AMQP.Exchange,
+		"http.listen":                  d.HTTP.Listen,
+		"http.admin_listen":            d.HTTP.AdminListen,
+		"http.admin_token_file":        d.HTTP.AdminTokenFile,
+		"http.pprof":                   d.HTTP.Pprof,
+		"http.read_header_timeout":     d.HTTP.ReadHeaderTimeout.String(),
+		"http.read_timeout":            d.HTTP.ReadTimeout.String(),
+		"http.write_timeout":           d.HTTP.WriteTimeout.String(),
+		"http.admin_write_timeout":     d.HTTP.AdminWriteTimeout.String(),
+		"http.idle_timeout":            d.HTTP.IdleTimeout.String(),
+		"http.max_header_bytes":        d.HTTP.MaxHeaderBytes,
+		"http.max_conns":               d.HTTP.MaxConns,
+		"http.rate_limit.per_key":      d.HTTP.RateLimit.PerKey,
+		"http.rate_limit.per_ip":       d.HTTP.RateLimit.PerIP,
+		"http.rate_limit.burst":        d.HTTP.RateLimit.Burst,
+		"plugins.dir":                  d.Plugins.Dir,
+		"relay.batch_size":             d.Relay.BatchSize,
+		"relay.poll_interval":          d.Relay.PollInterval.String(),
+		"relay.max_attempts":           d.Relay.MaxAttempts,
+		"relay.workers":                d.Relay.Workers,
+		"publisher.batch_size":         d.Publisher.BatchSize,
+		"publisher.confirm_window":     d.Publisher.ConfirmWindow,
+		"publisher.per_message":        d.Publisher.PerMessage,
+		"publisher.workers":            d.Publisher.Workers,
+		"publisher.poll_interval":      d.Publisher.PollInterval.String(),
+		"publisher.reclaim_after":      d.Publisher.ReclaimAfter.String(),
+		"publisher.handoff":            d.Publisher.Handoff,
+		"retry.poll_interval":          d.Retry.PollInterval.String(),
+		"retry.lease":                  d.Retry.Lease.String(),
+		"log.level":                    d.Log.Level,
+		"log.json":                     d.Log.JSON,
+		"auth.audience":                d.Auth.Audience,
+		"auth.max_token_lifetime":      d.Auth.MaxTokenLifetime.String(),
+		"live.exchange":                d.Live.Exchange,
+		"live.ticket_ttl":              d.Live.TicketTTL.String(),
+		"live.allowed_origins":         d.Live.AllowedOrigins,
+		"live.max_sessions_per_user":   d.Live.MaxSessionsPerUser,
+		"live.ping_interval":           d.Live.PingInterval.String(),
+		"live.write_timeout":           d.Live.WriteTimeout.String(),
+		"live.send_buffer":             d.Live.SendBuffer,
+		"plugins.watch":                d.Plugins.Watch,
+		"plugins.env":                  d.Plugins.Env,
+		"plugins.insecure_permissions": d.Plugins.InsecurePermissions,
 	}
 }
 
@@ -495,6 +512,11 @@ func (d Daemon) Validate() error {
 	if (rl.PerKey > 0 || rl.PerIP > 0) && rl.Burst < 1 {
 		bad("http.rate_limit.burst", "must be at least 1 while a rate limit is on, got %d", rl.Burst)
 	}
+	for _, n := range d.Plugins.Env {
+		if msg := pluginEnvName(n); msg != "" {
+			bad("plugins.env", "%s", msg)
+		}
+	}
 	positive := map[string]int{
 		"relay.batch_size": d.Relay.BatchSize, "relay.max_attempts": d.Relay.MaxAttempts, "relay.workers": d.Relay.Workers,
 		"publisher.batch_size": d.Publisher.BatchSize, "publisher.confirm_window": d.Publisher.ConfirmWindow,
@@ -545,6 +567,25 @@ func IsLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// pluginEnvName says what is wrong with n as a name of plugins.env ("" when
+// nothing is).
+func pluginEnvName(n string) string {
+	for i, r := range n {
+		if r != '_' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (i == 0 || r < '0' || r > '9') {
+			return fmt.Sprintf("%q is not a variable name (letters, digits and _, not starting with a digit)", n)
+		}
+	}
+	switch {
+	case n == "":
+		return "an empty variable name"
+	case strings.HasPrefix(n, daemonEnvPrefix):
+		return fmt.Sprintf("%s: HERALD_* variables are the daemon's own settings and secrets (HERALD_DATABASE_URL holds a password) and are never passed to plugins", n)
+	case strings.HasPrefix(n, "PLUGIN_"):
+		return fmt.Sprintf("%s: PLUGIN_* variables belong to the plugin protocol and are set by the host", n)
+	}
+	return ""
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -239,6 +240,65 @@ func TestValidateAdminListen(t *testing.T) {
 			}
 			if err != nil && (!strings.Contains(err.Error(), "http.admin_listen") || !strings.Contains(err.Error(), "http.admin_token_file")) {
 				t.Fatalf("error %q does not name both keys", err)
+			}
+		})
+	}
+}
+
+func TestLoadDaemonPlugins(t *testing.T) {
+	d, err := LoadDaemon("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Plugins.Watch || d.Plugins.InsecurePermissions || len(d.Plugins.Env) != 0 {
+		t.Fatalf("plugin defaults: %+v, want no watching, permission checks on, no extra variables", d.Plugins)
+	}
+	hclPath := writeFile(t, "herald.hcl", `
+plugins {
+  dir                  = "plugins"
+  watch                = true
+  env                  = ["HTTPS_PROXY", "no_proxy"]
+  insecure_permissions = true
+}
+`)
+	yamlPath := writeFile(t, "herald.yaml", `
+plugins: {dir: plugins, watch: true, env: [HTTPS_PROXY, no_proxy], insecure_permissions: true}
+`)
+	for _, p := range []string{hclPath, yamlPath} {
+		d, err := LoadDaemon(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if !d.Plugins.Watch || !d.Plugins.InsecurePermissions || strings.Join(d.Plugins.Env, ",") != "HTTPS_PROXY,no_proxy" ||
+			d.Plugins.Dir != filepath.Join(filepath.Dir(p), "plugins") {
+			t.Fatalf("%s: plugins %+v", p, d.Plugins)
+		}
+	}
+	t.Setenv("HERALD_PLUGINS_ENV", "HTTP_PROXY,HTTPS_PROXY")
+	t.Setenv("HERALD_PLUGINS_WATCH", "true")
+	if d, err = LoadDaemon(""); err != nil || strings.Join(d.Plugins.Env, ",") != "HTTP_PROXY,HTTPS_PROXY" || !d.Plugins.Watch {
+		t.Fatalf("env override: %+v %v", d.Plugins, err)
+	}
+}
+
+func TestLoadDaemonPluginEnvNames(t *testing.T) {
+	tests := map[string]struct {
+		name string
+		want string
+	}{
+		"the database url":    {"HERALD_DATABASE_URL", "never passed to plugins"},
+		"any herald variable": {"HERALD_ANYTHING", "never passed to plugins"},
+		"plugin protocol":     {"PLUGIN_CLIENT_CERT", "plugin protocol"},
+		"assignment":          {"A=B", "not a variable name"},
+		"leading digit":       {"1PROXY", "not a variable name"},
+		"empty":               {"", "empty variable name"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := writeFile(t, "herald.hcl", fmt.Sprintf("plugins { env = [%q] }", tc.name))
+			_, err := LoadDaemon(p)
+			if err == nil || !strings.Contains(err.Error(), "plugins.env") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v does not name plugins.env and say %q", err, tc.want)
 			}
 		})
 	}

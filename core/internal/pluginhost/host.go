@@ -2,15 +2,23 @@
 // herald-plugin-* binaries in a plugin directory, launches one process per
 // configured provider through hashicorp/go-plugin (gRPC, AutoMTLS, SHA-256
 // pinning), supervises them (health checks, restart with backoff after a
-// crash), hot-swaps them (reload or a changed binary: start new, health
-// check, switch, drain old), and fails over between the providers of a
-// channel with a circuit breaker that failed sends and failed health checks
-// open.
+// crash), hot-swaps them (reload, or a changed binary when watching: start
+// new, health check, switch, drain old), and fails over between the
+// providers of a channel with a circuit breaker that failed sends and
+// failed health checks open.
+//
+// A plugin process runs exactly the bytes that were verified: the host
+// refuses a plugin directory or binary that a user other than its own (or
+// root) could write, copies the binary into a private directory
+// (Config.KeepDir) while hashing it, checks the configured checksum
+// against that hash, and executes the copy, never the file at the
+// plugin's path. The process gets a minimal environment (DefaultEnv and
+// Config.Env), not the host's.
 //
 // A binary a hot swap rejected stays at the plugin's path, but the host
-// does not run it again on its own: it keeps a copy of the last binary that
-// passed its launch (by SHA-256, in Config.KeepDir) and restarts a crashed
-// plugin from that copy while the rejected file is in place.
+// does not run it again on its own: it keeps the copy of the last binary
+// that passed its launch and restarts a crashed plugin from that copy
+// while the rejected file is in place.
 //
 // The host only deals in sdk types: it gets an sdk.Channel from go-plugin's
 // Dispense and never touches protobuf messages.
@@ -104,8 +112,8 @@ type Config struct {
 	// provider's circuit.
 	HealthInterval time.Duration
 	// WatchInterval is how often the plugin directory is checked for
-	// changed binaries, which are then hot-swapped (default 2s; negative
-	// disables watching).
+	// changed binaries, which are then hot-swapped. Zero (the default) or
+	// negative: no watching, a new binary runs after Reload.
 	WatchInterval time.Duration
 	// CallTimeout bounds Describe, Configure and Health calls (default 10s).
 	CallTimeout time.Duration
@@ -121,13 +129,23 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Restart is the backoff between restarts of a crashed plugin.
 	Restart Backoff
-	// KeepDir is where the host keeps a copy of the last good version of
-	// each plugin binary (one that passed its launch), by SHA-256, so that
-	// a restart after a hot swap rejected a new binary runs the good version
-	// rather than the rejected file. Keep it private to this host and on a
+	// KeepDir is where the host keeps the private copies of plugin
+	// binaries that plugin processes run, by SHA-256; the copy of the last
+	// good version of each plugin (one that passed its launch) stays while
+	// it is that, so that a restart after a hot swap rejected a new binary
+	// runs the good version rather than the rejected file. It must be
+	// owned by the host's user and writable by nobody else, and on a
 	// filesystem that allows executing files (default: a new directory
-	// under os.TempDir, removed by Close).
+	// under os.TempDir, mode 0700, removed by Close).
 	KeepDir string
+	// Env names variables of the host's environment that plugins get
+	// besides DefaultEnv (e.g. HTTPS_PROXY). HERALD_* and PLUGIN_* names
+	// are refused.
+	Env []string
+	// InsecurePermissions turns off the checks that refuse a plugin
+	// directory or binary that is group- or world-writable or owned by
+	// another user than the host's or root. For development only.
+	InsecurePermissions bool
 	// Breaker configures failover between the providers of a channel. A
 	// channel's rules may set their own cooldown (rules.BreakerConfig).
 	Breaker BreakerPolicy
@@ -141,9 +159,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.HealthInterval <= 0 {
 		c.HealthInterval = 10 * time.Second
-	}
-	if c.WatchInterval == 0 {
-		c.WatchInterval = 2 * time.Second
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 10 * time.Second
@@ -165,6 +180,11 @@ func (c *Config) setDefaults() {
 func (c *Config) Validate() error {
 	if c.Dir == "" {
 		return errors.New("pluginhost: config: Dir is required")
+	}
+	for _, n := range c.Env {
+		if err := validEnvName(n); err != nil {
+			return fmt.Errorf("pluginhost: config: Env: %w", err)
+		}
 	}
 	return validateChannels(c.Channels)
 }
@@ -250,6 +270,10 @@ func (h *Host) Start(ctx context.Context) error {
 		h.log.Warn("plugin directory is not readable", "dir", h.cfg.Dir, "error", err)
 	} else if !st.IsDir() {
 		return fmt.Errorf("pluginhost: %s is not a directory", h.cfg.Dir)
+	} else if h.cfg.InsecurePermissions {
+		h.log.Warn("plugin permission checks are off: any user who can write the plugin directory or a binary in it runs code as herald", "dir", h.cfg.Dir, "mode", st.Mode().String())
+	} else if err := checkTrusted("plugin directory", h.cfg.Dir, st); err != nil {
+		h.log.Error("plugin directory is not trusted: every provider is refused", "error", err)
 	}
 	groups := h.buildGroups(h.cfg.Channels, nil)
 	h.mu.Lock()

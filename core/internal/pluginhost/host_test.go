@@ -253,13 +253,14 @@ func TestSendSplitsByMaxBatchAndRecords(t *testing.T) {
 	want := ProviderStatus{Name: "sink", Version: "1.0.0", Channel: "TEST", Provider: "sink", State: StateServing,
 		Binary: filepath.Join(env.dir, "herald-plugin-sink")}
 	got := st
-	got.PID, got.StartedAt, got.Uptime, got.SHA256 = 0, time.Time{}, 0, ""
+	got.PID, got.StartedAt, got.Uptime, got.SHA256, got.Executable = 0, time.Time{}, 0, "", ""
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("status (-want +got):\n%s", diff)
 	}
 	if st.PID <= 0 || st.SHA256 != sha256File(t, st.Binary) {
 		t.Errorf("status pid %d sha %q", st.PID, st.SHA256)
 	}
+	assertRunsPrivateCopy(t, st)
 	if d, ok := env.h.Describe("TEST"); !ok || d.MaxBatch != 100 || d.ChannelType != sdk.AnyChannel {
 		t.Errorf("Describe = %+v, %v", d, ok)
 	}
@@ -353,9 +354,7 @@ func TestSIGKILLMidBatchRestarts(t *testing.T) {
 		defer inst.mu.Unlock()
 		return inst.active > 0
 	}, "send in flight")
-	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killPlugin(t, before.PID)
 	var got sendResult
 	select {
 	case got = <-done:
@@ -785,6 +784,19 @@ func TestCloseStopsPlugins(t *testing.T) {
 	}
 }
 
+// killPlugin SIGKILLs the plugin process pid. A pid of 0 (a provider with
+// no process) fails the test: kill(0) would kill the test's whole process
+// group.
+func killPlugin(t *testing.T, pid int) {
+	t.Helper()
+	if pid <= 0 {
+		t.Fatalf("no plugin process to kill (pid %d)", pid)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // processAlive reports whether pid runs (a zombie counts as gone).
 func processAlive(pid int) bool {
 	if pid <= 0 {
@@ -913,6 +925,9 @@ func TestWebhookPluginAddsChannel(t *testing.T) {
 	build.Dir = filepath.Join(testenv.RepoRoot(t), "examples", "plugins", "webhook")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build webhook plugin: %v: %s", err, out)
+	}
+	if err := os.Chmod(filepath.Join(dir, "herald-plugin-webhook"), 0o755); err != nil { // whatever the umask
+		t.Fatal(err)
 	}
 	h, err := New(Config{Dir: dir, WatchInterval: -1, Channels: []rules.ChannelConfig{{
 		Name:      "WEBHOOK",

@@ -106,12 +106,17 @@ type instance struct {
 	desc    sdk.Description
 	pid     int
 	started time.Time
-	// path is the binary the process runs: the plugin's path, or the
-	// kept copy of the last good version.
-	path  string
+	// path is where the binary the process runs was copied from: the
+	// plugin's path, or the kept copy of the last good version.
+	path string
+	// exe is the host's private copy that the process executes, which
+	// has stamp.sum; kill releases it.
+	exe   string
 	stamp fileStamp
 	// done is closed when the process has exited.
 	done <-chan struct{}
+	// releaseExe drops the instance's reference to exe.
+	releaseExe func()
 
 	mu       sync.Mutex
 	active   int
@@ -161,54 +166,69 @@ func (i *instance) drain(ctx context.Context) error {
 	}
 }
 
-// kill stops the process (gracefully through go-plugin, then SIGKILL) and
-// waits for it.
-func (i *instance) kill() { i.client.Kill() }
+// kill stops the process (gracefully through go-plugin, then SIGKILL),
+// waits for it, and releases the private copy it ran.
+func (i *instance) kill() {
+	i.client.Kill()
+	i.releaseExe()
+}
 
 // launch starts the provider's plugin binary, or kept (the kept copy of
 // the last good version) when not nil, and walks it through the lifecycle
-// up to a passing health check: checksum, handshake, Describe, channel type
-// check, CheckConfig, Configure, Health. It returns the stamp of the binary
-// it tried (zero when it could not read it).
+// up to a passing health check: permission checks, private copy,
+// checksum, handshake, Describe, channel type check, CheckConfig,
+// Configure, Health. It returns the stamp of the binary it tried (zero
+// when it could not read it).
+//
+// The process never runs the file at the plugin's path: launch copies the
+// binary into the keeper's private directory, hashing it in the same read,
+// checks the pin against that hash and executes the copy, so a file
+// renamed over the plugin's path at any moment cannot run unchecked.
 func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fileStamp, error) {
-	path := p.binaryPath()
+	src := p.binaryPath()
+	var cp binCopy
+	var err error
 	if kept != nil {
-		path = kept.path
-	}
-	stamp, err := stampFile(path, fileStamp{})
-	switch {
-	case kept != nil && (err != nil || stamp.sum != kept.sum):
-		return nil, stamp, fmt.Errorf("%s: %w", path, errKeptCopyBad)
-	case errors.Is(err, os.ErrNotExist):
-		return nil, stamp, refused("plugin binary %s not found (plugin directory %s)", path, p.h.cfg.Dir)
-	case err != nil:
-		return nil, stamp, refused("plugin binary %s: %v", path, err)
-	}
-	if kept == nil {
+		src = kept.path
+		cp, err = p.h.keeper.copy(src, p.cfg.Plugin, nil)
+		if err == nil && cp.stamp.sum != kept.sum {
+			p.h.keeper.release(cp.path)
+			err = fmt.Errorf("sha256 %s, kept as %s", cp.stamp.sum, kept.sum)
+		}
+		if err != nil {
+			return nil, fileStamp{}, fmt.Errorf("%s: %w: %v", src, errKeptCopyBad, err)
+		}
+	} else {
+		cp, err = p.copyBinary(src)
+		if err != nil {
+			return nil, fileStamp{}, err
+		}
 		p.mu.Lock()
-		p.lastSeen = stamp
+		p.lastSeen = cp.stamp
 		p.mu.Unlock()
 	}
+	stamp := cp.stamp
+	release := sync.OnceFunc(func() { p.h.keeper.release(cp.path) })
 	var secure *plugin.SecureConfig
 	if p.cfg.Checksum != "" {
 		want, err := hex.DecodeString(strings.TrimPrefix(strings.ToLower(p.cfg.Checksum), "sha256:"))
 		if err != nil || len(want) != sha256.Size {
+			release()
 			return nil, stamp, refused("checksum %q is not a hex SHA-256", p.cfg.Checksum)
 		}
 		if hex.EncodeToString(want) != stamp.sum {
-			return nil, stamp, refused("checksum mismatch: %s has sha256 %s, config pins %s", path, stamp.sum, hex.EncodeToString(want))
+			release()
+			return nil, stamp, refused("checksum mismatch: %s has sha256 %s, config pins %s", src, stamp.sum, hex.EncodeToString(want))
 		}
+		// go-plugin hashes the private copy once more before it runs it.
 		secure = &plugin.SecureConfig{Checksum: want, Hash: sha256.New()}
 	}
 	level := p.h.log.GetLevel()
 	if level == hclog.NoLevel || level == hclog.Off {
 		level = hclog.Info
 	}
-	cmd := exec.Command(path)
-	cmd.Env = []string{
-		sdk.EnvHostPID + "=" + strconv.Itoa(os.Getpid()),
-		sdk.EnvLogLevel + "=" + level.String(),
-	}
+	cmd := exec.Command(cp.path)
+	cmd.Env = pluginEnv(p.h.cfg.Env, level)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
 		VersionedPlugins: sdk.HostPluginSet(),
@@ -216,15 +236,54 @@ func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fil
 		SecureConfig:     secure,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
-		Logger:           p.log,
-		StartTimeout:     p.h.cfg.StartTimeout,
+		// The plugin gets cmd.Env and go-plugin's protocol variables,
+		// never the rest of the host's environment.
+		SkipHostEnv:  true,
+		Logger:       p.log,
+		StartTimeout: p.h.cfg.StartTimeout,
 	})
-	inst, err := p.handshake(ctx, client, path, stamp)
+	inst, err := p.handshake(ctx, client, src, stamp)
 	if err != nil {
 		client.Kill()
+		release()
 		return nil, stamp, err
 	}
+	inst.exe, inst.releaseExe = cp.path, release
 	return inst, stamp, nil
+}
+
+// copyBinary checks the plugin directory and the binary at src, in the
+// plugin directory, and copies it into the keeper (see keeper.copy).
+// Every failure but one of the keeper's own directory is refused: it
+// waits for the operator.
+func (p *provider) copyBinary(src string) (binCopy, error) {
+	check := checkBinary
+	if p.h.cfg.InsecurePermissions {
+		check = nil
+	} else if err := checkDir(p.h.cfg.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return binCopy{}, p.refusedPermission(err)
+	}
+	cp, err := p.h.keeper.copy(src, p.cfg.Plugin, check)
+	var pe *permissionError
+	var ce *copyError
+	switch {
+	case err == nil:
+		return cp, nil
+	case errors.As(err, &ce), errors.Is(err, ErrClosed):
+		return binCopy{}, err
+	case errors.As(err, &pe):
+		return binCopy{}, p.refusedPermission(err)
+	case errors.Is(err, os.ErrNotExist):
+		return binCopy{}, refused("plugin binary %s not found (plugin directory %s)", src, p.h.cfg.Dir)
+	}
+	return binCopy{}, refused("plugin binary %s: %v", src, err)
+}
+
+// refusedPermission refuses a binary or directory that fails the
+// permission checks.
+func (p *provider) refusedPermission(err error) error {
+	return refused("not running plugin %s: %w; fix the owner or mode and run `herald plugins reload %s`, or set plugins.insecure_permissions = true (development only)",
+		p.cfg.Plugin, err, p.cfg.Plugin)
 }
 
 func (p *provider) handshake(ctx context.Context, client *plugin.Client, path string, stamp fileStamp) (*instance, error) {

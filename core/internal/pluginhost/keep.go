@@ -37,13 +37,37 @@ type keptBinary struct {
 	version string
 }
 
-// keeper holds verified copies of plugin binaries, named by content hash,
-// in a directory private to the host: <dir>/<sha256>/herald-plugin-<name>.
-// A hot swap that rejects a new binary leaves that file at the plugin's
-// path; a restart after a crash then runs the kept copy of the last good
-// version instead of the rejected file. Copies are reference counted by
-// the providers whose last good binary they are, and removed when none
-// is left.
+// copyError is a failure of the keeper's own directory (missing, full,
+// not private): the launch is retried with backoff.
+type copyError struct {
+	src string
+	err error
+}
+
+func (e *copyError) Error() string { return "private copy of " + e.src + ": " + e.err.Error() }
+func (e *copyError) Unwrap() error { return e.err }
+
+// binCopy is one reference to a private copy of a plugin binary, made by
+// keeper.copy: path is the copy (the file a plugin process executes) and
+// stamp describes the source as read (its size and mtime when opened, the
+// SHA-256 of the bytes copied).
+type binCopy struct {
+	path  string
+	stamp fileStamp
+}
+
+// keeper holds the private copies of plugin binaries that plugin processes
+// run, by content hash, in a directory only the host's user may write:
+// <dir>/<sha256>/herald-plugin-<name>. A launch copies the binary there,
+// hashing the bytes as it copies them, checks the pin against that hash
+// and executes the copy, so what runs is exactly what was verified,
+// whatever happens to the plugin directory meanwhile. The copy a provider
+// last launched successfully is also its kept copy of the last good
+// version: a hot swap that rejects a new binary leaves that file at the
+// plugin's path, and a restart after a crash then runs the kept copy
+// rather than the rejected file. Copies are reference counted (by the
+// processes that run them and the providers whose last good binary they
+// are) and removed when none is left.
 type keeper struct {
 	// cfgDir is Config.KeepDir ("" for a temporary directory).
 	cfgDir string
@@ -59,82 +83,170 @@ type keeper struct {
 
 func newKeeper(dir string) *keeper { return &keeper{cfgDir: dir, refs: map[string]int{}} }
 
-// keep copies src, which must have SHA-256 sum, into the keeper and returns
-// the copy's path; the caller releases it when it stops being the last good
-// binary. A src that no longer has sum (replaced since it was launched) is
-// not kept.
-func (k *keeper) keep(src, plugin, sum string) (string, error) {
+// directory returns the keeper's directory, creating it on first use.
+func (k *keeper) directory() (string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed {
-		return "", errors.New("keep binary: plugin host closed")
+		return "", ErrClosed
 	}
-	if k.dir == "" {
-		if k.cfgDir != "" {
-			if err := os.MkdirAll(k.cfgDir, 0o700); err != nil {
-				return "", fmt.Errorf("keep binary: %w", err)
-			}
-			k.dir = k.cfgDir
-		} else {
-			sweepStaleKeepDirs(os.TempDir())
-			d, err := os.MkdirTemp("", keepDirPrefix)
-			if err != nil {
-				return "", fmt.Errorf("keep binary: %w", err)
-			}
-			if err := os.WriteFile(filepath.Join(d, keepOwnerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
-				_ = os.RemoveAll(d)
-				return "", fmt.Errorf("keep binary: %w", err)
-			}
-			k.dir, k.temp = d, true
+	if k.dir != "" {
+		return k.dir, nil
+	}
+	if k.cfgDir != "" {
+		if err := os.MkdirAll(k.cfgDir, 0o700); err != nil {
+			return "", err
 		}
+		// The copies are what plugins run: nobody but the host's user
+		// may be able to replace them.
+		info, err := os.Stat(k.cfgDir)
+		if err != nil {
+			return "", err
+		}
+		if err := privateDir(k.cfgDir, info); err != nil {
+			return "", err
+		}
+		k.dir = k.cfgDir
+		return k.dir, nil
 	}
-	dst := filepath.Join(k.dir, sum, BinaryPrefix+plugin)
-	if k.refs[dst] > 0 {
-		k.refs[dst]++
-		return dst, nil
+	sweepStaleKeepDirs(os.TempDir())
+	d, err := os.MkdirTemp("", keepDirPrefix)
+	if err != nil {
+		return "", err
 	}
-	if err := copyVerified(src, dst, sum); err != nil {
-		return "", fmt.Errorf("keep binary %s: %w", src, err)
+	if err := os.WriteFile(filepath.Join(d, keepOwnerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		_ = os.RemoveAll(d)
+		return "", err
 	}
-	k.refs[dst] = 1
-	return dst, nil
+	k.dir, k.temp = d, true
+	return d, nil
 }
 
-// copyVerified copies src to dst (through a temporary file and a rename)
-// and checks that the bytes copied have SHA-256 sum.
-func copyVerified(src, dst, sum string) error {
+// privateDir checks that the directory dir (info) is owned by the host's
+// user and writable by nobody else.
+func privateDir(dir string, info os.FileInfo) error {
+	if !info.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	uid, ok := fileOwner(info)
+	if ok && uid != os.Geteuid() {
+		return fmt.Errorf("directory %s for the plugins' private copies is owned by uid %d, not by the host's user (uid %d)", dir, uid, os.Geteuid())
+	}
+	if info.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("directory %s for the plugins' private copies is writable by group or others (mode %s)", dir, info.Mode())
+	}
+	return nil
+}
+
+// copy copies the binary src into the keeper as a copy of plugin's binary
+// and returns a reference to it; the caller releases it when no process
+// runs it any more. The bytes are hashed as they are copied, in one read of
+// src, so binCopy.stamp.sum is the SHA-256 of exactly the copy. check, when
+// not nil, vets src's file (opened, not looked up again) before anything is
+// read; its error is returned as it is.
+func (k *keeper) copy(src, plugin string, check func(path string, info os.FileInfo) error) (binCopy, error) {
+	dir, err := k.directory()
+	if err != nil {
+		return binCopy{}, &copyError{src: src, err: err}
+	}
 	in, err := os.Open(src)
 	if err != nil {
-		return err
+		return binCopy{}, err
 	}
 	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".keep-*")
+	// The stat of the open file, taken before reading: a later change of
+	// the file in place shows as a new mtime, never as this stamp.
+	info, err := in.Stat()
 	if err != nil {
-		return err
+		return binCopy{}, err
 	}
-	defer os.Remove(tmp.Name())
+	if !info.Mode().IsRegular() {
+		return binCopy{}, fmt.Errorf("%s is not a regular file (mode %s)", src, info.Mode())
+	}
+	if check != nil {
+		if err := check(src, info); err != nil {
+			return binCopy{}, err
+		}
+	}
+	tmp, sum, err := writeCopy(dir, in)
+	if err != nil {
+		return binCopy{}, &copyError{src: src, err: err}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		_ = os.Remove(tmp)
+		return binCopy{}, ErrClosed
+	}
+	sub := filepath.Join(dir, sum)
+	dst := filepath.Join(sub, BinaryPrefix+plugin)
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		_ = os.Remove(tmp)
+		return binCopy{}, &copyError{src: src, err: err}
+	}
+	// A copy in use has the same bytes (it is named by their hash, and
+	// nobody else can write the directory): the new one is not needed.
+	// One removed behind the keeper's back is replaced.
+	if info, err := os.Lstat(dst); k.refs[dst] > 0 && err == nil && info.Mode().IsRegular() {
+		_ = os.Remove(tmp)
+	} else if err := os.Rename(tmp, dst); err != nil {
+		_ = os.Remove(tmp)
+		return binCopy{}, &copyError{src: src, err: err}
+	}
+	k.refs[dst]++
+	return binCopy{path: dst, stamp: fileStamp{size: info.Size(), modTime: info.ModTime(), sum: sum}}, nil
+}
+
+// writeCopy copies in to a new file in dir, mode 0500, and returns its
+// path and the SHA-256 of the bytes written.
+//
+// No process may be forked while the copy is open for writing: a child
+// inherits the descriptor until it calls exec, and executing a file that
+// some process holds open for writing fails with ETXTBSY. Holding
+// syscall.ForkLock for reading keeps os/exec (go-plugin launching other
+// plugins) from forking meanwhile.
+func writeCopy(dir string, in io.Reader) (path, sum string, err error) {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	out, err := os.CreateTemp(dir, ".copy-*")
+	if err != nil {
+		return "", "", err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(out.Name())
+		}
+	}()
 	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(tmp, h), in)
-	if cerr := tmp.Close(); err == nil {
+	_, err = io.Copy(io.MultiWriter(out, h), in)
+	if err == nil {
+		err = out.Chmod(0o500)
+	}
+	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return fmt.Errorf("it changed since it was launched (sha256 %s, launched %s)", got, sum)
-	}
-	if err := os.Chmod(tmp.Name(), 0o700); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), dst)
+	return out.Name(), hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// release drops one reference to a kept copy and removes it when none is
-// left.
+// ref takes one more reference to the copy at path, which the caller holds
+// a reference to.
+func (k *keeper) ref(path string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return ErrClosed
+	}
+	if k.refs[path] <= 0 {
+		return fmt.Errorf("%s is not a copy in use", path)
+	}
+	k.refs[path]++
+	return nil
+}
+
+// release drops one reference to a copy and removes it when none is left.
 func (k *keeper) release(path string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -146,15 +258,19 @@ func (k *keeper) release(path string) {
 		return
 	}
 	delete(k.refs, path)
-	_ = os.RemoveAll(filepath.Dir(path))
+	_ = os.Remove(path)
+	// The directory goes with its last copy (another plugin's copy of the
+	// same bytes keeps it).
+	_ = os.Remove(filepath.Dir(path))
 }
 
-// close removes every kept copy, and the directory when the keeper made it.
+// close removes every copy, and the directory when the keeper made it.
 func (k *keeper) close() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for path := range k.refs {
-		_ = os.RemoveAll(filepath.Dir(path))
+		_ = os.Remove(path)
+		_ = os.Remove(filepath.Dir(path))
 	}
 	k.refs = map[string]int{}
 	k.closed = true

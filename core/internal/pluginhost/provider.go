@@ -69,11 +69,14 @@ type ProviderStatus struct {
 	ThrottledUntil time.Time `json:"throttled_until,omitzero"`
 	// LastError is the most recent error (start, crash, health, send).
 	LastError string `json:"last_error,omitempty"`
-	// Binary is the path of the binary the running process runs: the
+	// Binary is where the running process's binary was copied from: the
 	// plugin's path, or the host's kept copy of the last good version when
 	// a restart found a rejected binary at the plugin's path (LastError
 	// then says so). Without a process, the plugin's path.
 	Binary string `json:"binary"`
+	// Executable is the host's private copy of the binary that the running
+	// process executes (SHA256 is its checksum); empty without a process.
+	Executable string `json:"executable,omitempty"`
 	// SHA256 is the checksum of the running binary.
 	SHA256 string `json:"sha256,omitempty"`
 }
@@ -298,7 +301,7 @@ func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) er
 		}
 	}
 	p.mu.Unlock()
-	p.log.Info("plugin serving", "version", inst.desc.PluginVersion, "pid", inst.pid, "sha256", inst.stamp.sum, "binary", inst.path)
+	p.log.Info("plugin serving", "version", inst.desc.PluginVersion, "pid", inst.pid, "sha256", inst.stamp.sum, "binary", inst.path, "executable", inst.exe)
 	p.keepGood(inst)
 	return nil
 }
@@ -350,28 +353,27 @@ func rejectedSum(tried, lastSeen fileStamp) string {
 	return lastSeen.sum
 }
 
-// keepGood keeps a copy of the binary inst runs, which has just passed its
+// keepGood keeps the private copy inst runs, which has just passed its
 // launch, as the provider's last good version (unless it already is).
 func (p *provider) keepGood(inst *instance) {
 	p.mu.Lock()
 	cur := p.good
 	p.mu.Unlock()
-	if cur != nil && cur.sum == inst.stamp.sum {
+	if cur != nil && cur.path == inst.exe {
 		return
 	}
-	path, err := p.h.keeper.keep(inst.path, p.cfg.Plugin, inst.stamp.sum)
-	if err != nil {
-		p.log.Warn("no copy of the verified plugin binary kept: a restart after a rejected hot swap will wait for a good binary", "error", err)
+	if err := p.h.keeper.ref(inst.exe); err != nil {
+		p.log.Warn("the verified plugin binary is not kept as the last good version: a restart after a rejected hot swap will wait for a good binary", "error", err)
 		return
 	}
 	p.mu.Lock()
 	prev := p.good
-	p.good = &keptBinary{path: path, sum: inst.stamp.sum, version: inst.desc.PluginVersion}
+	p.good = &keptBinary{path: inst.exe, sum: inst.stamp.sum, version: inst.desc.PluginVersion}
 	p.mu.Unlock()
 	if prev != nil {
 		p.h.keeper.release(prev.path)
 	}
-	p.log.Debug("kept a copy of the verified plugin binary", "version", inst.desc.PluginVersion, "sha256", inst.stamp.sum, "copy", path)
+	p.log.Debug("kept the verified plugin binary as the last good version", "version", inst.desc.PluginVersion, "sha256", inst.stamp.sum, "copy", inst.exe)
 }
 
 // onCrash drops a dead instance; the loop restarts it with backoff.
@@ -671,7 +673,7 @@ func (p *provider) status(now time.Time) ProviderStatus {
 		Binary:    p.binaryPath(),
 	}
 	if p.inst != nil {
-		s.Binary = p.inst.path
+		s.Binary, s.Executable = p.inst.path, p.inst.exe
 	}
 	if now.Before(p.throttleUntil) {
 		s.ThrottledUntil = p.throttleUntil

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -204,9 +203,7 @@ func TestRestartAfterRejectedSwapRunsLastGoodVersion(t *testing.T) {
 		return strings.Contains(env.logs.String(), "hot swap failed; the old version keeps serving")
 	}, "the watcher tried the new binary")
 
-	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killPlugin(t, before.PID)
 	var after ProviderStatus
 	testenv.Eventually(t, 20*time.Second, func() bool {
 		after = statusOf(t, env.h, "TEST", "sink")
@@ -260,9 +257,7 @@ func TestRestartSkipsBrokenBinaryInstalledBeforeCrash(t *testing.T) {
 	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, nil)
 	before := statusOf(t, env.h, "TEST", "sink")
 	installPlugin(t, broken, env.dir, "sink")
-	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killPlugin(t, before.PID)
 	var after ProviderStatus
 	testenv.Eventually(t, 20*time.Second, func() bool {
 		after = statusOf(t, env.h, "TEST", "sink")
@@ -286,20 +281,16 @@ func TestRestartSkipsBrokenBinaryInstalledBeforeCrash(t *testing.T) {
 	allSent(t, batch, results)
 }
 
-// TestRestartWithoutKeptCopyWaitsForGoodBinary: when no copy of the good
-// version could be kept, a restart after a rejected swap does not run the
-// rejected binary: the provider waits (restarting, with the reason in its
-// last error) until a new binary is installed.
+// TestRestartWithoutKeptCopyWaitsForGoodBinary: when the kept copy of the
+// good version is lost (removed from the host's private directory behind
+// its back), a restart after a rejected swap does not run the rejected
+// binary: the provider waits (restarting, with the reason in its last
+// error) until a new binary is installed.
 func TestRestartWithoutKeptCopyWaitsForGoodBinary(t *testing.T) {
 	t.Parallel()
 	broken := sinkVariant(t, "version=2.0.0-broken", "brokenHealth=true")
 	v2 := sinkVariant(t, "version=2.0.0")
-	notADir := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, func(c *Config) {
-		c.KeepDir = filepath.Join(notADir, "keep") // cannot be created
 		c.Restart = Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}
 	})
 	before := statusOf(t, env.h, "TEST", "sink")
@@ -309,9 +300,11 @@ func TestRestartWithoutKeptCopyWaitsForGoodBinary(t *testing.T) {
 	if err := env.h.Reload(ctx, "sink"); err == nil {
 		t.Fatal("reload to a broken binary succeeded")
 	}
-	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+	// The running copy is the kept copy of the good version.
+	if err := os.Remove(before.Executable); err != nil {
 		t.Fatal(err)
 	}
+	killPlugin(t, before.PID)
 	var st ProviderStatus
 	testenv.Eventually(t, 20*time.Second, func() bool {
 		st = statusOf(t, env.h, "TEST", "sink")

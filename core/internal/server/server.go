@@ -274,6 +274,21 @@ func AdminToken(c config.HTTPConfig, log hclog.Logger) ([]byte, error) {
 	return tok, nil
 }
 
+// PluginWatchInterval is how often the plugin directory is checked for
+// changed binaries when plugins.watch is on.
+const PluginWatchInterval = 2 * time.Second
+
+// PluginHostConfig is the plugin host's config for the daemon's plugins
+// settings: watching only when plugins.watch is on, the extra variables of
+// plugins.env, and the permission checks unless plugins.insecure_permissions.
+func PluginHostConfig(pc config.PluginsConfig, log hclog.Logger, channels []rules.ChannelConfig) pluginhost.Config {
+	cfg := pluginhost.Config{Dir: pc.Dir, Logger: log, Channels: channels, Env: pc.Env, InsecurePermissions: pc.InsecurePermissions}
+	if pc.Watch {
+		cfg.WatchInterval = PluginWatchInterval
+	}
+	return cfg
+}
+
 // Run serves until ctx ends or SIGINT/SIGTERM arrives; SIGHUP reloads the
 // rules. It returns after an orderly shutdown: listeners finish and record
 // in-flight sends, then plugins are stopped.
@@ -308,7 +323,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	conn := broker.Dial(d.AMQP.URL, topo, log)
 	defer conn.Close()
 
-	host, err := pluginhost.New(pluginhost.Config{Dir: d.Plugins.Dir, Logger: log, Channels: current().Channels()})
+	host, err := pluginhost.New(PluginHostConfig(d.Plugins, log, current().Channels()))
 	if err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}

@@ -61,6 +61,8 @@ func seedTwoTenants(t *testing.T, ctx context.Context, pool *pgxpool.Pool) {
 			`INSERT INTO deliveries (delivery_id, tenant_id, notification_id, event_id, event_type, user_id, user_type, channel)
 			 VALUES ('` + nid + `', $1, '` + nid + `', 'ev-' || $1, 'T', 'u-' || $1, 'STAFF', 'EMAIL')`,
 			`INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at) VALUES ($1, '` + nid + `', 1, 'SENT', now())`,
+			`INSERT INTO token_keys (tenant_id, kid, alg, issuer, key) VALUES ($1, 'k1', 'HS256', 'iss', '\x00')`,
+			`INSERT INTO live_tickets (ticket_hash, tenant_id, user_id, expires_at) VALUES (decode(md5($1), 'hex'), $1, 'u-' || $1, now() + interval '1 hour')`,
 		}
 		for _, s := range stmts {
 			if _, err := pool.Exec(ctx, s, ten); err != nil {

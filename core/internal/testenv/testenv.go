@@ -244,6 +244,11 @@ func PluginBinaries(t testing.TB, names ...string) string {
 			buildFails[n] = fmt.Errorf("%v: %s", err, out)
 			t.Fatalf("build plugin %s: %v: %s", n, err, out)
 		}
+		// The plugin host refuses group-writable binaries, which go
+		// build makes under a umask of 002.
+		if err := os.Chmod(bin, 0o755); err != nil {
+			t.Fatalf("build plugin %s: %v", n, err)
+		}
 		builtBins[n] = bin
 	}
 	return builtDir
@@ -301,14 +306,18 @@ func PluginVariant(t testing.TB, name string, vars ...string) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build plugin %s (%s): %v: %s", name, key, err, out)
 	}
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatalf("build plugin %s (%s): %v", name, key, err)
+	}
 	variants[key] = bin
 	return bin
 }
 
 // InstallPlugin copies the binary src into dir as herald-plugin-<name>
 // atomically, the way an operator's deploy does: it writes a hidden file
-// beside the target and renames it over the target, so a host watching dir
-// never runs a half-written binary. It returns the installed path.
+// beside the target (mode 0755, as the plugin host accepts) and renames it
+// over the target, so a host watching dir never runs a half-written
+// binary. It returns the installed path.
 func InstallPlugin(t testing.TB, src, dir, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(src)
@@ -318,6 +327,9 @@ func InstallPlugin(t testing.TB, src, dir, name string) string {
 	dst := dir + "/herald-plugin-" + name
 	tmp := dir + "/.herald-plugin-" + name + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o755); err != nil {
+		t.Fatalf("install plugin: %v", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
 		t.Fatalf("install plugin: %v", err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {

@@ -18,19 +18,34 @@
 //	                 and appends a HeldBatch line to <hold_file>.held, so a test knows
 //	                 for certain that a batch is inside the plugin
 //	version          a label logged and recorded with every batch
+//	env_file         write the plugin's environment to this file (a JSON array of
+//	                 "NAME=value" strings) when configured, so a test sees what the host passed
 //
 // Build-time variables (go build -ldflags "-X main.version=2.0.0 -X main.brokenHealth=true")
-// set the PluginVersion in Describe and make a variant whose Health fails.
+// set the PluginVersion in Describe and make a variant whose Health fails;
+// -X main.ranFile=PATH makes a variant that appends a line to PATH as soon
+// as it starts, so a test can prove that this build never ran.
 package main
 
-import "github.com/heraldhq/herald/sdk"
+import (
+	"fmt"
+	"os"
+
+	"github.com/heraldhq/herald/sdk"
+)
 
 // Set with -ldflags -X.
 var (
 	version      = "1.0.0"
 	brokenHealth = "false"
+	ranFile      = ""
 )
 
 func main() {
+	if ranFile != "" {
+		if err := appendFile(ranFile, fmt.Appendf(nil, "pid %d ran %s\n", os.Getpid(), version)); err != nil {
+			fmt.Fprintln(os.Stderr, "sink: ranFile:", err)
+		}
+	}
 	sdk.Serve(New)
 }

@@ -23,6 +23,7 @@ const (
 	fieldVersion       = "version"
 	fieldRecordBrief   = "record_brief"
 	fieldHoldFile      = "hold_file"
+	fieldEnvFile       = "env_file"
 )
 
 // Record is one line of the record file.
@@ -61,6 +62,7 @@ type config struct {
 	version       string
 	provider      string
 	recordBrief   bool
+	envFile       string
 }
 
 // Sink is the recording channel.
@@ -100,6 +102,7 @@ func (s *Sink) Describe(context.Context) (sdk.Description, error) {
 			{Name: fieldVersion, Type: sdk.FieldString, Description: "label logged and recorded"},
 			{Name: fieldRecordBrief, Type: sdk.FieldBool, Default: "false", Description: "record ids, attempt and time only (benchmarks)"},
 			{Name: fieldHoldFile, Type: sdk.FieldString, Description: "hold every batch while this file exists"},
+			{Name: fieldEnvFile, Type: sdk.FieldString, Description: "write the plugin's environment here when configured"},
 		},
 	}, nil
 }
@@ -111,6 +114,20 @@ func (s *Sink) Configure(_ context.Context, req sdk.ConfigureRequest) error {
 		return err
 	}
 	c.provider = req.ProviderName
+	if c.envFile != "" {
+		// A JSON array of NAME=value strings (values may span lines),
+		// then an atomic rename: a reader never sees half of it.
+		env, err := json.Marshal(os.Environ())
+		if err != nil {
+			return fmt.Errorf("sink: env_file: %w", err)
+		}
+		if err := os.WriteFile(c.envFile+".tmp", env, 0o600); err != nil {
+			return fmt.Errorf("sink: env_file: %w", err)
+		}
+		if err := os.Rename(c.envFile+".tmp", c.envFile); err != nil {
+			return fmt.Errorf("sink: env_file: %w", err)
+		}
+	}
 	s.mu.Lock()
 	s.cfg = c
 	s.mu.Unlock()
@@ -129,6 +146,7 @@ func configFromParsed(m map[string]any) (config, error) {
 	c.version, _ = m[fieldVersion].(string)
 	c.recordBrief, _ = m[fieldRecordBrief].(bool)
 	c.holdFile, _ = m[fieldHoldFile].(string)
+	c.envFile, _ = m[fieldEnvFile].(string)
 	if c.delay < 0 {
 		return c, &sdk.ConfigError{Field: fieldDelay, Msg: "must not be negative"}
 	}

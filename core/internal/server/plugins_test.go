@@ -1,0 +1,42 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/pluginhost"
+)
+
+// TestPluginHostConfig: the daemon's plugins settings reach the plugin
+// host; by default nothing watches the plugin directory and the permission
+// checks are on.
+func TestPluginHostConfig(t *testing.T) {
+	t.Parallel()
+	log := hclog.NewNullLogger()
+	tests := map[string]struct {
+		plugins config.PluginsConfig
+		want    pluginhost.Config
+	}{
+		"defaults": {
+			plugins: config.DefaultDaemon().Plugins,
+			want:    pluginhost.Config{Dir: "bin/plugins", Env: []string{}},
+		},
+		"watch, extra variables, no permission checks": {
+			plugins: config.PluginsConfig{Dir: "/p", Watch: true, Env: []string{"HTTPS_PROXY"}, InsecurePermissions: true},
+			want:    pluginhost.Config{Dir: "/p", WatchInterval: PluginWatchInterval, Env: []string{"HTTPS_PROXY"}, InsecurePermissions: true},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := PluginHostConfig(tc.plugins, log, nil)
+			got.Logger = nil
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
