@@ -57,7 +57,7 @@ func seedTwoTenants(t *testing.T, ctx context.Context, pool *pgxpool.Pool) {
 			`INSERT INTO group_settings (tenant_id, group_key, channel, enabled) VALUES ($1, 'g', 'EMAIL', true)`,
 			`INSERT INTO notifications (notification_id, tenant_id, event_id, user_id, event_type) VALUES ('` + nid + `', $1, 'ev-' || $1, 'u-' || $1, 'T')`,
 			`INSERT INTO notification_counters (tenant_id, user_id, unread) VALUES ($1, 'u-' || $1, 1)`,
-			`INSERT INTO notification_actions (tenant_id, share_key, notification_id, user_id, action) VALUES ($1, 's', '` + nid + `', 'u-' || $1, 'ACCEPT')`,
+			`INSERT INTO notification_actions (tenant_id, share_key, notification_id, user_id, action) VALUES ($1, 's', '` + nid + `', 'u-' || $1, 'CONFIRMED')`,
 			`INSERT INTO deliveries (delivery_id, tenant_id, notification_id, event_id, event_type, user_id, user_type, channel)
 			 VALUES ('` + nid + `', $1, '` + nid + `', 'ev-' || $1, 'T', 'u-' || $1, 'STAFF', 'EMAIL')`,
 			`INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at) VALUES ($1, '` + nid + `', 1, 'SENT', now())`,
