@@ -185,3 +185,77 @@ func TestLiveDeliveryReachesTheUserOnAnotherDaemon(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, func() bool { return len(browser.notifications()) == 4 },
 		"the session gets the event after the swap (has %v)", browser.notifications())
 }
+
+// TestInboxChangesReachSharersOnOtherDaemons: staff1's browser sits on
+// daemon 2; staff2 (a sharer of the same reservation) confirms it through
+// daemon 1's inbox API. staff1's session gets the inbox frame with the
+// notification and the new unread count, and staff1's view shows who
+// handled it.
+func TestInboxChangesReachSharersOnOtherDaemons(t *testing.T) {
+	e := newEnv(t, "sent")
+	ctx := context.Background()
+	secret, _ := auth.NewSecret()
+	key := store.TokenKey{TenantID: e.tenant, Kid: "k1", Alg: "HS256", Issuer: "https://acme.example", Key: secret}
+	if err := store.AddTokenKey(ctx, e.db.Pool, key); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e2 := e.sibling()
+	e2.start()
+	if _, _, err := e.client().Emit(ctx, reservation("shared-1")); err != nil {
+		t.Fatal(err)
+	}
+	e.waitAllSent(deliveriesPerEvent, 60*time.Second)
+	browser := e2.openLive(t, key, "staff1")
+
+	tok := func(user string) string {
+		s, err := auth.Issue(key, "herald", auth.User{UserID: user, UserType: "STAFF"}, 5*time.Minute, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	var id string
+	if err := e.db.Pool.QueryRow(ctx, `SELECT notification_id::text FROM notifications WHERE user_id = 'staff2'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", e.apiURL+"/v1/inbox/"+id+"/actions", strings.NewReader(`{"type":"CONFIRMED"}`))
+	req.Header.Set("Authorization", "Bearer "+tok("staff2"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("staff2 confirms: %s", resp.Status)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		browser.mu.Lock()
+		defer browser.mu.Unlock()
+		for _, f := range browser.frames {
+			if f["type"] == "inbox" && f["unread"] == float64(0) {
+				return true
+			}
+		}
+		return false
+	}, "staff1's session on daemon 2 gets the inbox frame with unread 0 (frames %v)", browser.frames)
+	req, _ = http.NewRequest("GET", e2.apiURL+"/v1/inbox?status=all", nil)
+	req.Header.Set("Authorization", "Bearer "+tok("staff1"))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page struct {
+		Items []struct {
+			HandledBy *struct {
+				UserID string `json:"user_id"`
+				Type   string `json:"type"`
+			} `json:"handled_by"`
+		} `json:"items"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&page)
+	resp.Body.Close()
+	if len(page.Items) != 1 || page.Items[0].HandledBy == nil || page.Items[0].HandledBy.UserID != "staff2" {
+		t.Fatalf("staff1's view: %+v", page)
+	}
+}
