@@ -16,10 +16,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/api"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -258,4 +261,28 @@ func checkKeyAlg(alg string, pub crypto.PublicKey) error {
 		return fmt.Errorf("a %T is not a key for %s (RS256 needs RSA ≥ 2048 bits, ES256 P-256, EdDSA Ed25519)", pub, alg)
 	}
 	return nil
+}
+
+// Request verifies the bearer token of r. When it cannot, it has answered
+// w (401 naming why, or 500 for a failure of the database, logged to log)
+// and returns false.
+func (v *Verifier) Request(w http.ResponseWriter, r *http.Request, log hclog.Logger) (User, bool) {
+	raw, ok := api.BearerToken(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+		api.Problem(w, http.StatusUnauthorized, "unauthorized", "a user token is required: Authorization: Bearer <jwt>", "")
+		return User{}, false
+	}
+	u, err := v.Verify(r.Context(), raw)
+	switch {
+	case errors.Is(err, ErrInvalidToken):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+		api.Problem(w, http.StatusUnauthorized, "unauthorized", err.Error(), "")
+		return User{}, false
+	case err != nil:
+		log.Error("request failed", "error", err)
+		api.Problem(w, http.StatusInternalServerError, "internal error", "the request could not be completed; it is safe to retry", "")
+		return User{}, false
+	}
+	return u, true
 }

@@ -90,23 +90,9 @@ type userKey struct{}
 // user authenticates the request's bearer token.
 func (s *Server) user(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		raw, ok := api.BearerToken(r)
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-			api.Problem(w, http.StatusUnauthorized, "unauthorized", "a user token is required: Authorization: Bearer <jwt>", "")
-			return
+		if u, ok := s.verifier.Request(w, r, s.log); ok {
+			next(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 		}
-		u, err := s.verifier.Verify(r.Context(), raw)
-		if err != nil {
-			if errors.Is(err, auth.ErrInvalidToken) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-				api.Problem(w, http.StatusUnauthorized, "unauthorized", err.Error(), "")
-				return
-			}
-			s.internal(w, err)
-			return
-		}
-		next(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 	}
 }
 

@@ -139,20 +139,8 @@ type Ticket struct {
 }
 
 func (s *Server) ticket(w http.ResponseWriter, r *http.Request) {
-	raw, ok := api.BearerToken(r)
+	u, ok := s.verifier.Request(w, r, s.log)
 	if !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-		api.Problem(w, http.StatusUnauthorized, "unauthorized", "a user token is required: Authorization: Bearer <jwt>", "")
-		return
-	}
-	u, err := s.verifier.Verify(r.Context(), raw)
-	if err != nil {
-		if errors.Is(err, auth.ErrInvalidToken) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-			api.Problem(w, http.StatusUnauthorized, "unauthorized", err.Error(), "")
-			return
-		}
-		s.internal(w, err)
 		return
 	}
 	b := make([]byte, 32)
@@ -162,7 +150,7 @@ func (s *Server) ticket(w http.ResponseWriter, r *http.Request) {
 	}
 	t := Ticket{Ticket: hex.EncodeToString(b)}
 	t.URL = "/v1/live?ticket=" + t.Ticket
-	err = store.InTenant(r.Context(), s.pool, u.Tenant, u.Project, func(tx pgx.Tx) error {
+	err := store.InTenant(r.Context(), s.pool, u.Tenant, u.Project, func(tx pgx.Tx) error {
 		var err error
 		t.ExpiresAt, err = store.CreateTicket(r.Context(), tx, t.Ticket,
 			store.Ticket{TenantID: u.Tenant, UserID: u.UserID, UserType: u.UserType, ProjectID: u.Project}, s.cfg.TicketTTL)
