@@ -118,6 +118,12 @@ func PostgresBinDir(t testing.TB) string {
 func PrivatePostgres(t testing.TB, opts PGOptions) *PGServer {
 	t.Helper()
 	bin := PostgresBinDir(t)
+	if os.Geteuid() != 0 {
+		if testing.Short() {
+			t.Skip("a private PostgreSQL needs root (initdb and pg_ctl run as the postgres user); skipped in -short mode")
+		}
+		t.Fatal("a private PostgreSQL needs root: initdb and pg_ctl run as the postgres user through runuser")
+	}
 	if _, err := exec.LookPath("runuser"); err != nil {
 		missing(t, "runuser", "util-linux")
 	}
