@@ -2,11 +2,26 @@
 # Every key can be overridden from the environment: HERALD_DATABASE_URL,
 # HERALD_AMQP_URL, HERALD_HTTP_LISTEN, HERALD_PLUGINS_DIR, HERALD_RULES, ...
 # README.md "Configuration reference" lists every key and its default.
+#
+# Any value may be a reference instead of the secret itself:
+#   "env:NAME"   the herald process's environment variable NAME
+#   "file:PATH"  the file's contents, without its trailing newline
+#                (relative to this file)
+#   "raw:TEXT"   TEXT as written (a literal that starts with env:, file: or raw:)
+# The quick start keeps the local servers' dummy passwords inline; in
+# production write, for instance,
+#   database { url = "file:/run/secrets/herald-database-url" }
+#   amqp     { url = "env:HERALD_BROKER_URL" }
+# and see README.md "Security" for TLS to PostgreSQL and RabbitMQ.
 
 database {
   # The pipeline and the CLI log in here; the role owns Herald's tables
   # after `herald migrate up`.
   url       = "postgres://herald:herald@127.0.0.1:5432/herald?sslmode=disable"
+  # Production: TLS that checks the server's certificate and host name, the
+  # URL (password included) kept in a file:
+  #   url = "file:/run/secrets/herald-database-url"
+  # holding postgres://herald:...@db.internal:5432/herald?sslmode=verify-full&sslrootcert=/etc/herald/pg-ca.pem
   max_conns = 16
   # Each part runs as its own role (SET ROLE at connect), and row-level
   # security keeps tenants apart: the public API as herald_api (one tenant
@@ -23,6 +38,9 @@ database {
 
 amqp {
   url      = "amqp://guest:guest@127.0.0.1:5672/"
+  # Production: TLS, the URL (and its password) from the environment:
+  #   url         = "env:HERALD_BROKER_URL"   # amqps://herald:...@mq.internal:5671/herald
+  #   tls_ca_file = "/etc/herald/mq-ca.pem"   # the CA that signed the broker's certificate
   exchange = "herald.deliveries"
   # With no queue blocks Herald declares one queue per channel
   # ("herald.email" bound to "*.EMAIL", ...). The seeds' per-recipient-type

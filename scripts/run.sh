@@ -8,6 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 : "${HERALD_DEMO_API_KEY:=hk_demo_quickstart_key_0001}"
+# examples/quickstart/rules.hcl reads the SMS auth token from here
+# (auth_token = "env:HERALD_QUICKSTART_SMS_AUTH_TOKEN"); the dev peer takes
+# any non-empty one.
+export HERALD_QUICKSTART_SMS_AUTH_TOKEN=${HERALD_QUICKSTART_SMS_AUTH_TOKEN:-devpeer-dummy-auth-token}
 export HERALD_CONFIG=${HERALD_CONFIG:-examples/herald.hcl}
 
 scripts/servers.sh up

@@ -16,8 +16,9 @@ import (
 // returns it with defaults applied and every value converted to its Go type:
 // string, int, bool, time.Duration or []string. It refuses unknown keys,
 // values of the wrong type, missing required fields and values outside an
-// enum, with a *ConfigError naming the field. Absent optional fields without
-// a default are left out of the result.
+// enum, with a *ConfigError naming the field; the error never repeats the
+// value of a Secret field. Absent optional fields without a default are
+// left out of the result.
 //
 // Values are accepted in the shapes config loaders produce: integers of any
 // Go type, float64 holding a whole number and json.Number for int fields;
@@ -70,14 +71,34 @@ func CheckConfig(specs []FieldSpec, cfg map[string]any) (map[string]any, error) 
 		}
 		v, err := convertField(s, raw)
 		if err != nil {
-			if !present {
+			switch {
+			case !present:
 				err = fmt.Errorf("bad default %q (plugin bug): %w", s.Default, err)
+			case s.Secret:
+				err = secretFieldError(s)
 			}
 			return nil, &ConfigError{Field: s.Name, Msg: err.Error()}
 		}
 		out[s.Name] = v
 	}
 	return out, nil
+}
+
+// secretFieldError says what a secret field wants without repeating the
+// value it was given.
+func secretFieldError(s FieldSpec) error {
+	want := map[FieldType]string{FieldString: "a string", FieldInt: "an int", FieldBool: "a bool",
+		FieldDuration: "a duration", FieldList: "a list of strings"}[s.Type]
+	if want == "" {
+		want = "a " + string(s.Type)
+	}
+	if s.Required && s.Type == FieldString {
+		want = "a non-empty string"
+	}
+	if len(s.Enum) > 0 {
+		want += " (one of " + strings.Join(s.Enum, ", ") + ")"
+	}
+	return fmt.Errorf("must be %s; the value is secret and not shown", want)
 }
 
 func convertField(s FieldSpec, raw any) (any, error) {

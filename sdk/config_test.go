@@ -76,6 +76,15 @@ func TestCheckConfig(t *testing.T) {
 			wantErr: &ConfigError{Field: "n", Msg: `bad default "many" (plugin bug): must be an int, got "many"`}},
 		"unknown type": {specs: []FieldSpec{{Name: "n", Type: "float"}}, cfg: map[string]any{"n": 1},
 			wantErr: &ConfigError{Field: "n", Msg: `unknown field type "float" (plugin bug)`}},
+		"secret enum refused, value not shown": {specs: []FieldSpec{{Name: "key", Type: FieldString, Secret: true, Enum: []string{"a", "b"}}},
+			cfg:     map[string]any{"key": "hunter2-secret"},
+			wantErr: &ConfigError{Field: "key", Msg: "must be a string (one of a, b); the value is secret and not shown"}},
+		"secret int refused, value not shown": {specs: []FieldSpec{{Name: "pin", Type: FieldInt, Secret: true}},
+			cfg:     map[string]any{"pin": "hunter2-secret"},
+			wantErr: &ConfigError{Field: "pin", Msg: "must be an int; the value is secret and not shown"}},
+		"secret required empty": {specs: []FieldSpec{{Name: "token", Type: FieldString, Secret: true, Required: true}},
+			cfg:     map[string]any{"token": ""},
+			wantErr: &ConfigError{Field: "token", Msg: "must be a non-empty string; the value is secret and not shown"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

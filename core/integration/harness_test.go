@@ -89,6 +89,12 @@ type env struct {
 	pluginEnv []string
 	// daemonEnv is added to the environment herald serve runs with.
 	daemonEnv []string
+	// cfgDatabaseURL and cfgAMQPURL, when set, are written as
+	// database.url and amqp.url instead of the test database's and
+	// vhost's URLs (a secret reference, say).
+	cfgDatabaseURL, cfgAMQPURL string
+	// extraEnv is added to the environment of the daemon and of e.cli.
+	extraEnv []string
 }
 
 // sinkRules is a rules file whose channels all go to the recording sink.
@@ -164,6 +170,15 @@ const deliveriesPerEvent = 9
 func newEnv(t *testing.T, outcome string) *env {
 	t.Helper()
 	e := &env{t: t, db: testenv.Postgres(t), broker: testenv.RabbitMQ(t), dir: t.TempDir(), tenant: "acme"}
+	e.prepare(outcome)
+	return e
+}
+
+// prepare writes the rules and the config and fills the database (migrated)
+// with the tenant, its API key and the staff directory.
+func (e *env) prepare(outcome string) {
+	t := e.t
+	t.Helper()
 	e.record = filepath.Join(e.dir, "sink.jsonl")
 	e.rulesDir = filepath.Join(e.dir, "rules")
 	if err := os.MkdirAll(e.rulesDir, 0o755); err != nil {
@@ -191,7 +206,6 @@ func newEnv(t *testing.T, outcome string) *env {
 	if err := store.ImportDirectory(ctx, e.db.Pool, e.tenant, &staff); err != nil {
 		t.Fatal(err)
 	}
-	return e
 }
 
 // writeConfig writes herald.hcl from the env's database, vhost, listen
@@ -222,8 +236,9 @@ retry {
   lease         = %q
 }
 log { level = "debug" }
-`, e.db.URL, e.broker.URL, strings.TrimPrefix(e.apiURL, "http://"), strings.TrimPrefix(e.admin, "http://"), e.adminTokenFile, e.pluginDir,
-		e.watch, quoteList(e.pluginEnv), cmp.Or(e.reclaim, "20s"), cmp.Or(e.lease, "5s"))
+`, cmp.Or(e.cfgDatabaseURL, e.db.URL), cmp.Or(e.cfgAMQPURL, e.broker.URL), strings.TrimPrefix(e.apiURL, "http://"),
+		strings.TrimPrefix(e.admin, "http://"), e.adminTokenFile, e.pluginDir, e.watch, quoteList(e.pluginEnv),
+		cmp.Or(e.reclaim, "20s"), cmp.Or(e.lease, "5s"))
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
@@ -281,7 +296,7 @@ func (e *env) start() *daemon {
 	e.t.Helper()
 	d := &daemon{log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	d.cmd = exec.Command(heraldBinary(e.t), "serve", "--config", e.cfgPath)
-	d.cmd.Env = append(os.Environ(), e.daemonEnv...)
+	d.cmd.Env = append(append(os.Environ(), e.daemonEnv...), e.extraEnv...)
 	d.cmd.Stdout = lockedWriter{d.mu, d.log}
 	d.cmd.Stderr = lockedWriter{d.mu, d.log}
 	if err := d.cmd.Start(); err != nil {

@@ -146,6 +146,7 @@ type sinkRecord struct {
 	Version       string `json:"version"`
 	BinaryVersion string `json:"binary_version"`
 	Outcome       string `json:"outcome"`
+	TokenSHA256   string `json:"token_sha256"`
 }
 
 // records reads the sink's record file in the order it was written.
@@ -230,7 +231,7 @@ func (e *env) cli(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, heraldBinary(e.t), args...)
-	cmd.Env = append(os.Environ(), "HERALD_ADMIN_URL="+e.admin, "HERALD_CONFIG="+e.cfgPath, "HERALD_ADMIN_TOKEN_FILE=")
+	cmd.Env = append(append(os.Environ(), e.extraEnv...), "HERALD_ADMIN_URL="+e.admin, "HERALD_CONFIG="+e.cfgPath, "HERALD_ADMIN_TOKEN_FILE=")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -7,6 +7,14 @@
 # The credentials below are dummies the dev peers accept. The dev peers are
 # for demos and development only: for production, start from
 # examples/rules/herald.hcl and your providers' real endpoints and secrets.
+#
+# Secrets do not belong in a rules file: any config value may be
+# "env:NAME" (the daemon's environment variable NAME) or "file:PATH" (the
+# file's contents, without its trailing newline; relative to this file),
+# resolved by herald serve at every load and reload, so the plugin only
+# ever sees the value. "raw:..." escapes a literal that starts with env:,
+# file: or raw:. The SMS channel below takes its auth token from
+# HERALD_QUICKSTART_SMS_AUTH_TOKEN (scripts/run.sh sets a dummy one).
 
 defaults {
   time_zone = "UTC"
@@ -77,7 +85,7 @@ channel "SMS" {
     config = {
       base_url    = "http://127.0.0.1:4010"
       account_sid = "AC00000000000000000000000000000000"
-      auth_token  = "devpeer-dummy-auth-token"
+      auth_token  = "env:HERALD_QUICKSTART_SMS_AUTH_TOKEN" # or "file:/run/secrets/twilio-auth-token"
       from        = "+15005550006"
       timeout     = "5s"
     }

@@ -5,6 +5,8 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -123,6 +125,7 @@ var ErrClosed = errors.New("broker: connection closed")
 // re-declares the topology on every new connection.
 type Conn struct {
 	url string
+	tls *tls.Config
 	log hclog.Logger
 
 	topoMu sync.RWMutex
@@ -139,7 +142,16 @@ type Conn struct {
 // Dial starts keeping a connection to url. It returns at once; use
 // Connection to wait for the broker.
 func Dial(url string, topo Topology, log hclog.Logger) *Conn {
-	c := &Conn{url: url, topo: topo, log: log.Named("broker"), ready: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{})}
+	return DialTLS(url, nil, topo, log)
+}
+
+// DialTLS is Dial with the TLS settings of an amqps:// URL: the CA roots
+// the broker's certificate must chain to, a client certificate, the server
+// name (default: the URL's host). A nil tlsConf keeps the client's defaults
+// (the system's roots; the URL's cacertfile, certfile, keyfile and
+// server_name_indication parameters). The certificate is always verified.
+func DialTLS(url string, tlsConf *tls.Config, topo Topology, log hclog.Logger) *Conn {
+	c := &Conn{url: url, tls: tlsConf, topo: topo, log: log.Named("broker"), ready: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{})}
 	go c.run()
 	return c
 }
@@ -150,7 +162,14 @@ func (c *Conn) run() {
 	for {
 		conn, err := c.connect()
 		if err != nil {
-			c.log.Warn("broker unavailable, retrying", "error", err, "in", backoff)
+			if certErr(err) {
+				// Not a broker that is down: this one is not who the
+				// URL says, or is not signed by the CA configured.
+				c.log.Error("broker TLS certificate refused (check amqp.tls_ca_file, and that the certificate names the host of amqp.url); retrying",
+					"error", err, "in", backoff)
+			} else {
+				c.log.Warn("broker unavailable, retrying", "error", err, "in", backoff)
+			}
 			select {
 			case <-c.stop:
 				return
@@ -180,8 +199,24 @@ func (c *Conn) run() {
 	}
 }
 
+// certErr reports whether err is a refused TLS certificate.
+func certErr(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
 func (c *Conn) connect() (*amqp.Connection, error) {
-	conn, err := amqp.DialConfig(c.url, amqp.Config{Heartbeat: 10 * time.Second, Properties: amqp.Table{"connection_name": "herald"}})
+	cfg := amqp.Config{Heartbeat: 10 * time.Second, Properties: amqp.Table{"connection_name": "herald"}}
+	if c.tls != nil {
+		// The client fills in ServerName: give it a copy.
+		cfg.TLSClientConfig = c.tls.Clone()
+	}
+	conn, err := amqp.DialConfig(c.url, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/hashicorp/go-hclog"
@@ -43,12 +44,12 @@ func connect(ctx context.Context, d config.Daemon) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// newLogger returns the daemon's logger.
-func newLogger(d config.Daemon) hclog.Logger {
+// newLoggerTo returns the daemon's logger, writing to w.
+func newLoggerTo(d config.Daemon, w io.Writer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       "herald",
 		Level:      hclog.LevelFromString(d.Log.Level),
 		JSONFormat: d.Log.JSON,
-		Output:     os.Stderr,
+		Output:     w,
 	})
 }

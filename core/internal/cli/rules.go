@@ -32,6 +32,7 @@ func newRulesCheckCmd() *cobra.Command {
 	var (
 		pluginDir string
 		together  bool
+		noResolve bool
 	)
 	cmd := &cobra.Command{
 		Use:   "check FILE...",
@@ -43,18 +44,24 @@ Each FILE is checked as a complete rule set on its own (so herald.hcl and
 herald.yaml, the same rules in two formats, can be checked in one call).
 With --together the files are loaded as one rule set, as herald serve
 loads its "rules" list: channels in one file, events in another, and an
-event type or channel defined twice is an error.`,
+event type or channel defined twice is an error.
+
+Secret references in providers' config (env:NAME, file:PATH) are resolved
+as herald serve resolves them, so an unset variable or an unreadable file
+is reported at its field; values are never printed. With --no-resolve only
+their syntax is checked (for a machine that does not hold the secrets).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRulesCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, pluginDir, together)
+			return runRulesCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, pluginDir, together, noResolve)
 		},
 	}
 	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "also check that every provider's binary herald-plugin-<plugin> is in `DIR`")
 	cmd.Flags().BoolVar(&together, "together", false, "load the files as one rule set, as herald serve does")
+	cmd.Flags().BoolVar(&noResolve, "no-resolve", false, "check env:/file: references in provider config for syntax only, without reading the environment or the files")
 	return cmd
 }
 
-func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, together bool) error {
+func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, together, noResolve bool) error {
 	sets := [][]string{args}
 	if !together {
 		sets = sets[:0]
@@ -69,7 +76,7 @@ func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, to
 		channels   = map[string]bool{}
 	)
 	for _, set := range sets {
-		rs, read, err := config.CheckRules(pluginDir, set...)
+		rs, read, err := config.LoadRulesWith(config.RulesOptions{PluginDir: pluginDir, KeepReferences: noResolve}, set...)
 		for _, f := range read {
 			files[f] = true
 		}
@@ -156,7 +163,9 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	rs, err := config.LoadRules(o.rules...)
+	// Explaining starts no plugin: provider config, and its secrets, are
+	// not needed.
+	rs, _, err := config.LoadRulesWith(config.RulesOptions{KeepReferences: true}, o.rules...)
 	if err != nil {
 		var errs config.RulesErrors
 		if errors.As(err, &errs) {

@@ -1,8 +1,13 @@
 package cli
 
 import (
-	"github.com/heraldhq/herald/core/internal/server"
+	"errors"
+	"os"
+
 	"github.com/spf13/cobra"
+
+	"github.com/heraldhq/herald/core/internal/secret"
+	"github.com/heraldhq/herald/core/internal/server"
 )
 
 func init() { commands = append(commands, newServeCmd) }
@@ -18,7 +23,16 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return server.Run(cmd.Context(), d, newLogger(d))
+			// Every log line goes through the redactor: the database and
+			// broker passwords, and the plugin host adds each provider's
+			// secret fields before configuring it.
+			redact := secret.NewRedactor()
+			redact.Add(d.SecretValues()...)
+			err = server.Run(cmd.Context(), d, newLoggerTo(d, redact.Writer(os.Stderr)), redact)
+			if err != nil && redact.String(err.Error()) != err.Error() {
+				return errors.New(redact.String(err.Error()))
+			}
+			return err
 		},
 	}
 	addConfigFlag(cmd, &cfgPath)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 
+	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -51,7 +51,7 @@ migrations do the same when their role may.`,
 			}
 			conn, err := pgx.Connect(cmd.Context(), target)
 			if err != nil {
-				return fmt.Errorf("connect to %s: %w", redactURL(target), err)
+				return fmt.Errorf("connect to %s: %w", secret.RedactURL(target), err)
 			}
 			defer conn.Close(context.WithoutCancel(cmd.Context()))
 			if err := store.EnsureRoles(cmd.Context(), conn, owner); err != nil {
@@ -175,12 +175,4 @@ func newAdminsCmd() *cobra.Command {
 	addConfigFlag(revoke, &rcfg)
 	cmd.AddCommand(create, revoke)
 	return cmd
-}
-
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(database url)"
-	}
-	return u.Redacted()
 }

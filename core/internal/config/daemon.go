@@ -1,14 +1,21 @@
 // Package config loads Herald's daemon settings and rules files with koanf
 // (HCL or YAML, chosen by file extension), decodes them strictly (unknown
-// keys are errors) and validates them.
+// keys are errors) and validates them. Every daemon setting, and every
+// value of a provider's config in a rules file, may be a secret reference
+// (env:NAME, file:PATH, raw:TEXT; see package secret), resolved at load.
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +24,8 @@ import (
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/v2"
+
+	"github.com/heraldhq/herald/core/internal/secret"
 )
 
 // Daemon is the configuration of `herald serve`.
@@ -82,7 +91,8 @@ type LiveConfig struct {
 type DatabaseConfig struct {
 	// URL is a libpq-style URL for the pipeline and the CLI; the role it
 	// logs in as owns Herald's tables when it runs the migrations. Env:
-	// HERALD_DATABASE_URL.
+	// HERALD_DATABASE_URL. For TLS add sslmode=verify-full and
+	// sslrootcert=<CA file> (pgx reads libpq's ssl* parameters).
 	URL string `koanf:"url"`
 	// MaxConns caps the pipeline's connection pool.
 	MaxConns int `koanf:"max_conns"`
@@ -105,8 +115,20 @@ type DatabaseConfig struct {
 
 // AMQPConfig is the RabbitMQ connection and topology.
 type AMQPConfig struct {
-	// URL is the broker URL. Env: HERALD_AMQP_URL.
+	// URL is the broker URL: amqp://, or amqps:// for TLS. Env:
+	// HERALD_AMQP_URL.
 	URL string `koanf:"url"`
+	// TLSCAFile is a PEM file of the CA certificates that sign the broker's
+	// certificate (amqps:// only; empty: the system's roots). The broker's
+	// certificate must also name the URL's host (or TLSServerName).
+	TLSCAFile string `koanf:"tls_ca_file"`
+	// TLSCertFile and TLSKeyFile are a PEM client certificate and key, for
+	// brokers that want one (amqps:// only; both or neither).
+	TLSCertFile string `koanf:"tls_cert_file"`
+	TLSKeyFile  string `koanf:"tls_key_file"`
+	// TLSServerName is the name the broker's certificate must hold when it
+	// is not the URL's host (empty: the URL's host).
+	TLSServerName string `koanf:"tls_server_name"`
 	// Exchange is the durable topic exchange deliveries are published to.
 	Exchange string `koanf:"exchange"`
 	// Queues maps queue names to their bindings and consumer settings. When
@@ -287,9 +309,11 @@ const daemonEnvPrefix = "HERALD_"
 
 // LoadDaemon reads the daemon config at path (empty: defaults only), applies
 // HERALD_* environment overrides (HERALD_DATABASE_URL for database.url and so
-// on: the key path upper-cased with dots as underscores), decodes strictly
-// and validates. Relative rules paths and plugins.dir are resolved against
-// the config file's directory.
+// on: the key path upper-cased with dots as underscores), resolves secret
+// references (env:NAME, file:PATH, raw:TEXT) in every value of the file and
+// of the environment overrides, decodes strictly and validates. Relative
+// rules paths, plugins.dir and file: references are resolved against the
+// config file's directory.
 func LoadDaemon(path string) (Daemon, error) {
 	k := koanf.New(".")
 	def := DefaultDaemon()
@@ -310,6 +334,11 @@ func LoadDaemon(path string) (Daemon, error) {
 		raw, err := p.Unmarshal(b)
 		if err != nil {
 			return Daemon{}, fmt.Errorf("%s: %w", path, err)
+		}
+		var refErrs []string
+		resolveDaemonRefs(raw, filepath.Dir(path), "", &refErrs)
+		if len(refErrs) > 0 {
+			return Daemon{}, fmt.Errorf("%s: %s", path, strings.Join(refErrs, "; "))
 		}
 		// Queue names may hold dots ("notification.restaurant"), which
 		// koanf would read as nesting, and HCL gives repeated queue blocks
@@ -332,6 +361,11 @@ func LoadDaemon(path string) (Daemon, error) {
 	}
 	known[daemonEnvPrefix+"RULES"] = "rules"
 	overrides := map[string]any{}
+	envBase := "."
+	if path != "" {
+		envBase = filepath.Dir(path)
+	}
+	var envErrs []string
 	for _, kv := range os.Environ() {
 		name, val, _ := strings.Cut(kv, "=")
 		key, ok := known[name]
@@ -340,9 +374,18 @@ func LoadDaemon(path string) (Daemon, error) {
 		}
 		if key == "rules" {
 			overrides[key] = strings.Split(val, ",")
-		} else {
-			overrides[key] = val
+			continue
 		}
+		v, _, err := secret.Resolve(val, envBase)
+		if err != nil {
+			envErrs = append(envErrs, fmt.Sprintf("%s (%s): %v", name, key, err))
+			continue
+		}
+		overrides[key] = v
+	}
+	if len(envErrs) > 0 {
+		sort.Strings(envErrs)
+		return Daemon{}, fmt.Errorf("environment: %s", strings.Join(envErrs, "; "))
 	}
 	if err := k.Load(confmap.Provider(overrides, "."), nil); err != nil {
 		return Daemon{}, err
@@ -375,8 +418,14 @@ func LoadDaemon(path string) (Daemon, error) {
 				d.Rules[i] = filepath.Join(base, r)
 			}
 		}
-		if os.Getenv(daemonEnvPrefix+"PLUGINS_DIR") == "" && !filepath.IsAbs(d.Plugins.Dir) && fromFile.Exists("plugins.dir") {
-			d.Plugins.Dir = filepath.Join(base, d.Plugins.Dir)
+		// Paths the file gives are relative to it; the environment's to
+		// the working directory.
+		for key, p := range map[string]*string{"plugins.dir": &d.Plugins.Dir, "amqp.tls_ca_file": &d.AMQP.TLSCAFile,
+			"amqp.tls_cert_file": &d.AMQP.TLSCertFile, "amqp.tls_key_file": &d.AMQP.TLSKeyFile} {
+			env := daemonEnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+			if os.Getenv(env) == "" && *p != "" && !filepath.IsAbs(*p) && fromFile.Exists(key) {
+				*p = filepath.Join(base, *p)
+			}
 		}
 		if os.Getenv(daemonEnvPrefix+"HTTP_ADMIN_TOKEN_FILE") == "" && d.HTTP.AdminTokenFile != "" && !filepath.IsAbs(d.HTTP.AdminTokenFile) {
 			d.HTTP.AdminTokenFile = filepath.Join(base, d.HTTP.AdminTokenFile)
@@ -445,6 +494,10 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"plugins.watch":                d.Plugins.Watch,
 		"plugins.env":                  d.Plugins.Env,
 		"plugins.insecure_permissions": d.Plugins.InsecurePermissions,
+		"amqp.tls_ca_file":             d.AMQP.TLSCAFile,
+		"amqp.tls_cert_file":           d.AMQP.TLSCertFile,
+		"amqp.tls_key_file":            d.AMQP.TLSKeyFile,
+		"amqp.tls_server_name":         d.AMQP.TLSServerName,
 	}
 }
 
@@ -465,6 +518,11 @@ func (d Daemon) Validate() error {
 	}
 	if d.AMQP.URL == "" {
 		bad("amqp.url", "must not be empty")
+	} else if err := d.AMQP.checkURL(); err != nil {
+		bad("amqp.url", "%v", err)
+	}
+	if (d.AMQP.TLSCertFile == "") != (d.AMQP.TLSKeyFile == "") {
+		bad("amqp.tls_cert_file", "give amqp.tls_cert_file and amqp.tls_key_file together")
 	}
 	if d.AMQP.Exchange == "" {
 		bad("amqp.exchange", "must not be empty")
@@ -673,4 +731,121 @@ func decodeQueue(name string, body any) (QueueConfig, error) {
 		return qc, fmt.Errorf("amqp.queue.%s: %w", name, err)
 	}
 	return qc, nil
+}
+
+// resolveDaemonRefs replaces every string of a parsed config file that is a
+// secret reference with what it stands for, in place, and collects the
+// problems (named by key path) in errs. Lists of blocks (HCL) keep their
+// key; lists of values add the index.
+func resolveDaemonRefs(v any, baseDir, path string, errs *[]string) any {
+	sub := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch t := v.(type) {
+	case string:
+		val, _, err := secret.Resolve(t, baseDir)
+		if err != nil {
+			*errs = append(*errs, fmt.Sprintf("%s: %v", path, err))
+			return t
+		}
+		return val
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			t[k] = resolveDaemonRefs(t[k], baseDir, sub(k), errs)
+		}
+		return t
+	case []map[string]any:
+		for _, m := range t {
+			resolveDaemonRefs(m, baseDir, path, errs)
+		}
+		return t
+	case []any:
+		for i, x := range t {
+			p := path
+			if _, isMap := x.(map[string]any); !isMap {
+				p = sub(strconv.Itoa(i))
+			}
+			t[i] = resolveDaemonRefs(x, baseDir, p, errs)
+		}
+		return t
+	case []string:
+		for i, x := range t {
+			t[i], _ = resolveDaemonRefs(x, baseDir, sub(strconv.Itoa(i)), errs).(string)
+		}
+		return t
+	}
+	return v
+}
+
+// checkURL checks amqp.url's syntax without repeating the URL (and its
+// password) in the error, and that the TLS settings fit its scheme.
+func (a AMQPConfig) checkURL() error {
+	u, err := url.Parse(a.URL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("not a valid URL (%v); percent-encode reserved characters in the user name and password", err)
+	}
+	switch u.Scheme {
+	case "amqp":
+		if a.TLSCAFile != "" || a.TLSCertFile != "" || a.TLSKeyFile != "" || a.TLSServerName != "" {
+			return errors.New("amqp.tls_* settings need an amqps:// URL")
+		}
+	case "amqps":
+	default:
+		return fmt.Errorf("scheme %q: want amqp:// or amqps://", u.Scheme)
+	}
+	return nil
+}
+
+// TLSConfig returns the TLS settings for an amqps:// URL: the CA file's
+// roots (the system's when none is given), the client certificate and the
+// server name. It returns nil when no tls_* key is set, so that the AMQP
+// client's defaults apply (the system's roots, the URL's host).
+func (a AMQPConfig) TLSConfig() (*tls.Config, error) {
+	if a.TLSCAFile == "" && a.TLSCertFile == "" && a.TLSServerName == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: a.TLSServerName}
+	if a.TLSCAFile != "" {
+		pem, err := os.ReadFile(a.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("amqp.tls_ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("amqp.tls_ca_file: %s holds no PEM certificate", a.TLSCAFile)
+		}
+		c.RootCAs = pool
+	}
+	if a.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(a.TLSCertFile, a.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("amqp.tls_cert_file/amqp.tls_key_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// SecretValues returns the passwords of the database and broker URLs, for
+// a secret.Redactor.
+func (d Daemon) SecretValues() []string {
+	var out []string
+	for _, u := range []string{d.Database.URL, d.Database.APIURL, d.AMQP.URL} {
+		if p := secret.URLPassword(u); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -303,3 +303,152 @@ func TestLoadDaemonPluginEnvNames(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadDaemonSecretReferences(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "db-url"), []byte("postgres://herald:db-pa55word@127.0.0.1/h?sslmode=disable\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HERALD_TEST_AMQP_URL", "amqps://u:mq-pa55word@mq.example:5671/vh")
+	t.Setenv("HERALD_TEST_BATCH", "12")
+	t.Setenv("HERALD_TEST_CA", "ca.pem")
+	t.Setenv("HERALD_TEST_BINDING", "*.X")
+	p := filepath.Join(dir, "herald.hcl")
+	body := `
+database { url = "file:db-url" }
+amqp {
+  url         = "env:HERALD_TEST_AMQP_URL"
+  tls_ca_file = "env:HERALD_TEST_CA"
+  exchange    = "raw:env:literal"
+  queue "q" { bindings = ["env:HERALD_TEST_BINDING"] prefetch = "env:HERALD_TEST_BATCH" }
+}
+relay { batch_size = "env:HERALD_TEST_BATCH" }
+`
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := LoadDaemon(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Database.URL != "postgres://herald:db-pa55word@127.0.0.1/h?sslmode=disable" {
+		t.Errorf("database.url = %q", d.Database.URL)
+	}
+	if d.AMQP.URL != "amqps://u:mq-pa55word@mq.example:5671/vh" || d.AMQP.Exchange != "env:literal" {
+		t.Errorf("amqp = %+v", d.AMQP)
+	}
+	if d.AMQP.TLSCAFile != filepath.Join(dir, "ca.pem") {
+		t.Errorf("tls_ca_file %q is not relative to the config file", d.AMQP.TLSCAFile)
+	}
+	if d.Relay.BatchSize != 12 || d.AMQP.Queues["q"].Prefetch != 12 || d.AMQP.Queues["q"].Bindings[0] != "*.X" {
+		t.Errorf("non-string fields: batch %d queue %+v", d.Relay.BatchSize, d.AMQP.Queues["q"])
+	}
+	if got := d.SecretValues(); len(got) != 2 || got[0] != "db-pa55word" || got[1] != "mq-pa55word" {
+		t.Errorf("SecretValues = %q", got)
+	}
+
+	// An environment override may be a reference too.
+	t.Setenv("HERALD_DATABASE_URL", "file:db-url")
+	if d, err = LoadDaemon(p); err != nil || !strings.Contains(d.Database.URL, "db-pa55word") {
+		t.Fatalf("override by reference: %v %q", err, d.Database.URL)
+	}
+}
+
+func TestLoadDaemonSecretReferenceErrors(t *testing.T) {
+	tests := map[string]struct {
+		body string
+		env  map[string]string
+		want []string
+	}{
+		"env unset": {body: `amqp { url = "env:HERALD_TEST_UNSET_X" }`,
+			want: []string{"amqp.url", "env:HERALD_TEST_UNSET_X", "environment variable HERALD_TEST_UNSET_X is not set"}},
+		"file missing": {body: `database { url = "file:nope" }`,
+			want: []string{"database.url", "file:nope", "no such file or directory"}},
+		"bad env name": {body: `log { level = "env:1x" }`, want: []string{"log.level", "want env:NAME"}},
+		"override unset": {body: ``, env: map[string]string{"HERALD_AMQP_URL": "env:HERALD_TEST_UNSET_Y"},
+			want: []string{"HERALD_AMQP_URL", "amqp.url", "HERALD_TEST_UNSET_Y is not set"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			p := writeFile(t, "herald.hcl", tc.body)
+			_, err := LoadDaemon(p)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadDaemonAMQPTLS(t *testing.T) {
+	tests := map[string]struct {
+		body string
+		want string
+	}{
+		"tls keys with amqp://": {`amqp { tls_ca_file = "/ca.pem" }`, "amqp.tls_* settings need an amqps:// URL"},
+		"cert without key":      {`amqp { url = "amqps://mq/" tls_cert_file = "/c.pem" }`, "amqp.tls_cert_file"},
+		"bad scheme":            {`amqp { url = "http://mq/" }`, `scheme "http"`},
+		// url.Parse would repeat the URL, password and all.
+		"unparsable URL": {`amqp { url = "amqps://guest:pa%zzssword@mq/" }`, "not a valid URL"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := LoadDaemon(writeFile(t, "herald.hcl", tc.body))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "zzssword") {
+				t.Fatalf("the error shows the password: %v", err)
+			}
+		})
+	}
+
+	d, err := LoadDaemon(writeFile(t, "herald.hcl", `amqp { url = "amqps://mq/" }`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := d.AMQP.TLSConfig(); c != nil || err != nil {
+		t.Fatalf("no tls_* keys: want the client's defaults, got %v %v", c, err)
+	}
+	d.AMQP.TLSCAFile = writeFile(t, "ca.pem", "not a certificate")
+	if _, err := d.AMQP.TLSConfig(); err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
+		t.Fatalf("bad CA file: %v", err)
+	}
+	d.AMQP.TLSCAFile = filepath.Join(t.TempDir(), "missing.pem")
+	if _, err := d.AMQP.TLSConfig(); err == nil || !strings.Contains(err.Error(), "amqp.tls_ca_file") {
+		t.Fatalf("missing CA file: %v", err)
+	}
+}
+
+// TestExampleDaemonConfigLoads loads examples/herald.hcl, the quick
+// start's config, and the production settings its comments suggest.
+
+func TestExampleDaemonConfigLoads(t *testing.T) {
+	d, err := LoadDaemon("../../../examples/herald.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Rules) != 1 || !strings.HasSuffix(d.Rules[0], "quickstart/rules.hcl") {
+		t.Fatalf("rules = %v", d.Rules)
+	}
+	secretFile := writeFile(t, "herald-database-url",
+		"postgres://herald:pa55@db.internal:5432/herald?sslmode=verify-full&sslrootcert=/etc/herald/pg-ca.pem\n")
+	t.Setenv("HERALD_DATABASE_URL", "file:"+secretFile)
+	t.Setenv("HERALD_AMQP_URL", "env:HERALD_BROKER_URL")
+	t.Setenv("HERALD_BROKER_URL", "amqps://herald:pa55@mq.internal:5671/herald")
+	t.Setenv("HERALD_AMQP_TLS_CA_FILE", "/etc/herald/mq-ca.pem")
+	if d, err = LoadDaemon("../../../examples/herald.hcl"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Database.URL, "sslmode=verify-full") || d.AMQP.URL != "amqps://herald:pa55@mq.internal:5671/herald" ||
+		d.AMQP.TLSCAFile != "/etc/herald/mq-ca.pem" {
+		t.Fatalf("production settings: %+v %+v", d.Database, d.AMQP)
+	}
+}

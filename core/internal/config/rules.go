@@ -23,6 +23,7 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/secret"
 )
 
 // RulesError is one problem in a rules file. It names the file, the line
@@ -282,27 +283,39 @@ func rulesPathErr(err error) string {
 }
 
 // LoadRules loads, decodes strictly, merges and validates rules files (HCL
-// for .hcl, YAML for .yaml and .yml; paths may be globs). The error is a
-// RulesErrors naming the file, line, rule and field of every problem.
+// for .hcl, YAML for .yaml and .yml; paths may be globs), and resolves the
+// secret references (env:NAME, file:PATH, raw:TEXT) in providers' config.
+// The error is a RulesErrors naming the file, line, rule and field of every
+// problem.
 func LoadRules(paths ...string) (*rules.RuleSet, error) {
-	rs, _, err := loadRulesFiles(paths)
+	rs, _, err := LoadRulesWith(RulesOptions{}, paths...)
 	return rs, err
 }
 
-// CheckRules is LoadRules for `herald rules check`: it also returns the
-// files read and, when pluginDir is not empty, checks that every provider's
-// binary (herald-plugin-<plugin>) is there, is executable and matches its
-// checksum.
-func CheckRules(pluginDir string, paths ...string) (*rules.RuleSet, []string, error) {
-	return loadRulesFilesWith(paths, pluginDir)
+// RulesOptions tunes LoadRulesWith.
+type RulesOptions struct {
+	// PluginDir, when not empty, also checks that every provider's binary
+	// (herald-plugin-<plugin>) is there, is executable and matches its
+	// checksum (`herald rules check --plugin-dir`).
+	PluginDir string
+	// KeepReferences leaves the secret references of providers' config as
+	// written and only checks their syntax, for tools that start no plugin
+	// (`rules explain`, `rules check --no-resolve`) on machines that do not
+	// hold the secrets.
+	KeepReferences bool
+}
+
+// LoadRulesWith is LoadRules with options; it also returns the files read.
+func LoadRulesWith(opts RulesOptions, paths ...string) (*rules.RuleSet, []string, error) {
+	return loadRulesFilesWith(paths, opts)
 }
 
 // loadRulesFiles is LoadRules that also returns the files read.
 func loadRulesFiles(paths []string) (*rules.RuleSet, []string, error) {
-	return loadRulesFilesWith(paths, "")
+	return loadRulesFilesWith(paths, RulesOptions{})
 }
 
-func loadRulesFilesWith(paths []string, pluginDir string) (*rules.RuleSet, []string, error) {
+func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []string, error) {
 	files, err := RulesFiles(paths...)
 	if err != nil {
 		return nil, files, err
@@ -320,9 +333,9 @@ func loadRulesFilesWith(paths []string, pluginDir string) (*rules.RuleSet, []str
 		// unreadable file as errors of their own.
 		return nil, files, c.errs.sorted()
 	}
-	spec, owners := buildRulesSpec(c, parsed)
-	if pluginDir != "" {
-		checkRulesPluginDir(c, spec, owners, pluginDir)
+	spec, owners := buildRulesSpec(c, parsed, !opts.KeepReferences)
+	if opts.PluginDir != "" {
+		checkRulesPluginDir(c, spec, owners, opts.PluginDir)
 	}
 	rs, err := rules.New(spec)
 	if err != nil {
@@ -628,8 +641,10 @@ func rulesWhere(f *rulesFile, path []string) string {
 }
 
 // buildRulesSpec merges the files' rules (a rule defined twice is an error
-// naming both files) and converts them into a rules.Spec.
-func buildRulesSpec(c *rulesCollector, files []*rulesFile) (rules.Spec, *rulesOwners) {
+// naming both files) and converts them into a rules.Spec. With resolve, the
+// secret references of providers' config are replaced by their values;
+// without, only their syntax is checked.
+func buildRulesSpec(c *rulesCollector, files []*rulesFile, resolve bool) (rules.Spec, *rulesOwners) {
 	owners := &rulesOwners{channels: map[string]*rulesFile{}, events: map[string]*rulesFile{}}
 	for _, f := range files {
 		for _, name := range rulesSortedKeys(f.raw.Channels) {
@@ -714,12 +729,14 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile) (rules.Spec, *rulesOw
 		}
 		ch.Retry = rulesRetryFrom(c, f, raw.Retry, base, []string{rules.KeyChannel, name, rules.KeyRetry})
 		ch.Breaker = rulesBreakerFrom(c, f, raw.Breaker, []string{rules.KeyChannel, name, rules.KeyBreaker})
-		for _, p := range raw.Providers {
+		for i, p := range raw.Providers {
 			if p == nil {
 				continue
 			}
+			cfgPath := []string{rules.KeyChannel, name, rules.KeyProviders, strconv.Itoa(i), rules.KeyConfig}
 			ch.Providers = append(ch.Providers, rules.Provider{
-				Name: p.Name, Plugin: p.Plugin, Priority: p.Priority, Checksum: p.Checksum, Config: p.Config,
+				Name: p.Name, Plugin: p.Plugin, Priority: p.Priority, Checksum: p.Checksum,
+				Config: rulesResolveConfig(c, f, p.Config, cfgPath, resolve),
 			})
 		}
 		spec.Channels = append(spec.Channels, ch)
@@ -904,4 +921,56 @@ func rulesSortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// rulesResolveConfig returns a provider's config with every secret
+// reference (a string value, or a string in a list or nested map) replaced
+// by what it stands for; file: paths are relative to the rules file. A
+// reference that does not resolve is reported at its field, naming the
+// reference and never a value. Without resolve only the syntax is checked
+// and the config is returned as written.
+func rulesResolveConfig(c *rulesCollector, f *rulesFile, cfg map[string]any, path []string, resolve bool) map[string]any {
+	if cfg == nil {
+		return nil
+	}
+	base := filepath.Dir(f.path)
+	var walk func(v any, path []string) any
+	walk = func(v any, path []string) any {
+		switch t := v.(type) {
+		case string:
+			if !resolve {
+				if err := secret.Check(t); err != nil {
+					c.add(f, path, err.Error())
+				}
+				return t
+			}
+			val, _, err := secret.Resolve(t, base)
+			if err != nil {
+				c.add(f, path, err.Error())
+				return t
+			}
+			return val
+		case []any:
+			out := make([]any, len(t))
+			for i, x := range t {
+				out[i] = walk(x, rulesSubPath(path, strconv.Itoa(i)))
+			}
+			return out
+		case []string:
+			out := make([]string, len(t))
+			for i, x := range t {
+				out[i], _ = walk(x, rulesSubPath(path, strconv.Itoa(i))).(string)
+			}
+			return out
+		case map[string]any:
+			out := make(map[string]any, len(t))
+			for _, k := range rulesSortedKeys(t) {
+				out[k] = walk(t[k], rulesSubPath(path, k))
+			}
+			return out
+		}
+		return v
+	}
+	out, _ := walk(cfg, path).(map[string]any)
+	return out
 }

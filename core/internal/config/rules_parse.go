@@ -298,6 +298,12 @@ func walkHCLPositions(ps rulesPositions, list *ast.ObjectList, shape *rulesShape
 		if shape != nil && shape.fields != nil {
 			fs = shape.fields[key]
 		}
+		if _, isList := item.Val.(*ast.ListType); isList && fs != nil && fs.kind == rulesList {
+			// `providers = [{...}, {...}]`: the list's items are the
+			// elements, indexed by walkHCLValue.
+			walkHCLValue(ps, item.Val, fs, p)
+			continue
+		}
 		if fs != nil && fs.kind == rulesList {
 			p = rulesSubPath(p, strconv.Itoa(counts[key]))
 			counts[key]++

@@ -36,6 +36,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -151,11 +152,21 @@ type Config struct {
 	Breaker BreakerPolicy
 	// HostCapabilities is sent to plugins in ConfigureRequest.
 	HostCapabilities []string
+	// Redactor receives the values of every provider's Secret fields as
+	// soon as the plugin has described its fields, before it is configured;
+	// the host redacts them from the errors it returns and from Status, and
+	// the daemon's log output should go through Redactor.Writer so that
+	// neither its own lines nor the plugins' re-emitted ones carry them
+	// (default: a Redactor of the host's own).
+	Redactor *secret.Redactor
 }
 
 func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Redactor == nil {
+		c.Redactor = secret.NewRedactor()
 	}
 	if c.HealthInterval <= 0 {
 		c.HealthInterval = 10 * time.Second
@@ -523,11 +534,32 @@ func (h *Host) Reload(ctx context.Context, name string) error {
 	var errs []error
 	for _, p := range ps {
 		if err := p.requestReload(ctx, "reload"); err != nil {
-			errs = append(errs, fmt.Errorf("pluginhost: reload channel %q provider %q: %w", p.channel, p.name, err))
+			errs = append(errs, h.redactErr(fmt.Errorf("pluginhost: reload channel %q provider %q: %w", p.channel, p.name, err)))
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// redactErr returns err with the registered secret values replaced in its
+// text; errors.Is and errors.As still see the original.
+func (h *Host) redactErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := h.cfg.Redactor.String(err.Error())
+	if msg == err.Error() {
+		return err
+	}
+	return &redactedError{msg: msg, err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // Reconfigure applies new channel config (rules hot reload): providers that
 // are new start, removed ones stop, and changed ones (plugin, checksum,

@@ -319,6 +319,9 @@ func (p *provider) handshake(ctx context.Context, client *plugin.Client, path st
 		return nil, fmt.Errorf("describe: %w", err)
 	}
 	inst.desc = desc
+	// From here on the plugin may see (and log, or echo in an error) its
+	// secrets: register them first.
+	p.h.cfg.Redactor.Add(secretValues(desc.Config, p.cfg.Config)...)
 	if desc.ChannelType != sdk.AnyChannel && !strings.EqualFold(desc.ChannelType, p.channel) {
 		return nil, refused("plugin %s provides channel %q, configured for channel %q", p.cfg.Plugin, desc.ChannelType, p.channel)
 	}
@@ -347,4 +350,29 @@ func (p *provider) handshake(ctx context.Context, client *plugin.Client, path st
 	}
 	inst.started = time.Now()
 	return inst, nil
+}
+
+// secretValues returns the values cfg gives the fields specs marks Secret,
+// as text (each item of a list).
+func secretValues(specs []sdk.FieldSpec, cfg map[string]any) []string {
+	var out []string
+	for _, s := range specs {
+		if !s.Secret {
+			continue
+		}
+		switch v := cfg[s.Name].(type) {
+		case nil:
+		case string:
+			out = append(out, v)
+		case []string:
+			out = append(out, v...)
+		case []any:
+			for _, x := range v {
+				out = append(out, fmt.Sprint(x))
+			}
+		default:
+			out = append(out, fmt.Sprint(v))
+		}
+	}
+	return out
 }

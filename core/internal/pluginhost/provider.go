@@ -669,7 +669,7 @@ func (p *provider) status(now time.Time) ProviderStatus {
 		Priority:  p.priority,
 		State:     p.state,
 		Restarts:  p.restarts,
-		LastError: p.lastErr,
+		LastError: p.h.cfg.Redactor.String(p.lastErr),
 		Binary:    p.binaryPath(),
 	}
 	if p.inst != nil {

@@ -2,6 +2,9 @@ package rules
 
 import (
 	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -181,7 +184,21 @@ type Provider struct {
 	Priority int
 	// Checksum is the binary's expected SHA-256 (hex), optional.
 	Checksum string
-	Config   map[string]any
+	// Config is passed to the plugin's Configure after the host checked it
+	// against the plugin's field specs. It may hold secrets (resolved from
+	// env: and file: references): never print it; String leaves it out.
+	Config map[string]any
+}
+
+// String names the provider and lists its config keys, not their values,
+// so that a provider printed or logged by mistake shows no secret.
+func (p Provider) String() string {
+	keys := make([]string, 0, len(p.Config))
+	for k := range p.Config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return fmt.Sprintf("%s (plugin %s, priority %d, config keys [%s])", p.Name, p.Plugin, p.Priority, strings.Join(keys, " "))
 }
 
 // ChannelConfig is the configured behaviour of one channel.

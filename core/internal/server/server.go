@@ -5,6 +5,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +32,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/outbox"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,7 +97,7 @@ func OpenPools(ctx context.Context, db config.DatabaseConfig) (*Pools, error) {
 		return fail(fmt.Errorf("database.url: %w", err))
 	}
 	if err := p.Worker.Ping(ctx); err != nil {
-		return fail(fmt.Errorf("database.url (role %q): %w", db.WorkerRole, err))
+		return fail(fmt.Errorf("database.url (role %q): %w%s", db.WorkerRole, err, tlsHint(err)))
 	}
 	if err := store.CheckRole(ctx, p.Worker, store.RoleWorker, "database.worker_role"); err != nil {
 		return fail(err)
@@ -107,7 +110,7 @@ func OpenPools(ctx context.Context, db config.DatabaseConfig) (*Pools, error) {
 		return fail(fmt.Errorf("database.api_url: %w", err))
 	}
 	if err := p.API.Ping(ctx); err != nil {
-		return fail(fmt.Errorf("database.api_url (role %q): %w", db.APIRole, err))
+		return fail(fmt.Errorf("database.api_url (role %q): %w%s", db.APIRole, err, tlsHint(err)))
 	}
 	if err := store.CheckAPIRole(ctx, p.API, "database.api_url/database.api_role"); err != nil {
 		return fail(fmt.Errorf("refusing to start: %w", err))
@@ -116,12 +119,25 @@ func OpenPools(ctx context.Context, db config.DatabaseConfig) (*Pools, error) {
 		return fail(fmt.Errorf("database.url: %w", err))
 	}
 	if err := p.Admin.Ping(ctx); err != nil {
-		return fail(fmt.Errorf("database.url (role %q): %w", db.AdminRole, err))
+		return fail(fmt.Errorf("database.url (role %q): %w%s", db.AdminRole, err, tlsHint(err)))
 	}
 	if err := store.CheckRole(ctx, p.Admin, store.RoleAdmin, "database.admin_role"); err != nil {
 		return fail(err)
 	}
 	return p, nil
+}
+
+// tlsHint says what to check when err is a refused server certificate.
+func tlsHint(err error) string {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+	)
+	if errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) {
+		return " (the server's TLS certificate was refused: check sslrootcert in the URL, and that the certificate names the URL's host)"
+	}
+	return ""
 }
 
 // Public is the public HTTP API and the live gateway behind it.
@@ -291,8 +307,10 @@ func PluginHostConfig(pc config.PluginsConfig, log hclog.Logger, channels []rule
 
 // Run serves until ctx ends or SIGINT/SIGTERM arrives; SIGHUP reloads the
 // rules. It returns after an orderly shutdown: listeners finish and record
-// in-flight sends, then plugins are stopped.
-func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
+// in-flight sends, then plugins are stopped. The plugin host registers the
+// values of providers' secret fields with redact (nil: a redactor of its
+// own), which should be the one log writes through.
+func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.Redactor) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -320,10 +338,16 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger) error {
 	pool := pools.Worker
 
 	topo := Topology(d, current())
-	conn := broker.Dial(d.AMQP.URL, topo, log)
+	amqpTLS, err := d.AMQP.TLSConfig()
+	if err != nil {
+		return err
+	}
+	conn := broker.DialTLS(d.AMQP.URL, amqpTLS, topo, log)
 	defer conn.Close()
 
-	host, err := pluginhost.New(PluginHostConfig(d.Plugins, log, current().Channels()))
+	hostCfg := PluginHostConfig(d.Plugins, log, current().Channels())
+	hostCfg.Redactor = redact
+	host, err := pluginhost.New(hostCfg)
 	if err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}

@@ -48,7 +48,12 @@ type FieldSpec struct {
 	Type FieldType
 	// Required fields must be present.
 	Required bool
-	// Secret fields are never logged or shown.
+	// Secret marks a credential. The host never prints or logs its value:
+	// CheckConfig's errors do not repeat it, `herald plugins ls` and the
+	// admin API show no config, and the daemon replaces the value (8 bytes
+	// or longer) with "[redacted]" in every log line and error it passes
+	// on, including the plugin's own re-emitted logs. Operators usually
+	// give it as env:NAME or file:PATH rather than in the rules file.
 	Secret bool
 	// Default is the value used when the key is absent ("" for none).
 	Default string

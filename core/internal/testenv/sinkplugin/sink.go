@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +26,8 @@ const (
 	fieldRecordBrief   = "record_brief"
 	fieldHoldFile      = "hold_file"
 	fieldEnvFile       = "env_file"
+	fieldToken         = "token"
+	fieldLogToken      = "log_token"
 )
 
 // Record is one line of the record file.
@@ -40,6 +44,10 @@ type Record struct {
 	Version        string       `json:"version,omitempty"`
 	BinaryVersion  string       `json:"binary_version,omitempty"`
 	Outcome        string       `json:"outcome"`
+	// TokenSHA256 is the SHA-256 (hex) of the token the sink was
+	// configured with, so that tests can check which secret it got without
+	// the secret itself being written anywhere.
+	TokenSHA256 string `json:"token_sha256,omitempty"`
 	// At is when the sink answered the batch (Unix nanoseconds): the end
 	// of a delivery's trip through Herald, for latency measurements.
 	At int64 `json:"at"`
@@ -63,6 +71,8 @@ type config struct {
 	provider      string
 	recordBrief   bool
 	envFile       string
+	token         string
+	logToken      bool
 }
 
 // Sink is the recording channel.
@@ -103,6 +113,8 @@ func (s *Sink) Describe(context.Context) (sdk.Description, error) {
 			{Name: fieldRecordBrief, Type: sdk.FieldBool, Default: "false", Description: "record ids, attempt and time only (benchmarks)"},
 			{Name: fieldHoldFile, Type: sdk.FieldString, Description: "hold every batch while this file exists"},
 			{Name: fieldEnvFile, Type: sdk.FieldString, Description: "write the plugin's environment here when configured"},
+			{Name: fieldToken, Type: sdk.FieldString, Secret: true, Description: "a credential; its SHA-256 is recorded"},
+			{Name: fieldLogToken, Type: sdk.FieldBool, Default: "false", Description: "log the token in clear at Configure, and put it in fail_health's message (tests the host's redaction)"},
 		},
 	}, nil
 }
@@ -131,6 +143,10 @@ func (s *Sink) Configure(_ context.Context, req sdk.ConfigureRequest) error {
 	s.mu.Lock()
 	s.cfg = c
 	s.mu.Unlock()
+	if c.logToken {
+		// What a careless plugin does; the host must redact it.
+		sdk.Logger().Info("sink token in clear (log_token is set)", "token", c.token, "pid", os.Getpid())
+	}
 	sdk.Logger().Info("sink configured", "provider", c.provider, "version", c.version, "binary_version", version, "pid", os.Getpid())
 	return nil
 }
@@ -147,6 +163,8 @@ func configFromParsed(m map[string]any) (config, error) {
 	c.recordBrief, _ = m[fieldRecordBrief].(bool)
 	c.holdFile, _ = m[fieldHoldFile].(string)
 	c.envFile, _ = m[fieldEnvFile].(string)
+	c.token, _ = m[fieldToken].(string)
+	c.logToken, _ = m[fieldLogToken].(bool)
 	if c.delay < 0 {
 		return c, &sdk.ConfigError{Field: fieldDelay, Msg: "must not be negative"}
 	}
@@ -209,6 +227,10 @@ func (s *Sink) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, er
 			content := d.Content
 			rec.IdempotencyKey, rec.Channel, rec.User, rec.Content = d.IdempotencyKey, d.Channel, d.Recipient.UserID, &content
 			rec.Provider, rec.Version, rec.BinaryVersion = c.provider, c.version, version
+			if c.token != "" {
+				sum := sha256.Sum256([]byte(c.token))
+				rec.TokenSHA256 = hex.EncodeToString(sum[:])
+			}
 		}
 		line, err := json.Marshal(rec)
 		if err != nil {
@@ -234,6 +256,9 @@ func (s *Sink) Health(context.Context) (sdk.HealthReport, error) {
 	switch {
 	case brokenHealth == "true":
 		return sdk.HealthReport{Message: "sink: built broken (brokenHealth=true), version " + version}, nil
+	case c.failHealth && c.logToken:
+		// A careless plugin's error message; the host must redact it.
+		return sdk.HealthReport{Message: "sink: fail_health is set, token " + c.token}, nil
 	case c.failHealth:
 		return sdk.HealthReport{Message: "sink: fail_health is set"}, nil
 	case c.failFile != "" && exists(c.failFile):
