@@ -534,7 +534,7 @@ func TestRunRefusesUnsafeAdminAPI(t *testing.T) {
 			d.HTTP.AdminListen, d.HTTP.AdminTokenFile = tc.listen, tc.tokenFile
 			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 			defer cancel()
-			err := server.Run(ctx, d, hclog.NewNullLogger())
+			err := server.Run(ctx, d, hclog.NewNullLogger(), nil)
 			if err == nil {
 				t.Fatal("Run started")
 			}
