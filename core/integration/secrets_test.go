@@ -256,7 +256,9 @@ func TestSecretsFromEnvAndFilesNeverShown(t *testing.T) {
 // reloadRules asks the daemon to reload its rules through the admin API.
 func (e *env) reloadRules() (int, string) {
 	e.t.Helper()
-	resp, err := http.Post(e.admin+"/admin/v1/rules/reload", "", nil)
+	req, _ := http.NewRequest("POST", e.admin+"/admin/v1/rules/reload", nil)
+	req.Header.Set("Authorization", "Bearer "+e.adminToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatalf("rules reload: %v", err)
 	}
