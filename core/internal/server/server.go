@@ -31,6 +31,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/webinbox"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -127,8 +128,8 @@ func OpenPools(ctx context.Context, db config.DatabaseConfig) (*Pools, error) {
 // Public is the public HTTP API and the live gateway behind it.
 type Public struct {
 	// Handler serves the tenants' routes on the API pool, the
-	// superadmin's under /v1/admin/ on the admin pool, and the live
-	// gateway under /v1/live.
+	// superadmin's under /v1/admin/ on the admin pool, the live
+	// gateway under /v1/live and the web inbox page at /inbox.
 	Handler http.Handler
 	// Live is the live gateway; Run it with the daemon's stages.
 	Live *live.Server
@@ -160,6 +161,9 @@ func PublicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Mount("/v1/inbox", box)
 	apiSrv.Mount("/v1/inbox/", box)
 	apiSrv.Mount("GET /v1/actions", apiSrv.Authenticated(inbox.Feed(pools.API, log)))
+	page := webinbox.Handler()
+	apiSrv.Mount(webinbox.Path, page)
+	apiSrv.Mount(webinbox.Path+"/", page)
 	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier, Actions: actions}, nil
 }
 
