@@ -35,8 +35,15 @@ bin/herald devpeers --smtp 127.0.0.1:2525 --http 127.0.0.1:4010 &
 peers=$!
 trap 'kill $peers 2>/dev/null || true' EXIT
 
+# A token for staff1's web inbox, carried in the URL fragment (a fragment
+# never reaches the server or its logs). It lasts 15 minutes, the longest
+# auth.max_token_lifetime allows by default.
+inbox_token=$(bin/herald tokens issue --tenant demo --kid demo --user staff1 --user-type STAFF --roles MANAGER --ttl 15m)
+
 cat >&2 <<MSG
 run: herald is starting on http://127.0.0.1:8080 (admin on 127.0.0.1:8081)
+run: web inbox of staff1 (the token lasts 15 minutes; a later one: bin/herald tokens issue --tenant demo --kid demo --user staff1 --user-type STAFF --roles MANAGER --ttl 15m):
+run:       http://127.0.0.1:8080/inbox#token=$inbox_token
 run: demo tenant API key: $HERALD_DEMO_API_KEY
 run: superadmin view across tenants: bin/herald admins create   (prints a credential once), then
 run:       curl -s -H "Authorization: Bearer <credential>" http://127.0.0.1:8080/v1/admin/stats

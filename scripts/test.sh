@@ -3,7 +3,8 @@
 # PostgreSQL and RabbitMQ (scripts/servers.sh), checks formatting, vet and the
 # generated protobuf code, runs every package's tests with -race, then the
 # black-box integration suite (which stops and starts the broker, so it runs
-# alone, one package at a time).
+# alone, one package at a time; it drives the web inbox in headless Chromium,
+# installed from Debian's packages when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +29,17 @@ if ! command -v protoc >/dev/null || [ ! -f /usr/include/google/protobuf/duratio
 		# shellcheck disable=SC2086
 		apt-get install -y --no-install-recommends $pkgs >/dev/null 2>&1 ||
 			{ apt-get update >/dev/null && apt-get install -y --no-install-recommends $pkgs >/dev/null; }
+	fi
+fi
+
+# Chromium drives the web inbox's end-to-end test (core/integration/
+# webinbox_test.go), which fails without it; HERALD_CHROMIUM names another.
+if [ -z "${HERALD_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		echo "== installing chromium"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 ||
+			{ apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; }
 	fi
 fi
 

@@ -34,6 +34,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/webinbox"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -143,8 +144,8 @@ func tlsHint(err error) string {
 // Public is the public HTTP API and the live gateway behind it.
 type Public struct {
 	// Handler serves the tenants' routes on the API pool, the
-	// superadmin's under /v1/admin/ on the admin pool, and the live
-	// gateway under /v1/live.
+	// superadmin's under /v1/admin/ on the admin pool, the live
+	// gateway under /v1/live and the web inbox page at /inbox.
 	Handler http.Handler
 	// Live is the live gateway; Run it with the daemon's stages.
 	Live *live.Server
@@ -176,6 +177,9 @@ func PublicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Mount("/v1/inbox", box)
 	apiSrv.Mount("/v1/inbox/", box)
 	apiSrv.Mount("GET /v1/actions", apiSrv.Authenticated(inbox.Feed(pools.API, log)))
+	page := webinbox.Handler()
+	apiSrv.Mount(webinbox.Path, page)
+	apiSrv.Mount(webinbox.Path+"/", page)
 	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier, Actions: actions}, nil
 }
 
