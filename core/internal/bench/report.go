@@ -20,6 +20,8 @@ type Report struct {
 	Runs     []Result  `json:"runs"`
 	// Admin is the superadmin API benchmark, when it ran.
 	Admin *AdminResult `json:"admin,omitempty"`
+	// Inbox is the notification centre benchmark, when it ran.
+	Inbox *InboxResult `json:"inbox,omitempty"`
 	// RLSCosts compare runs with the run of the same shape on a database
 	// without row-level security, when the report has one.
 	RLSCosts []RLSCost `json:"rls_costs,omitempty"`
@@ -87,8 +89,9 @@ func (r *Report) ceiling(prefix string) (Ceiling, bool) {
 
 // Evaluate fills Targets and OK from the runs named fanout, latency and
 // single (the standard suite's names), the scale-out and row-level
-// security runs judged against the runs they vary (RLSCosts too), and the
-// superadmin benchmark's shapes; other runs only count for OK.
+// security runs judged against the runs they vary (RLSCosts too), the
+// superadmin benchmark's shapes and the inbox benchmark's endpoints and
+// reads per second; other runs only count for OK.
 func (r *Report) Evaluate() {
 	r.OK = len(r.Runs) > 0
 	r.Targets = nil
@@ -182,6 +185,9 @@ func (r *Report) Evaluate() {
 			r.Targets = append(r.Targets, t)
 		}
 	}
+	if in := r.Inbox; in != nil {
+		r.Targets = append(r.Targets, in.targets()...)
+	}
 }
 
 // Err says why the invocation failed, or returns nil: a run that failed
@@ -194,7 +200,13 @@ func (r *Report) Err() error {
 	if r.Admin != nil && r.Admin.Failed > 0 {
 		errs = append(errs, fmt.Errorf("%d superadmin requests were not answered 200", r.Admin.Failed))
 	}
-	if len(r.Runs) == 0 && r.Admin == nil {
+	if r.Inbox != nil && r.Inbox.Failed > 0 {
+		errs = append(errs, fmt.Errorf("%d inbox requests were not answered as expected", r.Inbox.Failed))
+	}
+	if r.Inbox != nil && !r.Inbox.Check.OK {
+		errs = append(errs, errors.New("inbox check failed: "+r.Inbox.Check.Detail))
+	}
+	if len(r.Runs) == 0 && r.Admin == nil && r.Inbox == nil {
 		errs = append(errs, errors.New("nothing ran"))
 	}
 	return errors.Join(errs...)
@@ -254,6 +266,12 @@ func (r *Report) Print(w io.Writer) {
 		}
 		r.Admin.print(w)
 	}
+	if r.Inbox != nil {
+		if len(r.Runs) > 0 || r.Admin != nil {
+			fmt.Fprintln(w)
+		}
+		r.Inbox.print(w)
+	}
 	if len(r.Targets) > 0 {
 		fmt.Fprintln(w, "\nTargets:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -283,6 +301,12 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintln(w, "\nsuperadmin API: every request answered 200")
 		} else {
 			fmt.Fprintf(w, "\nsuperadmin API: %d requests NOT answered 200 (see above)\n", r.Admin.Failed)
+		}
+	}
+	if r.Inbox != nil {
+		fmt.Fprintf(w, "\ninbox counters: %s\n", r.Inbox.Check.Detail)
+		if r.Inbox.Failed > 0 {
+			fmt.Fprintf(w, "inbox API: %d requests NOT answered as expected (see above)\n", r.Inbox.Failed)
 		}
 	}
 }
@@ -434,4 +458,107 @@ func mib(b int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+}
+
+// targets judges the inbox benchmark: p99 of each read endpoint under the
+// concurrent readers, and their reads per second.
+func (in *InboxResult) targets() []Target {
+	sc := in.Scenario
+	under := fmt.Sprintf("%d readers, %s rows", sc.Readers, num(float64(sc.Rows)))
+	var out []Target
+	for _, e := range in.Reads {
+		want := InboxPageTarget
+		if e.Name == "unread-count" {
+			want = InboxCountTarget
+		}
+		t := Target{Name: fmt.Sprintf("inbox %s p99 (%s)", e.Name, under), Want: fmt.Sprintf("< %.0f ms", want),
+			Got: fmt.Sprintf("%.1f ms", e.Latency.P99), Met: e.Met(want), Measured: e.Latency.P99}
+		if e.Failed > 0 {
+			t.Got += fmt.Sprintf(", %d failed", e.Failed)
+		}
+		out = append(out, t)
+	}
+	t := Target{Name: fmt.Sprintf("inbox reads/s (%s)", under), Want: fmt.Sprintf("≥ %s reads/s", num(InboxReadsTarget)),
+		Got: fmt.Sprintf("%s reads/s", num(in.ReadsPerSec)), Met: in.ReadsPerSec >= InboxReadsTarget, Measured: in.ReadsPerSec}
+	if in.ReadCPU > 0 {
+		t.Note = fmt.Sprintf("inbox: the API and its %d readers share this process, which used %.2f of the machine's %d cores while measured; "+
+			"PostgreSQL ran on the same cores", sc.Readers, in.ReadCPU, runtime.NumCPU())
+	}
+	return append(out, t)
+}
+
+// print writes the inbox benchmark: the lone reader, the concurrent
+// readers, the writers and the check.
+func (in *InboxResult) print(w io.Writer) {
+	sc := in.Scenario
+	fmt.Fprintf(w, "Inbox API, %s notifications (%s of them shared: %s events × %d sharers) of %s users in %d tenants, %d days;\n",
+		num(float64(sc.Rows)), num(float64(in.SharedRows)), num(float64(sc.SharedEvents)), sc.Sharers, num(float64(sc.Users)), sc.Tenants, sc.Days)
+	fmt.Fprintf(w, "%s with indexes (loaded in %.1f s, counters %.1f s, VACUUM (ANALYZE) %.1f s); served in-process over loopback HTTP,\n",
+		mib(in.TableBytes), in.Load.Seconds(), in.Counters.Seconds(), in.Vacuum.Seconds())
+	fmt.Fprintf(w, "API pool %d connections, a token per user. A round is one random user's unread count, bell and first page (limit %d).\n",
+		sc.APIConns, sc.Limit)
+	fmt.Fprintf(w, "Phases: one reader alone (%d rounds: the service time, no target); %d readers (%s measured after %s unmeasured);\n",
+		sc.Baseline, sc.Readers, sc.ReadFor, sc.Warmup)
+	fmt.Fprintf(w, "%d writers marking random unread notifications read and acting on random shared ones (%.0f %% actions), %.1f s.\n",
+		sc.Writers, sc.ActionShare*100, in.WriteTime.Seconds())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\trequest\trequests\tper s\tp50 ms\tp95 ms\tp99 ms\tmax ms\titems/answer\tfailed\ttarget\t")
+	line := func(phase string, e EndpointResult, target string) {
+		perAnswer, perSec := "", "-"
+		if e.Latency.Count > 0 && (e.Name == "unread-count" || e.Name == "bell" || e.Name == "list") {
+			perAnswer = fmt.Sprintf("%.1f", float64(e.Items)/float64(e.Latency.Count))
+		}
+		if e.PerSec > 0 {
+			perSec = num(e.PerSec)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%d\t%s\t\n", phase, e.Request, num(float64(e.Latency.Count)), perSec,
+			e.Latency.P50, e.Latency.P95, e.Latency.P99, e.Latency.Max, perAnswer, e.Failed, target)
+	}
+	judge := func(e EndpointResult) string {
+		want := InboxPageTarget
+		if e.Name == "unread-count" {
+			want = InboxCountTarget
+		}
+		if e.Met(want) {
+			return fmt.Sprintf("p99 < %.0f ms met", want)
+		}
+		return fmt.Sprintf("p99 < %.0f ms MISSED", want)
+	}
+	for _, e := range in.Baseline {
+		line("alone", e, "")
+	}
+	readers := fmt.Sprintf("%d readers", sc.Readers)
+	all := EndpointResult{Request: "every read", PerSec: in.ReadsPerSec}
+	for _, e := range in.Reads {
+		line(readers, e, judge(e))
+		all.Latency.Count += e.Latency.Count
+		all.Failed += e.Failed
+	}
+	reads := fmt.Sprintf("≥ %s/s met", num(InboxReadsTarget))
+	if in.ReadsPerSec < InboxReadsTarget {
+		reads = fmt.Sprintf("≥ %s/s MISSED", num(InboxReadsTarget))
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\t\t\t\t\t%d\t%s\t\n", readers, all.Request, num(float64(all.Latency.Count)), num(all.PerSec), all.Failed, reads)
+	writers := fmt.Sprintf("%d writers", sc.Writers)
+	all = EndpointResult{Request: "every write", PerSec: in.WritesPerSec}
+	for _, e := range in.Writes {
+		line(writers, e, "")
+		all.Latency.Count += e.Latency.Count
+		all.Failed += e.Failed
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\t\t\t\t\t%d\t(no target)\t\n", writers, all.Request, num(float64(all.Latency.Count)), num(all.PerSec), all.Failed)
+	_ = tw.Flush()
+	for _, e := range in.Writes {
+		if e.Name == "action" {
+			fmt.Fprintf(w, "  actions: %s won (200), %s already handled by another sharer (409)\n", num(float64(e.Items)), num(float64(e.Conflicts)))
+		}
+	}
+	for _, e := range append(append(in.Baseline[:len(in.Baseline):len(in.Baseline)], in.Reads...), in.Writes...) {
+		if e.Detail != "" {
+			fmt.Fprintf(w, "  %s: %s\n", e.Request, e.Detail)
+		}
+	}
+	if in.Database != "" {
+		fmt.Fprintf(w, "  database kept: %s\n", in.Database)
+	}
 }

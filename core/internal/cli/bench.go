@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhq/herald/core/internal/bench"
+	"github.com/heraldhq/herald/core/internal/config"
 )
 
 func init() {
@@ -44,6 +45,7 @@ type benchFlags struct {
 	ceilEvents int
 	adminRows  int
 	adminReqs  int
+	inbox      bench.InboxScenario
 	cpuProfile string
 }
 
@@ -73,12 +75,23 @@ every expected delivery is SENT exactly once.
   single   1 recipient × 1 channel, unpaced
   scale-2, scale-3   the fanout run with 2 and 3 herald serve processes
   admin    the superadmin API benchmark (below)
+  inbox    the notification centre benchmark (below; about a minute)
 --scenario rls runs the three fanout runs only.
 --scenario admin runs the superadmin API benchmark only: --admin-rows
 notifications in a database of its own, the real API served in-process, and
 --admin-requests requests of each of a fixed mix of filtered list requests
 (p50/p95/p99 per shape, target p99 < 50 ms), plus the stats endpoint. It
 measures no ceilings.
+--scenario inbox runs the notification centre benchmark only: --inbox-rows
+notifications (some shared) of --inbox-users users in a database of its own,
+counters to match, a token per user and the real API served in-process; first
+one reader alone (service times), then --inbox-readers readers for
+--inbox-read-for, each round a random user's GET /v1/inbox/unread-count,
+/v1/inbox/bell and first page /v1/inbox?limit=20 (p50/p95/p99 per endpoint,
+targets p99 < 5 ms, < 25 ms and < 25 ms, and ≥ 2,000 reads/s), then
+--inbox-writers writers for --inbox-write-for marking notifications read and
+acting on shared ones (writes/s, p99), and a check that every counter still
+matches its rows. It measures no ceilings.
 --scenario custom runs one run from the flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -86,7 +99,7 @@ measures no ceilings.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, rls, latency, single, scale, admin or custom")
+	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, rls, latency, single, scale, admin, inbox or custom")
 	fl.IntVar(&f.events, "events", 0, "events per run (0: the scenario's default)")
 	fl.IntVar(&f.recipients, "recipients", 10, "recipients per event (custom)")
 	fl.IntVar(&f.channels, "channels", 3, "channels per recipient (custom)")
@@ -107,6 +120,16 @@ measures no ceilings.
 	fl.IntVar(&f.ceilEvents, "ceiling-events", 20000, "events for the producer ceiling (the single run's producers, no daemon)")
 	fl.IntVar(&f.adminRows, "admin-rows", 1_000_000, "notifications in the superadmin benchmark's database (admin)")
 	fl.IntVar(&f.adminReqs, "admin-requests", 200, "measured requests per request shape (admin)")
+	fl.IntVar(&f.inbox.Rows, "inbox-rows", 1_000_000, "notifications in the inbox benchmark's database (inbox)")
+	fl.IntVar(&f.inbox.Users, "inbox-users", 10_000, "users they belong to, in 10 tenants (inbox)")
+	fl.IntVar(&f.inbox.Readers, "inbox-readers", 50, "concurrent readers (inbox)")
+	fl.DurationVar(&f.inbox.Warmup, "inbox-warmup", 2*time.Second, "how long the readers run unmeasured first (inbox)")
+	fl.DurationVar(&f.inbox.ReadFor, "inbox-read-for", 20*time.Second, "how long the readers are measured (inbox)")
+	fl.IntVar(&f.inbox.Writers, "inbox-writers", 20, "concurrent writers (inbox)")
+	fl.DurationVar(&f.inbox.WriteFor, "inbox-write-for", 10*time.Second, "how long the writers write, at most (inbox)")
+	fl.IntVar(&f.inbox.MaxWrites, "inbox-max-writes", 50_000, "how many writes they send, at most (inbox)")
+	fl.IntVar(&f.inbox.APIConns, "inbox-api-conns", config.DefaultDaemon().Database.APIMaxConns,
+		"the API's database pool, database.api_max_conns (inbox)")
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the benchmark process itself to this file")
 	_ = fl.MarkHidden("cpu-profile")
 	return cmd
@@ -123,7 +146,10 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(pluginDir, "herald-plugin-sink")); err != nil {
+	// The superadmin and inbox benchmarks serve the API in this process
+	// and need neither the sink plugin nor the ceilings.
+	apiOnly := f.scenario == "admin" || f.scenario == "inbox"
+	if _, err := os.Stat(filepath.Join(pluginDir, "herald-plugin-sink")); err != nil && !apiOnly {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--plugins-dir: %s has no herald-plugin-sink (make bench builds it: go build -o %s/herald-plugin-sink ./core/internal/testenv/sinkplugin)", pluginDir, f.pluginDir)}
 	}
 	if f.cpuProfile != "" {
@@ -145,7 +171,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	rep := bench.Report{Started: time.Now().UTC(), Machine: bench.NewMachine()}
 	rep.Machine.Postgres, rep.Machine.RabbitMQ = serverVersions(ctx, f.dbURL, f.amqpURL)
 
-	if !f.noCeilings && f.scenario != "admin" {
+	if !f.noCeilings && !apiOnly {
 		logf("measuring RabbitMQ: %d persistent messages, publish with pipelined confirms + consume", f.rabbitN)
 		c, err := bench.RabbitCeiling(ctx, f.amqpURL, f.rabbitN, 1000)
 		if err != nil {
@@ -174,10 +200,10 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	rls[1].Name, rls[1].RLS = "fanout-rls-policies", bench.RLSPolicies
 	rls[2].Name, rls[2].RLS = "fanout-no-rls", bench.RLSOff
 	var runs []bench.Scenario
-	admin := false
+	admin, inbox := false, false
 	switch f.scenario {
 	case "all":
-		admin = true
+		admin, inbox = true, true
 		runs = append(runs, rls...)
 		runs = append(runs, bench.Scenario{Name: "latency"}, bench.Scenario{Name: "single", Events: pick(f.events, 30000), Recipients: 1,
 			Channels: 1, Producers: singleProducers(f), Serve: 1, Duration: f.duration})
@@ -192,6 +218,8 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		runs = rls
 	case "admin":
 		admin = true
+	case "inbox":
+		inbox = true
 	case "latency":
 		if f.rate <= 0 {
 			runs = []bench.Scenario{fanout, {Name: "latency"}}
@@ -211,7 +239,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		runs = []bench.Scenario{{Name: "custom", Events: pick(f.events, 10000), Recipients: f.recipients, Channels: f.channels,
 			Producers: f.producers, Rate: f.rate, Serve: f.serve, Duration: f.duration}}
 	default:
-		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, rls, latency, single, scale, admin or custom", f.scenario)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, rls, latency, single, scale, admin, inbox or custom", f.scenario)}
 	}
 
 	for i, sc := range runs {
@@ -246,6 +274,22 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 		logf("admin: every list request p50 %.1f ms, p99 %.1f ms; %d failed", res.Overall.P50, res.Overall.P99, res.Failed)
 		rep.Admin = &res
+	}
+	if inbox {
+		if len(runs) > 0 || admin {
+			if idle, waited := bench.Settle(ctx, 0.8, 30*time.Second); !idle {
+				logf("machine still busy after %s; starting inbox anyway", waited.Round(time.Second))
+			}
+		}
+		res, err := bench.RunInbox(ctx, env, f.inbox)
+		if err != nil {
+			return fmt.Errorf("bench inbox: %w", err)
+		}
+		for _, e := range res.Reads {
+			logf("inbox: %s p50 %.2f ms, p99 %.2f ms", e.Name, e.Latency.P50, e.Latency.P99)
+		}
+		logf("inbox: %s reads/s, %s writes/s; %d failed; counters %s", fmtRate(res.ReadsPerSec), fmtRate(res.WritesPerSec), res.Failed, res.Check.Detail)
+		rep.Inbox = &res
 	}
 	rep.Evaluate()
 	if f.json {

@@ -103,10 +103,13 @@ type Count struct {
 	Unread int64 `json:"unread"`
 }
 
+// countSQL sums a user's counters ($1 tenant, $2 user, $3 project or "").
+const countSQL = `SELECT coalesce(sum(unread), 0) FROM notification_counters
+	WHERE tenant_id = $1 AND user_id = $2 AND ($3 = '' OR project_id = $3)`
+
 func (s *Server) countTx(ctx context.Context, tx pgx.Tx, u auth.User) (int64, error) {
 	var n int64
-	err := tx.QueryRow(ctx, `SELECT coalesce(sum(unread), 0) FROM notification_counters
-		WHERE tenant_id = $1 AND user_id = $2 AND ($3 = '' OR project_id = $3)`, u.Tenant, u.UserID, u.Project).Scan(&n)
+	err := tx.QueryRow(ctx, countSQL, u.Tenant, u.UserID, u.Project).Scan(&n)
 	return n, err
 }
 
@@ -140,18 +143,30 @@ func (s *Server) bell(w http.ResponseWriter, r *http.Request) {
 	}
 	b := Bell{Items: []Notification{}}
 	err := inUserTx(r.Context(), s.pool, u.Tenant, u.Project, func(tx pgx.Tx) error {
-		var err error
-		if b.Unread, err = s.countTx(r.Context(), tx, u); err != nil {
-			return err
-		}
-		rows, err := tx.Query(r.Context(), selectNotification+`
+		// The count and the items in one round trip, the items newest
+		// first through notifications_inbox (noBitmapScan).
+		batch := &pgx.Batch{}
+		batch.Queue(noBitmapScan)
+		batch.Queue(countSQL, u.Tenant, u.UserID, u.Project)
+		batch.Queue(selectNotification+`
 			WHERE n.tenant_id = $1 AND n.user_id = $2 AND n.read_at IS NULL AND n.archived_at IS NULL
 			ORDER BY n.created_at DESC, n.notification_id DESC LIMIT $3`, u.Tenant, u.UserID, limit)
+		br := tx.SendBatch(r.Context(), batch)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&b.Unread); err != nil {
+			return err
+		}
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		b.Items, err = pgx.CollectRows(rows, scanNotification)
-		return err
+		if b.Items, err = pgx.CollectRows(rows, scanNotification); err != nil {
+			return err
+		}
+		return br.Close()
 	})
 	if err != nil {
 		s.internal(w, err)
@@ -309,12 +324,24 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		fmt.Sprintf(" ORDER BY n.created_at DESC, n.notification_id DESC LIMIT $%d", len(args))
 	page := Page{Items: []Notification{}}
 	err := inUserTx(r.Context(), s.pool, u.Tenant, u.Project, func(tx pgx.Tx) error {
-		rows, err := tx.Query(r.Context(), sql, args...)
+		// The page through notifications_inbox (noBitmapScan), in the
+		// same round trip as the setting.
+		batch := &pgx.Batch{}
+		batch.Queue(noBitmapScan)
+		batch.Queue(sql, args...)
+		br := tx.SendBatch(r.Context(), batch)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		page.Items, err = pgx.CollectRows(rows, scanNotification)
-		return err
+		if page.Items, err = pgx.CollectRows(rows, scanNotification); err != nil {
+			return err
+		}
+		return br.Close()
 	})
 	if err != nil {
 		s.internal(w, err)
