@@ -483,12 +483,16 @@ type updateFrame struct {
 }
 
 // announce tells every touched user's live sessions what changed, with
-// their new unread count (best effort, after the commit).
+// their new unread count (best effort, after the commit, without holding
+// up the answer: a shared action touches every sharer).
 func (s *Server) announce(ctx context.Context, by auth.User, t *touched) {
 	if s.notifier == nil || t == nil {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
+	go s.announceNow(context.WithoutCancel(ctx), by, t)
+}
+
+func (s *Server) announceNow(ctx context.Context, by auth.User, t *touched) {
 	for user := range t.users {
 		f := updateFrame{Type: "inbox", NotificationIDs: t.changed}
 		_ = inUserTx(ctx, s.pool, by.Tenant, "", func(tx pgx.Tx) error {
