@@ -30,6 +30,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/api"
 	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/cursor"
+	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -116,10 +117,11 @@ func (s *Server) countTx(ctx context.Context, tx pgx.Tx, u auth.User) (int64, er
 func (s *Server) unreadCount(w http.ResponseWriter, r *http.Request) {
 	u := userOf(r)
 	var c Count
-	err := inUserTx(r.Context(), s.pool, u.Tenant, u.Project, func(tx pgx.Tx) error {
-		var err error
-		c.Unread, err = s.countTx(r.Context(), tx, u)
-		return err
+	// Reads go in one round trip: the tenant, then the query (ReadInTenant).
+	b := &pgx.Batch{}
+	b.Queue(countSQL, u.Tenant, u.UserID, u.Project)
+	err := store.ReadInTenant(r.Context(), s.pool, u.Tenant, u.Project, b, func(br pgx.BatchResults) error {
+		return br.QueryRow().Scan(&c.Unread)
 	})
 	if err != nil {
 		s.internal(w, err)
@@ -142,17 +144,15 @@ func (s *Server) bell(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b := Bell{Items: []Notification{}}
-	err := inUserTx(r.Context(), s.pool, u.Tenant, u.Project, func(tx pgx.Tx) error {
-		// The count and the items in one round trip, the items newest
-		// first through notifications_inbox (noBitmapScan).
-		batch := &pgx.Batch{}
-		batch.Queue(noBitmapScan)
-		batch.Queue(countSQL, u.Tenant, u.UserID, u.Project)
-		batch.Queue(selectNotification+`
-			WHERE n.tenant_id = $1 AND n.user_id = $2 AND n.read_at IS NULL AND n.archived_at IS NULL
-			ORDER BY n.created_at DESC, n.notification_id DESC LIMIT $3`, u.Tenant, u.UserID, limit)
-		br := tx.SendBatch(r.Context(), batch)
-		defer br.Close()
+	// The count and the items in one round trip, the items newest first
+	// through notifications_inbox (noBitmapScan).
+	batch := &pgx.Batch{}
+	batch.Queue(noBitmapScan)
+	batch.Queue(countSQL, u.Tenant, u.UserID, u.Project)
+	batch.Queue(selectNotification+`
+		WHERE n.tenant_id = $1 AND n.user_id = $2 AND n.read_at IS NULL AND n.archived_at IS NULL
+		ORDER BY n.created_at DESC, n.notification_id DESC LIMIT $3`, u.Tenant, u.UserID, limit)
+	err := store.ReadInTenant(r.Context(), s.pool, u.Tenant, u.Project, batch, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
@@ -163,10 +163,8 @@ func (s *Server) bell(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		if b.Items, err = pgx.CollectRows(rows, scanNotification); err != nil {
-			return err
-		}
-		return br.Close()
+		b.Items, err = pgx.CollectRows(rows, scanNotification)
+		return err
 	})
 	if err != nil {
 		s.internal(w, err)
@@ -323,14 +321,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	sql := selectNotification + " WHERE " + strings.Join(conds, " AND ") +
 		fmt.Sprintf(" ORDER BY n.created_at DESC, n.notification_id DESC LIMIT $%d", len(args))
 	page := Page{Items: []Notification{}}
-	err := inUserTx(r.Context(), s.pool, u.Tenant, u.Project, func(tx pgx.Tx) error {
-		// The page through notifications_inbox (noBitmapScan), in the
-		// same round trip as the setting.
-		batch := &pgx.Batch{}
-		batch.Queue(noBitmapScan)
-		batch.Queue(sql, args...)
-		br := tx.SendBatch(r.Context(), batch)
-		defer br.Close()
+	// The page through notifications_inbox (noBitmapScan), in the same
+	// round trip as the settings.
+	batch := &pgx.Batch{}
+	batch.Queue(noBitmapScan)
+	batch.Queue(sql, args...)
+	err := store.ReadInTenant(r.Context(), s.pool, u.Tenant, u.Project, batch, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
@@ -338,10 +334,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		if page.Items, err = pgx.CollectRows(rows, scanNotification); err != nil {
-			return err
-		}
-		return br.Close()
+		page.Items, err = pgx.CollectRows(rows, scanNotification)
+		return err
 	})
 	if err != nil {
 		s.internal(w, err)

@@ -430,3 +430,26 @@ func Secret(ctx context.Context, q Querier, name string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// ReadInTenant sends the statements of b in one round trip, in the one
+// implicit transaction of a pipeline (no BEGIN, no COMMIT), after setting
+// the tenant and project for row-level security in that transaction; fn
+// reads b's results in order. For reads: a statement that fails aborts
+// the rest, and there is nothing to commit.
+func ReadInTenant(ctx context.Context, pool *pgxpool.Pool, tenant, project string, b *pgx.Batch, fn func(pgx.BatchResults) error) error {
+	if tenant == "" {
+		return errors.New("tenant read: no tenant")
+	}
+	full := &pgx.Batch{}
+	full.Queue(`SELECT set_config('herald.tenant', $1, true), set_config('herald.project', $2, true)`, tenant, project)
+	full.QueuedQueries = append(full.QueuedQueries, b.QueuedQueries...)
+	br := pool.SendBatch(ctx, full)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("set tenant: %w", err)
+	}
+	if err := fn(br); err != nil {
+		return err
+	}
+	return br.Close()
+}

@@ -418,3 +418,40 @@ func TestFanoutWritesTheSameRowsWithAndWithoutRLS(t *testing.T) {
 		t.Fatalf("COPY and INSERT wrote different rows:\n%s", strings.Join(got, "\n"))
 	}
 }
+
+// TestReadInTenantScopesOneRoundTrip: the tenant set at the head of the
+// pipeline binds its reads, and nothing of it is left on the connection.
+func TestReadInTenantScopesOneRoundTrip(t *testing.T) {
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	seedTwoTenants(t, ctx, db.Pool)
+	api, err := store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 1, Role: store.RoleAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	for _, ten := range []string{"a", "b", "a"} {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT DISTINCT tenant_id FROM event_outbox`)
+		b.Queue(`SELECT count(*) FROM notifications`)
+		var seen []string
+		var n int
+		err := store.ReadInTenant(ctx, api, ten, "", b, func(br pgx.BatchResults) error {
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			if seen, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return err
+			}
+			return br.QueryRow().Scan(&n)
+		})
+		if err != nil || len(seen) != 1 || seen[0] != ten || n != 1 {
+			t.Fatalf("tenant %s: saw %v, %d notifications, %v", ten, seen, n, err)
+		}
+		var left int
+		if err := api.QueryRow(ctx, `SELECT count(*) FROM event_outbox`).Scan(&left); err != nil || left != 0 {
+			t.Fatalf("after the pipeline the connection still sees %d rows (%v)", left, err)
+		}
+	}
+}
