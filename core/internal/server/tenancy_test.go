@@ -571,7 +571,7 @@ func TestOpenPoolsRefusesAnAPIRoleThatBypassesRLS(t *testing.T) {
 		"owner as API":  func(c *config.DatabaseConfig) { c.APIRole = "" },
 		"worker as API": func(c *config.DatabaseConfig) { c.APIRole = store.RoleWorker },
 		"superuser as API": func(c *config.DatabaseConfig) {
-			c.APIURL, c.APIRole = "host=/var/run/postgresql user=postgres dbname="+db.Name, ""
+			c.APIURL, c.APIRole = testenv.SuperuserURL(t, db), ""
 		},
 	}
 	for name, mut := range cases {

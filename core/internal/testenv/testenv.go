@@ -337,3 +337,47 @@ func InstallPlugin(t testing.TB, src, dir, name string) string {
 	}
 	return dst
 }
+
+// superuserRole is a superuser login role tests connect as to prove that
+// Herald refuses one where it must not run (created once per server).
+const superuserRole, superuserPassword = "herald_test_superuser", "herald-test-superuser-0123"
+
+// SuperuserURL returns a URL that connects to db as a PostgreSQL
+// superuser. It creates the role herald_test_superuser through the local
+// socket as the postgres OS user (root runs `runuser -u postgres psql`),
+// and fails the test when it cannot.
+func SuperuserURL(t testing.TB, db *DB) string {
+	t.Helper()
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(superuserRole, superuserPassword)
+	su := u.String()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c, err := pgxpool.New(ctx, su); err == nil {
+		err = c.Ping(ctx)
+		c.Close()
+		if err == nil {
+			return su
+		}
+	}
+	sql := fmt.Sprintf(`DO $$ BEGIN
+		IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '%[1]s') THEN
+			CREATE ROLE %[1]s LOGIN SUPERUSER PASSWORD '%[2]s';
+		ELSE
+			ALTER ROLE %[1]s LOGIN SUPERUSER PASSWORD '%[2]s';
+		END IF; END $$;`, superuserRole, superuserPassword)
+	var out []byte
+	for _, cmd := range [][]string{
+		{"psql", "-h", "/var/run/postgresql", "-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", sql},
+		{"runuser", "-u", "postgres", "--", "psql", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", sql},
+	} {
+		if out, err = exec.CommandContext(ctx, cmd[0], cmd[1:]...).CombinedOutput(); err == nil {
+			return su
+		}
+	}
+	t.Fatalf("cannot make a superuser role to test with (run the tests as root on the PostgreSQL machine): %v: %s", err, out)
+	return ""
+}
