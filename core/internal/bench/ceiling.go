@@ -321,6 +321,17 @@ func PostgresCopyCeiling(ctx context.Context, pool *pgxpool.Pool, rows, batch in
 	}
 	table := scratchTablePrefix + uniqueSuffix()
 	ident := pgx.Identifier{table}.Sanitize()
+	// The drop is registered before the CREATE: a cancel that lands after
+	// the server committed the table (and before the client heard so)
+	// must not leave it behind.
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if _, derr := pool.Exec(dctx, `DROP TABLE IF EXISTS `+ident); derr != nil {
+			err = errors.Join(err, fmt.Errorf("postgres ceiling: drop table %s: %w", table, derr))
+		}
+	}()
+
 	_, err = pool.Exec(ctx, `CREATE TABLE `+ident+` (
     id         uuid PRIMARY KEY,
     tenant_id  text NOT NULL,
@@ -335,13 +346,6 @@ func PostgresCopyCeiling(ctx context.Context, pool *pgxpool.Pool, rows, batch in
 	if err != nil {
 		return Ceiling{}, fmt.Errorf("postgres ceiling: create table %s: %w", table, err)
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if _, derr := pool.Exec(dctx, `DROP TABLE IF EXISTS `+ident); derr != nil {
-			err = errors.Join(err, fmt.Errorf("postgres ceiling: drop table %s: %w", table, derr))
-		}
-	}()
 
 	conn, err := pool.Acquire(ctx)
 	if err != nil {

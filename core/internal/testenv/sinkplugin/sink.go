@@ -284,10 +284,13 @@ func hold(ctx context.Context, file string, batch []sdk.Delivery) error {
 	if err != nil {
 		return sdk.PermanentError(fmt.Errorf("sink: encode held batch: %w", err), "")
 	}
+	// The log line goes first: once the held file names the batch, a test
+	// may SIGKILL this process, and the line must be in the pipe to the
+	// host by then (the host drains the pipe after the exit).
+	sdk.Logger().Info("sink holding batch", "size", len(batch), "pid", os.Getpid())
 	if err := appendFile(file+".held", append(line, '\n')); err != nil {
 		return sdk.RetryableError(fmt.Errorf("sink: announce held batch: %w", err), 0)
 	}
-	sdk.Logger().Info("sink holding batch", "size", len(batch), "pid", os.Getpid())
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for exists(file) {
