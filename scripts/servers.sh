@@ -10,7 +10,13 @@
 #
 # Settings (env): HERALD_PG_HOST (127.0.0.1), HERALD_PG_PORT (5432),
 # HERALD_PG_USER (herald), HERALD_PG_PASSWORD (herald), HERALD_PG_DB (herald),
-# HERALD_AMQP_HOST (127.0.0.1), HERALD_AMQP_PORT (5672).
+# HERALD_AMQP_HOST (127.0.0.1), HERALD_AMQP_PORT (5672),
+# HERALD_RABBITMQ_ENV_CONF (/etc/rabbitmq/rabbitmq-env.conf, the file the
+# broker this script starts reads its addresses from).
+#
+#   scripts/servers.sh rabbitmq-env   only write the loopback settings into
+#                                     HERALD_RABBITMQ_ENV_CONF (what `up` does
+#                                     before it starts a broker; for tests)
 set -euo pipefail
 
 PG_HOST=${HERALD_PG_HOST:-127.0.0.1}
@@ -20,6 +26,7 @@ PG_PASSWORD=${HERALD_PG_PASSWORD:-herald}
 PG_DB=${HERALD_PG_DB:-herald}
 AMQP_HOST=${HERALD_AMQP_HOST:-127.0.0.1}
 AMQP_PORT=${HERALD_AMQP_PORT:-5672}
+RABBITMQ_ENV_CONF=${HERALD_RABBITMQ_ENV_CONF:-/etc/rabbitmq/rabbitmq-env.conf}
 
 log() { echo "servers: $*" >&2; }
 
@@ -110,6 +117,47 @@ pg_up() {
 
 rabbit_answers() { port_open "$AMQP_HOST" "$AMQP_PORT"; }
 
+# env_set FILE NAME matches an uncommented assignment of NAME or
+# RABBITMQ_NAME (Debian ships the file with every line commented out, e.g.
+# "#NODE_IP_ADDRESS=127.0.0.1", and a commented line sets nothing).
+env_set() {
+	grep -Eqs "^[[:space:]]*(export[[:space:]]+)?(RABBITMQ_)?$2=" "$1"
+}
+
+# rabbit_env_loopback makes the broker started from rabbitmq-server listen on
+# loopback only. rabbitmq-server 3.10 sources rabbitmq-env.conf as a shell
+# file (scripts/rabbitmq-env, and rabbit_env for NODE_IP_ADDRESS):
+#   NODE_IP_ADDRESS             the AMQP listener (5672), *:5672 when unset
+#   ERL_EPMD_ADDRESS            epmd (4369), exported to the epmd the node starts
+#   SERVER_ADDITIONAL_ERL_ARGS  added to the node's erl command line: the
+#                               distribution listener (25672) on 127.0.0.1
+#   CTL_ERL_ARGS                the same for rabbitmqctl's own short-lived node
+# A setting the file already makes (uncommented) is left alone.
+rabbit_env_loopback() {
+	local f=$RABBITMQ_ENV_CONF add=""
+	env_set "$f" NODE_IP_ADDRESS || add+=$'NODE_IP_ADDRESS=127.0.0.1\n'
+	# ERL_EPMD_ADDRESS is Erlang's own variable: no RABBITMQ_ form.
+	grep -Eqs '^[[:space:]]*(export[[:space:]]+)?ERL_EPMD_ADDRESS=' "$f" || add+=$'ERL_EPMD_ADDRESS=127.0.0.1\n'
+	if ! grep -Eqs '^[[:space:]]*[^#[:space:]].*inet_dist_use_interface' "$f"; then
+		if env_set "$f" SERVER_ADDITIONAL_ERL_ARGS; then
+			log "warning: $f sets SERVER_ADDITIONAL_ERL_ARGS without inet_dist_use_interface: the distribution port listens on every address"
+		else
+			add+=$'SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"\n'
+		fi
+		env_set "$f" CTL_ERL_ARGS || add+=$'CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"\n'
+	fi
+	if [ -z "$add" ]; then
+		return
+	fi
+	log "binding RabbitMQ to 127.0.0.1 in $f"
+	add=$'# Added by Herald\'s scripts/servers.sh: listen on loopback only.\n'$add
+	if [ -w "$f" ] || { [ ! -e "$f" ] && [ -w "$(dirname "$f")" ]; }; then
+		printf '%s' "$add" >>"$f"
+	else
+		printf '%s' "$add" | as_root tee -a "$f" >/dev/null
+	fi
+}
+
 rabbit_up() {
 	if rabbit_answers; then
 		log "RabbitMQ answers on $AMQP_HOST:$AMQP_PORT (reused)"
@@ -118,8 +166,8 @@ rabbit_up() {
 	if ! command -v rabbitmq-server >/dev/null; then
 		apt_install rabbitmq-server
 	fi
-	if [ -d /etc/rabbitmq ] && ! grep -qs NODE_IP_ADDRESS /etc/rabbitmq/rabbitmq-env.conf; then
-		echo "NODE_IP_ADDRESS=127.0.0.1" | as_root tee -a /etc/rabbitmq/rabbitmq-env.conf >/dev/null
+	if [ -d "$(dirname "$RABBITMQ_ENV_CONF")" ]; then
+		rabbit_env_loopback
 	fi
 	log "starting RabbitMQ"
 	as_root rabbitmq-server -detached >/dev/null 2>&1 || true
@@ -132,6 +180,9 @@ case "${1:-up}" in
 up)
 	pg_up
 	rabbit_up
+	;;
+rabbitmq-env)
+	rabbit_env_loopback
 	;;
 status)
 	if pg_answers; then echo "postgresql: up ($PG_HOST:$PG_PORT)"; else echo "postgresql: down"; fi
@@ -154,7 +205,7 @@ reset)
 	log "reset done"
 	;;
 *)
-	echo "usage: $0 up|status|stop|reset" >&2
+	echo "usage: $0 up|status|stop|reset|rabbitmq-env" >&2
 	exit 2
 	;;
 esac
