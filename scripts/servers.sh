@@ -46,6 +46,11 @@ apt_install() {
 	fi
 }
 
+# as_postgres runs a shell command as the postgres user from /, a directory
+# it can read: from root's working directory psql and createdb print
+# "could not change directory" on every run.
+as_postgres() { (cd / && su postgres -c "$1"); }
+
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 wait_for() { # wait_for SECONDS CMD...
@@ -96,14 +101,14 @@ pg_up() {
 	    ALTER ROLE \"$PG_USER\" CREATEROLE;
 	  END IF; END \$\$;"
 	if id postgres >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-		su postgres -c "psql -q -p $PG_PORT -d postgres -v ON_ERROR_STOP=1" <<<"$sql" >/dev/null
+		as_postgres "psql -q -p $PG_PORT -d postgres -v ON_ERROR_STOP=1" <<<"$sql" >/dev/null
 		# Herald's group roles (migration 0007 makes them too, without
 		# BYPASSRLS): herald_worker crosses tenants by design, and with
 		# BYPASSRLS the relay may write deliveries with COPY, which
 		# PostgreSQL refuses to a session that row-level security binds.
-		su postgres -c "psql -q -p $PG_PORT -d postgres -v ON_ERROR_STOP=1" <<<"$ROLES_SQL" >/dev/null
-		if ! su postgres -c "psql -tA -p $PG_PORT -d postgres -c \"SELECT 1 FROM pg_database WHERE datname = '$PG_DB'\"" | grep -q 1; then
-			su postgres -c "createdb -p $PG_PORT -O $PG_USER $PG_DB"
+		as_postgres "psql -q -p $PG_PORT -d postgres -v ON_ERROR_STOP=1" <<<"$ROLES_SQL" >/dev/null
+		if ! as_postgres "psql -tA -p $PG_PORT -d postgres -c \"SELECT 1 FROM pg_database WHERE datname = '$PG_DB'\"" | grep -q 1; then
+			as_postgres "createdb -p $PG_PORT -O $PG_USER $PG_DB"
 		fi
 	else
 		PGPASSWORD=$PG_PASSWORD psql -q -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -d postgres -c 'SELECT 1' >/dev/null ||
@@ -198,7 +203,7 @@ stop)
 reset)
 	pg_up
 	rabbit_up
-	su postgres -c "dropdb -p $PG_PORT --if-exists --force $PG_DB" && su postgres -c "createdb -p $PG_PORT -O $PG_USER $PG_DB"
+	as_postgres "dropdb -p $PG_PORT --if-exists --force $PG_DB" && as_postgres "createdb -p $PG_PORT -O $PG_USER $PG_DB"
 	for q in $(as_root rabbitmqctl -q list_queues name 2>/dev/null | grep '^herald\.' || true); do
 		as_root rabbitmqctl -q delete_queue "$q" >/dev/null
 	done
