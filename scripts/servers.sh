@@ -34,17 +34,8 @@ as_root() {
 	if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-apt_install() {
-	log "installing $* from Debian's packages"
-	export DEBIAN_FRONTEND=noninteractive
-	if ! as_root apt-get install -y --no-install-recommends "$@" >/tmp/herald-apt.log 2>&1; then
-		as_root apt-get update >>/tmp/herald-apt.log 2>&1
-		as_root apt-get install -y --no-install-recommends "$@" >>/tmp/herald-apt.log 2>&1 || {
-			tail -20 /tmp/herald-apt.log >&2
-			return 1
-		}
-	fi
-}
+# apt_install PKG... (appends every apt-get run to /tmp/herald-apt.log).
+. "$(dirname "$0")/tools.sh"
 
 # as_postgres runs a shell command as the postgres user from /, a directory
 # it can read: from root's working directory psql and createdb print

@@ -19,29 +19,14 @@ fi
 echo "== go vet"
 go vet ./...
 
-# protoc and the well-known .proto files it imports (google/protobuf/*.proto
-# ship in libprotobuf-dev, which protobuf-compiler only recommends).
-if ! command -v protoc >/dev/null || [ ! -f /usr/include/google/protobuf/duration.proto ]; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-		echo "== installing protobuf-compiler libprotobuf-dev"
-		export DEBIAN_FRONTEND=noninteractive
-		pkgs="protobuf-compiler libprotobuf-dev"
-		# shellcheck disable=SC2086
-		apt-get install -y --no-install-recommends $pkgs >/dev/null 2>&1 ||
-			{ apt-get update >/dev/null && apt-get install -y --no-install-recommends $pkgs >/dev/null; }
-	fi
-fi
+# protoc for the generated-code check, Chromium for the web inbox's
+# end-to-end test (core/integration/webinbox_test.go), installed from
+# Debian's packages when missing (scripts/tools.sh, which make check shares).
+scripts/tools.sh protoc
+scripts/tools.sh chromium || echo "== no chromium: the web inbox test will fail"
 
-# Chromium drives the web inbox's end-to-end test (core/integration/
-# webinbox_test.go), which fails without it; HERALD_CHROMIUM names another.
-if [ -z "${HERALD_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-		echo "== installing chromium"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 ||
-			{ apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; }
-	fi
-fi
+echo "== scripts/servers.sh's rabbitmq-env.conf editing"
+scripts/servers_test.sh
 
 if [ -x scripts/gen-proto.sh ]; then
 	echo "== generated code in sync"

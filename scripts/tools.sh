@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# tools.sh installs, from Debian's packages, the tools Herald's scripts need
+# when they are missing; make check, scripts/test.sh and scripts/servers.sh
+# share it.
+#
+#   scripts/tools.sh protoc     protoc and the well-known .proto files it imports
+#   scripts/tools.sh chromium   Chromium, for the web inbox's end-to-end test
+#
+# Sourced, it only defines apt_install. Every apt-get run appends to
+# HERALD_APT_LOG (/tmp/herald-apt.log), so a failed install's log survives
+# the next one.
+set -euo pipefail
+
+HERALD_APT_LOG=${HERALD_APT_LOG:-/tmp/herald-apt.log}
+
+# apt_install PKG... installs the packages as root (through sudo when not
+# root), running apt-get update first only when the install fails.
+apt_install() {
+	echo "tools: installing $* from Debian's packages (log: $HERALD_APT_LOG)" >&2
+	local sudo=()
+	if [ "$(id -u)" != 0 ]; then sudo=(sudo); fi
+	export DEBIAN_FRONTEND=noninteractive
+	echo "== $(date -u +%FT%TZ) apt-get install $*" >>"$HERALD_APT_LOG"
+	if ! "${sudo[@]}" apt-get install -y --no-install-recommends "$@" >>"$HERALD_APT_LOG" 2>&1; then
+		"${sudo[@]}" apt-get update >>"$HERALD_APT_LOG" 2>&1
+		"${sudo[@]}" apt-get install -y --no-install-recommends "$@" >>"$HERALD_APT_LOG" 2>&1 || {
+			tail -20 "$HERALD_APT_LOG" >&2
+			return 1
+		}
+	fi
+}
+
+# can_install says whether apt_install can work here.
+can_install() {
+	command -v apt-get >/dev/null && { [ "$(id -u)" = 0 ] || command -v sudo >/dev/null; }
+}
+
+# protoc and the well-known .proto files it imports (google/protobuf/*.proto
+# ship in libprotobuf-dev, which protobuf-compiler only recommends).
+tool_protoc() {
+	if command -v protoc >/dev/null && [ -f /usr/include/google/protobuf/duration.proto ]; then
+		return
+	fi
+	if can_install; then
+		apt_install protobuf-compiler libprotobuf-dev
+	else
+		echo "tools: protoc missing (Debian: apt-get install protobuf-compiler libprotobuf-dev)" >&2
+		return 1
+	fi
+}
+
+# Chromium drives the web inbox's end-to-end test (core/integration/
+# webinbox_test.go), which fails without it; HERALD_CHROMIUM names another.
+tool_chromium() {
+	if [ -n "${HERALD_CHROMIUM:-}" ] || [ -x /usr/bin/chromium ]; then
+		return
+	fi
+	if can_install; then
+		apt_install chromium
+	else
+		echo "tools: chromium missing (Debian: apt-get install chromium, or set HERALD_CHROMIUM)" >&2
+		return 1
+	fi
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	case "${1:-}" in
+	protoc) tool_protoc ;;
+	chromium) tool_chromium ;;
+	*)
+		echo "usage: $0 protoc|chromium" >&2
+		exit 2
+		;;
+	esac
+fi
