@@ -26,9 +26,11 @@ run: ## bring everything up and run herald serve with the example config
 test: ## run the whole test suite against real servers
 	scripts/test.sh
 
-check: ## gofmt, vet, generated code in sync
+check: ## gofmt, vet, generated code in sync (installs protoc when missing)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1)
 	$(GO) vet ./...
+	@# protoc from Debian's packages when missing, as scripts/test.sh does
+	scripts/tools.sh protoc
 	scripts/gen-proto.sh check
 
 proto: ## regenerate the protobuf code with the pinned generators
