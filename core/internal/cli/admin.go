@@ -338,6 +338,9 @@ func newEventsCmd() *cobra.Command {
 		Short: "Print an event's status and deliveries (over the HTTP API)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if key == "" {
+				return &ExitError{Code: 2, Err: errors.New("events show: --api-key (or HERALD_API_KEY) is required: the tenant API key the event was posted with")}
+			}
 			c := &producer.Client{BaseURL: url, APIKey: key}
 			st, err := c.Event(cmd.Context(), args[0])
 			if err != nil {
