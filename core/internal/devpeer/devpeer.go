@@ -213,6 +213,10 @@ func checkLoopback(addr string) error {
 type lineLog struct {
 	mu sync.Mutex
 	w  io.Writer
+	// health holds the last health-check line written per peer and check,
+	// so that the checks the plugins repeat every few seconds are written
+	// once per change instead of burying the deliveries.
+	health map[string]string
 }
 
 func newLineLog(w io.Writer) *lineLog {
@@ -230,7 +234,36 @@ func (l *lineLog) printf(peer, format string, args ...any) {
 	line := fmt.Sprintf("%s %-6s %s\n", time.Now().UTC().Format("15:04:05.000"), peer, msg)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if strings.HasPrefix(msg, "rejected") || strings.HasPrefix(msg, "404") {
+		// A failing check that passes again is a change worth a line.
+		for k := range l.health {
+			if strings.HasPrefix(k, peer+" ") {
+				delete(l.health, k)
+			}
+		}
+	}
 	_, _ = io.WriteString(l.w, line)
+}
+
+// healthf writes a health check's line like printf, but only when it
+// differs from the last line of the same peer and check: plugins check
+// their provider every few seconds, and the repeats would bury the
+// deliveries. A rejection by the peer forgets the last line, so the next
+// passing check is written again.
+func (l *lineLog) healthf(peer, check, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	key := peer + " " + check
+	l.mu.Lock()
+	if l.health == nil {
+		l.health = map[string]string{}
+	}
+	if l.health[key] == msg {
+		l.mu.Unlock()
+		return
+	}
+	l.health[key] = msg
+	l.mu.Unlock()
+	l.printf(peer, "%s (health check; repeats are not logged)", msg)
 }
 
 // randomHex returns n random bytes as lower-case hex.

@@ -122,6 +122,11 @@ func (f *fcmPeer) send(w http.ResponseWriter, r *http.Request) {
 	if key := m.Data["herald_idempotency_key"]; key != "" {
 		line += " idempotency_key=" + key
 	}
-	f.log.printf("fcm", "%s", line)
+	if req.ValidateOnly {
+		// The push plugin's health check is a dry run (validate_only).
+		f.log.healthf("fcm", "validate "+project+" "+target, "%s", line)
+	} else {
+		f.log.printf("fcm", "%s", line)
+	}
 	writeJSON(w, http.StatusOK, "application/json; charset=UTF-8", map[string]string{"name": name})
 }

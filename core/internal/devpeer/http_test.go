@@ -425,3 +425,40 @@ func TestTwilioPeerReadsOnlyFormBodies(t *testing.T) {
 		t.Errorf("JSON body: %d %v, want 400 code 21604 (Twilio reads form parameters only)", code, body)
 	}
 }
+
+// TestHealthChecksAreLoggedOncePerChange checks that the credential checks
+// plugins repeat every few seconds print one line, not one per check, and
+// that a passing check after a rejection prints again.
+func TestHealthChecksAreLoggedOncePerChange(t *testing.T) {
+	p, sink := startPeers(t)
+	const sid = "ACdemo00000000000000000000000000"
+	fetch := func(auth bool) {
+		t.Helper()
+		req := newReq(t, http.MethodGet, p.HTTPURL()+"/2010-04-01/Accounts/"+sid+".json", "", "")
+		if auth {
+			req.SetBasicAuth(sid, "dummy-auth-token")
+		}
+		call(t, req)
+	}
+	count := func(part string) int {
+		n := 0
+		for _, l := range sink.lines() {
+			if strings.Contains(l, part) {
+				n++
+			}
+		}
+		return n
+	}
+	for range 3 {
+		fetch(true)
+	}
+	if n := count("account fetched"); n != 1 {
+		t.Fatalf("%d 'account fetched' lines after 3 checks, want 1:\n%s", n, strings.Join(sink.lines(), "\n"))
+	}
+	fetch(false)
+	sink.waitLine(t, "twilio", "rejected")
+	fetch(true)
+	if n := count("account fetched"); n != 2 {
+		t.Fatalf("%d 'account fetched' lines after a rejection and a pass, want 2:\n%s", n, strings.Join(sink.lines(), "\n"))
+	}
+}

@@ -104,7 +104,7 @@ func (s *slackPeer) call(w http.ResponseWriter, r *http.Request) {
 
 	switch method {
 	case "api.test":
-		s.log.printf("slack", "api.test")
+		s.log.healthf("slack", "api.test", "api.test")
 		slackReply(w, http.StatusOK, map[string]any{"ok": true, "args": map[string]any{}})
 		return
 	case "chat.postMessage", "auth.test":
@@ -122,7 +122,7 @@ func (s *slackPeer) call(w http.ResponseWriter, r *http.Request) {
 	}
 	switch method {
 	case "auth.test":
-		s.log.printf("slack", "auth.test ok team=%s user=%s", slackTeamID, slackUserID)
+		s.log.healthf("slack", "auth.test", "auth.test ok team=%s user=%s", slackTeamID, slackUserID)
 		slackReply(w, http.StatusOK, map[string]any{
 			"ok": true, "url": "http://" + r.Host + "/", "team": "Herald Dev", "user": "herald",
 			"team_id": slackTeamID, "user_id": slackUserID, "bot_id": slackBotID, "is_enterprise_install": false,

@@ -174,7 +174,7 @@ func (t *twilioPeer) fetchAccount(w http.ResponseWriter, r *http.Request) {
 	if _, ok := t.authenticate(w, r, "twilio", sid); !ok {
 		return
 	}
-	t.log.printf("twilio", "account fetched account=%s", sid)
+	t.log.healthf("twilio", "account", "account fetched account=%s", sid)
 	now := time.Now().UTC().Format(twilioDate)
 	writeJSON(w, http.StatusOK, "application/json", map[string]any{
 		"sid":               sid,
