@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -285,4 +287,47 @@ func portOf(t *testing.T, addr string) int {
 		t.Fatalf("port of %q: %v", addr, err)
 	}
 	return n
+}
+
+// TestReadmeMalformedEventNamesPax checks the README walk-through's step 4:
+// its event must fail the quickstart rules' payload schema at /pax (the
+// field the README promises, "payload/pax"), not at a missing field.
+func TestReadmeMalformedEventNamesPax(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, step, ok := strings.Cut(string(readme), "# 4. A malformed event")
+	if !ok {
+		t.Fatal("README.md: no walk-through step 4")
+	}
+	step, _, _ = strings.Cut(step, "# 5.")
+	m := regexp.MustCompile(`--data '([^']+)'`).FindStringSubmatch(step)
+	if m == nil {
+		t.Fatalf("README.md step 4: no --data '...':\n%s", step)
+	}
+	var body struct {
+		Type    string          `json:"type"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.Unmarshal([]byte(m[1]), &body); err != nil {
+		t.Fatalf("README.md step 4 body: %v", err)
+	}
+	t.Setenv("HERALD_QUICKSTART_SMS_AUTH_TOKEN", "devpeer-dummy-auth-token")
+	rs, err := config.LoadRules(filepath.Join(root, "examples", "quickstart", "rules.hcl"))
+	if err != nil {
+		t.Fatalf("load quickstart rules: %v", err)
+	}
+	var pe *rules.PayloadError
+	if err := rs.ValidatePayload(body.Type, body.Payload); !errors.As(err, &pe) || pe.Path != "/pax" {
+		t.Fatalf("README.md step 4 payload: error %v, want a payload error at /pax", err)
+	}
+	// The answer's field and detail, as the README quotes them (the API
+	// names the field "payload" + the path, and the detail is the error).
+	for _, want := range []string{`"field": "payload/pax"`, fmt.Sprintf("%q", "detail") + `: "` + pe.Error() + `"`} {
+		if !strings.Contains(step, want) {
+			t.Errorf("README.md step 4 does not quote %s:\n%s", want, step)
+		}
+	}
 }
