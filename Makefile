@@ -8,12 +8,15 @@ PLUGINS := email push sms slack websocket
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
+# Each binary is named before it is built: a first build compiles every
+# dependency and takes up to a minute on two cores.
 build: ## build bin/herald and the plugins
-	$(GO) build -o $(BIN)/herald ./core/cmd/herald
+	@echo "build: $(BIN)/herald (a first build compiles every dependency: up to a minute)"
+	@$(GO) build -o $(BIN)/herald ./core/cmd/herald
 	@$(MAKE) --no-print-directory plugins
 
 plugins: ## build bin/plugins/herald-plugin-*
-	@for p in $(PLUGINS); do $(GO) build -o $(BIN)/plugins/herald-plugin-$$p ./plugins/$$p || exit 1; done
+	@for p in $(PLUGINS); do echo "build: $(BIN)/plugins/herald-plugin-$$p"; $(GO) build -o $(BIN)/plugins/herald-plugin-$$p ./plugins/$$p || exit 1; done
 	@# herald serve refuses a plugin directory or binary others could write (umask 002)
 	@chmod go-w $(BIN)/plugins $(BIN)/plugins/herald-plugin-*
 

@@ -15,7 +15,7 @@ export HERALD_QUICKSTART_SMS_AUTH_TOKEN=${HERALD_QUICKSTART_SMS_AUTH_TOKEN:-devp
 export HERALD_CONFIG=${HERALD_CONFIG:-examples/herald.hcl}
 
 scripts/servers.sh up
-echo "run: building herald and the plugins" >&2
+echo "run: building herald and the plugins (one line per binary)" >&2
 make --no-print-directory build
 # Herald's database roles (herald_api, herald_worker, herald_admin,
 # herald_producer); servers.sh made them already when it could act as the
