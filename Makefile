@@ -2,6 +2,11 @@
 GO ?= go
 BIN := bin
 PLUGINS := email push sms slack websocket
+# VERSION stamps herald (main.Version, `herald version`) and every bundled
+# plugin (main.Version, the PluginVersion that Describe and `herald plugins ls`
+# report) from git.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.Version=$(VERSION)
 
 .PHONY: help build plugins bench-plugins run up test check proto bench clean
 
@@ -11,12 +16,12 @@ help: ## list targets
 # Each binary is named before it is built: a first build compiles every
 # dependency and takes up to a minute on two cores.
 build: ## build bin/herald and the plugins
-	@echo "build: $(BIN)/herald (a first build compiles every dependency: up to a minute)"
-	@$(GO) build -o $(BIN)/herald ./core/cmd/herald
+	@echo "build: $(BIN)/herald $(VERSION) (a first build compiles every dependency: up to a minute)"
+	@$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/herald ./core/cmd/herald
 	@$(MAKE) --no-print-directory plugins
 
 plugins: ## build bin/plugins/herald-plugin-*
-	@for p in $(PLUGINS); do echo "build: $(BIN)/plugins/herald-plugin-$$p"; $(GO) build -o $(BIN)/plugins/herald-plugin-$$p ./plugins/$$p || exit 1; done
+	@for p in $(PLUGINS); do echo "build: $(BIN)/plugins/herald-plugin-$$p"; $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/plugins/herald-plugin-$$p ./plugins/$$p || exit 1; done
 	@# herald serve refuses a plugin directory or binary others could write (umask 002)
 	@chmod go-w $(BIN)/plugins $(BIN)/plugins/herald-plugin-*
 
@@ -40,7 +45,7 @@ proto: ## regenerate the protobuf code with the pinned generators
 	scripts/gen-proto.sh
 
 bench-plugins: ## build the recording sink plugin the benchmark uses
-	$(GO) build -o $(BIN)/bench-plugins/herald-plugin-sink ./core/internal/testenv/sinkplugin
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bench-plugins/herald-plugin-sink ./core/internal/testenv/sinkplugin
 	@chmod go-w $(BIN)/bench-plugins $(BIN)/bench-plugins/herald-plugin-sink
 
 bench: build bench-plugins up ## run the pipeline benchmark (BENCH_ARGS="--json" etc.)

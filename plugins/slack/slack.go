@@ -14,8 +14,8 @@ import (
 	"github.com/heraldhq/herald/sdk"
 )
 
-// Version is the plugin's own version.
-const Version = "0.1.0"
+// Version is the plugin's own version; make stamps it from git with -ldflags "-X main.Version=...".
+var Version = "0.1.0"
 
 // MaxBatch is the largest batch one Send accepts.
 const MaxBatch = 20

@@ -14,7 +14,7 @@ import (
 	"github.com/heraldhq/herald/sdk"
 )
 
-// Version is the plugin's own version.
+// Version is the plugin's own version; make stamps it from git with -ldflags "-X main.Version=...".
 var Version = "0.2.0"
 
 // MaxBatch is the largest batch one Send accepts.

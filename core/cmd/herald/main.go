@@ -7,6 +7,11 @@ import (
 	"github.com/heraldhq/herald/core/internal/cli"
 )
 
+// Version is herald's version; make stamps it from git with
+// -ldflags "-X main.Version=$(git describe --tags --always --dirty)".
+var Version = "dev"
+
 func main() {
+	cli.Version = Version
 	os.Exit(cli.Main(os.Args[1:]))
 }

@@ -29,6 +29,9 @@ import (
 // MaxBody bounds a request body.
 const MaxBody = 1 << 20
 
+// readyTimeout bounds one /readyz check.
+const readyTimeout = 3 * time.Second
+
 // Server serves the public API. Every request that touches tenant data
 // runs its queries in one transaction on pool, whose role (herald_api) is
 // bound by row-level security to the tenant and project set for that
@@ -37,7 +40,10 @@ type Server struct {
 	pool  *pgxpool.Pool
 	rules func() *rules.RuleSet
 	log   hclog.Logger
-	// Ready reports whether the daemon is ready (for /readyz).
+	// Ready reports whether the daemon is ready, for /readyz (nil: ready
+	// when pool answers a ping). Its error is logged at debug level, never
+	// sent: /readyz is public and says only ready or not ready (the
+	// reasons are on the admin listener).
 	Ready func(ctx context.Context) error
 	// mounts are the handlers of other rooms (the superadmin API, ...).
 	mounts map[string]http.Handler
@@ -88,15 +94,18 @@ func (s *Server) Handler() http.Handler {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.pool.Ping(r.Context()); err != nil {
-			Problem(w, http.StatusServiceUnavailable, "not ready", "database: "+err.Error(), "")
-			return
+		ready := s.Ready
+		if ready == nil {
+			ready = func(ctx context.Context) error { return s.pool.Ping(ctx) }
 		}
-		if s.Ready != nil {
-			if err := s.Ready(r.Context()); err != nil {
-				Problem(w, http.StatusServiceUnavailable, "not ready", err.Error(), "")
-				return
-			}
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		if err := ready(ctx); err != nil {
+			// The error may name the database, its role or its host: it
+			// stays in the log.
+			s.log.Debug("readyz: not ready", "error", err)
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
+			return
 		}
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})

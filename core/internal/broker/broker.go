@@ -233,6 +233,14 @@ func (c *Conn) connect() (*amqp.Connection, error) {
 	return conn, nil
 }
 
+// Connected reports whether the Conn holds a usable connection to the
+// broker now (false while it redials, and after Close).
+func (c *Conn) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.closed && c.conn != nil && !c.conn.IsClosed()
+}
+
 // Connection waits until the broker is connected and returns the connection.
 func (c *Conn) Connection(ctx context.Context) (*amqp.Connection, error) {
 	for {

@@ -565,7 +565,10 @@ func (e *redactedError) Unwrap() error { return e.err }
 // are new start, removed ones stop, and changed ones (plugin, checksum,
 // priority aside config) are replaced by a new process with the new config,
 // switched to only once it is serving; when it fails the old one keeps
-// serving and the error says why. Unchanged providers keep running. A
+// serving and the error says why, unless the new config pins a checksum
+// the old process's binary does not have: that process is stopped, and the
+// new provider (refused, with the reason in Status) stands in its place,
+// so the channel's deliveries wait as RETRY. Unchanged providers keep running. A
 // removed or replaced provider's process finishes its sends in flight
 // (up to DrainTimeout) before it is stopped, in the background.
 func (h *Host) Reconfigure(channels []rules.ChannelConfig) error {
@@ -616,8 +619,21 @@ func (h *Host) Reconfigure(channels []rules.ChannelConfig) error {
 		if np.serving() || !prev.serving() {
 			continue
 		}
-		// The changed provider failed to start: keep the old one serving.
 		st := np.status(time.Now())
+		if running, ok := prev.runsPinned(np.cfg.Checksum); !ok {
+			// The new config pins a checksum the running process does
+			// not have: it must not serve another send. The new provider
+			// (refused or restarting, LastError says why) takes its
+			// place, so the channel's deliveries wait as RETRY, and the
+			// old process is stopped below once its sends in flight end.
+			np.log.Error("plugin refused: the running process does not match the new checksum pin; stopping it, the channel's deliveries wait as RETRY",
+				"running_sha256", running, "pin", np.cfg.Checksum, "error", st.LastError)
+			errs = append(errs, fmt.Errorf("pluginhost: reconfigure channel %q provider %q: the running binary (sha256 %s) does not match the new checksum pin, stopped; the new one is %s: %s",
+				np.channel, np.name, running, st.State, st.LastError))
+			continue
+		}
+		// The changed provider failed to start: keep the old one serving.
+		np.log.Error("new provider config failed; the old process keeps serving", "error", st.LastError)
 		errs = append(errs, fmt.Errorf("pluginhost: reconfigure channel %q provider %q: new config failed (%s), old one keeps serving", np.channel, np.name, st.LastError))
 		np.stopAndWait()
 		keep[key] = prev

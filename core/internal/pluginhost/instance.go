@@ -1,9 +1,11 @@
 package pluginhost
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -229,6 +231,7 @@ func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fil
 	}
 	cmd := exec.Command(cp.path)
 	cmd.Env = pluginEnv(p.h.cfg.Env, level)
+	stderr := newStderrLog(p.log)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
 		VersionedPlugins: sdk.HostPluginSet(),
@@ -241,11 +244,18 @@ func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fil
 		SkipHostEnv:  true,
 		Logger:       p.log,
 		StartTimeout: p.h.cfg.StartTimeout,
+		// Stderr sees every line the plugin writes to stderr; go-plugin
+		// re-emits only its JSON log lines above debug level, so what a
+		// broken binary prints before it dies is logged from here.
+		Stderr: stderr,
 	})
 	inst, err := p.handshake(ctx, client, src, stamp)
 	if err != nil {
 		client.Kill()
 		release()
+		if tail := stderr.tail(); tail != "" {
+			err = fmt.Errorf("%w; plugin stderr: %s", err, tail)
+		}
 		return nil, stamp, err
 	}
 	inst.exe, inst.releaseExe = cp.path, release
@@ -375,4 +385,88 @@ func secretValues(specs []sdk.FieldSpec, cfg map[string]any) []string {
 		}
 	}
 	return out
+}
+
+// stderrLog receives the raw stderr of a plugin process from go-plugin
+// (ClientConfig.Stderr), which writes each line and then its newline. It
+// logs, under the provider's logger (plugin=<name>), the lines go-plugin
+// itself only logs at debug level: plain text that is neither an hclog
+// JSON line nor prefixed with a level such as "[ERROR]" nor part of a
+// panic. That is what a broken binary prints before it dies (a missing
+// library, a bad flag, a panic in init before the sdk's logger runs). It
+// also keeps the last few of those lines, and of the panic's, for the
+// launch error.
+type stderrLog struct {
+	log hclog.Logger
+
+	mu      sync.Mutex
+	partial []byte
+	inPanic bool
+	last    []string
+}
+
+// Limits of what stderrLog keeps for the launch error.
+const (
+	stderrTailLines = 5
+	stderrLineMax   = 512
+)
+
+func newStderrLog(log hclog.Logger) *stderrLog { return &stderrLog{log: log} }
+
+func (s *stderrLog) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rest := b
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			if len(s.partial) < 64<<10 {
+				s.partial = append(s.partial, rest...)
+			}
+			break
+		}
+		line := append(s.partial, rest[:i]...)
+		s.partial = nil
+		rest = rest[i+1:]
+		s.line(string(line))
+	}
+	return len(b), nil
+}
+
+// line handles one complete line; s.mu is held.
+func (s *stderrLog) line(line string) {
+	line = strings.TrimRight(line, "\r")
+	if strings.TrimSpace(line) == "" {
+		return
+	}
+	if len(line) > stderrLineMax {
+		line = line[:stderrLineMax] + "…"
+	}
+	if strings.HasPrefix(line, "{") && json.Valid([]byte(line)) {
+		return // an hclog line: go-plugin re-emits it at its level
+	}
+	s.last = append(s.last, line)
+	if len(s.last) > stderrTailLines {
+		s.last = s.last[1:]
+	}
+	switch {
+	case strings.HasPrefix(line, "panic: "), strings.HasPrefix(line, "fatal error: "):
+		s.inPanic = true
+		return // go-plugin logs panics at error level
+	case s.inPanic:
+		return
+	}
+	for _, pre := range []string{"[INFO]", "[WARN]", "[ERROR]", "[DEBUG]", "[TRACE]"} {
+		if strings.HasPrefix(line, pre) {
+			return // go-plugin logs it at that level
+		}
+	}
+	s.log.Warn("plugin wrote to stderr", "line", line)
+}
+
+// tail returns the last lines the plugin wrote to stderr, joined by " | ".
+func (s *stderrLog) tail() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.last, " | ")
 }

@@ -653,6 +653,22 @@ func normalize(chunk []sdk.Delivery, res []sdk.Result) (out []sdk.Result, issues
 	return out, issues, anyDone, rateLimit
 }
 
+// runsPinned reports whether p's running process may serve under the
+// checksum pin (hex SHA-256, optionally "sha256:"-prefixed; empty pins
+// nothing), and the running binary's checksum.
+func (p *provider) runsPinned(pin string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inst == nil {
+		return "", true
+	}
+	sum := p.inst.stamp.sum
+	if pin == "" {
+		return sum, true
+	}
+	return sum, strings.TrimPrefix(strings.ToLower(pin), "sha256:") == sum
+}
+
 func (p *provider) serving() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

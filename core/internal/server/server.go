@@ -168,6 +168,7 @@ func PublicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 		MaxSessionsPerUser: d.Live.MaxSessionsPerUser, PingInterval: d.Live.PingInterval, WriteTimeout: d.Live.WriteTimeout,
 		SendBuffer: d.Live.SendBuffer}, pools.API, verifier, conn, log)
 	apiSrv := api.New(pools.API, ruleset, log)
+	apiSrv.Ready = readyErr(Readiness(pools, conn))
 	apiSrv.SetRateLimits(api.RateLimits{PerKey: d.HTTP.RateLimit.PerKey, PerIP: d.HTTP.RateLimit.PerIP, Burst: d.HTTP.RateLimit.Burst})
 	apiSrv.Mount("/v1/admin/", admin.New(pools.Admin, cursorKey, log).Handler())
 	apiSrv.Mount("/v1/live", gw.Handler())
@@ -412,6 +413,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		mux := http.NewServeMux()
 		mux.Handle("/", AdminHandler(host, watcher.Reload, d.HTTP.Pprof))
 		mux.Handle("POST /admin/v1/counters/repair", CountersRepairHandler(pools.Worker))
+		mux.Handle("GET "+AdminReadyPath, ReadyHandler(Readiness(pools, conn)))
 		adminSrv, adminLn, err = NewAdminServer(mux, d.HTTP, adminToken, log)
 		if err != nil {
 			ln.Close()

@@ -24,7 +24,9 @@
 // Build-time variables (go build -ldflags "-X main.version=2.0.0 -X main.brokenHealth=true")
 // set the PluginVersion in Describe and make a variant whose Health fails;
 // -X main.ranFile=PATH makes a variant that appends a line to PATH as soon
-// as it starts, so a test can prove that this build never ran.
+// as it starts, so a test can prove that this build never ran;
+// -X main.dieAtStart=TEXT makes a broken build that writes TEXT to stderr and
+// exits 1 before the handshake.
 package main
 
 import (
@@ -39,9 +41,14 @@ var (
 	version      = "1.0.0"
 	brokenHealth = "false"
 	ranFile      = ""
+	dieAtStart   = ""
 )
 
 func main() {
+	if dieAtStart != "" {
+		fmt.Fprintln(os.Stderr, dieAtStart)
+		os.Exit(1)
+	}
 	if ranFile != "" {
 		if err := appendFile(ranFile, fmt.Appendf(nil, "pid %d ran %s\n", os.Getpid(), version)); err != nil {
 			fmt.Fprintln(os.Stderr, "sink: ranFile:", err)

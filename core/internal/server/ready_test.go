@@ -1,0 +1,161 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldhq/herald/core/internal/api"
+	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/server"
+	"github.com/heraldhq/herald/core/internal/testenv"
+)
+
+// getReady GETs url (with the admin token when not empty) and returns the
+// status code and body.
+func getReady(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// TestReadinessFollowsBroker runs the public API and the admin API (as Run
+// wires them) over a broker reached through a proxy the test breaks:
+// /readyz is 200 {"status":"ready"}, goes 503 {"status":"not ready"} with
+// nothing else while the broker is unreachable and comes back when it
+// returns; /admin/v1/ready gives the reason, behind the admin token.
+func TestReadinessFollowsBroker(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	u, err := url.Parse(testenv.RabbitMQ(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr
+	conn := broker.Dial(u.String(), broker.Topology{Exchange: "herald.test"}, hclog.NewNullLogger())
+	t.Cleanup(conn.Close)
+
+	d := config.DefaultDaemon()
+	d.HTTP = httpConfig()
+	pub, err := server.PublicAPI(context.Background(), d, w.pools, conn, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, ln, err := server.NewAPIServer(pub.Handler, d.HTTP, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	readyz := "http://" + ln.Addr().String() + "/readyz"
+
+	mux := http.NewServeMux()
+	mux.Handle("GET "+server.AdminReadyPath, server.ReadyHandler(server.Readiness(w.pools, conn)))
+	asrv, aln, err := server.NewAdminServer(mux, d.HTTP, []byte(adminToken), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = asrv.Serve(aln) }()
+	t.Cleanup(func() { _ = asrv.Close() })
+	adminReady := "http://" + aln.Addr().String() + server.AdminReadyPath
+
+	wantAdmin := func(code int, reasons ...string) func() bool {
+		return func() bool {
+			c, body := getReady(t, adminReady, adminToken)
+			var st server.ReadyStatus
+			if err := json.Unmarshal([]byte(body), &st); err != nil {
+				t.Fatalf("admin ready body %q: %v", body, err)
+			}
+			return c == code && cmp.Equal(st.Reasons, append([]string{}, reasons...))
+		}
+	}
+	wantPublic := func(code int, body string) func() bool {
+		return func() bool {
+			c, b := getReady(t, readyz, "")
+			return c == code && b == body
+		}
+	}
+	testenv.Eventually(t, 20*time.Second, wantPublic(200, `{"status":"ready"}`), "/readyz ready once the broker is connected")
+	testenv.Eventually(t, 5*time.Second, wantAdmin(200), "/admin/v1/ready ready with no reasons")
+	if c, _ := getReady(t, adminReady, ""); c != http.StatusUnauthorized {
+		t.Errorf("/admin/v1/ready without the token: %d, want 401", c)
+	}
+
+	proxy.Break()
+	testenv.Eventually(t, 20*time.Second, wantPublic(503, `{"status":"not ready"}`), "/readyz not ready, and nothing else, without the broker")
+	testenv.Eventually(t, 5*time.Second, wantAdmin(503, "broker: unreachable"), "/admin/v1/ready says the broker is unreachable")
+
+	proxy.Restore()
+	testenv.Eventually(t, 30*time.Second, wantPublic(200, `{"status":"ready"}`), "/readyz ready again once the broker is back")
+	testenv.Eventually(t, 5*time.Second, wantAdmin(200), "/admin/v1/ready ready again")
+}
+
+// TestReadyzHidesDatabaseError points the API at a database that does not
+// answer: /readyz says 503 {"status":"not ready"} and nothing of the
+// database's URL (role, database name, host), and the readiness reason is
+// the bare "database: unreachable".
+func TestReadyzHidesDatabaseError(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://secretrole:secretpw@127.0.0.1:1/secretdb?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	check := server.Readiness(&server.Pools{Worker: pool, API: pool, Admin: pool}, nil)
+	if got := check(context.Background()); !cmp.Equal(got, []string{"database: unreachable"}) {
+		t.Errorf("readiness = %q, want [database: unreachable]", got)
+	}
+	for name, ready := range map[string]func(context.Context) error{"default": nil, "daemon's": func(ctx context.Context) error {
+		if rs := check(ctx); len(rs) > 0 {
+			return &readyError{rs}
+		}
+		return nil
+	}} {
+		a := api.New(pool, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
+		a.Ready = ready
+		ts := httptest.NewServer(a.Handler())
+		code, body := getReady(t, ts.URL+"/readyz", "")
+		ts.Close()
+		if code != http.StatusServiceUnavailable || body != `{"status":"not ready"}` {
+			t.Errorf("%s /readyz without a database = %d %s, want 503 {\"status\":\"not ready\"}", name, code, body)
+		}
+	}
+	rec := httptest.NewRecorder()
+	server.ReadyHandler(check).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, server.AdminReadyPath, nil))
+	if body := rec.Body.String(); rec.Code != http.StatusServiceUnavailable || strings.Contains(body, "secret") || strings.Contains(body, "127.0.0.1") ||
+		!strings.Contains(body, "database: unreachable") {
+		t.Errorf("admin ready without a database = %d %s", rec.Code, body)
+	}
+}
+
+type readyError struct{ reasons []string }
+
+func (e *readyError) Error() string { return strings.Join(e.reasons, "; ") + " secretrole secretdb" }
