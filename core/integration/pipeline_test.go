@@ -122,6 +122,9 @@ func TestProducerTransactionRollbackLeavesNoEvent(t *testing.T) {
 func TestMalformedRequestsGetProblemJSONNamingTheField(t *testing.T) {
 	e := newEnv(t, "sent")
 	e.start()
+	if _, _, err := e.client().Emit(context.Background(), reservation("good")); err != nil {
+		t.Fatal(err)
+	}
 	tests := map[string]struct {
 		body   string
 		status int
@@ -136,6 +139,14 @@ func TestMalformedRequestsGetProblemJSONNamingTheField(t *testing.T) {
 		"unknown event type":  {`{"event_id":"x4","type":"NOPE","payload":{}}`, 422, "type"},
 		"schema: pax missing": {`{"event_id":"x5","type":"RESERVATION_REQUESTED","payload":{"restaurant_id":5,"customer_name":"A"}}`, 422, "payload"},
 		"schema: pax type":    {`{"event_id":"x6","type":"RESERVATION_REQUESTED","payload":{"restaurant_id":5,"customer_name":"A","pax":"four"}}`, 422, "payload/pax"},
+		// jsonb refuses \u0000: once a 500 "safe to retry" that a producer retried forever.
+		"payload NUL": {`{"event_id":"x7","type":"RESERVATION_REQUESTED","payload":{"restaurant_id":5,"customer_name":"A\u0000","pax":4}}`,
+			400, "payload"},
+		"event_id invalid UTF-8": {"{\"event_id\":\"x8\xff\",\"type\":\"RESERVATION_REQUESTED\",\"payload\":{}}", 400, "event_id"},
+		"payload too deep": {`{"event_id":"x9","type":"RESERVATION_REQUESTED","payload":` + strings.Repeat(`{"a":`, 40) + "1" +
+			strings.Repeat("}", 40) + `}`, 400, "payload"},
+		"reused event_id, other payload": {`{"event_id":"good","type":"RESERVATION_REQUESTED","payload":{"restaurant_id":5,"customer_name":"B","pax":4}}`,
+			409, "event_id"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -170,8 +181,9 @@ func TestMalformedRequestsGetProblemJSONNamingTheField(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("bad key: status %d, want 401", resp.StatusCode)
 	}
-	if _, _, err := e.client().Emit(context.Background(), reservation("good")); err != nil {
-		t.Fatal(err)
+	// The same event again is 200 with the original.
+	if _, created, err := e.client().Emit(context.Background(), reservation("good")); err != nil || created {
+		t.Fatalf("the same event again: created %v, %v", created, err)
 	}
 	e.waitAllSent(deliveriesPerEvent, 30*time.Second)
 	if n := e.count(`SELECT count(*) FROM event_outbox`); n != 1 {

@@ -11,7 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/heraldhq/herald/internal/jsonguard"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,28 +54,116 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
-// MaxIDLength bounds EventID, Type and TenantID.
-const MaxIDLength = 200
+// Limits of an Event, checked by Validate.
+const (
+	// MaxIDLength bounds EventID, Type, AggregateType and AggregateID, in
+	// bytes.
+	MaxIDLength = 200
+	// MaxPayloadBytes bounds Payload.
+	MaxPayloadBytes = 256 << 10
+	// MaxPayloadDepth bounds how deeply Payload's objects and arrays nest;
+	// the payload object itself is depth 1.
+	MaxPayloadDepth = 32
+)
+
+// idPattern is what TenantID and ProjectID look like (as Herald creates
+// them).
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$`)
 
 // Validate checks an event before it is written and returns a *FieldError.
+// Every string must be valid UTF-8 without NUL, so that PostgreSQL stores
+// exactly what was sent:
+//
+//   - tenant_id (required) and project_id: 1-100 characters of A-Z a-z 0-9
+//     . _ : @ - starting with a letter or digit.
+//   - event_id (required): 1-200 bytes of printable ASCII without spaces
+//     (0x21-0x7E); nothing is rewritten, so two different ids never
+//     collide.
+//   - type (required), aggregate_type, aggregate_id: at most 200 bytes of
+//     UTF-8 without control characters.
+//   - payload: a JSON object of at most MaxPayloadBytes, nested at most
+//     MaxPayloadDepth deep, with no invalid UTF-8, no \u0000 and no
+//     unpaired surrogate escape in any key or string, and numbers that fit
+//     a float64.
 func (e Event) Validate() error {
-	check := []struct{ field, v string }{{"tenant_id", e.TenantID}, {"event_id", e.EventID}, {"type", e.Type}}
-	for _, c := range check {
-		if c.v == "" {
-			return &FieldError{Field: c.field, Msg: "is required"}
-		}
-		if len(c.v) > MaxIDLength {
-			return &FieldError{Field: c.field, Msg: fmt.Sprintf("is longer than %d bytes", MaxIDLength)}
+	if err := checkID("tenant_id", e.TenantID, true); err != nil {
+		return err
+	}
+	if err := checkID("project_id", e.ProjectID, false); err != nil {
+		return err
+	}
+	if err := checkEventID(e.EventID); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		field, v string
+		required bool
+	}{{"type", e.Type, true}, {"aggregate_type", e.AggregateType, false}, {"aggregate_id", e.AggregateID, false}} {
+		if err := checkText(c.field, c.v, c.required); err != nil {
+			return err
 		}
 	}
-	if len(e.ProjectID) > MaxIDLength {
-		return &FieldError{Field: "project_id", Msg: fmt.Sprintf("is longer than %d bytes", MaxIDLength)}
+	return checkPayload(e.Payload)
+}
+
+func checkID(field, v string, required bool) error {
+	switch {
+	case v == "" && required:
+		return &FieldError{Field: field, Msg: "is required"}
+	case v != "" && !idPattern.MatchString(v):
+		return &FieldError{Field: field, Msg: fmt.Sprintf("%q must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit", v)}
 	}
-	if len(e.Payload) == 0 {
+	return nil
+}
+
+func checkEventID(v string) error {
+	if v == "" {
+		return &FieldError{Field: "event_id", Msg: "is required"}
+	}
+	if len(v) > MaxIDLength {
+		return &FieldError{Field: "event_id", Msg: fmt.Sprintf("is longer than %d bytes", MaxIDLength)}
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x21 || v[i] > 0x7e {
+			return &FieldError{Field: "event_id", Msg: fmt.Sprintf("byte %d is 0x%02x; an event_id is printable ASCII without spaces (0x21-0x7E)", i, v[i])}
+		}
+	}
+	return nil
+}
+
+func checkText(field, v string, required bool) error {
+	switch {
+	case v == "" && required:
+		return &FieldError{Field: field, Msg: "is required"}
+	case len(v) > MaxIDLength:
+		return &FieldError{Field: field, Msg: fmt.Sprintf("is longer than %d bytes", MaxIDLength)}
+	case !utf8.ValidString(v):
+		return &FieldError{Field: field, Msg: "is not valid UTF-8"}
+	}
+	for i, r := range v {
+		if unicode.IsControl(r) {
+			return &FieldError{Field: field, Msg: fmt.Sprintf("holds the control character %U at byte %d", r, i)}
+		}
+	}
+	return nil
+}
+
+func checkPayload(p json.RawMessage) error {
+	if len(p) == 0 {
 		return nil
 	}
+	if len(p) > MaxPayloadBytes {
+		return &FieldError{Field: "payload", Msg: fmt.Sprintf("is %d bytes, more than %d", len(p), MaxPayloadBytes)}
+	}
+	if err := jsonguard.Check(p, MaxPayloadDepth); err != nil {
+		return &FieldError{Field: "payload", Msg: "holds " + err.Error()}
+	}
 	var obj map[string]any
-	if err := json.Unmarshal(e.Payload, &obj); err != nil || obj == nil {
+	if err := json.Unmarshal(p, &obj); err != nil || obj == nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && strings.HasPrefix(te.Value, "number") {
+			return &FieldError{Field: "payload", Msg: fmt.Sprintf("holds a number out of range at byte %d", te.Offset)}
+		}
 		return &FieldError{Field: "payload", Msg: "must be a JSON object"}
 	}
 	return nil
@@ -118,8 +212,12 @@ func EnqueueID(ctx context.Context, tx Execer, ev Event) (int64, error) {
 		project = DefaultProject
 	}
 	const setTenant = `SELECT set_config('herald.tenant', $1, true)`
-	const insert = `INSERT INTO event_outbox (tenant_id, event_id, event_type, aggregate_type, aggregate_id, payload, available_at, project_id)
-		VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7::timestamptz, now()), $8)
+	// payload_sha256 hashes the payload as jsonb prints it (keys sorted,
+	// spaces dropped), so a repeated event_id can be told apart from a
+	// repeated event (Herald's API answers 409 for the former).
+	const insert = `INSERT INTO event_outbox (tenant_id, event_id, event_type, aggregate_type, aggregate_id, payload, available_at, project_id,
+			payload_sha256)
+		VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7::timestamptz, now()), $8, sha256(convert_to($6::jsonb::text, 'UTF8')))
 		ON CONFLICT (tenant_id, event_id) DO NOTHING RETURNING id`
 	args := []any{ev.TenantID, ev.EventID, ev.Type, ev.AggregateType, ev.AggregateID, payload, avail, project}
 	var id int64

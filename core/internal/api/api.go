@@ -21,6 +21,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/internal/jsonguard"
 	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -236,39 +237,9 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 		Problem(w, http.StatusBadRequest, "body not received", detail, "")
 		return
 	}
-	var req eventRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		detail, field := describeJSONError(err)
-		Problem(w, http.StatusBadRequest, "malformed body", detail, field)
-		return
-	}
-	if dec.More() {
-		Problem(w, http.StatusBadRequest, "malformed body", "the body holds more than one JSON value", "")
-		return
-	}
-	ev := producer.Event{TenantID: pr.Tenant, ProjectID: req.ProjectID, EventID: req.EventID, Type: req.Type, AggregateType: req.AggregateType,
-		AggregateID: req.AggregateID, Payload: req.Payload}
-	if req.AvailableAt != nil {
-		ev.AvailableAt = *req.AvailableAt
-	}
-	switch {
-	case ev.ProjectID == "" && pr.Project != "":
-		ev.ProjectID = pr.Project
-	case ev.ProjectID == "":
-		ev.ProjectID = store.DefaultProject
-	case pr.Project != "" && ev.ProjectID != pr.Project:
-		Problem(w, http.StatusForbidden, "project not allowed", fmt.Sprintf("this API key is limited to project %q", pr.Project), "project_id")
-		return
-	}
-	if err := ev.Validate(); err != nil {
-		var fe *producer.FieldError
-		if errors.As(err, &fe) {
-			Problem(w, http.StatusBadRequest, "invalid event", fe.Msg, fe.Field)
-			return
-		}
-		Problem(w, http.StatusBadRequest, "invalid event", err.Error(), "")
+	ev, prob := parseEvent(body, pr)
+	if prob != nil {
+		Problem(w, prob.status, prob.title, prob.detail, prob.field)
 		return
 	}
 	if rs := s.rules(); rs != nil {
@@ -304,6 +275,11 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 			conflict = true
 			return nil
 		}
+		if err != nil || created {
+			return err
+		}
+		same, err := store.SameEvent(r.Context(), tx, pr.Tenant, ev.EventID, ev.Type, ev.Payload)
+		conflict = !same
 		return err
 	})
 	switch {
@@ -313,9 +289,10 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 	case noProject:
 		Problem(w, http.StatusUnprocessableEntity, "unknown project", fmt.Sprintf("this tenant has no project %q", ev.ProjectID), "project_id")
 		return
-	case conflict || (!created && st.Type != ev.Type):
+	case conflict:
 		Problem(w, http.StatusConflict, "event_id already used",
-			fmt.Sprintf("this tenant already has an event %q of another type or project; an event_id identifies one event", ev.EventID), "event_id")
+			fmt.Sprintf("this tenant already has an event %q with another type, payload or project; an event_id identifies one event, "+
+				"so post a new event under a new event_id", ev.EventID), "event_id")
 		return
 	}
 	code := http.StatusOK
@@ -326,7 +303,77 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, code, st)
 }
 
+// problem is a problem document to answer with.
+type problem struct {
+	status               int
+	title, detail, field string
+}
+
+// parseEvent decodes and checks the body of POST /v1/events for the
+// principal pr, without touching the database: every string that reaches
+// PostgreSQL is valid UTF-8 without NUL, and the event passes
+// producer.Event.Validate (see its limits).
+func parseEvent(body []byte, pr store.Principal) (producer.Event, *problem) {
+	if err := jsonguard.Check(body, producer.MaxPayloadDepth+1); err != nil {
+		return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", err.Error(), guiltyField(body)}
+	}
+	var req eventRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		detail, field := describeJSONError(err)
+		return producer.Event{}, &problem{http.StatusBadRequest, "malformed body", detail, field}
+	}
+	if dec.More() {
+		return producer.Event{}, &problem{http.StatusBadRequest, "malformed body", "the body holds more than one JSON value", ""}
+	}
+	if len(req.Payload) > producer.MaxPayloadBytes {
+		return producer.Event{}, &problem{http.StatusRequestEntityTooLarge, "payload too large",
+			fmt.Sprintf("the payload is %d bytes, more than %d", len(req.Payload), producer.MaxPayloadBytes), "payload"}
+	}
+	ev := producer.Event{TenantID: pr.Tenant, ProjectID: req.ProjectID, EventID: req.EventID, Type: req.Type, AggregateType: req.AggregateType,
+		AggregateID: req.AggregateID, Payload: req.Payload}
+	if req.AvailableAt != nil {
+		ev.AvailableAt = *req.AvailableAt
+	}
+	switch {
+	case ev.ProjectID == "" && pr.Project != "":
+		ev.ProjectID = pr.Project
+	case ev.ProjectID == "":
+		ev.ProjectID = store.DefaultProject
+	case pr.Project != "" && ev.ProjectID != pr.Project:
+		return producer.Event{}, &problem{http.StatusForbidden, "project not allowed", fmt.Sprintf("this API key is limited to project %q", pr.Project), "project_id"}
+	}
+	if err := ev.Validate(); err != nil {
+		var fe *producer.FieldError
+		if errors.As(err, &fe) {
+			return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", fe.Field + " " + fe.Msg, fe.Field}
+		}
+		return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", err.Error(), ""}
+	}
+	return ev, nil
+}
+
+// guiltyField names the top-level field of body that jsonguard refuses
+// ("" when it is none of them, e.g. a key).
+func guiltyField(body []byte) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return ""
+	}
+	for name, raw := range fields {
+		if jsonguard.Check(raw, producer.MaxPayloadDepth) != nil {
+			return name
+		}
+	}
+	return ""
+}
+
 func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
+	if !knownID(r.PathValue("event_id")) {
+		Problem(w, http.StatusNotFound, "event not found", "no event has this event_id", "event_id")
+		return
+	}
 	var st producer.EventStatus
 	err := s.inTenant(r, func(tx pgx.Tx) error {
 		var err error

@@ -1,13 +1,19 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/internal/jsonguard"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -64,8 +70,8 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 	if !s.decode(w, r, &req) {
 		return
 	}
-	if len(req.Name) > 200 {
-		Problem(w, http.StatusBadRequest, "invalid key", "name is longer than 200 bytes", "name")
+	if msg := checkName(req.Name); msg != "" {
+		Problem(w, http.StatusBadRequest, "invalid key", "name "+msg, "name")
 		return
 	}
 	if req.ExpiresAt != nil && !req.ExpiresAt.After(time.Now()) {
@@ -105,6 +111,10 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("key_id")
+	if !knownID(id) {
+		Problem(w, http.StatusNotFound, "key not found", "no key has this key_id", "key_id")
+		return
+	}
 	err := s.inTenant(r, func(tx pgx.Tx) error { return store.RevokeAPIKey(r.Context(), tx, principalOf(r).Tenant, id) })
 	if errors.Is(err, store.ErrNotFound) {
 		Problem(w, http.StatusNotFound, "key not found", fmt.Sprintf("no unrevoked key %q for this tenant", id), "key_id")
@@ -141,6 +151,10 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
 		grace = g
 	}
 	id := r.PathValue("key_id")
+	if !knownID(id) {
+		Problem(w, http.StatusNotFound, "key not found", "no key has this key_id", "key_id")
+		return
+	}
 	var out createdKey
 	err := s.inTenant(r, func(tx pgx.Tx) error {
 		var err error
@@ -158,10 +172,46 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusCreated, out)
 }
 
+// checkName says what is wrong with a key's name ("" when nothing): at
+// most 200 bytes of UTF-8 without control characters.
+func checkName(name string) string {
+	if len(name) > 200 {
+		return "is longer than 200 bytes"
+	}
+	for i, r := range name {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			return fmt.Sprintf("holds %U at byte %d; a name is UTF-8 without control characters", r, i)
+		}
+	}
+	return ""
+}
+
+// knownID reports whether id (from the path) could name a row: valid UTF-8
+// without NUL, which PostgreSQL would refuse.
+func knownID(id string) bool { return utf8.ValidString(id) && !strings.ContainsRune(id, 0) }
+
+// maxKeyBody bounds the body of a key management request.
+const maxKeyBody = 64 << 10
+
 // decode reads a strict JSON body into v, answering 400 naming the field
-// when it cannot.
+// when it cannot: every string in it must be valid UTF-8 without NUL
+// (jsonguard), since encoding/json would silently rewrite invalid UTF-8.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeyBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		Problem(w, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("the body exceeds %d bytes", maxKeyBody), "")
+		return false
+	case err != nil:
+		Problem(w, http.StatusBadRequest, "body not received", "the body could not be read", "")
+		return false
+	}
+	if err := jsonguard.Check(body, 8); err != nil {
+		Problem(w, http.StatusBadRequest, "malformed body", err.Error(), guiltyField(body))
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		detail, field := describeJSONError(err)

@@ -76,7 +76,11 @@ func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, to
 		channels   = map[string]bool{}
 	)
 	for _, set := range sets {
-		rs, read, err := config.LoadRulesWith(config.RulesOptions{PluginDir: pluginDir, KeepReferences: noResolve}, set...)
+		rs, read, warnings, err := config.CheckRules(config.RulesOptions{PluginDir: pluginDir, KeepReferences: noResolve}, set...)
+		// Warnings do not change the exit code.
+		for _, w := range warnings {
+			fmt.Fprintln(stderr, "warning: "+w.Error())
+		}
 		for _, f := range read {
 			files[f] = true
 		}

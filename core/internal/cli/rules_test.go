@@ -63,12 +63,37 @@ event "PING" {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	undeclared := filepath.Join(t.TempDir(), "undeclared.hcl")
+	if err := os.WriteFile(undeclared, []byte(`channel "WEBSOCKET" {
+  providers = [{ plugin = "websocket" }]
+}
+event "PING" {
+  audience {
+    user_type = "ADMIN"
+  }
+  mandatory = ["WEBSOCKET"]
+  payload_schema = <<JSON
+  {"type": "object", "properties": {"x": {"type": "string"}}}
+  JSON
+  inbox {
+    body = "{{ .payload.x }} {{ .payload.y }}"
+  }
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := map[string]struct {
 		args       []string
 		wantCode   int
 		wantStdout string
 		wantStderr string
 	}{
+		"a template reads an undeclared payload field: a warning, exit 0": {
+			args:       []string{"rules", "check", undeclared},
+			wantStdout: "ok: 1 file, 1 event type, 1 channel\n",
+			wantStderr: "warning: " + undeclared + `:13: event "PING": inbox.body: reads .payload.y, which payload_schema does not declare` +
+				" (it fails to render when the field is absent; declare it, or read it with index)\n",
+		},
 		"one example": {
 			args:       []string{"rules", "check", examples + "rules/herald.hcl"},
 			wantStdout: "ok: 1 file, 5 event types, 5 channels\n",

@@ -307,18 +307,26 @@ type RulesOptions struct {
 
 // LoadRulesWith is LoadRules with options; it also returns the files read.
 func LoadRulesWith(opts RulesOptions, paths ...string) (*rules.RuleSet, []string, error) {
+	rs, files, _, err := loadRulesFilesWith(paths, opts)
+	return rs, files, err
+}
+
+// CheckRules is LoadRulesWith that also returns the warnings of rules that
+// load (rules.RuleSet.Warnings), placed in their files like errors.
+func CheckRules(opts RulesOptions, paths ...string) (*rules.RuleSet, []string, RulesErrors, error) {
 	return loadRulesFilesWith(paths, opts)
 }
 
 // loadRulesFiles is LoadRules that also returns the files read.
 func loadRulesFiles(paths []string) (*rules.RuleSet, []string, error) {
-	return loadRulesFilesWith(paths, RulesOptions{})
+	rs, files, _, err := loadRulesFilesWith(paths, RulesOptions{})
+	return rs, files, err
 }
 
-func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []string, error) {
+func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []string, RulesErrors, error) {
 	files, err := RulesFiles(paths...)
 	if err != nil {
-		return nil, files, err
+		return nil, files, nil, err
 	}
 	c := &rulesCollector{}
 	parsed := make([]*rulesFile, 0, len(files))
@@ -331,7 +339,7 @@ func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []st
 	if broken {
 		// Validating what is left would report references into the
 		// unreadable file as errors of their own.
-		return nil, files, c.errs.sorted()
+		return nil, files, nil, c.errs.sorted()
 	}
 	spec, owners := buildRulesSpec(c, parsed, !opts.KeepReferences)
 	if opts.PluginDir != "" {
@@ -341,7 +349,7 @@ func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []st
 	if err != nil {
 		var ses rules.SpecErrors
 		if !errors.As(err, &ses) {
-			return nil, files, err
+			return nil, files, nil, err
 		}
 		for _, se := range ses {
 			f := owners.fileFor(se.Path)
@@ -352,9 +360,13 @@ func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []st
 		}
 	}
 	if len(c.errs) > 0 {
-		return nil, files, c.errs.sorted()
+		return nil, files, nil, c.errs.sorted()
 	}
-	return rs, files, nil
+	warn := &rulesCollector{}
+	for _, w := range rs.Warnings() {
+		warn.add(owners.fileFor(w.Path), w.Path, w.Msg)
+	}
+	return rs, files, warn.errs.sorted(), nil
 }
 
 // checkRulesPluginDir checks that the plugin binary of every provider is in

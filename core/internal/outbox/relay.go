@@ -314,7 +314,12 @@ func toRulesEvent(e store.EventRow) rules.Event {
 }
 
 // fanout decides and renders one event against its tenant's directory
-// snapshot. Its errors are the event's own (rules, templates, data).
+// snapshot. Its errors are the event's own (rules, templates, data): a
+// template that cannot be rendered (a missing key) fails the event when it
+// fails alike for every recipient (it reads only .payload, .event and
+// .channel) or when it is the inbox's; a channel template that reads the
+// recipient and fails for one of them fails only that delivery, written
+// FAILED with the reason naming the template field.
 func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryIndex, now time.Time) ([]store.NewNotification, []store.NewDelivery, error) {
 	ev := toRulesEvent(e)
 	dec, err := rs.DecideIndexed(ev, dir, now)
@@ -350,7 +355,9 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 		}
 		for _, cd := range rd.Channels {
 			content, err := rs.RenderPrepared(pe, rd.Recipient, cd.Channel)
-			if err != nil {
+			var re *rules.RenderError
+			failed := errors.As(err, &re) && !re.RecipientFree
+			if err != nil && !failed {
 				return nil, nil, fmt.Errorf("render %s for %s: %w", cd.Channel, rd.Recipient.UserID, err)
 			}
 			body, err := json.Marshal(sdk.Content{Subject: content.Subject, Title: content.Title, Body: content.Body,
@@ -370,7 +377,12 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 				UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: cd.Channel, Severity: dec.Severity,
 				Status: store.StatusPending, BestEffort: cc.BestEffort, MaxAttempts: maxAttempts, NextAttemptAt: now,
 				Recipient: recipient, Content: body}
-			if cd.Deferred {
+			switch {
+			case failed:
+				// This recipient's own data is missing: only this delivery
+				// fails, with the template field and the missing key.
+				d.Status, d.LastError, d.Content = store.StatusFailed, re.Error(), nil
+			case cd.Deferred:
 				d.Status, d.NextAttemptAt = store.StatusDeferred, cd.DeferUntil
 			}
 			dels = append(dels, d)

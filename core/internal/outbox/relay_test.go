@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,18 @@ event "PING" {
     title = "Ping"
     body  = "for {{ .payload.user }}"
   }
+}
+event "NICK" {
+  audience { user = "{{ .payload.user }}" }
+  mandatory   = ["WEBSOCKET", "EMAIL"]
+  quiet_hours = "ignore"
+  template "EMAIL" { body = "Hello {{ .recipient.attributes.nick }}" }
+}
+event "MISSING" {
+  audience { user = "{{ .payload.user }}" }
+  mandatory   = ["WEBSOCKET"]
+  quiet_hours = "ignore"
+  inbox { body = "{{ .payload.nope }}" }
 }
 `
 
@@ -183,5 +196,46 @@ func TestRelaySurgeWorkersShareABacklog(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT unread FROM notification_counters WHERE user_id = 'u1'`); n != 300 {
 		t.Fatalf("u1 unread = %d, want 300", n)
+	}
+}
+
+// TestRelayMissingTemplateKeyFailsTheDeliveryOrTheEvent: a channel template
+// that reads a key the recipient lacks fails only that delivery, with the
+// field and the key; an inbox template that reads a key the payload lacks
+// fails the event the same way. Neither renders "<no value>".
+func TestRelayMissingTemplateKeyFailsTheDeliveryOrTheEvent(t *testing.T) {
+	t.Parallel()
+	db, rs := setup(t)
+	ctx := context.Background()
+	enqueue(t, db, "nick", "NICK", `{"user": "u1"}`)
+	enqueue(t, db, "missing", "MISSING", `{"user": "u1"}`)
+	r := outbox.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(), outbox.Config{BatchSize: 10, MaxAttempts: 1})
+	if _, err := r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var status, lastErr string
+	if err := db.Pool.QueryRow(ctx, `SELECT status, last_error FROM deliveries WHERE event_id = 'nick' AND channel = 'EMAIL'`).Scan(&status, &lastErr); err != nil {
+		t.Fatal(err)
+	}
+	if status != store.StatusFailed || !strings.Contains(lastErr, "render channel EMAIL body") || !strings.Contains(lastErr, `"nick"`) {
+		t.Fatalf("EMAIL delivery: %s %q, want FAILED naming the body and the key", status, lastErr)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT status FROM deliveries WHERE event_id = 'nick' AND channel = 'WEBSOCKET'`).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != store.StatusPending {
+		t.Fatalf("WEBSOCKET delivery: %s, want PENDING", status)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT status FROM event_outbox WHERE event_id = 'nick'`).Scan(&status); err != nil || status != "PROCESSED" {
+		t.Fatalf("event nick: %s (%v), want PROCESSED", status, err)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT status, last_error FROM event_outbox WHERE event_id = 'missing'`).Scan(&status, &lastErr); err != nil {
+		t.Fatal(err)
+	}
+	if status != "FAILED" || !strings.Contains(lastErr, "render inbox body") || !strings.Contains(lastErr, `"nope"`) {
+		t.Fatalf("event missing: %s %q, want FAILED naming the inbox body and the key", status, lastErr)
+	}
+	if n := count(t, db, `SELECT count(*) FROM notifications WHERE body LIKE '%no value%' OR event_id = 'missing'`); n != 0 {
+		t.Fatalf("%d notifications with <no value> or of the failed event", n)
 	}
 }

@@ -3,7 +3,9 @@ package rules_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,13 +23,15 @@ var update = flag.Bool("update", false, "rewrite the expected sections of testda
 
 // TestGolden runs every testdata/*.txtar archive. An archive holds:
 //
-//	args            lines "rules=PATH" (relative to testdata, repeatable) and "at=RFC3339"
+//	args            lines "rules=PATH" (relative to testdata, repeatable), "at=RFC3339"
+//	                and "render" (also render every recipient's inbox and channels)
 //	*.hcl, *.yaml   rules files, written to a temporary directory and loaded too
 //	event.json      the event
 //	directory.json  the directory snapshot (DIR.json format)
 //
 // and the expected results: needs.json, explain.txt and decision.json for a
-// decision, or errors.txt when the rules do not load.
+// decision (plus rendered.txt with "render"), or errors.txt when the rules
+// do not load; warnings.txt holds the warnings of rules that load.
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txtar")
 	if err != nil {
@@ -53,6 +57,7 @@ func runGolden(t *testing.T, file string) {
 	dir := t.TempDir()
 	var rulesPaths []string
 	var at time.Time
+	render := false
 	inputs := map[string][]byte{}
 	for _, f := range ar.Files {
 		inputs[f.Name] = f.Data
@@ -79,6 +84,8 @@ func runGolden(t *testing.T, file string) {
 			if at, err = time.Parse(time.RFC3339, val); err != nil {
 				t.Fatalf("args: at: %v", err)
 			}
+		case "render":
+			render = true
 		case "":
 		default:
 			t.Fatalf("args: unknown key %q", key)
@@ -86,7 +93,10 @@ func runGolden(t *testing.T, file string) {
 	}
 
 	got := map[string]string{}
-	rs, err := config.LoadRules(rulesPaths...)
+	rs, _, warnings, err := config.CheckRules(config.RulesOptions{}, rulesPaths...)
+	if len(warnings) > 0 {
+		got["warnings.txt"] = strings.ReplaceAll(warnings.Error(), dir+string(filepath.Separator), "") + "\n"
+	}
 	if err != nil {
 		got["errors.txt"] = strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "") + "\n"
 	} else {
@@ -113,18 +123,21 @@ func runGolden(t *testing.T, file string) {
 		}
 		got["explain.txt"] = b.String()
 		got["decision.json"] = mustJSON(t, dec)
+		if render {
+			got["rendered.txt"] = renderAll(rs, ev, dec)
+		}
 	}
 
 	if *update {
 		var kept []txtar.File
 		for _, f := range ar.Files {
 			switch f.Name {
-			case "needs.json", "explain.txt", "decision.json", "errors.txt":
+			case "needs.json", "explain.txt", "decision.json", "rendered.txt", "errors.txt", "warnings.txt":
 				continue
 			}
 			kept = append(kept, f)
 		}
-		for _, name := range []string{"needs.json", "explain.txt", "decision.json", "errors.txt"} {
+		for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "errors.txt", "warnings.txt"} {
 			if s, ok := got[name]; ok {
 				kept = append(kept, txtar.File{Name: name, Data: []byte(s)})
 			}
@@ -135,7 +148,7 @@ func runGolden(t *testing.T, file string) {
 		}
 		return
 	}
-	for _, name := range []string{"needs.json", "explain.txt", "decision.json", "errors.txt"} {
+	for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "errors.txt", "warnings.txt"} {
 		want, inArchive := inputs[name]
 		g, produced := got[name]
 		switch {
@@ -158,4 +171,39 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b) + "\n"
+}
+
+// renderAll renders every recipient's inbox and kept channels, one line
+// each: the content, or the error and what fails with it.
+func renderAll(rs *rules.RuleSet, ev rules.Event, dec rules.Decision) string {
+	var b strings.Builder
+	pe := rules.PrepareEvent(ev)
+	for _, rd := range dec.Recipients {
+		channels := []string{""}
+		for _, cd := range rd.Channels {
+			channels = append(channels, cd.Channel)
+		}
+		for _, ch := range channels {
+			name := ch
+			if name == "" {
+				name = "inbox"
+			}
+			out, err := rs.RenderPrepared(pe, rd.Recipient, ch)
+			var re *rules.RenderError
+			switch {
+			case errors.As(err, &re):
+				fails := "the delivery"
+				if re.RecipientFree || ch == "" {
+					fails = "the event"
+				}
+				fmt.Fprintf(&b, "%s %s: field %s fails %s: %v\n", rd.Recipient.UserID, name, re.Field, fails, err)
+			case err != nil:
+				fmt.Fprintf(&b, "%s %s: %v\n", rd.Recipient.UserID, name, err)
+			default:
+				fmt.Fprintf(&b, "%s %s: subject=%q title=%q body=%q html=%q data=%s\n", rd.Recipient.UserID, name,
+					out.Subject, out.Title, out.Body, out.HTML, out.Data)
+			}
+		}
+	}
+	return b.String()
 }

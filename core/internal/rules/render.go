@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	htmltemplate "html/template"
 	"io"
 	"strconv"
 	"strings"
@@ -370,25 +371,22 @@ func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r Recipient, channel string
 	}
 	inbox := ce.inbox.pick(locale)
 	var out Rendered
-	fail := func(field string, err error) (Rendered, error) {
-		what := "inbox"
-		if channel != "" {
-			what = "channel " + channel
-		}
-		return Rendered{}, fmt.Errorf("rules: event %s: render %s %s: %w", ev.Type, what, field, err)
+	fail := func(field string, t templateOf, err error) (Rendered, error) {
+		return Rendered{}, &RenderError{EventType: ev.Type, Channel: channel, Field: field, RecipientFree: t.recipientFree(), Err: err}
 	}
 	if out.Title, err = pe.exec(inbox.title, data, channel); err != nil {
-		return fail(KeyTitle, err)
+		return fail(KeyTitle, textOf{inbox.title}, err)
 	}
 	if out.Title == "" {
 		out.Title = ev.Type
 	}
 	if out.Body, err = pe.exec(inbox.body, data, channel); err != nil {
-		return fail(KeyBody, err)
+		return fail(KeyBody, textOf{inbox.body}, err)
 	}
 	if channel == "" {
-		if out.Data, err = execData(inbox.data, data); err != nil {
-			return fail(KeyData, err)
+		var derr *dataError
+		if out.Data, derr = execData(inbox.data, data); derr != nil {
+			return fail(KeyData+"."+derr.key, textOf{inbox.data[derr.key]}, derr.err)
 		}
 		if out.Data == nil && len(bytes.TrimSpace(ev.Payload)) > 0 {
 			out.Data = bytes.Clone(ev.Payload)
@@ -406,30 +404,31 @@ func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r Recipient, channel string
 	t := ct.pick(locale)
 	if t.title != nil {
 		if out.Title, err = pe.exec(t.title, data, channel); err != nil {
-			return fail(KeyTitle, err)
+			return fail(KeyTitle, textOf{t.title}, err)
 		}
 	}
 	if t.subject != nil {
 		if out.Subject, err = pe.exec(t.subject, data, channel); err != nil {
-			return fail(KeySubject, err)
+			return fail(KeySubject, textOf{t.subject}, err)
 		}
 	} else if t.title != nil {
 		out.Subject = out.Title
 	}
 	if t.body != nil {
 		if out.Body, err = pe.exec(t.body, data, channel); err != nil {
-			return fail(KeyBody, err)
+			return fail(KeyBody, textOf{t.body}, err)
 		}
 	}
 	if t.html != nil {
 		var b strings.Builder
 		if err := t.html.Execute(&b, data); err != nil {
-			return fail(KeyHTML, err)
+			return fail(KeyHTML, htmlOf{t.html}, err)
 		}
 		out.HTML = b.String()
 	}
-	if out.Data, err = execData(t.data, data); err != nil {
-		return fail(KeyData, err)
+	var derr *dataError
+	if out.Data, derr = execData(t.data, data); derr != nil {
+		return fail(KeyData+"."+derr.key, textOf{t.data[derr.key]}, derr.err)
 	}
 	return out, nil
 }
@@ -481,19 +480,66 @@ func execText(t *template.Template, data any) (string, error) {
 	return b.String(), nil
 }
 
-func execData(ts map[string]*template.Template, data any) (json.RawMessage, error) {
+// dataError is a data template that failed, by key.
+type dataError struct {
+	key string
+	err error
+}
+
+func execData(ts map[string]*template.Template, data any) (json.RawMessage, *dataError) {
 	if len(ts) == 0 {
 		return nil, nil
 	}
 	out := make(map[string]string, len(ts))
-	for k, t := range ts {
-		s, err := execText(t, data)
+	for _, k := range sortedKeys(ts) {
+		s, err := execText(ts[k], data)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
+			return nil, &dataError{key: k, err: err}
 		}
 		out[k] = s
 	}
-	return json.Marshal(out)
+	b, _ := json.Marshal(out) // a map of strings always marshals
+	return b, nil
+}
+
+// RenderError is a template that could not be rendered, e.g. one that reads
+// a payload field the event lacks (templates run with missingkey=error).
+type RenderError struct {
+	// EventType is the event's type.
+	EventType string
+	// Channel is the channel rendered ("" for the inbox).
+	Channel string
+	// Field is the template's field: title, subject, body, html or
+	// data.<key>.
+	Field string
+	// RecipientFree says that the template reads only .payload, .event and
+	// .channel, so it fails for every recipient of the event alike.
+	RecipientFree bool
+	// Err is text/template's error, which names the missing key.
+	Err error
+}
+
+func (e *RenderError) Error() string {
+	what := "inbox"
+	if e.Channel != "" {
+		what = "channel " + e.Channel
+	}
+	return fmt.Sprintf("rules: event %s: render %s %s: %v", e.EventType, what, e.Field, e.Err)
+}
+
+func (e *RenderError) Unwrap() error { return e.Err }
+
+// templateOf is a compiled template, text or HTML.
+type templateOf interface{ recipientFree() bool }
+
+type textOf struct{ t *template.Template }
+
+func (t textOf) recipientFree() bool { return t.t != nil && recipientFree(t.t) }
+
+type htmlOf struct{ t *htmltemplate.Template }
+
+func (h htmlOf) recipientFree() bool {
+	return h.t.Tree != nil && len(h.t.Templates()) <= 1 && nodeRecipientFree(h.t.Tree.Root)
 }
 
 // formatTime is how explain output and reasons print instants.

@@ -440,15 +440,11 @@ func compileAudience(c *specChecker, a AudienceSpec, path []string) compiledAudi
 	if a.Group != "" {
 		if ca.group, err = parseTextTemplate(KeyGroup, a.Group); err != nil {
 			c.addf(extend(path, KeyGroup), "bad template: %v", err)
-		} else {
-			ca.group.Option("missingkey=error")
 		}
 	}
 	if a.User != "" {
 		if ca.user, err = parseTextTemplate(KeyUser, a.User); err != nil {
 			c.addf(extend(path, KeyUser), "bad template: %v", err)
-		} else {
-			ca.user.Option("missingkey=error")
 		}
 	}
 	if a.PayloadPath != "" {
@@ -498,7 +494,7 @@ func compileText(c *specChecker, tt TemplateText, path []string) compiledText {
 	out.title = text(KeyTitle, tt.Title)
 	out.body = text(KeyBody, tt.Body)
 	if tt.HTML != "" {
-		t, err := htmltemplate.New(KeyHTML).Funcs(templateFuncs).Parse(tt.HTML)
+		t, err := parseHTMLTemplate(KeyHTML, tt.HTML)
 		if err != nil {
 			c.addf(extend(path, KeyHTML), "bad template: %v", err)
 		} else {
@@ -519,8 +515,16 @@ func compileText(c *specChecker, tt TemplateText, path []string) compiledText {
 	return out
 }
 
+// parseTextTemplate parses a text template. A field it reads that the data
+// lacks (a missing payload key) is an error when it runs, never "<no
+// value>".
 func parseTextTemplate(name, src string) (*template.Template, error) {
-	return template.New(name).Funcs(templateFuncs).Parse(src)
+	return template.New(name).Funcs(templateFuncs).Option("missingkey=error").Parse(src)
+}
+
+// parseHTMLTemplate is parseTextTemplate for html/template.
+func parseHTMLTemplate(name, src string) (*htmltemplate.Template, error) {
+	return htmltemplate.New(name).Funcs(templateFuncs).Option("missingkey=error").Parse(src)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

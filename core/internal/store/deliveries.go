@@ -436,6 +436,27 @@ func RequeueFailed(ctx context.Context, q Querier, f RequeueFilter, extraAttempt
 // ErrNotFound reports a missing row.
 var ErrNotFound = errors.New("not found")
 
+// SameEvent reports whether the tenant's event eventID (which must exist
+// and be visible) has type eventType and payload: the payloads compare as
+// jsonb prints them (key order and spaces do not matter), through the
+// payload_sha256 sdk/producer writes; an event written before that column
+// existed compares by type only.
+func SameEvent(ctx context.Context, q Querier, tenantID, eventID, eventType string, payload []byte) (bool, error) {
+	if len(payload) == 0 {
+		payload = []byte(`{}`)
+	}
+	var same bool
+	err := q.QueryRow(ctx, `SELECT event_type = $3 AND (payload_sha256 IS NULL OR payload_sha256 = sha256(convert_to($4::jsonb::text, 'UTF8')))
+		FROM event_outbox WHERE tenant_id = $1 AND event_id = $2`, tenantID, eventID, eventType, string(payload)).Scan(&same)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, ErrNotFound
+	}
+	if err != nil {
+		return false, fmt.Errorf("compare event: %w", err)
+	}
+	return same, nil
+}
+
 // GetEvent returns an event's status and every delivery, or ErrNotFound.
 func GetEvent(ctx context.Context, q Querier, tenantID, eventID string) (producer.EventStatus, error) {
 	var st producer.EventStatus

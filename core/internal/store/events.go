@@ -99,9 +99,11 @@ type NewDelivery struct {
 	UserType       string
 	Channel        string
 	Severity       string
-	// Status is PENDING, DEFERRED, or PUBLISHED for a delivery the relay
-	// hands to the broker itself (see InsertHandoff).
+	// Status is PENDING, DEFERRED, PUBLISHED for a delivery the relay
+	// hands to the broker itself (see InsertHandoff), or FAILED for one
+	// whose content could not be rendered (LastError says why).
 	Status        string
+	LastError     string
 	BestEffort    bool
 	MaxAttempts   int
 	NextAttemptAt time.Time
@@ -216,7 +218,7 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 // deliveryColumns are the columns the relay writes.
 var deliveryColumns = []string{"delivery_id", "notification_id", "tenant_id", "event_id",
 	"event_type", "user_id", "user_type", "channel", "severity", "status", "best_effort", "max_attempts", "next_attempt_at",
-	"recipient", "content", "created_at", "updated_at"}
+	"recipient", "content", "last_error", "created_at", "updated_at"}
 
 func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nids []pgtype.UUID, now time.Time) error {
 	src := make([][]any, len(keep))
@@ -226,7 +228,7 @@ func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nid
 		// json.RawMessage would take pgx's slower fallback paths.
 		src[i] = []any{ids[i], nids[i], d.TenantID, d.EventID,
 			d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status, d.BestEffort, int32(d.MaxAttempts),
-			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), now, now}
+			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), d.LastError, now, now}
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, deliveryColumns, pgx.CopyFromRows(src))
 	return err
@@ -238,19 +240,21 @@ func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, n
 	n := len(keep)
 	tenants, events, types, users, utypes, chans, sevs, stats := make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	best, maxAtt, next, recips, contents := make([]bool, n), make([]int32, n), make([]time.Time, n), make([]string, n), make([]string, n)
+	best, maxAtt, next, recips, contents, errs := make([]bool, n), make([]int32, n), make([]time.Time, n), make([]string, n), make([]string, n),
+		make([]string, n)
 	for i := range keep {
 		d := &keep[i]
 		tenants[i], events[i], types[i], users[i], utypes[i], chans[i], sevs[i], stats[i] =
 			d.TenantID, d.EventID, d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status
 		best[i], maxAtt[i], next[i], recips[i], contents[i] = d.BestEffort, int32(d.MaxAttempts), d.NextAttemptAt,
 			jsonOr(d.Recipient), jsonOr(d.Content)
+		errs[i] = d.LastError
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO deliveries (`+strings.Join(deliveryColumns, ", ")+`)
 		SELECT d.*, $16::timestamptz, $16::timestamptz FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
 			$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bool[], $12::int[], $13::timestamptz[],
-			$14::jsonb[], $15::jsonb[]) d`,
-		ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now)
+			$14::jsonb[], $15::jsonb[], $17::text[]) d`,
+		ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now, errs)
 	return err
 }
 
