@@ -120,28 +120,19 @@ env_set() {
 	grep -Eqs "^[[:space:]]*(export[[:space:]]+)?(RABBITMQ_)?$2=" "$1"
 }
 
-# rabbit_env_loopback makes the broker started from rabbitmq-server listen on
-# loopback only. rabbitmq-server 3.10 sources rabbitmq-env.conf as a shell
-# file (scripts/rabbitmq-env, and rabbit_env for NODE_IP_ADDRESS):
-#   NODE_IP_ADDRESS             the AMQP listener (5672), *:5672 when unset
-#   ERL_EPMD_ADDRESS            epmd (4369), exported to the epmd the node starts
-#   SERVER_ADDITIONAL_ERL_ARGS  added to the node's erl command line: the
-#                               distribution listener (25672) on 127.0.0.1
-#   CTL_ERL_ARGS                the same for rabbitmqctl's own short-lived node
-# A setting the file already makes (uncommented) is left alone.
+# rabbit_env_loopback makes the AMQP listener of the broker started from
+# rabbitmq-server listen on loopback only: rabbitmq-server 3.10 sources
+# rabbitmq-env.conf as a shell file, and NODE_IP_ADDRESS sets the listener
+# (*:5672 when unset). A setting the file already makes (uncommented) is
+# left alone. epmd (4369) and the distribution port (25672) still listen on
+# every address: binding them to 127.0.0.1 (ERL_EPMD_ADDRESS,
+# inet_dist_use_interface) stops the node from starting on Debian, whose
+# /etc/hosts maps the host name the node is named after to 127.0.1.1, so
+# the node cannot reach its own epmd; that needs the node renamed
+# rabbit@localhost, which a broker that already holds data must not be.
 rabbit_env_loopback() {
 	local f=$RABBITMQ_ENV_CONF add=""
 	env_set "$f" NODE_IP_ADDRESS || add+=$'NODE_IP_ADDRESS=127.0.0.1\n'
-	# ERL_EPMD_ADDRESS is Erlang's own variable: no RABBITMQ_ form.
-	grep -Eqs '^[[:space:]]*(export[[:space:]]+)?ERL_EPMD_ADDRESS=' "$f" || add+=$'ERL_EPMD_ADDRESS=127.0.0.1\n'
-	if ! grep -Eqs '^[[:space:]]*[^#[:space:]].*inet_dist_use_interface' "$f"; then
-		if env_set "$f" SERVER_ADDITIONAL_ERL_ARGS; then
-			log "warning: $f sets SERVER_ADDITIONAL_ERL_ARGS without inet_dist_use_interface: the distribution port listens on every address"
-		else
-			add+=$'SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"\n'
-		fi
-		env_set "$f" CTL_ERL_ARGS || add+=$'CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"\n'
-	fi
 	if [ -z "$add" ]; then
 		return
 	fi
