@@ -333,32 +333,16 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) {
 	// Qualified: the select list's notification_id is the text form, and
 	// ordering by it would sort instead of walking the index.
 	sql += fmt.Sprintf(" ORDER BY notifications.created_at DESC, notifications.notification_id DESC LIMIT $%d", len(args))
-	page := Page{Items: []Notification{}}
-	err := s.readOnly(r.Context(), func(tx pgx.Tx) error {
-		if b, err := checkScope(r.Context(), tx, f); err != nil || b != nil {
-			br = b
-			return err
-		}
-		rows, err := tx.Query(r.Context(), sql, args...)
-		if err != nil {
-			return err
-		}
-		page.Items, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Notification, error) {
-			var n Notification
-			err := row.Scan(&n.NotificationID, &n.TenantID, &n.ProjectID, &n.UserID, &n.EventID, &n.EventType, &n.Title, &n.Body,
-				&n.Severity, &n.Status, &n.ReadAt, &n.ArchivedAt, &n.CreatedAt)
-			return n, err
-		})
-		return err
+	items, ok := scopedRows(s, w, r, f, sql, args, func(row pgx.CollectableRow) (Notification, error) {
+		var n Notification
+		err := row.Scan(&n.NotificationID, &n.TenantID, &n.ProjectID, &n.UserID, &n.EventID, &n.EventType, &n.Title, &n.Body,
+			&n.Severity, &n.Status, &n.ReadAt, &n.ArchivedAt, &n.CreatedAt)
+		return n, err
 	})
-	if err != nil {
-		s.queryFailed(w, err)
+	if !ok {
 		return
 	}
-	if br != nil {
-		s.problem(w, br)
-		return
-	}
+	page := Page{Items: items}
 	if len(page.Items) > limit {
 		page.Items = page.Items[:limit]
 		last := page.Items[limit-1]
@@ -406,7 +390,30 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 			FROM notifications WHERE ` + strings.Join(conds, " AND ") + `
 			GROUP BY tenant_id, severity, archived_at IS NOT NULL, read_at IS NOT NULL) g
 		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`
-	st := Stats{From: f.from, To: f.to, Rows: []StatsRow{}}
+	rows, ok := scopedRows(s, w, r, f, sql, args, func(row pgx.CollectableRow) (StatsRow, error) {
+		var x StatsRow
+		err := row.Scan(&x.TenantID, &x.Severity, &x.Status, &x.Count)
+		return x, err
+	})
+	if !ok {
+		return
+	}
+	st := Stats{From: f.from, To: f.to, Rows: rows}
+	for _, x := range st.Rows {
+		st.Total += x.Count
+	}
+	api.WriteJSON(w, http.StatusOK, st)
+}
+
+// scopedRows runs sql in a read-only transaction once checkScope has found
+// the filters' tenant and project, and collects its rows with scan (never
+// nil). When it cannot, it has answered w (404 for a scope that names
+// nothing, 503 for a query that ran too long, 500 otherwise) and returns
+// false.
+func scopedRows[T any](s *Server, w http.ResponseWriter, r *http.Request, f filters, sql string, args []any,
+	scan pgx.RowToFunc[T]) ([]T, bool) {
+	var out []T
+	var br *badRequest
 	err := s.readOnly(r.Context(), func(tx pgx.Tx) error {
 		if b, err := checkScope(r.Context(), tx, f); err != nil || b != nil {
 			br = b
@@ -416,25 +423,21 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		st.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatsRow, error) {
-			var x StatsRow
-			err := row.Scan(&x.TenantID, &x.Severity, &x.Status, &x.Count)
-			return x, err
-		})
+		out, err = pgx.CollectRows(rows, scan)
 		return err
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		s.queryFailed(w, err)
-		return
-	}
-	if br != nil {
+		return nil, false
+	case br != nil:
 		s.problem(w, br)
-		return
+		return nil, false
 	}
-	for _, x := range st.Rows {
-		st.Total += x.Count
+	if out == nil {
+		out = []T{}
 	}
-	api.WriteJSON(w, http.StatusOK, st)
+	return out, true
 }
 
 func (s *Server) problem(w http.ResponseWriter, b *badRequest) {

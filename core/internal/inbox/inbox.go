@@ -159,21 +159,29 @@ func (s *Server) bell(w http.ResponseWriter, r *http.Request) {
 		if err := br.QueryRow().Scan(&b.Unread); err != nil {
 			return err
 		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		b.Items, err = pgx.CollectRows(rows, scanNotification)
+		var err error
+		b.Items, err = collectNotifications(br)
 		return err
 	})
 	if err != nil {
 		s.internal(w, err)
 		return
 	}
-	if b.Items == nil {
-		b.Items = []Notification{}
-	}
 	api.WriteJSON(w, http.StatusOK, b)
+}
+
+// collectNotifications reads the next result of br as notifications
+// (never nil).
+func collectNotifications(br pgx.BatchResults) ([]Notification, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	items, err := pgx.CollectRows(rows, scanNotification)
+	if items == nil {
+		items = []Notification{}
+	}
+	return items, err
 }
 
 // Page is a page of the inbox.
@@ -330,19 +338,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		page.Items, err = pgx.CollectRows(rows, scanNotification)
+		var err error
+		page.Items, err = collectNotifications(br)
 		return err
 	})
 	if err != nil {
 		s.internal(w, err)
 		return
-	}
-	if page.Items == nil {
-		page.Items = []Notification{}
 	}
 	if len(page.Items) > limit {
 		page.Items = page.Items[:limit]
