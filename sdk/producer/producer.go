@@ -17,7 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/heraldhq/herald/internal/jsonguard"
+	"github.com/heraldhq/herald/sdk/producer/jsonguard"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"

@@ -1,4 +1,4 @@
-// Package jsonguard checks JSON text from outside Herald before it reaches
+// Package jsonguard checks JSON text from outside Herald (event payloads) before it reaches
 // PostgreSQL: jsonb refuses some JSON that Go's encoding/json accepts (the
 // escape \u0000, lone surrogates) and encoding/json silently rewrites
 // invalid UTF-8 and lone surrogates to U+FFFD, so two different inputs could
