@@ -1,11 +1,12 @@
-// Package wire converts between the SDK's hand-written types and the
-// generated protobuf messages of herald.channel.v1. Generated code stays at
-// the wire layer: nothing outside sdk sees a pb type.
+package sdk
+
+// This file converts between the SDK's hand-written types and the generated
+// protobuf messages of herald.channel.v2. Generated code stays at the wire
+// layer: no exported name of the SDK is a pb type.
 //
-// Every FromProto function accepts nil and returns the zero value; every
-// ToProto function returns a non-nil message. Zero durations and times travel
-// as absent fields.
-package wire
+// Every ...FromProto function accepts nil and returns the zero value; every
+// ...ToProto function returns a non-nil message. Zero durations and times
+// travel as absent fields.
 
 import (
 	"encoding/json"
@@ -17,18 +18,17 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/heraldhq/herald/sdk/internal/contract"
-	pb "github.com/heraldhq/herald/sdk/proto/herald/channel/v1"
+	pb "github.com/heraldhq/herald/sdk/proto/herald/channel/v2"
 )
 
-// DescriptionToProto converts a Description.
-func DescriptionToProto(d contract.Description) *pb.DescribeResponse {
+// descriptionToProto converts a Description.
+func descriptionToProto(d Description) *pb.DescribeResponse {
 	out := &pb.DescribeResponse{
 		ChannelType:   d.ChannelType,
 		Provider:      d.Provider,
 		PluginVersion: d.PluginVersion,
 		UserTypes:     cloneStrings(d.UserTypes),
-		Class:         ClassToProto(d.Class),
+		Class:         classToProto(d.Class),
 		MaxBatch:      clampInt32(d.MaxBatch),
 		Capabilities:  cloneStrings(d.Capabilities),
 		SdkVersion:    d.SDKVersion,
@@ -37,22 +37,22 @@ func DescriptionToProto(d contract.Description) *pb.DescribeResponse {
 		out.ApiVersions = append(out.ApiVersions, clampInt32(v))
 	}
 	for _, f := range d.Config {
-		out.Config = append(out.Config, FieldSpecToProto(f))
+		out.Config = append(out.Config, fieldSpecToProto(f))
 	}
 	return out
 }
 
-// DescriptionFromProto converts a DescribeResponse.
-func DescriptionFromProto(in *pb.DescribeResponse) contract.Description {
+// descriptionFromProto converts a DescribeResponse.
+func descriptionFromProto(in *pb.DescribeResponse) Description {
 	if in == nil {
-		return contract.Description{}
+		return Description{}
 	}
-	out := contract.Description{
+	out := Description{
 		ChannelType:   in.GetChannelType(),
 		Provider:      in.GetProvider(),
 		PluginVersion: in.GetPluginVersion(),
 		UserTypes:     cloneStrings(in.GetUserTypes()),
-		Class:         ClassFromProto(in.GetClass()),
+		Class:         classFromProto(in.GetClass()),
 		MaxBatch:      int(in.GetMaxBatch()),
 		Capabilities:  cloneStrings(in.GetCapabilities()),
 		SDKVersion:    in.GetSdkVersion(),
@@ -61,29 +61,29 @@ func DescriptionFromProto(in *pb.DescribeResponse) contract.Description {
 		out.APIVersions = append(out.APIVersions, int(v))
 	}
 	for _, f := range in.GetConfig() {
-		out.Config = append(out.Config, FieldSpecFromProto(f))
+		out.Config = append(out.Config, fieldSpecFromProto(f))
 	}
 	return out
 }
 
-// ClassToProto converts a Class.
-func ClassToProto(c contract.Class) pb.Class {
-	if c == contract.BestEffort {
+// classToProto converts a Class.
+func classToProto(c Class) pb.Class {
+	if c == BestEffort {
 		return pb.Class_CLASS_BEST_EFFORT
 	}
 	return pb.Class_CLASS_PERSISTENT
 }
 
-// ClassFromProto converts a Class; unknown values are Persistent.
-func ClassFromProto(c pb.Class) contract.Class {
+// classFromProto converts a Class; unknown values are Persistent.
+func classFromProto(c pb.Class) Class {
 	if c == pb.Class_CLASS_BEST_EFFORT {
-		return contract.BestEffort
+		return BestEffort
 	}
-	return contract.Persistent
+	return Persistent
 }
 
-// FieldSpecToProto converts a FieldSpec.
-func FieldSpecToProto(f contract.FieldSpec) *pb.FieldSpec {
+// fieldSpecToProto converts a FieldSpec.
+func fieldSpecToProto(f FieldSpec) *pb.FieldSpec {
 	return &pb.FieldSpec{
 		Name:        f.Name,
 		Type:        string(f.Type),
@@ -95,14 +95,14 @@ func FieldSpecToProto(f contract.FieldSpec) *pb.FieldSpec {
 	}
 }
 
-// FieldSpecFromProto converts a FieldSpec.
-func FieldSpecFromProto(in *pb.FieldSpec) contract.FieldSpec {
+// fieldSpecFromProto converts a FieldSpec.
+func fieldSpecFromProto(in *pb.FieldSpec) FieldSpec {
 	if in == nil {
-		return contract.FieldSpec{}
+		return FieldSpec{}
 	}
-	return contract.FieldSpec{
+	return FieldSpec{
 		Name:        in.GetName(),
-		Type:        contract.FieldType(in.GetType()),
+		Type:        FieldType(in.GetType()),
 		Required:    in.GetRequired(),
 		Secret:      in.GetSecret(),
 		Default:     in.GetDefault(),
@@ -111,9 +111,9 @@ func FieldSpecFromProto(in *pb.FieldSpec) contract.FieldSpec {
 	}
 }
 
-// ConfigureRequestToProto converts a ConfigureRequest. It fails when a config
+// configureRequestToProto converts a ConfigureRequest. It fails when a config
 // value has a type the protocol cannot carry, naming the key.
-func ConfigureRequestToProto(r contract.ConfigureRequest) (*pb.ConfigureRequest, error) {
+func configureRequestToProto(r ConfigureRequest) (*pb.ConfigureRequest, error) {
 	out := &pb.ConfigureRequest{
 		ProviderName:     r.ProviderName,
 		HostCapabilities: cloneStrings(r.HostCapabilities),
@@ -121,7 +121,7 @@ func ConfigureRequestToProto(r contract.ConfigureRequest) (*pb.ConfigureRequest,
 	if len(r.Config) > 0 {
 		out.Config = make(map[string]*pb.ConfigValue, len(r.Config))
 		for k, v := range r.Config {
-			pv, err := ConfigValueToProto(v)
+			pv, err := configValueToProto(v)
 			if err != nil {
 				return nil, fmt.Errorf("config %q: %w", k, err)
 			}
@@ -131,28 +131,28 @@ func ConfigureRequestToProto(r contract.ConfigureRequest) (*pb.ConfigureRequest,
 	return out, nil
 }
 
-// ConfigureRequestFromProto converts a ConfigureRequest.
-func ConfigureRequestFromProto(in *pb.ConfigureRequest) contract.ConfigureRequest {
+// configureRequestFromProto converts a ConfigureRequest.
+func configureRequestFromProto(in *pb.ConfigureRequest) ConfigureRequest {
 	if in == nil {
-		return contract.ConfigureRequest{}
+		return ConfigureRequest{}
 	}
-	out := contract.ConfigureRequest{
+	out := ConfigureRequest{
 		ProviderName:     in.GetProviderName(),
 		HostCapabilities: cloneStrings(in.GetHostCapabilities()),
 	}
 	if len(in.GetConfig()) > 0 {
 		out.Config = make(map[string]any, len(in.GetConfig()))
 		for k, v := range in.GetConfig() {
-			out.Config[k] = ConfigValueFromProto(v)
+			out.Config[k] = configValueFromProto(v)
 		}
 	}
 	return out
 }
 
-// ConfigValueToProto converts one config value: strings, integers, bools,
+// configValueToProto converts one config value: strings, integers, bools,
 // time.Duration, floats and lists of strings travel; anything else is an
 // error.
-func ConfigValueToProto(v any) (*pb.ConfigValue, error) {
+func configValueToProto(v any) (*pb.ConfigValue, error) {
 	switch x := v.(type) {
 	case string:
 		return &pb.ConfigValue{Kind: &pb.ConfigValue_StringValue{StringValue: x}}, nil
@@ -200,9 +200,9 @@ func ConfigValueToProto(v any) (*pb.ConfigValue, error) {
 	return nil, fmt.Errorf("unsupported config value type %T", v)
 }
 
-// ConfigValueFromProto converts one config value to string, int, bool,
+// configValueFromProto converts one config value to string, int, bool,
 // time.Duration, float64 or []string; nil and an empty value become nil.
-func ConfigValueFromProto(in *pb.ConfigValue) any {
+func configValueFromProto(in *pb.ConfigValue) any {
 	switch k := in.GetKind().(type) {
 	case *pb.ConfigValue_StringValue:
 		return k.StringValue
@@ -220,32 +220,32 @@ func ConfigValueFromProto(in *pb.ConfigValue) any {
 	return nil
 }
 
-// DeliveriesToProto converts a batch.
-func DeliveriesToProto(batch []contract.Delivery) []*pb.Delivery {
+// deliveriesToProto converts a batch.
+func deliveriesToProto(batch []Delivery) []*pb.Delivery {
 	if len(batch) == 0 {
 		return nil
 	}
 	out := make([]*pb.Delivery, len(batch))
 	for i := range batch {
-		out[i] = DeliveryToProto(batch[i])
+		out[i] = deliveryToProto(batch[i])
 	}
 	return out
 }
 
-// DeliveriesFromProto converts a batch; nil entries become zero deliveries.
-func DeliveriesFromProto(in []*pb.Delivery) []contract.Delivery {
+// deliveriesFromProto converts a batch; nil entries become zero deliveries.
+func deliveriesFromProto(in []*pb.Delivery) []Delivery {
 	if len(in) == 0 {
 		return nil
 	}
-	out := make([]contract.Delivery, len(in))
+	out := make([]Delivery, len(in))
 	for i, d := range in {
-		out[i] = DeliveryFromProto(d)
+		out[i] = deliveryFromProto(d)
 	}
 	return out
 }
 
-// DeliveryToProto converts a Delivery.
-func DeliveryToProto(d contract.Delivery) *pb.Delivery {
+// deliveryToProto converts a Delivery.
+func deliveryToProto(d Delivery) *pb.Delivery {
 	return &pb.Delivery{
 		DeliveryId:     d.DeliveryID,
 		IdempotencyKey: d.IdempotencyKey,
@@ -256,18 +256,18 @@ func DeliveryToProto(d contract.Delivery) *pb.Delivery {
 		Channel:        d.Channel,
 		Severity:       d.Severity,
 		Attempt:        clampInt32(d.Attempt),
-		Recipient:      RecipientToProto(d.Recipient),
-		Content:        ContentToProto(d.Content),
+		Recipient:      recipientToProto(d.Recipient),
+		Content:        contentToProto(d.Content),
 		CreatedAt:      timeToProto(d.CreatedAt),
 	}
 }
 
-// DeliveryFromProto converts a Delivery.
-func DeliveryFromProto(in *pb.Delivery) contract.Delivery {
+// deliveryFromProto converts a Delivery.
+func deliveryFromProto(in *pb.Delivery) Delivery {
 	if in == nil {
-		return contract.Delivery{}
+		return Delivery{}
 	}
-	return contract.Delivery{
+	return Delivery{
 		DeliveryID:     in.GetDeliveryId(),
 		IdempotencyKey: in.GetIdempotencyKey(),
 		TenantID:       in.GetTenantId(),
@@ -277,14 +277,14 @@ func DeliveryFromProto(in *pb.Delivery) contract.Delivery {
 		Channel:        in.GetChannel(),
 		Severity:       in.GetSeverity(),
 		Attempt:        int(in.GetAttempt()),
-		Recipient:      RecipientFromProto(in.GetRecipient()),
-		Content:        ContentFromProto(in.GetContent()),
+		Recipient:      recipientFromProto(in.GetRecipient()),
+		Content:        contentFromProto(in.GetContent()),
 		CreatedAt:      timeFromProto(in.GetCreatedAt()),
 	}
 }
 
-// RecipientToProto converts a Recipient.
-func RecipientToProto(r contract.Recipient) *pb.Recipient {
+// recipientToProto converts a Recipient.
+func recipientToProto(r Recipient) *pb.Recipient {
 	out := &pb.Recipient{
 		UserId:       r.UserID,
 		UserType:     r.UserType,
@@ -303,12 +303,12 @@ func RecipientToProto(r contract.Recipient) *pb.Recipient {
 	return out
 }
 
-// RecipientFromProto converts a Recipient.
-func RecipientFromProto(in *pb.Recipient) contract.Recipient {
+// recipientFromProto converts a Recipient.
+func recipientFromProto(in *pb.Recipient) Recipient {
 	if in == nil {
-		return contract.Recipient{}
+		return Recipient{}
 	}
-	out := contract.Recipient{
+	out := Recipient{
 		UserID:       in.GetUserId(),
 		UserType:     in.GetUserType(),
 		Email:        in.GetEmail(),
@@ -326,8 +326,8 @@ func RecipientFromProto(in *pb.Recipient) contract.Recipient {
 	return out
 }
 
-// ContentToProto converts a Content.
-func ContentToProto(c contract.Content) *pb.Content {
+// contentToProto converts a Content.
+func contentToProto(c Content) *pb.Content {
 	out := &pb.Content{Subject: c.Subject, Title: c.Title, Body: c.Body, Html: c.HTML}
 	if len(c.Data) > 0 {
 		out.Data = append([]byte(nil), c.Data...)
@@ -335,121 +335,125 @@ func ContentToProto(c contract.Content) *pb.Content {
 	return out
 }
 
-// ContentFromProto converts a Content.
-func ContentFromProto(in *pb.Content) contract.Content {
+// contentFromProto converts a Content.
+func contentFromProto(in *pb.Content) Content {
 	if in == nil {
-		return contract.Content{}
+		return Content{}
 	}
-	out := contract.Content{Subject: in.GetSubject(), Title: in.GetTitle(), Body: in.GetBody(), HTML: in.GetHtml()}
+	out := Content{Subject: in.GetSubject(), Title: in.GetTitle(), Body: in.GetBody(), HTML: in.GetHtml()}
 	if len(in.GetData()) > 0 {
 		out.Data = json.RawMessage(append([]byte(nil), in.GetData()...))
 	}
 	return out
 }
 
-// ResultsToProto converts results.
-func ResultsToProto(rs []contract.Result) []*pb.Result {
+// resultsToProto converts results.
+func resultsToProto(rs []Result) []*pb.Result {
 	if len(rs) == 0 {
 		return nil
 	}
 	out := make([]*pb.Result, len(rs))
 	for i := range rs {
-		out[i] = ResultToProto(rs[i])
+		out[i] = resultToProto(rs[i])
 	}
 	return out
 }
 
-// ResultsFromProto converts results; nil entries become zero results.
-func ResultsFromProto(in []*pb.Result) []contract.Result {
+// resultsFromProto converts results; nil entries become zero results.
+func resultsFromProto(in []*pb.Result) []Result {
 	if len(in) == 0 {
 		return nil
 	}
-	out := make([]contract.Result, len(in))
+	out := make([]Result, len(in))
 	for i, r := range in {
-		out[i] = ResultFromProto(r)
+		out[i] = resultFromProto(r)
 	}
 	return out
 }
 
-// ResultToProto converts a Result.
-func ResultToProto(r contract.Result) *pb.Result {
+// resultToProto converts a Result.
+func resultToProto(r Result) *pb.Result {
 	return &pb.Result{
 		DeliveryId:        r.DeliveryID,
-		Outcome:           OutcomeToProto(r.Outcome),
+		Outcome:           outcomeToProto(r.Outcome),
 		ProviderMessageId: r.ProviderMessageID,
-		RetryAfter:        DurationToProto(r.RetryAfter),
+		RetryAfter:        durationToProto(r.RetryAfter),
 		Reason:            r.Reason,
 		Code:              r.Code,
 		Unclassified:      r.Unclassified,
 	}
 }
 
-// ResultFromProto converts a Result.
-func ResultFromProto(in *pb.Result) contract.Result {
+// resultFromProto converts a Result.
+func resultFromProto(in *pb.Result) Result {
 	if in == nil {
-		return contract.Result{}
+		return Result{}
 	}
-	return contract.Result{
+	return Result{
 		DeliveryID:        in.GetDeliveryId(),
-		Outcome:           OutcomeFromProto(in.GetOutcome()),
+		Outcome:           outcomeFromProto(in.GetOutcome()),
 		ProviderMessageID: in.GetProviderMessageId(),
-		RetryAfter:        DurationFromProto(in.GetRetryAfter()),
+		RetryAfter:        durationFromProto(in.GetRetryAfter()),
 		Reason:            in.GetReason(),
 		Code:              in.GetCode(),
 		Unclassified:      in.GetUnclassified(),
 	}
 }
 
-// OutcomeToProto converts an Outcome; unknown values become retryable, the
-// safe reading of an outcome nobody understands.
-func OutcomeToProto(o contract.Outcome) pb.Outcome {
+// outcomeToProto converts an Outcome; values it does not know travel as
+// unspecified, which the receiver treats as retryable.
+func outcomeToProto(o Outcome) pb.Outcome {
 	switch o {
-	case contract.OutcomeSent:
+	case OutcomeSent:
 		return pb.Outcome_OUTCOME_SENT
-	case contract.OutcomeRateLimited:
+	case OutcomeRetryable:
+		return pb.Outcome_OUTCOME_RETRYABLE
+	case OutcomeRateLimited:
 		return pb.Outcome_OUTCOME_RATE_LIMITED
-	case contract.OutcomePermanent:
+	case OutcomePermanent:
 		return pb.Outcome_OUTCOME_PERMANENT
 	}
-	return pb.Outcome_OUTCOME_RETRYABLE
+	return pb.Outcome_OUTCOME_UNSPECIFIED
 }
 
-// OutcomeFromProto converts an Outcome; unknown values become retryable.
-func OutcomeFromProto(o pb.Outcome) contract.Outcome {
+// outcomeFromProto converts an Outcome; unknown values are unspecified.
+func outcomeFromProto(o pb.Outcome) Outcome {
 	switch o {
 	case pb.Outcome_OUTCOME_SENT:
-		return contract.OutcomeSent
+		return OutcomeSent
+	case pb.Outcome_OUTCOME_RETRYABLE:
+		return OutcomeRetryable
 	case pb.Outcome_OUTCOME_RATE_LIMITED:
-		return contract.OutcomeRateLimited
+		return OutcomeRateLimited
 	case pb.Outcome_OUTCOME_PERMANENT:
-		return contract.OutcomePermanent
+		return OutcomePermanent
 	}
-	return contract.OutcomeRetryable
+	return OutcomeUnspecified
 }
 
-// HealthToProto converts a HealthReport.
-func HealthToProto(h contract.HealthReport) *pb.HealthResponse {
+// healthToProto converts a HealthResponse.
+func healthToProto(h HealthResponse) *pb.HealthResponse {
 	return &pb.HealthResponse{Healthy: h.Healthy, Message: h.Message}
 }
 
-// HealthFromProto converts a HealthResponse.
-func HealthFromProto(in *pb.HealthResponse) contract.HealthReport {
+// healthFromProto converts a HealthResponse.
+func healthFromProto(in *pb.HealthResponse) HealthResponse {
 	if in == nil {
-		return contract.HealthReport{}
+		return HealthResponse{}
 	}
-	return contract.HealthReport{Healthy: in.GetHealthy(), Message: in.GetMessage()}
+	return HealthResponse{Healthy: in.GetHealthy(), Message: in.GetMessage()}
 }
 
-// DurationToProto converts a duration; zero becomes nil.
-func DurationToProto(d time.Duration) *durationpb.Duration {
+// durationToProto converts a duration; zero becomes nil.
+func durationToProto(d time.Duration) *durationpb.Duration {
 	if d == 0 {
 		return nil
 	}
 	return durationpb.New(d)
 }
 
-// DurationFromProto converts a duration; nil becomes zero.
-func DurationFromProto(d *durationpb.Duration) time.Duration {
+// durationFromProto converts a duration; nil becomes zero.
+func durationFromProto(d *durationpb.Duration) time.Duration {
 	if d == nil {
 		return 0
 	}
