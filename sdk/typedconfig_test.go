@@ -59,15 +59,29 @@ func TestConfigFieldsRefusesBadStructs(t *testing.T) {
 		v    any
 		want string
 	}{
-		"not a struct":      {v: 5, want: "wants a struct, got int"},
-		"no tag":            {v: struct{ A string }{}, want: `field A has no "config" tag`},
-		"bad type":          {v: struct{ F float64 `config:"f"` }{}, want: "field F has type float64"},
-		"twice":             {v: struct{ A, B string `config:"x"` }{}, want: `name "x" used twice`},
-		"required default":  {v: struct{ A string `config:"a,required" default:"x"` }{}, want: "required and has a default"},
-		"bad default":       {v: struct{ A int `config:"a" default:"many"` }{}, want: `bad default "many"`},
-		"default not enum":  {v: struct{ A string `config:"a" default:"x" enum:"y,z"` }{}, want: `"x" is not one of y, z`},
-		"unknown option":    {v: struct{ A string `config:"a,requird"` }{}, want: `unknown option "requird"`},
-		"empty name":        {v: struct{ A string `config:",secret"` }{}, want: "empty name"},
+		"not a struct": {v: 5, want: "wants a struct, got int"},
+		"no tag":       {v: struct{ A string }{}, want: `field A has no "config" tag`},
+		"bad type": {v: struct {
+			F float64 `config:"f"`
+		}{}, want: "field F has type float64"},
+		"twice": {v: struct {
+			A, B string `config:"x"`
+		}{}, want: `name "x" used twice`},
+		"required default": {v: struct {
+			A string `config:"a,required" default:"x"`
+		}{}, want: "required and has a default"},
+		"bad default": {v: struct {
+			A int `config:"a" default:"many"`
+		}{}, want: `bad default "many"`},
+		"default not enum": {v: struct {
+			A string `config:"a" default:"x" enum:"y,z"`
+		}{}, want: `"x" is not one of y, z`},
+		"unknown option": {v: struct {
+			A string `config:"a,requird"`
+		}{}, want: `unknown option "requird"`},
+		"empty name": {v: struct {
+			A string `config:",secret"`
+		}{}, want: "empty name"},
 		"nil":               {v: nil, want: "wants a struct, got <nil>"},
 		"pointer to nonstr": {v: new(int), want: "wants a struct, got *int"},
 	}
@@ -145,7 +159,9 @@ func TestDecodeConfigKeepsPresetValuesOfAbsentFields(t *testing.T) {
 	}
 }
 
-type plainError struct{ URL string `config:"url"` }
+type plainError struct {
+	URL string `config:"url"`
+}
 
 func (plainError) Validate() error { return errors.New("nope") }
 
@@ -166,4 +182,3 @@ func TestDecodeConfigRefusesNonPointers(t *testing.T) {
 		}
 	}
 }
-
