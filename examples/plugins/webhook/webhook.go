@@ -119,14 +119,13 @@ func (w *Webhook) config() config {
 
 // Send POSTs each delivery in turn.
 func (w *Webhook) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
-	batch := req.Deliveries
 	cfg := w.config()
 	if cfg.url == nil {
 		return sdk.SendResponse{}, sdk.RetryableError(errors.New("webhook: not configured"), 0)
 	}
 	return sdk.SendEach(func(ctx context.Context, d sdk.Delivery) (string, error) {
 		return w.post(ctx, cfg, d)
-	})(ctx, batch)
+	})(ctx, req)
 }
 
 // post sends one delivery and classifies the answer: 2xx sent, 429 rate
@@ -136,7 +135,7 @@ func (w *Webhook) post(ctx context.Context, cfg config, d sdk.Delivery) (string,
 	if err != nil {
 		return "", sdk.PermanentError(fmt.Errorf("webhook: encode: %w", err), "encode")
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.url.String(), bytes.NewReader(body))
 	if err != nil {
@@ -144,7 +143,7 @@ func (w *Webhook) post(ctx context.Context, cfg config, d sdk.Delivery) (string,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "herald-plugin-webhook/"+version)
-	req.Header.Set(SignatureHeader, Sign(cfg.secret, body))
+	req.Header.Set(SignatureHeader, Sign([]byte(cfg.Secret), body))
 	req.Header.Set(IdempotencyHeader, d.IdempotencyKey)
 	req.Header.Set(DeliveryHeader, d.DeliveryID)
 	resp, err := w.client.Do(req)
@@ -181,7 +180,7 @@ func (w *Webhook) Health(ctx context.Context, _ sdk.HealthRequest) (sdk.HealthRe
 		}
 		host = net.JoinHostPort(cfg.url.Hostname(), port)
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", host)
 	if err != nil {
