@@ -104,7 +104,7 @@ func (s *Sink) Describe(context.Context, sdk.DescribeRequest) (sdk.DescribeRespo
 		Capabilities:  []string{"idempotency_key"},
 		Config: []sdk.FieldSpec{
 			{Name: fieldRecordFile, Type: sdk.FieldString, Description: "append one JSON line per delivery"},
-			{Name: fieldOutcome, Type: sdk.FieldString, Default: "sent", Enum: []string{"sent", "retry", "permanent", "rate_limited"}, Description: "outcome of every delivery"},
+			{Name: fieldOutcome, Type: sdk.FieldString, Default: "sent", Enum: []string{"sent", "retry", "permanent", "rate_limited", "unspecified"}, Description: "outcome of every delivery (unspecified: a result with no outcome, which breaks the contract)"},
 			{Name: fieldDelay, Type: sdk.FieldDuration, Default: "0s", Description: "sleep in every Send"},
 			{Name: fieldCrashOnceFile, Type: sdk.FieldString, Description: "exit(2) in Send once, when this file exists"},
 			{Name: fieldFailFile, Type: sdk.FieldString, Description: "fail every delivery while this file exists"},
@@ -215,6 +215,8 @@ func (s *Sink) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse,
 			results[i] = sdk.Permanent(d.DeliveryID, "sink: told to fail", "SINK_PERMANENT")
 		case "rate_limited":
 			results[i] = sdk.RateLimited(d.DeliveryID, "sink: told to rate limit", time.Second)
+		case "unspecified":
+			results[i] = sdk.Result{DeliveryID: d.DeliveryID}
 		default:
 			outcome = "sent"
 			results[i] = sdk.Sent(d.DeliveryID, fmt.Sprintf("sink-%d-%d-%d", os.Getpid(), seq, i))
