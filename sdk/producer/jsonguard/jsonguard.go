@@ -18,6 +18,7 @@ type Error struct {
 	Msg string
 }
 
+// Error returns the message and the byte offset.
 func (e *Error) Error() string { return fmt.Sprintf("%s at byte %d", e.Msg, e.Offset) }
 
 // Check scans JSON text (which need not be valid JSON: callers decode it
