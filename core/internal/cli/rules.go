@@ -219,9 +219,8 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 			return fmt.Errorf("load directory: %w", err)
 		}
 	} else {
-		dir = &rules.Directory{}
-		if err := readRulesJSON(o.directory, dir); err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("--directory: %w", err)}
+		if dir, err = readExplainDirectory(stderr, o.directory); err != nil {
+			return err
 		}
 	}
 
