@@ -128,6 +128,8 @@ type Problem struct {
 	Entry string `json:"entry,omitempty"`
 	Field string `json:"field,omitempty"`
 	Msg   string `json:"message"`
+
+	order int // the entry's position in the file, to sort problems
 }
 
 func (p Problem) Error() string {
@@ -208,6 +210,7 @@ type entry struct {
 	line  int
 	value reflect.Value // *rules.Recipient, ...
 	bad   bool
+	pos   int // 1-based position in the file
 }
 
 func (e *entry) label() string {
@@ -255,14 +258,14 @@ func (p *parser) problem(pr Problem) {
 
 // add decodes one entry node of section sec.
 func (p *parser) add(sec int, n *node) {
-	e := &entry{sec: sec, index: p.counts[sec], line: n.line, value: reflect.New(sections[sec].typ)}
+	e := &entry{sec: sec, index: p.counts[sec], line: n.line, value: reflect.New(sections[sec].typ), pos: len(p.entries) + 1}
 	p.counts[sec]++
 	var d decoder
 	d.decodeStruct(n, e.value.Elem(), "")
 	p.entries = append(p.entries, e)
 	for _, fp := range d.probs {
 		e.bad = true
-		p.problem(Problem{Line: fp.line, Entry: e.label(), Field: fp.field, Msg: fp.msg})
+		p.problem(Problem{Line: fp.line, Entry: e.label(), Field: fp.field, Msg: fp.msg, order: e.pos})
 	}
 }
 
@@ -285,7 +288,7 @@ func Parse(r io.Reader, name string, opt Options) (*Result, error) {
 		case errors.As(err, &se):
 			return nil, Problems{{File: name, Line: se.line, Msg: se.msg}}
 		case errors.As(err, &le):
-			return nil, Problems{{File: name, Msg: le.Error()}}
+			return nil, Problems{{File: name, Line: le.Line, Msg: le.Error()}}
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -410,6 +413,7 @@ func (p *parser) lineEntry(b []byte, line int) {
 		msg := err.Error()
 		if errors.As(err, &se) {
 			msg = se.msg
+			line = se.line
 		}
 		p.problem(Problem{Line: line, Msg: msg})
 		return
@@ -436,7 +440,7 @@ func (p *parser) crossCheck(known func(groups, users []string) (map[string]bool,
 	seen := map[int]map[keyed]*entry{2: {}, 3: {}, 4: {}}
 	dup := func(e, first *entry, field string) {
 		e.bad = true
-		p.problem(Problem{Line: e.line, Entry: e.label(), Field: field,
+		p.problem(Problem{Line: e.line, Entry: e.label(), order: e.pos, Field: field,
 			Msg: fmt.Sprintf("duplicate: %s (line %d) is the same %s", first.label(), first.line, sections[e.sec].one)})
 	}
 	for _, e := range p.entries {
@@ -502,19 +506,19 @@ func (p *parser) crossCheck(known func(groups, users []string) (map[string]bool,
 		if g != "" {
 			if d := groups[g]; d == nil && !kg[g] {
 				e.bad = true
-				p.problem(Problem{Line: e.line, Entry: e.label(), Field: "group", Msg: fmt.Sprintf("group %q is not declared %s (groups)", clip(g), where)})
+				p.problem(Problem{Line: e.line, Entry: e.label(), order: e.pos, Field: "group", Msg: fmt.Sprintf("group %q is not declared %s (groups)", clip(g), where)})
 			} else if d != nil && d.bad {
 				e.bad = true
-				p.problem(Problem{Line: e.line, Entry: e.label(), Field: "group", Msg: fmt.Sprintf("refers to %s (line %d), which has errors", d.label(), d.line)})
+				p.problem(Problem{Line: e.line, Entry: e.label(), order: e.pos, Field: "group", Msg: fmt.Sprintf("refers to %s (line %d), which has errors", d.label(), d.line)})
 			}
 		}
 		if u != "" {
 			if d := users[u]; d == nil && !ku[u] {
 				e.bad = true
-				p.problem(Problem{Line: e.line, Entry: e.label(), Field: "user_id", Msg: fmt.Sprintf("user %q is not declared %s (recipients)", clip(u), where)})
+				p.problem(Problem{Line: e.line, Entry: e.label(), order: e.pos, Field: "user_id", Msg: fmt.Sprintf("user %q is not declared %s (recipients)", clip(u), where)})
 			} else if d != nil && d.bad {
 				e.bad = true
-				p.problem(Problem{Line: e.line, Entry: e.label(), Field: "user_id", Msg: fmt.Sprintf("refers to %s (line %d), which has errors", d.label(), d.line)})
+				p.problem(Problem{Line: e.line, Entry: e.label(), order: e.pos, Field: "user_id", Msg: fmt.Sprintf("refers to %s (line %d), which has errors", d.label(), d.line)})
 			}
 		}
 		var k keyed
@@ -534,7 +538,13 @@ func (p *parser) crossCheck(known func(groups, users []string) (map[string]bool,
 		seen[e.sec][k] = e
 	}
 	// Problems in file order (line, then the order found).
-	sort.SliceStable(p.res.Problems, func(i, j int) bool { return p.res.Problems[i].Line < p.res.Problems[j].Line })
+	sort.SliceStable(p.res.Problems, func(i, j int) bool {
+		a, b := p.res.Problems[i], p.res.Problems[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.order < b.order
+	})
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -84,6 +85,8 @@ type LimitError struct {
 	Name  string
 	Limit int64
 	What  string
+	// Line is where the input went over the limit (0: the file as a whole).
+	Line int
 }
 
 func (e *LimitError) Error() string {
@@ -205,7 +208,7 @@ func parseJSON(b []byte, firstLine int, lim Limits) (*node, error) {
 			switch t {
 			case '{', '[':
 				if len(stack) >= lim.MaxDepth {
-					return nil, &LimitError{Name: "max_depth", Limit: int64(lim.MaxDepth), What: fmt.Sprintf("line %d: nesting", line)}
+					return nil, &LimitError{Name: "max_depth", Limit: int64(lim.MaxDepth), What: "nesting", Line: line}
 				}
 				n := &node{kind: kObject, line: line}
 				if t == '[' {
@@ -250,7 +253,7 @@ func parseJSON(b []byte, firstLine int, lim Limits) (*node, error) {
 		return nil, &syntaxError{line: firstLine, msg: "empty: no JSON value"}
 	}
 	if len(stack) > 0 {
-		return nil, &syntaxError{line: lineAt(int64(len(b))), msg: "unexpected end of the file: the JSON is truncated"}
+		return nil, &syntaxError{line: lineAt(int64(len(b))), msg: "invalid JSON: unexpected end: the JSON is truncated"}
 	}
 	return root, nil
 }
@@ -262,7 +265,7 @@ func jsonSyntax(err error, line int) error {
 		msg = se.Error()
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		msg = "unexpected end of the file: the JSON is truncated"
+		msg = "unexpected end: the JSON is truncated"
 	}
 	return &syntaxError{line: line, msg: "invalid JSON: " + msg}
 }
@@ -293,12 +296,12 @@ type yamlConv struct {
 
 func (c *yamlConv) conv(y *yaml.Node, depth int, viaAlias bool) (*node, error) {
 	if depth > c.lim.MaxDepth {
-		return nil, &LimitError{Name: "max_depth", Limit: int64(c.lim.MaxDepth), What: fmt.Sprintf("line %d: nesting", y.Line)}
+		return nil, &LimitError{Name: "max_depth", Limit: int64(c.lim.MaxDepth), What: "nesting", Line: y.Line}
 	}
 	if viaAlias {
 		c.aliasNodes++
 		if c.aliasNodes > c.lim.MaxAliasNodes {
-			return nil, &LimitError{Name: "max_alias_nodes", Limit: c.lim.MaxAliasNodes, What: fmt.Sprintf("line %d: YAML alias expansion", y.Line)}
+			return nil, &LimitError{Name: "max_alias_nodes", Limit: c.lim.MaxAliasNodes, What: "YAML alias expansion", Line: y.Line}
 		}
 	}
 	switch y.Kind {
@@ -381,5 +384,5 @@ func yamlSyntax(err error) error {
 			}
 		}
 	}
-	return &syntaxError{line: line, msg: "invalid YAML:" + msg}
+	return &syntaxError{line: line, msg: "invalid YAML: " + strings.TrimSpace(strings.TrimPrefix(msg, "yaml:"))}
 }
