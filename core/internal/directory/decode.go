@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	_ "time/tzdata" // zone names check the same on every machine
 	"unicode"
@@ -236,8 +238,25 @@ func checkZone(s string) string {
 	if s == "Local" || strings.ContainsAny(s, "\x00\\") || strings.HasPrefix(s, "/") || strings.Contains(s, "..") {
 		return fmt.Sprintf("unknown zone %q: want an IANA zone name such as Europe/Rome", clip(s))
 	}
-	if _, err := time.LoadLocation(s); err != nil {
+	known, ok := zoneNames.Load(s)
+	if !ok {
+		_, err := time.LoadLocation(s)
+		known = err == nil
+		if zoneCount.Add(1) <= maxCachedZones {
+			zoneNames.Store(s, known)
+		}
+	}
+	if !known.(bool) {
 		return fmt.Sprintf("unknown zone %q: want an IANA zone name such as Europe/Rome", clip(s))
 	}
 	return ""
 }
+
+// zoneNames caches which zone names load (LoadLocation reads and parses
+// zoneinfo each time); a bounded number, so hostile files cannot grow it.
+var (
+	zoneNames sync.Map // string → bool
+	zoneCount atomic.Int64
+)
+
+const maxCachedZones = 4096
