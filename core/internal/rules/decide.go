@@ -204,6 +204,7 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 		}
 		return r
 	}
+	var outcomes []audienceOutcome
 	for i, a := range ce.audiences {
 		switch {
 		case a.group != nil:
@@ -211,6 +212,7 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 			if err != nil {
 				return Decision{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyGroup, err)
 			}
+			out := audienceOutcome{via: viaGroup + key, group: key, roles: a.spec.Roles}
 			for _, m := range ix.members[key] {
 				pri := len(a.spec.Roles)
 				if len(a.spec.Roles) > 0 {
@@ -220,6 +222,7 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 					}
 					pri = p
 				}
+				out.ids = append(out.ids, m.UserID)
 				r := get(m.UserID)
 				r.addVia(viaGroup + key)
 				if !slices.Contains(r.roles, m.Role) && m.Role != "" {
@@ -232,6 +235,7 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 					r.groupPri[key] = pri
 				}
 			}
+			outcomes = append(outcomes, out)
 		case a.user != nil:
 			id, err := renderKey(a.user, data)
 			if err != nil {
@@ -240,12 +244,14 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 			r := get(id)
 			r.addVia(viaUser + id)
 			r.direct = true
+			outcomes = append(outcomes, audienceOutcome{via: viaUser + id, ids: []string{id}})
 		case a.spec.UserType != "":
 			for _, id := range ix.byType[a.spec.UserType] {
 				r := get(id)
 				r.addVia(viaUserType + a.spec.UserType)
 				r.direct = true
 			}
+			outcomes = append(outcomes, audienceOutcome{via: viaUserType + a.spec.UserType, ids: ix.byType[a.spec.UserType]})
 		case a.path != nil:
 			ids, err := payloadUserIDs(payload, a.path)
 			if err != nil {
@@ -256,6 +262,7 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 				r.addVia(viaPayload + a.spec.PayloadPath)
 				r.direct = true
 			}
+			outcomes = append(outcomes, audienceOutcome{via: viaPayload + a.spec.PayloadPath, ids: ids})
 		}
 	}
 
@@ -290,6 +297,7 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 		d.Recipients = append(d.Recipients, rs.decideRecipient(ce, ix, r, at))
 	}
 	slices.SortFunc(d.Excluded, func(a, b Exclusion) int { return strings.Compare(a.UserID, b.UserID) })
+	d.Warnings = audienceWarnings(outcomes, ix)
 	return d, nil
 }
 
@@ -334,6 +342,11 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 	if len(r.roles) > 0 {
 		rd.Role = r.roles[0]
 	}
+	qw, qloc, qwhose := rs.quietWindow(ix, r, rec)
+	rd.LocalTime = at.In(qloc).Format("2006-01-02 15:04 Mon") + " " + qloc.String()
+	if qw != nil {
+		rd.QuietHours = qw.text + ", " + qwhose
+	}
 	keep := func(cd ChannelDecision) { rd.Channels = append(rd.Channels, cd) }
 	drop := func(cd ChannelDecision, why string) {
 		cd.Reason = "dropped: " + why
@@ -344,7 +357,7 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 		cfg := rs.channels[ch]
 		cd := ChannelDecision{Channel: ch, Mandatory: ce.mandatory[ch]}
 		if len(cfg.UserTypes) > 0 && !slices.Contains(cfg.UserTypes, rec.UserType) {
-			drop(cd, "not supported for user type "+rec.UserType)
+			drop(cd, "not supported for user type "+rec.UserType+" (the channel's user_types)")
 			continue
 		}
 		if cd.Mandatory {
@@ -363,13 +376,9 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 				drop(cd, strings.Join(whys, " and "))
 				continue
 			}
-			if len(r.groups) > 0 {
-				cd.Reason = "optional: enabled by group and user"
-			} else {
-				cd.Reason = "optional: enabled by defaults and user"
-			}
+			cd.Reason = "optional: " + strings.Join(append(gWhy, uWhy), "; ")
 			if roles := ce.spec.Restrict[ch]; len(roles) > 0 && !anyIn(r.roles, roles) {
-				drop(cd, fmt.Sprintf("%s restricted to roles %s", ch, strings.Join(roles, ", ")))
+				drop(cd, fmt.Sprintf("%s restricted to roles %s (the rule's restrict)", ch, strings.Join(roles, ", ")))
 				continue
 			}
 		}
@@ -379,16 +388,17 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 				mode = m
 			}
 			if mode != QuietIgnore {
-				if w, loc := rs.quietWindow(ix, r, rec); w != nil {
+				if w, loc := qw, qloc; w != nil {
 					local := at.In(loc)
 					if w.contains(local) {
+						qh := fmt.Sprintf("quiet hours %s %s, %s; local time %s", w.text, loc, qwhose, local.Format("15:04"))
 						if mode == QuietDrop && !cd.Mandatory {
-							drop(cd, fmt.Sprintf("quiet hours %s %s", w.text, loc))
+							drop(cd, qh)
 							continue
 						}
 						cd.Deferred = true
 						cd.DeferUntil = w.endAfter(local)
-						cd.Reason = fmt.Sprintf("deferred until %s (quiet hours %s %s)", cd.DeferUntil.Format(time.RFC3339), w.text, loc)
+						cd.Reason = fmt.Sprintf("deferred until %s (%s)", cd.DeferUntil.Format(time.RFC3339), qh)
 						if mode == QuietDrop {
 							cd.Reason += "; mandatory, so deferred instead of dropped"
 						}
@@ -420,6 +430,16 @@ func (rs *RuleSet) defaultEnabled(userType, ch string) bool {
 	return slices.Contains(d.Enabled, ch)
 }
 
+// defaultSource names the default defaultEnabled applied: the user type's
+// (the rules' defaults for the type list its channels) or the global one
+// (every optional channel on).
+func (rs *RuleSet) defaultSource(userType string) string {
+	if d, ok := rs.spec.Defaults.UserTypes[userType]; ok && d.EnabledSet {
+		return "default for user type " + userType + " (default)"
+	}
+	return "global default (default)"
+}
+
 // groupEnabled reports whether any group that reached the user enables ch
 // (event-type setting, then channel setting, then the user type's
 // default); users reached by no group use the user type's default. When
@@ -427,30 +447,30 @@ func (rs *RuleSet) defaultEnabled(userType, ch string) bool {
 func (rs *RuleSet) groupEnabled(ix *dirIndex, r *reach, userType, evType, ch string) (bool, []string) {
 	if len(r.groups) == 0 {
 		if rs.defaultEnabled(userType, ch) {
-			return true, nil
+			return true, nil // the user's side names the same default
 		}
-		return false, []string{"disabled by default for user type " + userType}
+		return false, []string{"disabled by " + rs.defaultSource(userType)}
 	}
 	var whys []string
 	for _, g := range r.groups {
 		if on, ok := ix.settings[prefKey{g, evType, ch}]; ok {
 			if on {
-				return true, nil
+				return true, []string{fmt.Sprintf("group: %s setting for %s (explicit)", g, evType)}
 			}
-			whys = append(whys, fmt.Sprintf("disabled by group %s for %s", g, evType))
+			whys = append(whys, fmt.Sprintf("disabled by group %s setting for %s (explicit)", g, evType))
 			continue
 		}
 		if on, ok := ix.settings[prefKey{g, "", ch}]; ok {
 			if on {
-				return true, nil
+				return true, []string{"group: " + g + " setting (explicit)"}
 			}
-			whys = append(whys, "disabled by group "+g)
+			whys = append(whys, "disabled by group "+g+" setting (explicit)")
 			continue
 		}
 		if rs.defaultEnabled(userType, ch) {
-			return true, nil
+			return true, []string{"group: no setting, " + rs.defaultSource(userType)}
 		}
-		why := "disabled by default for user type " + userType
+		why := "disabled by " + rs.defaultSource(userType)
 		if !slices.Contains(whys, why) {
 			whys = append(whys, why)
 		}
@@ -459,21 +479,36 @@ func (rs *RuleSet) groupEnabled(ix *dirIndex, r *reach, userType, evType, ch str
 }
 
 // userEnabled applies the user's preference (event type first) or the
-// user type's default.
+// user type's default. The reason names the source: "disabled by ..." when
+// off, the source alone when on.
 func (rs *RuleSet) userEnabled(ix *dirIndex, rec Recipient, evType, ch string) (bool, string) {
-	if on, ok := ix.prefs[prefKey{rec.UserID, evType, ch}]; ok {
-		return on, "disabled by user preference for " + evType
+	src := ""
+	on, ok := ix.prefs[prefKey{rec.UserID, evType, ch}]
+	switch {
+	case ok:
+		src = "preference for " + evType + " (explicit)"
+	default:
+		if on, ok = ix.prefs[prefKey{rec.UserID, "", ch}]; ok {
+			src = "preference (explicit)"
+		} else {
+			on = rs.defaultEnabled(rec.UserType, ch)
+			if on {
+				return true, "user: no preference, " + rs.defaultSource(rec.UserType)
+			}
+			return false, "disabled by " + rs.defaultSource(rec.UserType)
+		}
 	}
-	if on, ok := ix.prefs[prefKey{rec.UserID, "", ch}]; ok {
-		return on, "disabled by user preference"
+	if !on {
+		return false, "disabled by user " + src
 	}
-	return rs.defaultEnabled(rec.UserType, ch), "disabled by default for user type " + rec.UserType
+	return true, "user: " + src
 }
 
 // quietWindow picks the recipient's quiet hours (their own, then the first
 // reaching group's, then the user type's default, then the global default)
-// and their zone (bad or empty zones fall back to the defaults' zone).
-func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, *time.Location) {
+// and their zone (bad or empty zones fall back to the defaults' zone), and
+// says whose window it is.
+func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, *time.Location, string) {
 	loc := rs.defaultZone
 	if rec.TimeZone != "" {
 		if l := loadZone(rec.TimeZone); l != nil {
@@ -482,18 +517,18 @@ func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, 
 	}
 	if rec.QuietHours != nil {
 		if w, err := parseWindow(*rec.QuietHours); err == nil {
-			return w, loc
+			return w, loc, "the user's own window (explicit)"
 		}
 	}
 	for _, key := range r.groups {
 		if g, ok := ix.groups[key]; ok && g.QuietHours != nil {
 			if w, err := parseWindow(*g.QuietHours); err == nil {
-				return w, loc
+				return w, loc, "group " + key + "'s window (explicit)"
 			}
 		}
 	}
 	if w := rs.typeQH[rec.UserType]; w != nil {
-		return w, loc
+		return w, loc, "the default window for user type " + rec.UserType + " (default)"
 	}
-	return rs.defaultQH, loc
+	return rs.defaultQH, loc, "the global default window (default)"
 }

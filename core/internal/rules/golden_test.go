@@ -23,14 +23,15 @@ var update = flag.Bool("update", false, "rewrite the expected sections of testda
 
 // TestGolden runs every testdata/*.txtar archive. An archive holds:
 //
-//	args            lines "rules=PATH" (relative to testdata, repeatable), "at=RFC3339"
-//	                and "render" (also render every recipient's inbox and channels)
+//	args            lines "rules=PATH" (relative to testdata, repeatable), "at=RFC3339",
+//	                "render" (also render every recipient's inbox and channels) and
+//	                "user=ID" (repeatable: also explain the decision for that user)
 //	*.hcl, *.yaml   rules files, written to a temporary directory and loaded too
 //	event.json      the event
 //	directory.json  the directory snapshot (DIR.json format)
 //
 // and the expected results: needs.json, explain.txt and decision.json for a
-// decision (plus rendered.txt with "render"), or errors.txt when the rules
+// decision (plus rendered.txt with "render", users.txt with "user="), or errors.txt when the rules
 // do not load; warnings.txt holds the warnings of rules that load.
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txtar")
@@ -58,6 +59,7 @@ func runGolden(t *testing.T, file string) {
 	var rulesPaths []string
 	var at time.Time
 	render := false
+	var users []string
 	inputs := map[string][]byte{}
 	for _, f := range ar.Files {
 		inputs[f.Name] = f.Data
@@ -86,6 +88,8 @@ func runGolden(t *testing.T, file string) {
 			}
 		case "render":
 			render = true
+		case "user":
+			users = append(users, val)
 		case "":
 		default:
 			t.Fatalf("args: unknown key %q", key)
@@ -126,18 +130,34 @@ func runGolden(t *testing.T, file string) {
 		if render {
 			got["rendered.txt"] = renderAll(rs, ev, dec)
 		}
+		if len(users) > 0 {
+			var ub bytes.Buffer
+			for i, u := range users {
+				ue, err := rs.ExplainUser(ev, &d, at, u)
+				if err != nil {
+					t.Fatalf("ExplainUser %s: %v", u, err)
+				}
+				if i > 0 {
+					ub.WriteString("\n---\n\n")
+				}
+				if err := rules.WriteUserExplain(&ub, ev, ue, at); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got["users.txt"] = ub.String()
+		}
 	}
 
 	if *update {
 		var kept []txtar.File
 		for _, f := range ar.Files {
 			switch f.Name {
-			case "needs.json", "explain.txt", "decision.json", "rendered.txt", "errors.txt", "warnings.txt":
+			case "needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "errors.txt", "warnings.txt":
 				continue
 			}
 			kept = append(kept, f)
 		}
-		for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "errors.txt", "warnings.txt"} {
+		for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "errors.txt", "warnings.txt"} {
 			if s, ok := got[name]; ok {
 				kept = append(kept, txtar.File{Name: name, Data: []byte(s)})
 			}
@@ -148,7 +168,7 @@ func runGolden(t *testing.T, file string) {
 		}
 		return
 	}
-	for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "errors.txt", "warnings.txt"} {
+	for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "errors.txt", "warnings.txt"} {
 		want, inArchive := inputs[name]
 		g, produced := got[name]
 		switch {

@@ -126,6 +126,8 @@ type Decision struct {
 	// Excluded lists users reached by an audience but not notified
 	// (inactive, over max_recipients, unknown), with the reason.
 	Excluded []Exclusion `json:"excluded,omitempty"`
+	// Warnings name audiences that matched nobody to notify, and why.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // RecipientDecision is the outcome for one recipient. Exactly one per user.
@@ -139,6 +141,12 @@ type RecipientDecision struct {
 	Channels []ChannelDecision `json:"channels"`
 	// Dropped are channels considered and dropped, with the reason.
 	Dropped []ChannelDecision `json:"dropped"`
+	// LocalTime is the decision time on the recipient's clock
+	// ("2026-03-10 23:00 Tue Europe/Rome").
+	LocalTime string `json:"local_time"`
+	// QuietHours is the window that applies to the recipient and whose it
+	// is ("22:00–08:00 (the user's own (explicit))"); empty: none.
+	QuietHours string `json:"quiet_hours,omitempty"`
 }
 
 // ChannelDecision says why one channel was kept or dropped.
