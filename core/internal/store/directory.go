@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/jackc/pgx/v5"
@@ -299,4 +301,29 @@ func ExistingDirectoryKeys(ctx context.Context, q Querier, tenantID string, grou
 		}
 	}
 	return kg, ku, rows.Err()
+}
+
+// StoredEvent is an outbox event as `GET /admin/v1/events/{tenant}/{event_id}/explain`
+// recomputes its decision: the event, its status and when it was
+// processed.
+type StoredEvent struct {
+	Event       rules.Event
+	Status      string
+	ProcessedAt *time.Time
+}
+
+// LoadStoredEvent reads one event of a tenant, or ErrNotFound.
+func LoadStoredEvent(ctx context.Context, q Querier, tenantID, eventID string) (StoredEvent, error) {
+	var se StoredEvent
+	err := q.QueryRow(ctx, `SELECT tenant_id, event_id, event_type, aggregate_type, aggregate_id, payload, created_at, status, processed_at
+		FROM event_outbox WHERE tenant_id = $1 AND event_id = $2`, tenantID, eventID).
+		Scan(&se.Event.TenantID, &se.Event.EventID, &se.Event.Type, &se.Event.AggregateType, &se.Event.AggregateID,
+			&se.Event.Payload, &se.Event.OccurredAt, &se.Status, &se.ProcessedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return se, ErrNotFound
+	}
+	if err != nil {
+		return se, fmt.Errorf("load event: %w", err)
+	}
+	return se, nil
 }
