@@ -168,7 +168,7 @@ func (r *reach) addVia(v string) {
 // choice, from dir (a snapshot holding at least what Needs asked for) at
 // time at. It does no I/O.
 func (rs *RuleSet) Decide(ev Event, dir *Directory, at time.Time) (Decision, error) {
-	return rs.DecideIndexed(ev, IndexDirectory(dir), at)
+	return rs.decideIndexed(ev, IndexDirectory(dir), at, true)
 }
 
 // DirectoryIndex is a Directory indexed for decisions. Build it once with
@@ -179,8 +179,16 @@ type DirectoryIndex struct{ ix *dirIndex }
 // IndexDirectory indexes dir for DecideIndexed.
 func IndexDirectory(dir *Directory) DirectoryIndex { return DirectoryIndex{indexDirectory(dir)} }
 
-// DecideIndexed is Decide against an indexed directory snapshot.
+// DecideIndexed is Decide against an indexed directory snapshot, for the
+// relay's hot path: the same recipients, channels and reasons, without the
+// fields only an explanation reads (Warnings, and each recipient's
+// LocalTime and QuietHours).
 func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (Decision, error) {
+	return rs.decideIndexed(ev, dix, at, false)
+}
+
+// decideIndexed decides; explain also fills the explanation's fields.
+func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, explain bool) (Decision, error) {
 	ix := dix.ix
 	if ix == nil {
 		ix = indexDirectory(nil)
@@ -222,7 +230,9 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 					}
 					pri = p
 				}
-				out.ids = append(out.ids, m.UserID)
+				if explain {
+					out.ids = append(out.ids, m.UserID)
+				}
 				r := get(m.UserID)
 				r.addVia(viaGroup + key)
 				if !slices.Contains(r.roles, m.Role) && m.Role != "" {
@@ -235,7 +245,9 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 					r.groupPri[key] = pri
 				}
 			}
-			outcomes = append(outcomes, out)
+			if explain {
+				outcomes = append(outcomes, out)
+			}
 		case a.user != nil:
 			id, err := renderKey(a.user, data)
 			if err != nil {
@@ -244,14 +256,18 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 			r := get(id)
 			r.addVia(viaUser + id)
 			r.direct = true
-			outcomes = append(outcomes, audienceOutcome{via: viaUser + id, ids: []string{id}})
+			if explain {
+				outcomes = append(outcomes, audienceOutcome{via: viaUser + id, ids: []string{id}})
+			}
 		case a.spec.UserType != "":
 			for _, id := range ix.byType[a.spec.UserType] {
 				r := get(id)
 				r.addVia(viaUserType + a.spec.UserType)
 				r.direct = true
 			}
-			outcomes = append(outcomes, audienceOutcome{via: viaUserType + a.spec.UserType, ids: ix.byType[a.spec.UserType]})
+			if explain {
+				outcomes = append(outcomes, audienceOutcome{via: viaUserType + a.spec.UserType, ids: ix.byType[a.spec.UserType]})
+			}
 		case a.path != nil:
 			ids, err := payloadUserIDs(payload, a.path)
 			if err != nil {
@@ -262,7 +278,9 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 				r.addVia(viaPayload + a.spec.PayloadPath)
 				r.direct = true
 			}
-			outcomes = append(outcomes, audienceOutcome{via: viaPayload + a.spec.PayloadPath, ids: ids})
+			if explain {
+				outcomes = append(outcomes, audienceOutcome{via: viaPayload + a.spec.PayloadPath, ids: ids})
+			}
 		}
 	}
 
@@ -294,10 +312,12 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 			d.Excluded = append(d.Excluded, Exclusion{UserID: r.userID, Reason: strings.Join(reasons, "; ")})
 			continue
 		}
-		d.Recipients = append(d.Recipients, rs.decideRecipient(ce, ix, r, at))
+		d.Recipients = append(d.Recipients, rs.decideRecipient(ce, ix, r, at, explain))
 	}
 	slices.SortFunc(d.Excluded, func(a, b Exclusion) int { return strings.Compare(a.UserID, b.UserID) })
-	d.Warnings = audienceWarnings(outcomes, ix)
+	if explain {
+		d.Warnings = audienceWarnings(outcomes, ix)
+	}
 	return d, nil
 }
 
@@ -331,7 +351,7 @@ func (rs *RuleSet) applyMaxRecipients(active []*reach, ix *dirIndex) map[string]
 	return out
 }
 
-func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at time.Time) RecipientDecision {
+func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at time.Time, explain bool) RecipientDecision {
 	rec := *ix.recipients[r.userID]
 	rd := RecipientDecision{
 		Recipient: rec,
@@ -342,10 +362,26 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 	if len(r.roles) > 0 {
 		rd.Role = r.roles[0]
 	}
-	qw, qloc, qwhose := rs.quietWindow(ix, r, rec)
-	rd.LocalTime = at.In(qloc).Format("2006-01-02 15:04 Mon") + " " + qloc.String()
-	if qw != nil {
-		rd.QuietHours = qw.text + ", " + qwhose
+	// The quiet-hours window is looked up once, when a channel needs it
+	// or the explanation shows it.
+	var (
+		qw     *window
+		qloc   *time.Location
+		qwhose string
+		qdone  bool
+	)
+	quiet := func() {
+		if !qdone {
+			qw, qloc, qwhose = rs.quietWindow(ix, r, rec)
+			qdone = true
+		}
+	}
+	if explain {
+		quiet()
+		rd.LocalTime = at.In(qloc).Format("2006-01-02 15:04 Mon") + " " + qloc.String()
+		if qw != nil {
+			rd.QuietHours = qw.text + ", " + qwhose
+		}
 	}
 	keep := func(cd ChannelDecision) { rd.Channels = append(rd.Channels, cd) }
 	drop := func(cd ChannelDecision, why string) {
@@ -388,6 +424,7 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 				mode = m
 			}
 			if mode != QuietIgnore {
+				quiet()
 				if w, loc := qw, qloc; w != nil {
 					local := at.In(loc)
 					if w.contains(local) {

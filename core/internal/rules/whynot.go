@@ -85,7 +85,7 @@ type AudienceCheck struct {
 // hold the user (add their id to Needs.UserIDs when loading it).
 func (rs *RuleSet) ExplainUser(ev Event, dir *Directory, at time.Time, userID string) (UserExplanation, error) {
 	ix := indexDirectory(dir)
-	d, err := rs.DecideIndexed(ev, DirectoryIndex{ix}, at)
+	d, err := rs.decideIndexed(ev, DirectoryIndex{ix}, at, true)
 	if err != nil {
 		return UserExplanation{}, err
 	}
