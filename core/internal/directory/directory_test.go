@@ -182,15 +182,16 @@ func TestUnreadableFiles(t *testing.T) {
 		in     string
 		want   string
 	}{
-		"empty":             {directory.JSON, "  \n", "f:1: empty: no JSON value"},
-		"empty object":      {directory.JSON, "{}", "f: the directory is empty: no recipients, groups, members, preferences, settings"},
-		"comment-only yaml": {directory.YAML, "# nothing\n", "f:1: empty: no YAML document"},
-		"truncated":         {directory.JSON, "{\n\"recipients\": [\n{\"user_id\": \"u", "f:3: invalid JSON: unexpected end: the JSON is truncated"},
-		"trailing text":     {directory.JSON, "{}\n{}", "f:2: text after the end of the JSON value"},
-		"duplicate key":     {directory.JSON, "{\"recipients\": [],\n\"recipients\": []}", `f:2: field "recipients" appears twice in one object`},
-		"invalid utf-8":     {directory.JSON, "{\"recipients\": [\n{\"user_id\": \"\xff\"}]}", "f:2: invalid UTF-8 (byte 0xff)"},
-		"not an object":     {directory.JSON, "[1]", "f:1: got a list, want an object with the lists recipients, groups, members, preferences, settings"},
-		"yaml merge key":    {directory.YAML, "recipients:\n  - <<: {user_id: a}\n", "f:2: mapping keys must be plain names (no merge keys << or complex keys)"},
+		"empty":              {directory.JSON, "  \n", "f:1: empty: no JSON value"},
+		"empty object":       {directory.JSON, "{}", "f: the directory is empty: no recipients, groups, members, preferences, settings"},
+		"comment-only yaml":  {directory.YAML, "# nothing\n", "f:1: empty: no YAML document"},
+		"truncated":          {directory.JSON, "{\n\"recipients\": [\n{\"user_id\": \"u", "f:3: invalid JSON: unexpected end: the JSON is truncated"},
+		"trailing text":      {directory.JSON, "{}\n{}", "f:2: text after the end of the JSON value"},
+		"duplicate key":      {directory.JSON, "{\"recipients\": [],\n\"recipients\": []}", `f:2: field "recipients" appears twice in one object`},
+		"invalid utf-8":      {directory.JSON, "{\"recipients\": [\n{\"user_id\": \"\xff\"}]}", "f:2: invalid UTF-8 (byte 0xff)"},
+		"not an object":      {directory.JSON, "[1]", "f:1: got a list, want an object with the lists recipients, groups, members, preferences, settings"},
+		"yaml merge key":     {directory.YAML, "recipients:\n  - <<: {user_id: a}\n", "f:2: mapping keys must be plain names (no merge keys << or complex keys)"},
+		"two yaml documents": {directory.YAML, "recipients: []\n---\ngroups: []\n", "f:2: a second YAML document: a directory file holds one"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -279,11 +279,23 @@ func parseYAML(b []byte, lim Limits) (*node, error) {
 		return nil, err
 	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil {
+		if err == io.EOF {
+			return nil, &syntaxError{line: 1, msg: "empty: no YAML document"}
+		}
 		return nil, yamlSyntax(err)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, &syntaxError{line: 1, msg: "empty: no YAML document"}
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err != io.EOF {
+		line := next.Line
+		if err != nil {
+			return nil, yamlSyntax(err)
+		}
+		return nil, &syntaxError{line: line, msg: "a second YAML document: a directory file holds one"}
 	}
 	c := &yamlConv{lim: lim}
 	return c.conv(doc.Content[0], 0, false)
