@@ -317,4 +317,18 @@ func TestRulesExplainLiveDirectory(t *testing.T) {
 	if diff := cmp.Diff(fromFile, fromDB); diff != "" {
 		t.Errorf("live directory explains differently (-file +database):\n%s", diff)
 	}
+	// --user loads the user even when no audience reaches them.
+	for _, user := range []string{"staff2", "nobody"} {
+		fromFile, stderr, code := runHerald(t, append(common, "--directory", examples+"directory/restaurant5.json", "--user", user)...)
+		if code != 0 {
+			t.Fatalf("--directory --user %s: exit %d: %s", user, code, stderr)
+		}
+		fromDB, stderr, code := runHerald(t, append(common, "--database-url", db.URL, "--user", user)...)
+		if code != 0 {
+			t.Fatalf("--database-url --user %s: exit %d: %s", user, code, stderr)
+		}
+		if diff := cmp.Diff(fromFile, fromDB); diff != "" {
+			t.Errorf("--user %s explains differently (-file +database):\n%s", user, diff)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 )
 
@@ -31,7 +32,8 @@ var update = flag.Bool("update", false, "rewrite the expected sections of testda
 //	directory.json  the directory snapshot (DIR.json format)
 //
 // and the expected results: needs.json, explain.txt and decision.json for a
-// decision (plus rendered.txt with "render", users.txt with "user="), or errors.txt when the rules
+// decision (plus rendered.txt with "render", users.txt with "user=", and
+// directory_problems.txt when the strict directory parser refuses the file), or errors.txt when the rules
 // do not load; warnings.txt holds the warnings of rules that load.
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txtar")
@@ -108,9 +110,20 @@ func runGolden(t *testing.T, file string) {
 		if err := json.Unmarshal(inputs["event.json"], &ev); err != nil {
 			t.Fatalf("event.json: %v", err)
 		}
+		// The engine decides on any snapshot, as the database gives it
+		// (a membership may outlive its recipient row); what the strict
+		// parser of `rules explain --directory` would refuse in the file
+		// is directory_problems.txt.
 		var d rules.Directory
 		if err := json.Unmarshal(inputs["directory.json"], &d); err != nil {
 			t.Fatalf("directory.json: %v", err)
+		}
+		res, err := directory.Parse(bytes.NewReader(inputs["directory.json"]), "directory.json", directory.Options{})
+		switch {
+		case err != nil:
+			got["directory_problems.txt"] = err.Error() + "\n"
+		case !res.OK():
+			got["directory_problems.txt"] = res.Problems.Error() + "\n"
 		}
 		needs, err := rs.Needs(ev)
 		if err != nil {
@@ -152,12 +165,12 @@ func runGolden(t *testing.T, file string) {
 		var kept []txtar.File
 		for _, f := range ar.Files {
 			switch f.Name {
-			case "needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "errors.txt", "warnings.txt":
+			case "needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "directory_problems.txt", "errors.txt", "warnings.txt":
 				continue
 			}
 			kept = append(kept, f)
 		}
-		for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "errors.txt", "warnings.txt"} {
+		for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "directory_problems.txt", "errors.txt", "warnings.txt"} {
 			if s, ok := got[name]; ok {
 				kept = append(kept, txtar.File{Name: name, Data: []byte(s)})
 			}
@@ -168,7 +181,7 @@ func runGolden(t *testing.T, file string) {
 		}
 		return
 	}
-	for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "errors.txt", "warnings.txt"} {
+	for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "directory_problems.txt", "errors.txt", "warnings.txt"} {
 		want, inArchive := inputs[name]
 		g, produced := got[name]
 		switch {
