@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -175,5 +176,32 @@ func BenchmarkDirectoryImport100k(b *testing.B) {
 			b.Fatalf("%v\n%s", err, &stderr)
 		}
 		b.Log(strings.TrimSpace(stdout.String()))
+	}
+}
+
+// TestDirectoryCheckAndSchema: check prints a summary for a good file and
+// every problem for a bad one (exit 1); schema prints the JSON Schema, and
+// --jsonl the schema of one line.
+func TestDirectoryCheckAndSchema(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, code := runHerald(t, "directory", "check", examples+"directory/acme.json")
+	if code != 0 || stdout != "ok: 8 recipients, 2 groups, 5 members, 2 preferences, 2 settings\n" {
+		t.Errorf("check acme.json: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "dir.jsonl")
+	if err := os.WriteFile(bad, []byte(`{"recipient": {"user_id": "u1", "user_type": "T", "email": "not an address"}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = runHerald(t, "directory", "check", bad)
+	if code != 1 || !strings.Contains(stderr, `dir.jsonl:1: recipients[0] (user u1): email: "not an address": want a bare e-mail address`) ||
+		!strings.Contains(stderr, "1 problem in 1 of 1 entries") {
+		t.Errorf("check bad: exit %d, stderr %q", code, stderr)
+	}
+	for _, args := range [][]string{{"directory", "schema"}, {"directory", "schema", "--jsonl"}} {
+		stdout, stderr, code := runHerald(t, args...)
+		var schema map[string]any
+		if code != 0 || json.Unmarshal([]byte(stdout), &schema) != nil || schema["$schema"] != "https://json-schema.org/draft/2020-12/schema" {
+			t.Errorf("%v: exit %d, stderr %q, stdout %.200s", args, code, stderr, stdout)
+		}
 	}
 }
