@@ -220,7 +220,10 @@ func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, exp
 			if err != nil {
 				return Decision{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyGroup, err)
 			}
-			out := audienceOutcome{via: viaGroup + key, group: key, roles: a.spec.Roles}
+			var out audienceOutcome
+			if explain {
+				out = audienceOutcome{via: viaGroup + key, group: key, roles: a.spec.Roles}
+			}
 			for _, m := range ix.members[key] {
 				pri := len(a.spec.Roles)
 				if len(a.spec.Roles) > 0 {
