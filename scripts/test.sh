@@ -45,6 +45,9 @@ go test -race -count=1 -timeout=6m -p 2 $(go list ./... | grep -v /core/integrat
 echo "== sdk (own module; its tests also check it imports nothing of the core)"
 (cd sdk && go test -race -count=1 -timeout=6m -p 2 ./...)
 
+echo "== fuzz: the directory parser, briefly (a crash fails; the failing input is saved under core/internal/directory/testdata/fuzz)"
+go test -run '^$' -fuzz '^FuzzDirectory$' -fuzztime 20s -fuzzminimizetime 5s ./core/internal/directory
+
 if [ -n "$(go list ./core/integration/... 2>/dev/null)" ]; then
 	echo "== integration tests (real herald serve, real plugins, broker and database faults)"
 	go test -count=1 -timeout=25m -p 1 ./core/integration/...
