@@ -131,7 +131,7 @@ event:
 		"yaml syntax error": {
 			files:   map[string]string{"a.yaml": "event:\n  PING: [\n"},
 			paths:   []string{"a.yaml"},
-			wantErr: "a.yaml: syntax error: yaml: line 2: did not find expected node content",
+			wantErr: "a.yaml:2: syntax error: did not find expected node content",
 		},
 		"a block given twice in one file": {
 			files: map[string]string{"a.hcl": pingHCL + `
@@ -200,8 +200,10 @@ func TestRulesErrorFields(t *testing.T) {
 		t.Fatalf("got %v, want RulesErrors", err)
 	}
 	want := RulesErrors{
-		{File: filepath.Join(dir, "a.hcl"), Line: 6, Rule: `event "PING"`, Field: "audience.0", Msg: "set exactly one of group, user, user_type and payload_path"},
-		{File: filepath.Join(dir, "a.hcl"), Line: 7, Rule: `event "PING"`, Field: "audience.0.user_typ", Msg: `unknown field "user_typ"`},
+		{File: filepath.Join(dir, "a.hcl"), Line: 6, Column: 3, Rule: `event "PING"`, Field: "audience.0", Msg: "set exactly one of group, user, user_type and payload_path",
+			Snippet: "    6 |   audience {\n      |   ^"},
+		{File: filepath.Join(dir, "a.hcl"), Line: 7, Column: 5, Rule: `event "PING"`, Field: "audience.0.user_typ", Msg: `unknown field "user_typ" (did you mean "user_type"?)`,
+			Snippet: "    7 |     user_typ = \"ADMIN\"\n      |     ^"},
 	}
 	if diff := cmp.Diff(want, errs); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
