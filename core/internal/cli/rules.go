@@ -89,6 +89,9 @@ func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, to
 			if errors.As(err, &errs) {
 				for _, e := range errs {
 					fmt.Fprintln(stderr, e.Error())
+					if e.Snippet != "" {
+						fmt.Fprintln(stderr, e.Snippet)
+					}
 				}
 				problems += len(errs)
 			} else {

@@ -106,7 +106,11 @@ event "PING" {
 			args:     []string{"rules", "check", broken},
 			wantCode: 1,
 			wantStderr: broken + `:8: event "PING": mandatory: channel "FAX" has no channel block (no plugin provides it)
+    8 |   mandatory = ["WEBSOCKET", "FAX"]
+      |   ^
 ` + broken + `:10: event "PING": template.WEBSOCKET.body: bad template: template: body:1: unclosed action
+   10 |     body = "{{ .payload.x "
+      |     ^
 2 problems
 `,
 		},
@@ -154,7 +158,11 @@ func TestRulesCheckPluginDir(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (websocket binary missing); stdout %q", code, stdout)
 	}
-	want := `rules/herald.hcl:81: channel "WEBSOCKET": providers.0.plugin: plugin binary ` + filepath.Join(dir, "herald-plugin-websocket") + ": no such file or directory\n1 problem\n"
+	want := `rules/herald.hcl:81: channel "WEBSOCKET": providers.0.plugin: plugin binary ` + filepath.Join(dir, "herald-plugin-websocket") + ": no such file or directory\n" +
+		`   81 |   providers   = [{ plugin = "websocket" }]
+      |                    ^
+1 problem
+`
 	if !strings.HasSuffix(stderr, want) {
 		t.Errorf("stderr does not end with:\n%s\ngot:\n%s", want, stderr)
 	}

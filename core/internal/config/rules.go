@@ -100,7 +100,7 @@ type rulesChannelRaw struct {
 }
 
 type rulesBreakerRaw struct {
-	Cooldown string         `hcl:"cooldown,attr"`
+	Cooldown string `hcl:"cooldown,attr"`
 }
 
 type rulesProviderRaw struct {
@@ -112,11 +112,11 @@ type rulesProviderRaw struct {
 }
 
 type rulesRetryRaw struct {
-	MaxAttempts *int           `hcl:"max_attempts,attr"`
-	Initial     string         `hcl:"initial,attr"`
-	Max         string         `hcl:"max,attr"`
-	Multiplier  *float64       `hcl:"multiplier,attr"`
-	Jitter      *float64       `hcl:"jitter,attr"`
+	MaxAttempts *int     `hcl:"max_attempts,attr"`
+	Initial     string   `hcl:"initial,attr"`
+	Max         string   `hcl:"max,attr"`
+	Multiplier  *float64 `hcl:"multiplier,attr"`
+	Jitter      *float64 `hcl:"jitter,attr"`
 }
 
 type rulesEventRaw struct {
@@ -136,15 +136,15 @@ type rulesEventRaw struct {
 }
 
 type rulesAudienceRaw struct {
-	Group       string         `hcl:"group,attr"`
-	Roles       []string       `hcl:"roles,attr"`
-	User        string         `hcl:"user,attr"`
-	UserType    string         `hcl:"user_type,attr"`
-	PayloadPath string         `hcl:"payload_path,attr"`
+	Group       string   `hcl:"group,attr"`
+	Roles       []string `hcl:"roles,attr"`
+	User        string   `hcl:"user,attr"`
+	UserType    string   `hcl:"user_type,attr"`
+	PayloadPath string   `hcl:"payload_path,attr"`
 }
 
 type rulesRestrictRaw struct {
-	Roles   []string       `hcl:"roles,attr"`
+	Roles []string `hcl:"roles,attr"`
 }
 
 type rulesTemplateRaw struct {
@@ -178,8 +178,8 @@ type rulesUserTypeRaw struct {
 }
 
 type rulesQuietRaw struct {
-	Start   string         `hcl:"start,attr"`
-	End     string         `hcl:"end,attr"`
+	Start string `hcl:"start,attr"`
+	End   string `hcl:"end,attr"`
 }
 
 // rulesFile is one parsed rules file.
