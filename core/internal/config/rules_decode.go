@@ -126,6 +126,9 @@ func (d *rulesDecoder) diags(path []string, diags hcl.Diagnostics) {
 
 // rulesDiagText is an hcl diagnostic as one line.
 func rulesDiagText(dg *hcl.Diagnostic) string {
+	if dg.Summary == "Variables not allowed" || dg.Summary == "Function calls not allowed" {
+		return "rules files hold plain values: ${ and %{ start HCL expressions, which are not allowed here; write $${ or %%{ for a literal ${ or %{"
+	}
 	msg := strings.TrimSuffix(dg.Summary, ".")
 	if dg.Detail != "" {
 		msg += ": " + strings.TrimSuffix(strings.ReplaceAll(dg.Detail, "\n", " "), ".")

@@ -137,7 +137,8 @@ func (w *yamlJSON) node(n *yaml.Node, depth int) error {
 	}
 	switch n.Kind {
 	case yaml.MappingNode:
-		w.pad(n.Line, n.Column)
+		// The brace goes where the output stands: in block style the
+		// mapping starts where its first key does, which keeps its column.
 		w.write("{")
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
@@ -163,7 +164,6 @@ func (w *yamlJSON) node(n *yaml.Node, depth int) error {
 		}
 		w.write("}")
 	case yaml.SequenceNode:
-		w.pad(n.Line, n.Column)
 		w.write("[")
 		for i, c := range n.Content {
 			if i > 0 {
