@@ -329,16 +329,23 @@ func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []st
 	}
 	c := &rulesCollector{}
 	parsed := make([]*rulesFile, 0, len(files))
-	broken := false
 	for _, path := range files {
-		f := parseRulesFile(c, path)
+		parsed = append(parsed, parseRulesFile(c, path))
+	}
+	rs, warnings, err := loadParsedRules(c, parsed, opts)
+	return rs, files, warnings, err
+}
+
+// loadParsedRules merges and validates parsed files.
+func loadParsedRules(c *rulesCollector, parsed []*rulesFile, opts RulesOptions) (*rules.RuleSet, RulesErrors, error) {
+	broken := false
+	for _, f := range parsed {
 		broken = broken || f.broken
-		parsed = append(parsed, f)
 	}
 	if broken {
 		// Validating what is left would report references into the
 		// unreadable file as errors of their own.
-		return nil, files, nil, c.errs.sorted()
+		return nil, nil, c.errs.sorted()
 	}
 	spec, owners := buildRulesSpec(c, parsed, !opts.KeepReferences)
 	if opts.PluginDir != "" {
@@ -348,7 +355,7 @@ func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []st
 	if err != nil {
 		var ses rules.SpecErrors
 		if !errors.As(err, &ses) {
-			return nil, files, nil, err
+			return nil, nil, err
 		}
 		for _, se := range ses {
 			f := owners.fileFor(se.Path)
@@ -359,13 +366,13 @@ func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []st
 		}
 	}
 	if len(c.errs) > 0 {
-		return nil, files, nil, c.errs.sorted()
+		return nil, nil, c.errs.sorted()
 	}
 	warn := &rulesCollector{}
 	for _, w := range rs.Warnings() {
 		warn.add(owners.fileFor(w.Path), w.Path, w.Msg)
 	}
-	return rs, files, warn.errs.sorted(), nil
+	return rs, warn.errs.sorted(), nil
 }
 
 // checkRulesPluginDir checks that the plugin binary of every provider is in
@@ -631,9 +638,9 @@ func rulesEventFrom(c *rulesCollector, f *rulesFile, name string, raw *rulesEven
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(filepath.Dir(f.path), p)
 		}
-		b, err := os.ReadFile(p)
+		b, err := readRulesSource(p)
 		if err != nil {
-			c.add(f, filePath, fmt.Sprintf("cannot read %s: %s", p, rulesPathErr(err)))
+			c.add(f, filePath, fmt.Sprintf("cannot read %s: %s", p, strings.TrimPrefix(err.Error(), "cannot read: ")))
 		} else {
 			ev.PayloadSchema = b
 			schemaPath = filePath
