@@ -41,7 +41,7 @@ echo "== fuzz targets, briefly (a failing input lands in the package's testdata/
 # time; keep the total under about two minutes.
 while read -r target pkg; do
 	[ -n "$target" ] || continue
-	go test -run '^$' -fuzz "^${target}\$" -fuzztime 20s -fuzzminimizetime 5s -parallel 2 "$pkg"
+	go test -run '^$' -fuzz "^${target}\$" -fuzztime 20s -fuzzminimizetime 5s -parallel 2 "$pkg" </dev/null
 done <<'FUZZ'
 FuzzLoadRulesHCL ./core/internal/config
 FuzzLoadRulesYAML ./core/internal/config
