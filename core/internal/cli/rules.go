@@ -24,8 +24,32 @@ func newRulesCmd() *cobra.Command {
 		Use:   "rules",
 		Short: "Check rules files and explain decisions",
 	}
-	cmd.AddCommand(newRulesCheckCmd(), newRulesExplainCmd())
+	cmd.AddCommand(newRulesCheckCmd(), newRulesExplainCmd(), newRulesSchemaCmd())
 	return cmd
+}
+
+func newRulesSchemaCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of the rules format",
+		Long: `Schema prints a JSON Schema (draft 2020-12) of a rules file in its YAML
+spelling, generated from the spec the loader decodes through. Point an
+editor's YAML language server at it to check rules files as they are typed:
+
+  herald rules schema > rules.schema.json
+  # first line of a rules YAML file:
+  # yaml-language-server: $schema=./rules.schema.json
+
+The schema checks fields and their shapes; herald rules check also checks
+meaning (templates, channel references, time zones, durations).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The directory format's schema (herald directory schema) joins
+			// here as --directory when both commands are merged.
+			_, err := cmd.OutOrStdout().Write(config.RulesJSONSchema())
+			return err
+		},
+	}
 }
 
 func newRulesCheckCmd() *cobra.Command {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
@@ -277,5 +278,20 @@ func TestRulesExplainLiveDirectory(t *testing.T) {
 	}
 	if diff := cmp.Diff(fromFile, fromDB); diff != "" {
 		t.Errorf("live directory explains differently (-file +database):\n%s", diff)
+	}
+}
+
+func TestRulesSchemaCommand(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, code := runHerald(t, "rules", "schema")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if stdout != string(config.RulesJSONSchema()) {
+		t.Error("rules schema does not print config.RulesJSONSchema")
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || doc["$schema"] == nil {
+		t.Errorf("not a JSON Schema: %v", err)
 	}
 }

@@ -84,63 +84,63 @@ func (es RulesErrors) sorted() RulesErrors {
 // rules_decode.go). Decoding is strict: an unknown field is an error.
 
 type rulesFileRaw struct {
-	Channels map[string]*rulesChannelRaw `hcl:"channel,labeled"`
-	Events   map[string]*rulesEventRaw   `hcl:"event,labeled"`
-	Defaults *rulesDefaultsRaw           `hcl:"defaults,block"`
+	Channels map[string]*rulesChannelRaw `hcl:"channel,labeled" doc:"Channels by type (EMAIL, PUSH, SMS, SLACK, WEBSOCKET or any type a plugin declares)."`
+	Events   map[string]*rulesEventRaw   `hcl:"event,labeled" doc:"Event rules by event type."`
+	Defaults *rulesDefaultsRaw           `hcl:"defaults,block" doc:"Defaults for every recipient: time zone, locale, quiet hours, retry, per-user-type channels."`
 }
 
 type rulesChannelRaw struct {
-	Providers  []*rulesProviderRaw `hcl:"providers,attr"`
-	BestEffort *bool               `hcl:"best_effort,attr"`
-	Intrusive  *bool               `hcl:"intrusive,attr"`
-	UserTypes  []string            `hcl:"user_types,attr"`
+	Providers  []*rulesProviderRaw `hcl:"providers,attr" doc:"The plugins that deliver this channel, tried by priority (lowest first) with failover."`
+	BestEffort *bool               `hcl:"best_effort,attr" doc:"Best-effort channels are not retried (default: true for WEBSOCKET and SLACK)."`
+	Intrusive  *bool               `hcl:"intrusive,attr" doc:"Intrusive channels obey quiet hours (default: true for EMAIL, PUSH and SMS)."`
+	UserTypes  []string            `hcl:"user_types,attr" doc:"The user types this channel supports (empty: all)."`
 	Retry      *rulesRetryRaw      `hcl:"retry,block"`
 	Breaker    *rulesBreakerRaw    `hcl:"breaker,block"`
-	TextFormat *string             `hcl:"text_format,attr"`
+	TextFormat *string             `hcl:"text_format,attr" doc:"How message text is written for this channel."`
 }
 
 type rulesBreakerRaw struct {
-	Cooldown string `hcl:"cooldown,attr"`
+	Cooldown string `hcl:"cooldown,attr" doc:"A Go duration such as 30s."`
 }
 
 type rulesProviderRaw struct {
-	Plugin   string         `hcl:"plugin,attr"`
+	Plugin   string         `hcl:"plugin,attr" doc:"The plugin binary herald-plugin-<plugin>."`
 	Name     string         `hcl:"name,attr"`
 	Priority int            `hcl:"priority,attr"`
-	Checksum string         `hcl:"checksum,attr"`
-	Config   map[string]any `hcl:"config,attr"`
+	Checksum string         `hcl:"checksum,attr" doc:"SHA-256 of the plugin binary, in hex; checked before it starts."`
+	Config   map[string]any `hcl:"config,attr" doc:"The plugin's config; string values may be secret references (env:NAME, file:PATH, raw:TEXT)."`
 }
 
 type rulesRetryRaw struct {
 	MaxAttempts *int     `hcl:"max_attempts,attr"`
-	Initial     string   `hcl:"initial,attr"`
-	Max         string   `hcl:"max,attr"`
+	Initial     string   `hcl:"initial,attr" doc:"A Go duration such as 2s."`
+	Max         string   `hcl:"max,attr" doc:"A Go duration such as 10m."`
 	Multiplier  *float64 `hcl:"multiplier,attr"`
 	Jitter      *float64 `hcl:"jitter,attr"`
 }
 
 type rulesEventRaw struct {
 	Description         string                       `hcl:"description,attr"`
-	Severity            string                       `hcl:"severity,attr"`
-	Shared              bool                         `hcl:"shared,attr"`
-	Audiences           []*rulesAudienceRaw          `hcl:"audience,blocks"`
-	Mandatory           []string                     `hcl:"mandatory,attr"`
-	Optional            []string                     `hcl:"optional,attr"`
-	Restrict            map[string]*rulesRestrictRaw `hcl:"restrict,labeled"`
-	QuietHours          string                       `hcl:"quiet_hours,attr"`
-	QuietHoursByChannel map[string]string            `hcl:"quiet_hours_by_channel,attr"`
-	Templates           map[string]*rulesTemplateRaw `hcl:"template,labeled"`
-	Inbox               *rulesTemplateRaw            `hcl:"inbox,block"`
-	PayloadSchema       any                          `hcl:"payload_schema,attr"`
-	PayloadSchemaFile   string                       `hcl:"payload_schema_file,attr"`
+	Severity            string                       `hcl:"severity,attr" doc:"info, warning or critical."`
+	Shared              bool                         `hcl:"shared,attr" doc:"One inbox row shared by every recipient; the first to act handles it."`
+	Audiences           []*rulesAudienceRaw          `hcl:"audience,blocks" doc:"Who is reached: exactly one of group, groups_path, user, user_type and payload_path per audience."`
+	Mandatory           []string                     `hcl:"mandatory,attr" doc:"Channels always sent."`
+	Optional            []string                     `hcl:"optional,attr" doc:"Channels sent when the group and the user enable them."`
+	Restrict            map[string]*rulesRestrictRaw `hcl:"restrict,labeled" doc:"Channels limited to some roles, by channel."`
+	QuietHours          string                       `hcl:"quiet_hours,attr" doc:"drop, defer or ignore: what quiet hours do to intrusive channels."`
+	QuietHoursByChannel map[string]string            `hcl:"quiet_hours_by_channel,attr" doc:"quiet_hours for single channels."`
+	Templates           map[string]*rulesTemplateRaw `hcl:"template,labeled" doc:"Message templates by channel (Go text/template; html is html/template)."`
+	Inbox               *rulesTemplateRaw            `hcl:"inbox,block" doc:"The in-app inbox row's template."`
+	PayloadSchema       any                          `hcl:"payload_schema,attr" schema:"object|string" doc:"A JSON Schema the payload must satisfy: an object, or a string holding one."`
+	PayloadSchemaFile   string                       `hcl:"payload_schema_file,attr" doc:"A JSON Schema file, relative to the rules file."`
 }
 
 type rulesAudienceRaw struct {
-	Group       string   `hcl:"group,attr"`
-	Roles       []string `hcl:"roles,attr"`
-	User        string   `hcl:"user,attr"`
-	UserType    string   `hcl:"user_type,attr"`
-	PayloadPath string   `hcl:"payload_path,attr"`
+	Group       string   `hcl:"group,attr" doc:"A group key template, e.g. restaurant:{{ .payload.restaurant_id }}."`
+	Roles       []string `hcl:"roles,attr" doc:"Only members with these roles, in priority order for max_recipients."`
+	User        string   `hcl:"user,attr" doc:"A user id template."`
+	UserType    string   `hcl:"user_type,attr" doc:"Every user of this type."`
+	PayloadPath string   `hcl:"payload_path,attr" doc:"Recipients listed inline in the payload at this path."`
 }
 
 type rulesRestrictRaw struct {
@@ -153,7 +153,7 @@ type rulesTemplateRaw struct {
 	Body    string                   `hcl:"body,attr"`
 	HTML    string                   `hcl:"html,attr"`
 	Data    map[string]string        `hcl:"data,attr"`
-	Locales map[string]*rulesTextRaw `hcl:"locale,labeled"`
+	Locales map[string]*rulesTextRaw `hcl:"locale,labeled" doc:"Variants by locale."`
 }
 
 type rulesTextRaw struct {
@@ -165,7 +165,7 @@ type rulesTextRaw struct {
 }
 
 type rulesDefaultsRaw struct {
-	TimeZone   string                       `hcl:"time_zone,attr"`
+	TimeZone   string                       `hcl:"time_zone,attr" doc:"An IANA time zone, e.g. Europe/Rome."`
 	Locale     string                       `hcl:"locale,attr"`
 	QuietHours *rulesQuietRaw               `hcl:"quiet_hours,block"`
 	Retry      *rulesRetryRaw               `hcl:"retry,block"`

@@ -43,6 +43,8 @@ type rulesField struct {
 	typ   reflect.Type
 	doc   string
 	enum  []string
+	// types are the JSON types a free-form value may take (schema tag).
+	types []string
 }
 
 var rulesFieldsCache sync.Map // reflect.Type → []rulesField
@@ -61,6 +63,9 @@ func rulesFields(t reflect.Type) []rulesField {
 		}
 		name, kind, _ := strings.Cut(tag, ",")
 		f := rulesField{name: name, index: i, typ: sf.Type, doc: sf.Tag.Get("doc")}
+		if ts := sf.Tag.Get("schema"); ts != "" {
+			f.types = strings.Split(ts, "|")
+		}
 		if e := sf.Tag.Get("enum"); e != "" {
 			f.enum = strings.Split(e, "|")
 		}
