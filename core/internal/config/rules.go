@@ -138,6 +138,7 @@ type rulesEventRaw struct {
 type rulesAudienceRaw struct {
 	Group       string   `hcl:"group,attr" doc:"A group key template, e.g. restaurant:{{ .payload.restaurant_id }}."`
 	Roles       []string `hcl:"roles,attr" doc:"Only members with these roles, in priority order for max_recipients."`
+	GroupsPath  string   `hcl:"groups_path,attr" doc:"A dotted path to a list in the payload naming groups: each item is a group key, or .item of the group template."`
 	User        string   `hcl:"user,attr" doc:"A user id template."`
 	UserType    string   `hcl:"user_type,attr" doc:"Every user of this type."`
 	PayloadPath string   `hcl:"payload_path,attr" doc:"Recipients listed inline in the payload at this path."`
@@ -595,7 +596,7 @@ func rulesEventFrom(c *rulesCollector, f *rulesFile, name string, raw *rulesEven
 			a = &rulesAudienceRaw{}
 		}
 		ev.Audiences = append(ev.Audiences, rules.AudienceSpec{
-			Group: a.Group, Roles: a.Roles, User: a.User, UserType: a.UserType, PayloadPath: a.PayloadPath,
+			Group: a.Group, GroupsPath: a.GroupsPath, Roles: a.Roles, User: a.User, UserType: a.UserType, PayloadPath: a.PayloadPath,
 		})
 	}
 	if len(raw.Restrict) > 0 {

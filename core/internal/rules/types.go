@@ -93,12 +93,16 @@ type Preference struct {
 }
 
 // GroupSetting is a group's switch for one channel, for every event type
-// (EventType "") or for one event type (which wins).
+// (EventType "") or for one event type (which wins). With Roles, an
+// enabled setting holds only for members reached with one of those roles
+// (seed 001: SMS on for the restaurant's managers only); for the other
+// members it reads as disabled.
 type GroupSetting struct {
-	Group     string `json:"group"`
-	EventType string `json:"event_type,omitempty"`
-	Channel   string `json:"channel"`
-	Enabled   bool   `json:"enabled"`
+	Group     string   `json:"group"`
+	EventType string   `json:"event_type,omitempty"`
+	Channel   string   `json:"channel"`
+	Enabled   bool     `json:"enabled"`
+	Roles     []string `json:"roles,omitempty"`
 }
 
 // Needs lists the directory data the decision for one event reads.
