@@ -46,7 +46,7 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 	b.Queue(`WITH ids AS (`+directoryUsers+`)
 		SELECT p.user_id, p.event_type, p.channel, p.enabled FROM user_preferences p JOIN ids ON p.user_id = ids.user_id
 		WHERE p.tenant_id = $1 ORDER BY p.user_id, p.event_type, p.channel`, tenantID, userIDs, groups, types)
-	b.Queue(`SELECT group_key, event_type, channel, enabled FROM group_settings
+	b.Queue(`SELECT group_key, event_type, channel, enabled, roles FROM group_settings
 		WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key, event_type, channel`, tenantID, groups)
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
@@ -93,7 +93,10 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 	if err == nil {
 		err = readRows(br, "group settings", func(r pgx.Rows) error {
 			var gs rules.GroupSetting
-			err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled)
+			err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled, &gs.Roles)
+			if len(gs.Roles) == 0 {
+				gs.Roles = nil
+			}
 			dir.Settings = append(dir.Settings, gs)
 			return err
 		})
@@ -192,9 +195,13 @@ func ImportDirectory(ctx context.Context, q Querier, tenantID string, dir *rules
 		}
 	}
 	for _, s := range dir.Settings {
-		if _, err := q.Exec(ctx, `INSERT INTO group_settings (tenant_id, group_key, event_type, channel, enabled) VALUES ($1,$2,$3,$4,$5)
-			ON CONFLICT (tenant_id, group_key, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled`,
-			tenantID, s.Group, s.EventType, s.Channel, s.Enabled); err != nil {
+		roles := s.Roles
+		if roles == nil {
+			roles = []string{}
+		}
+		if _, err := q.Exec(ctx, `INSERT INTO group_settings (tenant_id, group_key, event_type, channel, enabled, roles) VALUES ($1,$2,$3,$4,$5,$6)
+			ON CONFLICT (tenant_id, group_key, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled, roles = EXCLUDED.roles`,
+			tenantID, s.Group, s.EventType, s.Channel, s.Enabled, roles); err != nil {
 			return fmt.Errorf("import setting of %s: %w", s.Group, err)
 		}
 	}
