@@ -587,7 +587,7 @@ func (a compiledAudience) groupKeys(data map[string]any, payload any) ([]string,
 			if key, err = renderKey(a.group, d); err != nil {
 				return nil, fmt.Errorf("%s: item %d: %w", KeyGroup, i, err)
 			}
-		} else if key, err = userIDOf(x); err != nil {
+		} else if key, err = groupKeyOf(x); err != nil {
 			return nil, fmt.Errorf("%s[%d]: %w", strings.Join(a.groupsPath, "."), i, err)
 		}
 		if !slices.Contains(keys, key) {
@@ -595,4 +595,15 @@ func (a compiledAudience) groupKeys(data map[string]any, payload any) ([]string,
 		}
 	}
 	return keys, nil
+}
+
+// groupKeyOf is a groups_path item as a group key: a non-empty string or a
+// number.
+func groupKeyOf(x any) (string, error) {
+	if _, isObject := x.(map[string]any); !isObject {
+		if key, err := userIDOf(x); err == nil {
+			return key, nil
+		}
+	}
+	return "", fmt.Errorf("not a group key (want a non-empty string or a number; with group, items may be anything .item can read): %v", x)
 }

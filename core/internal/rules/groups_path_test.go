@@ -29,7 +29,7 @@ func TestGroupsPathBadPayload(t *testing.T) {
 	}{
 		"missing":       {`{}`, "audience 0: groups_path: payload has no teams"},
 		"not a list":    {`{"teams": "ops"}`, "audience 0: groups_path: teams is not a list"},
-		"item a map":    {`{"teams": ["ops", {"x": 1}]}`, "audience 0: teams[1]:"},
+		"item a map":    {`{"teams": ["ops", {"user_id": "u1"}]}`, "audience 0: teams[1]: not a group key"},
 		"item empty":    {`{"teams": [""]}`, "audience 0: teams[0]:"},
 		"payload array": {`[1]`, "audience 0: groups_path:"},
 	}
