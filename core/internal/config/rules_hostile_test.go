@@ -49,8 +49,9 @@ func TestRulesHostileHelper(t *testing.T) {
 	debug.SetMaxStack(64 << 20)
 	debug.SetMemoryLimit(hostileHeapCap)
 	var peak uint64
-	done := make(chan struct{})
+	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		var ms runtime.MemStats
@@ -70,6 +71,7 @@ func TestRulesHostileHelper(t *testing.T) {
 	}()
 	_, err := LoadRules(path)
 	close(done)
+	<-stopped
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rep := hostileReport{PeakHeap: max(peak, ms.HeapInuse), TotalAlloc: ms.TotalAlloc}
