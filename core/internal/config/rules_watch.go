@@ -119,7 +119,7 @@ func (w *RulesWatcher) Reload() error {
 		var errs RulesErrors
 		if errors.As(err, &errs) {
 			for _, e := range errs {
-				w.logger.Error("invalid rules", "file", e.File, "line", e.Line, "rule", e.Rule, "field", e.Field, "error", e.Msg)
+				w.logger.Error("invalid rules", "file", e.File, "line", e.Line, "column", e.Column, "rule", e.Rule, "field", e.Field, "error", e.Msg)
 			}
 		} else {
 			w.logger.Error("cannot load rules", "error", err)
