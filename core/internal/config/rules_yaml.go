@@ -37,6 +37,17 @@ type yamlJSON struct {
 	line, col int
 	nodes     int
 	pinned    int // > 0 while expanding an alias: its nodes stand where the alias does
+	// aliasLine and aliasCol are where the outermost alias being expanded
+	// stands, where a limit met inside it is reported.
+	aliasLine, aliasCol int
+}
+
+// where is the position to report a problem of n at.
+func (w *yamlJSON) where(n *yaml.Node) (int, int) {
+	if w.pinned > 0 {
+		return w.aliasLine, w.aliasCol
+	}
+	return n.Line, n.Column
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -129,11 +140,13 @@ func (w *yamlJSON) write(s string) {
 
 func (w *yamlJSON) node(n *yaml.Node, depth int) error {
 	if depth > MaxRulesDepth {
-		return &rulesPosError{line: n.Line, col: n.Column, msg: fmt.Sprintf("nesting deeper than %d levels (limit)", MaxRulesDepth)}
+		line, col := w.where(n)
+		return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("nesting deeper than %d levels (limit)", MaxRulesDepth)}
 	}
 	w.nodes++
 	if w.nodes > MaxRulesYAMLNodes {
-		return &rulesPosError{line: n.Line, col: n.Column, msg: fmt.Sprintf("more than %d YAML values once aliases are expanded (limit)", MaxRulesYAMLNodes)}
+		line, col := w.where(n)
+		return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("more than %d YAML values once aliases are expanded (limit)", MaxRulesYAMLNodes)}
 	}
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -179,6 +192,9 @@ func (w *yamlJSON) node(n *yaml.Node, depth int) error {
 			return &rulesPosError{line: n.Line, col: n.Column, msg: "alias to an unknown anchor"}
 		}
 		w.pad(n.Line, n.Column)
+		if w.pinned == 0 {
+			w.aliasLine, w.aliasCol = n.Line, n.Column
+		}
 		w.pinned++
 		err := w.node(n.Alias, depth+1)
 		w.pinned--
