@@ -466,6 +466,11 @@ func (d *rulesDecoder) decodeLeafOrList(expr hcl.Expression, v reflect.Value, pa
 			p := rulesSubPath(path, strconv.Itoa(i))
 			d.f.positions.record(p, item.Range())
 			ev := reflect.New(t.Elem()).Elem()
+			if iv, diags := item.Value(nil); !diags.HasErrors() && iv.IsNull() {
+				d.bad(p, item, "want "+rulesKindName(t.Elem())+", got null")
+				ok = false
+				continue
+			}
 			if t.Elem().Kind() == reflect.Pointer && t.Elem().Elem().Kind() == reflect.Struct {
 				d.decodeExpr(item, ev, p)
 			} else if !d.decodeLeafOrList(item, ev, p) {
@@ -479,8 +484,11 @@ func (d *rulesDecoder) decodeLeafOrList(expr hcl.Expression, v reflect.Value, pa
 	}
 	val, diags := expr.Value(nil)
 	if diags.HasErrors() {
-		d.diags(path, diags)
-		d.f.badPaths = append(d.f.badPaths, path)
+		d.valueDiags(path, expr, diags)
+		return false
+	}
+	if val.IsNull() && !isNullLiteralHCL(expr) {
+		// YAML's `key:` (null) leaves the field unset, as if absent.
 		return false
 	}
 	if val.IsNull() {
@@ -546,6 +554,8 @@ func rulesKindName(t reflect.Type) string {
 		return "a whole number"
 	case reflect.Float64:
 		return "a number"
+	case reflect.Pointer:
+		return "an object"
 	}
 	return "a value"
 }
@@ -579,8 +589,7 @@ func rulesTruncate(s string, n int) string {
 func (d *rulesDecoder) value(expr hcl.Expression, path []string) (any, bool) {
 	val, diags := expr.Value(nil)
 	if diags.HasErrors() {
-		d.diags(path, diags)
-		d.f.badPaths = append(d.f.badPaths, path)
+		d.valueDiags(path, expr, diags)
 		return nil, false
 	}
 	if !val.IsWhollyKnown() {
@@ -625,4 +634,23 @@ func ctyToGo(v cty.Value) any {
 		return out
 	}
 	return nil
+}
+
+// isNullLiteralHCL reports whether expr is HCL's null written out, which
+// is refused like any value of the wrong type (YAML's empty value is not).
+func isNullLiteralHCL(expr hcl.Expression) bool {
+	_, ok := expr.(*hclsyntax.LiteralValueExpr)
+	return ok
+}
+
+// valueDiags reports the diagnostics of evaluating a value; a bare word
+// (severity = critical) gets a message of its own.
+func (d *rulesDecoder) valueDiags(path []string, expr hcl.Expression, diags hcl.Diagnostics) {
+	d.f.badPaths = append(d.f.badPaths, path)
+	if st, ok := expr.(*hclsyntax.ScopeTraversalExpr); ok {
+		name := st.Traversal.RootName()
+		d.problem(path, expr.Range(), "%s is not a value: write strings in quotes (%q); the bare words are true, false and null", name, name)
+		return
+	}
+	d.diags(path, diags)
 }

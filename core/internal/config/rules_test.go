@@ -151,6 +151,27 @@ event "PING" {
 			paths:   []string{"a.hcl"},
 			wantErr: `a.hcl:10: event "PING": restrict.WEBSOCKET: channel "WEBSOCKET" is mandatory; a role restriction would drop it (make it optional)`,
 		},
+		"YAML: an empty value is unset, a null list item is an error": {
+			files: map[string]string{"a.yaml": "channel:\n  WEBSOCKET:\n    providers: [{plugin: websocket}]\n    retry:\nevent:\n  PING:\n    description:\n    audience: [{user_type: ADMIN}]\n    mandatory: [WEBSOCKET, ~]\n"},
+			paths:   []string{"a.yaml"},
+			wantErr: `a.yaml:9: event "PING": mandatory.1: want a string, got null`,
+		},
+		"HCL: an unquoted word": {
+			files:   map[string]string{"a.hcl": strings.Replace(pingHCL, `mandatory = ["WEBSOCKET"]`, "mandatory = [\"WEBSOCKET\"]\n  severity = critical", 1)},
+			paths:   []string{"a.hcl"},
+			wantErr: `a.hcl:10: event "PING": severity: critical is not a value: write strings in quotes ("critical"); the bare words are true, false and null`,
+		},
+		"HCL: a block written as an attribute, an attribute as a block": {
+			files: map[string]string{"a.hcl": strings.Replace(pingHCL, `mandatory = ["WEBSOCKET"]`, "mandatory = [\"WEBSOCKET\"]\n  inbox = { title = \"x\" }\n  severity {\n  }", 1)},
+			paths: []string{"a.hcl"},
+			wantErr: `a.hcl:10: event "PING": inbox: "inbox" is a block: write inbox { ... }, not inbox = ...
+a.hcl:11: event "PING": severity: "severity" is an attribute: write severity = value, not a block`,
+		},
+		"HCL: a literal ${ must be escaped": {
+			files:   map[string]string{"a.hcl": strings.Replace(pingHCL, `mandatory = ["WEBSOCKET"]`, "mandatory = [\"WEBSOCKET\"]\n  description = \"costs ${price}\"", 1)},
+			paths:   []string{"a.hcl"},
+			wantErr: `a.hcl:10: event "PING": description: rules files hold plain values: ${ and %{ start HCL expressions, which are not allowed here; write $${ or %%{ for a literal ${ or %{`,
+		},
 		"template for a channel the event does not use": {
 			files: map[string]string{"a.hcl": strings.Replace(pingHCL, `mandatory = ["WEBSOCKET"]`, `mandatory = ["WEBSOCKET"]
   template "EMAIL" { body = "x" }`, 1)},
