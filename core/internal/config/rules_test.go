@@ -152,7 +152,7 @@ event "PING" {
 			wantErr: `a.hcl:10: event "PING": restrict.WEBSOCKET: channel "WEBSOCKET" is mandatory; a role restriction would drop it (make it optional)`,
 		},
 		"YAML: an empty value is unset, a null list item is an error": {
-			files: map[string]string{"a.yaml": "channel:\n  WEBSOCKET:\n    providers: [{plugin: websocket}]\n    retry:\nevent:\n  PING:\n    description:\n    audience: [{user_type: ADMIN}]\n    mandatory: [WEBSOCKET, ~]\n"},
+			files:   map[string]string{"a.yaml": "channel:\n  WEBSOCKET:\n    providers: [{plugin: websocket}]\n    retry:\nevent:\n  PING:\n    description:\n    audience: [{user_type: ADMIN}]\n    mandatory: [WEBSOCKET, ~]\n"},
 			paths:   []string{"a.yaml"},
 			wantErr: `a.yaml:9: event "PING": mandatory.1: want a string, got null`,
 		},
