@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 )
@@ -24,7 +25,42 @@ func newRulesCmd() *cobra.Command {
 		Use:   "rules",
 		Short: "Check rules files and explain decisions",
 	}
-	cmd.AddCommand(newRulesCheckCmd(), newRulesExplainCmd())
+	cmd.AddCommand(newRulesCheckCmd(), newRulesExplainCmd(), newRulesSchemaCmd())
+	return cmd
+}
+
+func newRulesSchemaCmd() *cobra.Command {
+	var dir bool
+	cmd := &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of the rules format (or, with --directory, of the directory format)",
+		Long: `Schema prints a JSON Schema (draft 2020-12) of a rules file in its YAML
+spelling, generated from the spec the loader decodes through. Point an
+editor's YAML language server at it to check rules files as they are typed:
+
+  herald rules schema > rules.schema.json
+  # first line of a rules YAML file:
+  # yaml-language-server: $schema=./rules.schema.json
+
+The schema checks fields and their shapes; herald rules check also checks
+meaning (templates, channel references, time zones, durations).
+
+With --directory it prints the directory format's schema instead, the same
+as herald directory schema.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := config.RulesJSONSchema()
+			if dir {
+				var err error
+				if out, err = directory.Schema(false); err != nil {
+					return err
+				}
+			}
+			_, err := cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&dir, "directory", false, "print the directory format's schema")
 	return cmd
 }
 
@@ -89,6 +125,9 @@ func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, to
 			if errors.As(err, &errs) {
 				for _, e := range errs {
 					fmt.Fprintln(stderr, e.Error())
+					if e.Snippet != "" {
+						fmt.Fprintln(stderr, e.Snippet)
+					}
 				}
 				problems += len(errs)
 			} else {

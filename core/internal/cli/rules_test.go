@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
@@ -106,7 +107,11 @@ event "PING" {
 			args:     []string{"rules", "check", broken},
 			wantCode: 1,
 			wantStderr: broken + `:8: event "PING": mandatory: channel "FAX" has no channel block (no plugin provides it)
+    8 |   mandatory = ["WEBSOCKET", "FAX"]
+      |   ^
 ` + broken + `:10: event "PING": template.WEBSOCKET.body: bad template: template: body:1: unclosed action
+   10 |     body = "{{ .payload.x "
+      |     ^
 2 problems
 `,
 		},
@@ -154,7 +159,11 @@ func TestRulesCheckPluginDir(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (websocket binary missing); stdout %q", code, stdout)
 	}
-	want := `rules/herald.hcl:81: channel "WEBSOCKET": providers.0.plugin: plugin binary ` + filepath.Join(dir, "herald-plugin-websocket") + ": no such file or directory\n1 problem\n"
+	want := `rules/herald.hcl:81: channel "WEBSOCKET": providers.0.plugin: plugin binary ` + filepath.Join(dir, "herald-plugin-websocket") + ": no such file or directory\n" +
+		`   81 |   providers   = [{ plugin = "websocket" }]
+      |                    ^
+1 problem
+`
 	if !strings.HasSuffix(stderr, want) {
 		t.Errorf("stderr does not end with:\n%s\ngot:\n%s", want, stderr)
 	}
@@ -330,5 +339,20 @@ func TestRulesExplainLiveDirectory(t *testing.T) {
 		if diff := cmp.Diff(fromFile, fromDB); diff != "" {
 			t.Errorf("--user %s explains differently (-file +database):\n%s", user, diff)
 		}
+	}
+}
+
+func TestRulesSchemaCommand(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, code := runHerald(t, "rules", "schema")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if stdout != string(config.RulesJSONSchema()) {
+		t.Error("rules schema does not print config.RulesJSONSchema")
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || doc["$schema"] == nil {
+		t.Errorf("not a JSON Schema: %v", err)
 	}
 }

@@ -32,12 +32,12 @@ func (rs *RuleSet) Needs(ev Event) (Needs, error) {
 	var n Needs
 	for i, a := range ce.audiences {
 		switch {
-		case a.group != nil:
-			key, err := renderKey(a.group, data)
+		case a.group != nil || a.groupsPath != nil:
+			keys, err := a.groupKeys(data, payload)
 			if err != nil {
-				return Needs{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyGroup, err)
+				return Needs{}, fmt.Errorf("rules: event %s: audience %d: %w", ev.Type, i, err)
 			}
-			n.GroupKeys = append(n.GroupKeys, key)
+			n.GroupKeys = append(n.GroupKeys, keys...)
 		case a.user != nil:
 			id, err := renderKey(a.user, data)
 			if err != nil {
@@ -82,7 +82,7 @@ type dirIndex struct {
 	groups     map[string]*Group
 	members    map[string][]Member // group key → members sorted by user id
 	prefs      map[prefKey]bool
-	settings   map[prefKey]bool
+	settings   map[prefKey]groupSetting
 }
 
 // prefKey identifies a preference (owner = user id) or a group setting
@@ -96,7 +96,7 @@ func indexDirectory(dir *Directory) *dirIndex {
 		groups:     map[string]*Group{},
 		members:    map[string][]Member{},
 		prefs:      map[prefKey]bool{},
-		settings:   map[prefKey]bool{},
+		settings:   map[prefKey]groupSetting{},
 	}
 	if dir == nil {
 		return ix
@@ -136,11 +136,11 @@ func indexDirectory(dir *Directory) *dirIndex {
 	}
 	for _, s := range dir.Settings {
 		k := prefKey{s.Group, s.EventType, s.Channel}
+		gs := groupSetting{on: s.Enabled, roles: s.Roles}
 		if old, ok := ix.settings[k]; ok {
-			ix.settings[k] = old && s.Enabled
-			continue
+			gs = old.merge(gs)
 		}
-		ix.settings[k] = s.Enabled
+		ix.settings[k] = gs
 	}
 	return ix
 }
@@ -154,6 +154,8 @@ type reach struct {
 	// role priority the user had in each.
 	groups   []string
 	groupPri map[string]int
+	// groupRoles are the roles the user was reached with, by group.
+	groupRoles map[string][]string
 	// direct is set when a non-group audience reached the user.
 	direct bool
 }
@@ -207,7 +209,7 @@ func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, exp
 	get := func(id string) *reach {
 		r, ok := reached[id]
 		if !ok {
-			r = &reach{userID: id, groupPri: map[string]int{}}
+			r = &reach{userID: id, groupPri: map[string]int{}, groupRoles: map[string][]string{}}
 			reached[id] = r
 		}
 		return r
@@ -215,41 +217,46 @@ func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, exp
 	var outcomes []audienceOutcome
 	for i, a := range ce.audiences {
 		switch {
-		case a.group != nil:
-			key, err := renderKey(a.group, data)
+		case a.group != nil || a.groupsPath != nil:
+			keys, err := a.groupKeys(data, payload)
 			if err != nil {
-				return Decision{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyGroup, err)
+				return Decision{}, fmt.Errorf("rules: event %s: audience %d: %w", ev.Type, i, err)
 			}
-			var out audienceOutcome
-			if explain {
-				out = audienceOutcome{via: viaGroup + key, group: key, roles: a.spec.Roles}
-			}
-			for _, m := range ix.members[key] {
-				pri := len(a.spec.Roles)
-				if len(a.spec.Roles) > 0 {
-					p, ok := a.rolePrio[m.Role]
-					if !ok {
-						continue
+			for _, key := range keys {
+				var out audienceOutcome
+				if explain {
+					out = audienceOutcome{via: viaGroup + key, group: key, roles: a.spec.Roles}
+				}
+				for _, m := range ix.members[key] {
+					pri := len(a.spec.Roles)
+					if len(a.spec.Roles) > 0 {
+						p, ok := a.rolePrio[m.Role]
+						if !ok {
+							continue
+						}
+						pri = p
 					}
-					pri = p
+					if explain {
+						out.ids = append(out.ids, m.UserID)
+					}
+					r := get(m.UserID)
+					r.addVia(viaGroup + key)
+					if !slices.Contains(r.roles, m.Role) && m.Role != "" {
+						r.roles = append(r.roles, m.Role)
+					}
+					if m.Role != "" && !slices.Contains(r.groupRoles[key], m.Role) {
+						r.groupRoles[key] = append(r.groupRoles[key], m.Role)
+					}
+					if old, ok := r.groupPri[key]; !ok {
+						r.groups = append(r.groups, key)
+						r.groupPri[key] = pri
+					} else if pri < old {
+						r.groupPri[key] = pri
+					}
 				}
 				if explain {
-					out.ids = append(out.ids, m.UserID)
+					outcomes = append(outcomes, out)
 				}
-				r := get(m.UserID)
-				r.addVia(viaGroup + key)
-				if !slices.Contains(r.roles, m.Role) && m.Role != "" {
-					r.roles = append(r.roles, m.Role)
-				}
-				if old, ok := r.groupPri[key]; !ok {
-					r.groups = append(r.groups, key)
-					r.groupPri[key] = pri
-				} else if pri < old {
-					r.groupPri[key] = pri
-				}
-			}
-			if explain {
-				outcomes = append(outcomes, out)
 			}
 		case a.user != nil:
 			id, err := renderKey(a.user, data)
@@ -493,18 +500,18 @@ func (rs *RuleSet) groupEnabled(ix *dirIndex, r *reach, userType, evType, ch str
 	}
 	var whys []string
 	for _, g := range r.groups {
-		if on, ok := ix.settings[prefKey{g, evType, ch}]; ok {
-			if on {
+		if s, ok := ix.settings[prefKey{g, evType, ch}]; ok {
+			if s.enables(r.groupRoles[g]) {
 				return true, []string{fmt.Sprintf("group: %s setting for %s (explicit)", g, evType)}
 			}
-			whys = append(whys, fmt.Sprintf("disabled by group %s setting for %s (explicit)", g, evType))
+			whys = append(whys, s.why(fmt.Sprintf("by group %s setting for %s", g, evType))+" (explicit)")
 			continue
 		}
-		if on, ok := ix.settings[prefKey{g, "", ch}]; ok {
-			if on {
+		if s, ok := ix.settings[prefKey{g, "", ch}]; ok {
+			if s.enables(r.groupRoles[g]) {
 				return true, []string{"group: " + g + " setting (explicit)"}
 			}
-			whys = append(whys, "disabled by group "+g+" setting (explicit)")
+			whys = append(whys, s.why("by group "+g+" setting")+" (explicit)")
 			continue
 		}
 		if rs.defaultEnabled(userType, ch) {
@@ -571,4 +578,107 @@ func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, 
 		return w, loc, "the default window for user type " + rec.UserType + " (default)"
 	}
 	return rs.defaultQH, loc, "the global default window (default)"
+}
+
+// groupSetting is a group's switch for a channel, optionally limited to
+// some roles of the group's members.
+type groupSetting struct {
+	on    bool
+	roles []string
+}
+
+// enables reports whether the setting enables the channel for a member
+// reached with roles.
+func (s groupSetting) enables(roles []string) bool {
+	if !s.on {
+		return false
+	}
+	if len(s.roles) == 0 {
+		return true
+	}
+	for _, r := range roles {
+		if slices.Contains(s.roles, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// why says why the setting did not enable the channel; by names whose
+// setting it is ("by group restaurant:5").
+func (s groupSetting) why(by string) string {
+	if s.on && len(s.roles) > 0 {
+		return "enabled " + by + " only for roles " + strings.Join(s.roles, ", ")
+	}
+	return "disabled " + by
+}
+
+// merge resolves two rows for the same group, event type and channel:
+// conflicting rows resolve to disabled, and role limits narrow.
+func (s groupSetting) merge(o groupSetting) groupSetting {
+	out := groupSetting{on: s.on && o.on}
+	switch {
+	case len(s.roles) == 0:
+		out.roles = o.roles
+	case len(o.roles) == 0:
+		out.roles = s.roles
+	default:
+		for _, r := range s.roles {
+			if slices.Contains(o.roles, r) {
+				out.roles = append(out.roles, r)
+			}
+		}
+		if len(out.roles) == 0 {
+			out.on = false
+		}
+	}
+	return out
+}
+
+// groupKeys returns the group keys of a group audience: Group rendered
+// once, or, with GroupsPath, one key per item of the payload's list (each
+// item a key, or .item of Group rendered per item). Repeats are dropped.
+func (a compiledAudience) groupKeys(data map[string]any, payload any) ([]string, error) {
+	if a.groupsPath == nil {
+		key, err := renderKey(a.group, data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", KeyGroup, err)
+		}
+		return []string{key}, nil
+	}
+	list, err := payloadList(payload, a.groupsPath)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", KeyGroupsPath, err)
+	}
+	keys := make([]string, 0, len(list))
+	for i, x := range list {
+		var key string
+		if a.group != nil {
+			d := make(map[string]any, len(data)+1)
+			for k, v := range data {
+				d[k] = v
+			}
+			d["item"] = x
+			if key, err = renderKey(a.group, d); err != nil {
+				return nil, fmt.Errorf("%s: item %d: %w", KeyGroup, i, err)
+			}
+		} else if key, err = groupKeyOf(x); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", strings.Join(a.groupsPath, "."), i, err)
+		}
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	return keys, nil
+}
+
+// groupKeyOf is a groups_path item as a group key: a non-empty string or a
+// number.
+func groupKeyOf(x any) (string, error) {
+	if _, isObject := x.(map[string]any); !isObject {
+		if key, err := userIDOf(x); err == nil {
+			return key, nil
+		}
+	}
+	return "", fmt.Errorf("not a group key (want a non-empty string or a number; with group, items may be anything .item can read): %v", x)
 }

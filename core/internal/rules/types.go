@@ -97,12 +97,16 @@ type Preference struct {
 }
 
 // GroupSetting is a group's switch for one channel, for every event type
-// (EventType "") or for one event type (which wins).
+// (EventType "") or for one event type (which wins). With Roles, an
+// enabled setting holds only for members reached with one of those roles
+// (seed 001: SMS on for the restaurant's managers only); for the other
+// members it reads as disabled.
 type GroupSetting struct {
-	Group     string `json:"group" dir:"required,id,ref=groups" doc:"key of a group declared in groups"`
-	EventType string `json:"event_type,omitempty" dir:"name" doc:"the event type the switch is for; empty: every event type"`
-	Channel   string `json:"channel" dir:"required,name" doc:"channel name, such as SMS"`
-	Enabled   bool   `json:"enabled" dir:"required" doc:"whether the group enables the channel"`
+	Group     string   `json:"group" dir:"required,id,ref=groups" doc:"key of a group declared in groups"`
+	EventType string   `json:"event_type,omitempty" dir:"name" doc:"the event type the switch is for; empty: every event type"`
+	Channel   string   `json:"channel" dir:"required,name" doc:"channel name, such as SMS"`
+	Enabled   bool     `json:"enabled" dir:"required" doc:"whether the group enables the channel"`
+	Roles     []string `json:"roles,omitempty" dir:"nonempty" doc:"with enabled: the setting holds only for members reached with one of these roles, such as MANAGER"`
 }
 
 // Needs lists the directory data the decision for one event reads.

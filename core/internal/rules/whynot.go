@@ -107,39 +107,21 @@ func (rs *RuleSet) ExplainUser(ev Event, dir *Directory, at time.Time, userID st
 	for i, a := range ce.audiences {
 		var ac AudienceCheck
 		switch {
-		case a.group != nil:
-			key, err := renderKey(a.group, data)
+		case a.group != nil || a.groupsPath != nil:
+			keys, err := a.groupKeys(data, payload)
 			if err != nil {
-				return UserExplanation{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyGroup, err)
+				return UserExplanation{}, fmt.Errorf("rules: event %s: audience %d: %w", ev.Type, i, err)
 			}
-			ac.Audience = viaGroup + key
-			if len(a.spec.Roles) > 0 {
-				ac.Audience += " roles " + strings.Join(a.spec.Roles, ", ")
+			if len(keys) == 0 {
+				ue.Audiences = append(ue.Audiences, AudienceCheck{
+					Audience: "groups " + a.spec.GroupsPath,
+					Why:      "the payload lists no group",
+				})
 			}
-			var role string
-			member := false
-			for _, m := range ix.members[key] {
-				if m.UserID == userID {
-					member, role = true, m.Role
-					if len(a.spec.Roles) == 0 || slices.Contains(a.spec.Roles, m.Role) {
-						break
-					}
-				}
+			for _, key := range keys {
+				ue.Audiences = append(ue.Audiences, groupCheck(ix, key, a.spec.Roles, userID))
 			}
-			switch {
-			case ix.groups[key] == nil && len(ix.members[key]) == 0:
-				ac.Why = "group " + key + " is not in the directory"
-			case !member:
-				ac.Why = "not a member of group " + key
-			case len(a.spec.Roles) > 0 && !slices.Contains(a.spec.Roles, role):
-				ac.Why = fmt.Sprintf("member of %s with role %q, not one of %s", key, role, strings.Join(a.spec.Roles, ", "))
-			default:
-				ac.Reached = true
-				ac.Why = "member of " + key
-				if role != "" {
-					ac.Why += " with role " + role
-				}
-			}
+			continue
 		case a.user != nil:
 			id, err := renderKey(a.user, data)
 			if err != nil {
@@ -198,4 +180,38 @@ func (rs *RuleSet) ExplainUser(ev Event, dir *Directory, at time.Time, userID st
 		ue.Summary = "not notified: no audience of " + ev.Type + " reached the user"
 	}
 	return ue, nil
+}
+
+// groupCheck says whether a group audience of key (with its role filter)
+// reached userID, and why.
+func groupCheck(ix *dirIndex, key string, roles []string, userID string) AudienceCheck {
+	ac := AudienceCheck{Audience: viaGroup + key}
+	if len(roles) > 0 {
+		ac.Audience += " roles " + strings.Join(roles, ", ")
+	}
+	var role string
+	member := false
+	for _, m := range ix.members[key] {
+		if m.UserID == userID {
+			member, role = true, m.Role
+			if len(roles) == 0 || slices.Contains(roles, m.Role) {
+				break
+			}
+		}
+	}
+	switch {
+	case ix.groups[key] == nil && len(ix.members[key]) == 0:
+		ac.Why = "group " + key + " is not in the directory"
+	case !member:
+		ac.Why = "not a member of group " + key
+	case len(roles) > 0 && !slices.Contains(roles, role):
+		ac.Why = fmt.Sprintf("member of %s with role %q, not one of %s", key, role, strings.Join(roles, ", "))
+	default:
+		ac.Reached = true
+		ac.Why = "member of " + key
+		if role != "" {
+			ac.Why += " with role " + role
+		}
+	}
+	return ac
 }

@@ -50,7 +50,7 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 	b.Queue(`WITH ids AS (`+directoryUsers+`)
 		SELECT p.user_id, p.event_type, p.channel, p.enabled FROM user_preferences p JOIN ids ON p.user_id = ids.user_id
 		WHERE p.tenant_id = $1 ORDER BY p.user_id, p.event_type, p.channel`, tenantID, userIDs, groups, types)
-	b.Queue(`SELECT group_key, event_type, channel, enabled FROM group_settings
+	b.Queue(`SELECT group_key, event_type, channel, enabled, roles FROM group_settings
 		WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key, event_type, channel`, tenantID, groups)
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
@@ -97,7 +97,10 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 	if err == nil {
 		err = readRows(br, "group settings", func(r pgx.Rows) error {
 			var gs rules.GroupSetting
-			err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled)
+			err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled, &gs.Roles)
+			if len(gs.Roles) == 0 {
+				gs.Roles = nil
+			}
 			dir.Settings = append(dir.Settings, gs)
 			return err
 		})
@@ -217,12 +220,16 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 				return []any{tenantID, p.UserID, p.EventType, p.Channel, p.Enabled}
 			},
 			`ON CONFLICT (tenant_id, user_id, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled`},
-		{"settings", "group_settings", []string{"tenant_id", "group_key", "event_type", "channel", "enabled"},
+		{"settings", "group_settings", []string{"tenant_id", "group_key", "event_type", "channel", "enabled", "roles"},
 			len(dir.Settings), func(i int) []any {
 				s := dir.Settings[i]
-				return []any{tenantID, s.Group, s.EventType, s.Channel, s.Enabled}
+				roles := s.Roles
+				if roles == nil {
+					roles = []string{}
+				}
+				return []any{tenantID, s.Group, s.EventType, s.Channel, s.Enabled, roles}
 			},
-			`ON CONFLICT (tenant_id, group_key, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled`},
+			`ON CONFLICT (tenant_id, group_key, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled, roles = EXCLUDED.roles`},
 	}
 	// Devices: one row per token, flattened.
 	var devRows [][]any
