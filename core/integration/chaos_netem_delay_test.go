@@ -201,6 +201,16 @@ func (d *delayer) verdict(id uint32) {
 // stop waits for the verdicts of every held packet (the iptables rules
 // must be gone already, so no new packet arrives), then unbinds.
 func (d *delayer) stop() delayStats {
+	// Packets queued before the rules went may still be on their way to
+	// the socket: wait until a whole delay passes with no new one, so
+	// that unbinding (which drops what is still queued) drops nothing.
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+		c := d.count.Load()
+		time.Sleep(d.delay + 100*time.Millisecond)
+		if d.count.Load() == c {
+			break
+		}
+	}
 	wait := make(chan struct{})
 	go func() { d.pending.Wait(); close(wait) }()
 	select {
@@ -211,6 +221,11 @@ func (d *delayer) stop() delayStats {
 	st := delayStats{delayed: d.count.Load()}
 	if out, err := exec.Command("ip", "netns", "exec", d.ns, "cat", "/proc/net/netfilter/nfnetlink_queue").CombinedOutput(); err == nil {
 		st.overflow = strings.TrimSpace(string(out))
+		// queue_number portid queue_total copy_mode copy_range
+		// queue_dropped user_dropped id_sequence 1
+		if f := strings.Fields(st.overflow); len(f) >= 7 && (f[5] != "0" || f[6] != "0") {
+			d.fail(fmt.Errorf("the kernel dropped queued packets (queue_dropped %s, user_dropped %s): the delay fault also lost packets", f[5], f[6]))
+		}
 	}
 	d.mu.Lock()
 	d.closing = true

@@ -39,7 +39,9 @@ type netLab struct {
 }
 
 // newNetLab creates the namespaces and the veth and removes both when the
-// test ends, pass or fail. Where namespaces cannot be created (not root,
+// test ends, pass or fail (a test binary killed outright, by go test's
+// -timeout say, runs no cleanup: `ip netns list | grep hrld-` shows what
+// it left, and `ip netns del` removes it). Where namespaces cannot be created (not root,
 // no CAP_SYS_ADMIN, a kernel without network namespaces) the test is
 // skipped with the reason; missing tools (iproute2, iptables) fail it,
 // since scripts/test-chaos.sh installs them.
