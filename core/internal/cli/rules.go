@@ -131,18 +131,32 @@ type rulesExplainOptions struct {
 	json        bool
 	databaseURL string
 	tenant      string
+	user        string
 }
 
 func newRulesExplainCmd() *cobra.Command {
 	var o rulesExplainOptions
 	cmd := &cobra.Command{
-		Use:   "explain --rules FILE --event EVENT.json (--directory DIR.json | --database-url URL) [--at RFC3339] [--json]",
+		Use:   "explain --rules FILE --event EVENT.json (--directory DIR | --database-url URL) [--user ID] [--at RFC3339] [--json]",
 		Short: "Show who gets an event, on which channels, and why",
 		Long: `Explain runs the rule engine on a sample event and prints every recipient
 with the channels kept, deferred and dropped, each with its reason, then the
-users left out. The directory comes from a DIR.json file (recipients,
-groups, members, preferences, settings) or, with --database-url, from the
-live database of --tenant (default: the event's tenant_id).`,
+users left out, and a warning for every audience that matched nobody.
+Reasons say whether an explicit setting decided (a group setting, a user
+preference, for the event type or every type: "(explicit)") or a default
+(the user type's, the global one: "(default)"), and quiet hours name whose
+window applied and the recipient's local time.
+
+With --user ID it explains one user, even one no audience reached: every
+audience says why it did or did not reach them (not a member, unknown
+group, role outside the audience's roles, another user type, not in the
+payload's list), then their channels or why they were left out
+(inactive, over max_recipients, not in the directory).
+
+The directory comes from a directory file (JSON, YAML or JSONL, checked
+strictly as herald directory check does: every problem is listed and none
+may remain) or, with --database-url, from the live database of --tenant
+(default: the event's tenant_id).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRulesExplain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
@@ -156,6 +170,7 @@ live database of --tenant (default: the event's tenant_id).`,
 	f.BoolVar(&o.json, "json", false, "print the decision as JSON")
 	f.StringVar(&o.databaseURL, "database-url", "", "read the directory from this PostgreSQL `URL` instead of --directory")
 	f.StringVar(&o.tenant, "tenant", "", "tenant to read with --database-url (default: the event's tenant_id)")
+	f.StringVar(&o.user, "user", "", "explain this user `ID` only, even when no audience reached them")
 	_ = cmd.MarkFlagRequired("rules")
 	_ = cmd.MarkFlagRequired("event")
 	cmd.MarkFlagsMutuallyExclusive("directory", "database-url")
@@ -210,6 +225,10 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
+		if o.user != "" {
+			// The user is loaded even when no audience reaches them.
+			needs = needs.Union(rules.Needs{UserIDs: []string{o.user}})
+		}
 		pool, err := pgxpool.New(ctx, o.databaseURL)
 		if err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--database-url: %w", err)}
@@ -219,12 +238,23 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 			return fmt.Errorf("load directory: %w", err)
 		}
 	} else {
-		dir = &rules.Directory{}
-		if err := readRulesJSON(o.directory, dir); err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("--directory: %w", err)}
+		if dir, err = readExplainDirectory(stderr, o.directory); err != nil {
+			return err
 		}
 	}
 
+	if o.user != "" {
+		ue, err := rs.ExplainUser(ev, dir, at, o.user)
+		if err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		if o.json {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(ue)
+		}
+		return rules.WriteUserExplain(stdout, ev, ue, at)
+	}
 	d, err := rs.Decide(ev, dir, at)
 	if err != nil {
 		return &ExitError{Code: 1, Err: err}

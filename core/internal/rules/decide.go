@@ -168,7 +168,7 @@ func (r *reach) addVia(v string) {
 // choice, from dir (a snapshot holding at least what Needs asked for) at
 // time at. It does no I/O.
 func (rs *RuleSet) Decide(ev Event, dir *Directory, at time.Time) (Decision, error) {
-	return rs.DecideIndexed(ev, IndexDirectory(dir), at)
+	return rs.decideIndexed(ev, IndexDirectory(dir), at, true)
 }
 
 // DirectoryIndex is a Directory indexed for decisions. Build it once with
@@ -179,8 +179,16 @@ type DirectoryIndex struct{ ix *dirIndex }
 // IndexDirectory indexes dir for DecideIndexed.
 func IndexDirectory(dir *Directory) DirectoryIndex { return DirectoryIndex{indexDirectory(dir)} }
 
-// DecideIndexed is Decide against an indexed directory snapshot.
+// DecideIndexed is Decide against an indexed directory snapshot, for the
+// relay's hot path: the same recipients, channels and reasons, without the
+// fields only an explanation reads (Warnings, and each recipient's
+// LocalTime and QuietHours).
 func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (Decision, error) {
+	return rs.decideIndexed(ev, dix, at, false)
+}
+
+// decideIndexed decides; explain also fills the explanation's fields.
+func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, explain bool) (Decision, error) {
 	ix := dix.ix
 	if ix == nil {
 		ix = indexDirectory(nil)
@@ -204,12 +212,17 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 		}
 		return r
 	}
+	var outcomes []audienceOutcome
 	for i, a := range ce.audiences {
 		switch {
 		case a.group != nil:
 			key, err := renderKey(a.group, data)
 			if err != nil {
 				return Decision{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyGroup, err)
+			}
+			var out audienceOutcome
+			if explain {
+				out = audienceOutcome{via: viaGroup + key, group: key, roles: a.spec.Roles}
 			}
 			for _, m := range ix.members[key] {
 				pri := len(a.spec.Roles)
@@ -219,6 +232,9 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 						continue
 					}
 					pri = p
+				}
+				if explain {
+					out.ids = append(out.ids, m.UserID)
 				}
 				r := get(m.UserID)
 				r.addVia(viaGroup + key)
@@ -232,6 +248,9 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 					r.groupPri[key] = pri
 				}
 			}
+			if explain {
+				outcomes = append(outcomes, out)
+			}
 		case a.user != nil:
 			id, err := renderKey(a.user, data)
 			if err != nil {
@@ -240,11 +259,17 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 			r := get(id)
 			r.addVia(viaUser + id)
 			r.direct = true
+			if explain {
+				outcomes = append(outcomes, audienceOutcome{via: viaUser + id, ids: []string{id}})
+			}
 		case a.spec.UserType != "":
 			for _, id := range ix.byType[a.spec.UserType] {
 				r := get(id)
 				r.addVia(viaUserType + a.spec.UserType)
 				r.direct = true
+			}
+			if explain {
+				outcomes = append(outcomes, audienceOutcome{via: viaUserType + a.spec.UserType, ids: ix.byType[a.spec.UserType]})
 			}
 		case a.path != nil:
 			ids, err := payloadUserIDs(payload, a.path)
@@ -255,6 +280,9 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 				r := get(id)
 				r.addVia(viaPayload + a.spec.PayloadPath)
 				r.direct = true
+			}
+			if explain {
+				outcomes = append(outcomes, audienceOutcome{via: viaPayload + a.spec.PayloadPath, ids: ids})
 			}
 		}
 	}
@@ -287,9 +315,12 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 			d.Excluded = append(d.Excluded, Exclusion{UserID: r.userID, Reason: strings.Join(reasons, "; ")})
 			continue
 		}
-		d.Recipients = append(d.Recipients, rs.decideRecipient(ce, ix, r, at))
+		d.Recipients = append(d.Recipients, rs.decideRecipient(ce, ix, r, at, explain))
 	}
 	slices.SortFunc(d.Excluded, func(a, b Exclusion) int { return strings.Compare(a.UserID, b.UserID) })
+	if explain {
+		d.Warnings = audienceWarnings(outcomes, ix)
+	}
 	return d, nil
 }
 
@@ -323,7 +354,7 @@ func (rs *RuleSet) applyMaxRecipients(active []*reach, ix *dirIndex) map[string]
 	return out
 }
 
-func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at time.Time) RecipientDecision {
+func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at time.Time, explain bool) RecipientDecision {
 	rec := *ix.recipients[r.userID]
 	rd := RecipientDecision{
 		Recipient: rec,
@@ -333,6 +364,27 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 	}
 	if len(r.roles) > 0 {
 		rd.Role = r.roles[0]
+	}
+	// The quiet-hours window is looked up once, when a channel needs it
+	// or the explanation shows it.
+	var (
+		qw     *window
+		qloc   *time.Location
+		qwhose string
+		qdone  bool
+	)
+	quiet := func() {
+		if !qdone {
+			qw, qloc, qwhose = rs.quietWindow(ix, r, rec)
+			qdone = true
+		}
+	}
+	if explain {
+		quiet()
+		rd.LocalTime = at.In(qloc).Format("2006-01-02 15:04 Mon") + " " + qloc.String()
+		if qw != nil {
+			rd.QuietHours = qw.text + ", " + qwhose
+		}
 	}
 	keep := func(cd ChannelDecision) { rd.Channels = append(rd.Channels, cd) }
 	drop := func(cd ChannelDecision, why string) {
@@ -344,7 +396,7 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 		cfg := rs.channels[ch]
 		cd := ChannelDecision{Channel: ch, Mandatory: ce.mandatory[ch]}
 		if len(cfg.UserTypes) > 0 && !slices.Contains(cfg.UserTypes, rec.UserType) {
-			drop(cd, "not supported for user type "+rec.UserType)
+			drop(cd, "not supported for user type "+rec.UserType+" (the channel's user_types)")
 			continue
 		}
 		if cd.Mandatory {
@@ -363,13 +415,9 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 				drop(cd, strings.Join(whys, " and "))
 				continue
 			}
-			if len(r.groups) > 0 {
-				cd.Reason = "optional: enabled by group and user"
-			} else {
-				cd.Reason = "optional: enabled by defaults and user"
-			}
+			cd.Reason = "optional: " + strings.Join(append(gWhy, uWhy), "; ")
 			if roles := ce.spec.Restrict[ch]; len(roles) > 0 && !anyIn(r.roles, roles) {
-				drop(cd, fmt.Sprintf("%s restricted to roles %s", ch, strings.Join(roles, ", ")))
+				drop(cd, fmt.Sprintf("%s restricted to roles %s (the rule's restrict)", ch, strings.Join(roles, ", ")))
 				continue
 			}
 		}
@@ -379,16 +427,18 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 				mode = m
 			}
 			if mode != QuietIgnore {
-				if w, loc := rs.quietWindow(ix, r, rec); w != nil {
+				quiet()
+				if w, loc := qw, qloc; w != nil {
 					local := at.In(loc)
 					if w.contains(local) {
+						qh := fmt.Sprintf("quiet hours %s %s, %s; local time %s", w.text, loc, qwhose, local.Format("15:04"))
 						if mode == QuietDrop && !cd.Mandatory {
-							drop(cd, fmt.Sprintf("quiet hours %s %s", w.text, loc))
+							drop(cd, qh)
 							continue
 						}
 						cd.Deferred = true
 						cd.DeferUntil = w.endAfter(local)
-						cd.Reason = fmt.Sprintf("deferred until %s (quiet hours %s %s)", cd.DeferUntil.Format(time.RFC3339), w.text, loc)
+						cd.Reason = fmt.Sprintf("deferred until %s (%s)", cd.DeferUntil.Format(time.RFC3339), qh)
 						if mode == QuietDrop {
 							cd.Reason += "; mandatory, so deferred instead of dropped"
 						}
@@ -420,6 +470,16 @@ func (rs *RuleSet) defaultEnabled(userType, ch string) bool {
 	return slices.Contains(d.Enabled, ch)
 }
 
+// defaultSource names the default defaultEnabled applied: the user type's
+// (the rules' defaults for the type list its channels) or the global one
+// (every optional channel on).
+func (rs *RuleSet) defaultSource(userType string) string {
+	if d, ok := rs.spec.Defaults.UserTypes[userType]; ok && d.EnabledSet {
+		return "default for user type " + userType + " (default)"
+	}
+	return "global default (default)"
+}
+
 // groupEnabled reports whether any group that reached the user enables ch
 // (event-type setting, then channel setting, then the user type's
 // default); users reached by no group use the user type's default. When
@@ -427,30 +487,30 @@ func (rs *RuleSet) defaultEnabled(userType, ch string) bool {
 func (rs *RuleSet) groupEnabled(ix *dirIndex, r *reach, userType, evType, ch string) (bool, []string) {
 	if len(r.groups) == 0 {
 		if rs.defaultEnabled(userType, ch) {
-			return true, nil
+			return true, nil // the user's side names the same default
 		}
-		return false, []string{"disabled by default for user type " + userType}
+		return false, []string{"disabled by " + rs.defaultSource(userType)}
 	}
 	var whys []string
 	for _, g := range r.groups {
 		if on, ok := ix.settings[prefKey{g, evType, ch}]; ok {
 			if on {
-				return true, nil
+				return true, []string{fmt.Sprintf("group: %s setting for %s (explicit)", g, evType)}
 			}
-			whys = append(whys, fmt.Sprintf("disabled by group %s for %s", g, evType))
+			whys = append(whys, fmt.Sprintf("disabled by group %s setting for %s (explicit)", g, evType))
 			continue
 		}
 		if on, ok := ix.settings[prefKey{g, "", ch}]; ok {
 			if on {
-				return true, nil
+				return true, []string{"group: " + g + " setting (explicit)"}
 			}
-			whys = append(whys, "disabled by group "+g)
+			whys = append(whys, "disabled by group "+g+" setting (explicit)")
 			continue
 		}
 		if rs.defaultEnabled(userType, ch) {
-			return true, nil
+			return true, []string{"group: no setting, " + rs.defaultSource(userType)}
 		}
-		why := "disabled by default for user type " + userType
+		why := "disabled by " + rs.defaultSource(userType)
 		if !slices.Contains(whys, why) {
 			whys = append(whys, why)
 		}
@@ -459,21 +519,36 @@ func (rs *RuleSet) groupEnabled(ix *dirIndex, r *reach, userType, evType, ch str
 }
 
 // userEnabled applies the user's preference (event type first) or the
-// user type's default.
+// user type's default. The reason names the source: "disabled by ..." when
+// off, the source alone when on.
 func (rs *RuleSet) userEnabled(ix *dirIndex, rec Recipient, evType, ch string) (bool, string) {
-	if on, ok := ix.prefs[prefKey{rec.UserID, evType, ch}]; ok {
-		return on, "disabled by user preference for " + evType
+	src := ""
+	on, ok := ix.prefs[prefKey{rec.UserID, evType, ch}]
+	switch {
+	case ok:
+		src = "preference for " + evType + " (explicit)"
+	default:
+		if on, ok = ix.prefs[prefKey{rec.UserID, "", ch}]; ok {
+			src = "preference (explicit)"
+		} else {
+			on = rs.defaultEnabled(rec.UserType, ch)
+			if on {
+				return true, "user: no preference, " + rs.defaultSource(rec.UserType)
+			}
+			return false, "disabled by " + rs.defaultSource(rec.UserType)
+		}
 	}
-	if on, ok := ix.prefs[prefKey{rec.UserID, "", ch}]; ok {
-		return on, "disabled by user preference"
+	if !on {
+		return false, "disabled by user " + src
 	}
-	return rs.defaultEnabled(rec.UserType, ch), "disabled by default for user type " + rec.UserType
+	return true, "user: " + src
 }
 
 // quietWindow picks the recipient's quiet hours (their own, then the first
 // reaching group's, then the user type's default, then the global default)
-// and their zone (bad or empty zones fall back to the defaults' zone).
-func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, *time.Location) {
+// and their zone (bad or empty zones fall back to the defaults' zone), and
+// says whose window it is.
+func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, *time.Location, string) {
 	loc := rs.defaultZone
 	if rec.TimeZone != "" {
 		if l := loadZone(rec.TimeZone); l != nil {
@@ -482,18 +557,18 @@ func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, 
 	}
 	if rec.QuietHours != nil {
 		if w, err := parseWindow(*rec.QuietHours); err == nil {
-			return w, loc
+			return w, loc, "the user's own window (explicit)"
 		}
 	}
 	for _, key := range r.groups {
 		if g, ok := ix.groups[key]; ok && g.QuietHours != nil {
 			if w, err := parseWindow(*g.QuietHours); err == nil {
-				return w, loc
+				return w, loc, "group " + key + "'s window (explicit)"
 			}
 		}
 	}
 	if w := rs.typeQH[rec.UserType]; w != nil {
-		return w, loc
+		return w, loc, "the default window for user type " + rec.UserType + " (default)"
 	}
-	return rs.defaultQH, loc
+	return rs.defaultQH, loc, "the global default window (default)"
 }
