@@ -381,6 +381,12 @@ func copyBatch(ctx context.Context, conn *pgxpool.Conn, table string, gen *rowGe
 		return gen.next(), nil
 	}))
 	if err != nil {
+		if ctx.Err() != nil {
+			// A cancel can surface as the connection pgx closed under the
+			// COPY ("use of closed network connection"): say it was the
+			// cancel, as the caller asked for it.
+			return fmt.Errorf("copy: %w: %w", ctx.Err(), err)
+		}
 		return fmt.Errorf("copy: %w", err)
 	}
 	if int(n) != size {
