@@ -120,6 +120,13 @@ func (s *grpcServer) Send(ctx context.Context, in *pb.SendRequest) (resp *pb.Sen
 			}}, nil
 		}
 	}()
+	// A host that dies cancels the batch (see watchHost).
+	inflight.Add(1)
+	defer inflight.Add(-1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(hostCtx, cancel)
+	defer stop()
 	results, sendErr := s.impl.Send(ctx, batch)
 	if sendErr != nil {
 		outcome, classified := Classify(sendErr)

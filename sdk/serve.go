@@ -2,9 +2,11 @@ package sdk
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -29,6 +31,12 @@ const (
 	// EnvHostPID carries the host's pid; a plugin whose parent is no longer
 	// that process exits (no orphans when the host is killed).
 	EnvHostPID = "HERALD_PLUGIN_HOST_PID"
+	// EnvHostFD names a file descriptor the plugin inherits from the host:
+	// the read end of a pipe whose write end only the host holds. The
+	// kernel closes the write end when the host dies, however it dies,
+	// so a read that returns tells the plugin at once that its host is
+	// gone.
+	EnvHostFD = "HERALD_PLUGIN_HOST_FD"
 	// EnvLogLevel sets the plugin's log level (trace, debug, info, warn,
 	// error); info when unset.
 	EnvLogLevel = "HERALD_PLUGIN_LOG_LEVEL"
@@ -120,7 +128,7 @@ func Serve(factory func() Channel, opts ...ServeOpt) {
 		os.Exit(1)
 	}
 	if cfg.test == nil {
-		go watchHost(logger, os.Getenv(EnvHostPID), time.Second/2)
+		go watchHost(logger, os.Getenv(EnvHostPID), os.Getenv(EnvHostFD), hostPoll)
 	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
@@ -138,20 +146,60 @@ func Serve(factory func() Channel, opts ...ServeOpt) {
 	}
 }
 
-// watchHost exits the process when its parent is no longer the host: the
-// kernel re-parents an orphan, so getppid changes. hostPID, when set, is
-// the host's pid as the host saw it.
-func watchHost(logger hclog.Logger, hostPID string, every time.Duration) {
+// hostPoll is how often watchHost compares the parent pid with the
+// host's, for hosts that pass no EnvHostFD.
+const hostPoll = 50 * time.Millisecond
+
+// hostGoneWait bounds how long a plugin whose host died waits for its
+// cancelled Send calls to return before it exits.
+const hostGoneWait = 2 * time.Second
+
+// hostCtx is cancelled when the host process is gone: every Send runs
+// under it too, so a batch in flight stops at once instead of being sent
+// to the provider for a host that can no longer record the outcome (its
+// deliveries are sent again after the host's restart).
+var hostCtx, hostGone = context.WithCancel(context.Background())
+
+// inflight counts the Send calls running in this plugin process.
+var inflight atomic.Int64
+
+// watchHost exits the process once its host is gone: when the pipe named
+// by hostFD (EnvHostFD) reads EOF, or when its parent is no longer the
+// host (the kernel re-parents an orphan, so getppid changes; checked every
+// poll). hostPID, when set, is the host's pid as the host saw it. It
+// cancels hostCtx first and gives in-flight Send calls up to hostGoneWait
+// to return.
+func watchHost(logger hclog.Logger, hostPID, hostFD string, poll time.Duration) {
 	want := os.Getppid()
 	if pid, err := strconv.Atoi(hostPID); err == nil && pid > 0 {
 		want = pid
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for range t.C {
-		if ppid := os.Getppid(); ppid != want {
-			logger.Warn("host process is gone; exiting", "host_pid", want, "ppid", ppid)
-			os.Exit(3)
+	gone := make(chan string, 2)
+	if fd, err := strconv.Atoi(hostFD); err == nil && fd > 2 {
+		if f := os.NewFile(uintptr(fd), "herald-host"); f != nil {
+			go func() {
+				var b [1]byte
+				_, err := f.Read(b[:]) // the host never writes: this returns when it dies
+				gone <- fmt.Sprintf("host pipe closed (%v)", err)
+			}()
 		}
 	}
+	go func() {
+		t := time.NewTicker(poll)
+		defer t.Stop()
+		for range t.C {
+			if ppid := os.Getppid(); ppid != want {
+				gone <- fmt.Sprintf("parent is pid %d", ppid)
+				return
+			}
+		}
+	}()
+	why := <-gone
+	hostGone()
+	logger.Warn("host process is gone; cancelling in-flight sends and exiting", "host_pid", want, "reason", why)
+	deadline := time.Now().Add(hostGoneWait)
+	for inflight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	os.Exit(3)
 }

@@ -186,21 +186,35 @@ func TestDaemonSIGKILLMidBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The killed daemon's plugins notice their host is gone and exit.
-	e.until(10*time.Second, func() bool {
+	exitDeadline := time.Now().Add(10 * time.Second)
+	var exitedAt time.Time
+	for exitedAt.IsZero() {
+		alive := false
 		for _, pid := range pids {
-			if processAlive(pid) {
-				return false
-			}
+			alive = alive || processAlive(pid)
 		}
-		return true
-	}, func() string { return fmt.Sprintf("the killed daemon's plugins %v exit", pids) })
-	var after int
+		switch {
+		case !alive:
+			exitedAt = time.Now()
+		case time.Now().After(exitDeadline):
+			t.Fatalf("the killed daemon's plugins %v still run 10s after the kill", pids)
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var after, afterExit int
 	var lastLag time.Duration
 	for _, r := range peer.requests() {
 		if r.at.After(killedAt) {
 			after++
 			lastLag = max(lastLag, r.at.Sub(killedAt))
 		}
+		if r.at.After(exitedAt) {
+			afterExit++
+		}
+	}
+	if afterExit > 0 {
+		t.Errorf("%d SMS requests reached the provider after the killed daemon's plugins exited", afterExit)
 	}
 
 	e.start()
@@ -253,7 +267,8 @@ func TestDaemonSIGKILLMidBurst(t *testing.T) {
 	t.Logf("crash mid-burst: %d deliveries, %d SENT at the kill, %d handoff rows (%d deliveries) left by the killed daemon",
 		want, sentAtKill, handoffsAtKill, handedAtKill)
 	t.Logf("provider-side duplicates: SMS %d, EMAIL %d, total %d of %d", smsDup, emailDup, smsDup+emailDup, want)
-	t.Logf("SMS requests reaching the provider after the kill: %d, the last %s after it", after, lastLag.Round(time.Millisecond))
+	t.Logf("plugins gone %s after the kill; SMS requests reaching the provider after the kill: %d, the last %s after it",
+		exitedAt.Sub(killedAt).Round(time.Millisecond), after, lastLag.Round(time.Millisecond))
 	t.Logf("after the restart: %d deliveries sent, the last %.3fs after the daemon was ready; deliveries created before the kill all sent %.3fs after it",
 		afterRestart, waitMax, waitHandedMax)
 
