@@ -127,13 +127,15 @@ func Serve(factory func() Channel, opts ...ServeOpt) {
 		logger.Error("sdk.Serve: factory returned a nil Channel")
 		os.Exit(1)
 	}
+	var host *hostWatch
 	if cfg.test == nil {
-		go watchHost(logger, os.Getenv(EnvHostPID), os.Getenv(EnvHostFD), hostPoll)
+		host = newHostWatch()
+		go host.watch(logger, os.Getenv(EnvHostPID), os.Getenv(EnvHostFD), hostPoll, os.Exit)
 	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
-			ProtocolVersion: {DispenseName: &channelPlugin{impl: impl, logger: logger}},
+			ProtocolVersion: {DispenseName: &channelPlugin{impl: impl, logger: logger, host: host}},
 		},
 		GRPCServer: plugin.DefaultGRPCServer,
 		Logger:     logger,
@@ -146,30 +148,38 @@ func Serve(factory func() Channel, opts ...ServeOpt) {
 	}
 }
 
-// hostPoll is how often watchHost compares the parent pid with the
-// host's, for hosts that pass no EnvHostFD.
+// hostPoll is how often a plugin compares its parent pid with the host's,
+// the fallback for hosts that pass no EnvHostFD.
 const hostPoll = 50 * time.Millisecond
 
 // hostGoneWait bounds how long a plugin whose host died waits for its
 // cancelled Send calls to return before it exits.
 const hostGoneWait = 2 * time.Second
 
-// hostCtx is cancelled when the host process is gone: every Send runs
-// under it too, so a batch in flight stops at once instead of being sent
-// to the provider for a host that can no longer record the outcome (its
-// deliveries are sent again after the host's restart).
-var hostCtx, hostGone = context.WithCancel(context.Background())
+// hostWatch tells a plugin that its host process is gone. Its ctx is
+// cancelled then, and every Send runs under it too (grpcServer.Send), so
+// a batch in flight stops at once instead of going on to the provider for
+// a host that can no longer record the outcome: the host's restart sends
+// those deliveries again, and whatever the plugin sent meanwhile would
+// reach the provider twice.
+type hostWatch struct {
+	ctx      context.Context
+	gone     context.CancelFunc
+	inflight atomic.Int64 // Send calls running
+}
 
-// inflight counts the Send calls running in this plugin process.
-var inflight atomic.Int64
+func newHostWatch() *hostWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &hostWatch{ctx: ctx, gone: cancel}
+}
 
-// watchHost exits the process once its host is gone: when the pipe named
-// by hostFD (EnvHostFD) reads EOF, or when its parent is no longer the
-// host (the kernel re-parents an orphan, so getppid changes; checked every
-// poll). hostPID, when set, is the host's pid as the host saw it. It
-// cancels hostCtx first and gives in-flight Send calls up to hostGoneWait
-// to return.
-func watchHost(logger hclog.Logger, hostPID, hostFD string, poll time.Duration) {
+// watch waits until the host is gone: the pipe named by hostFD
+// (EnvHostFD) reads EOF, or the parent is no longer the host (the kernel
+// re-parents an orphan, so getppid changes; checked every poll). hostPID,
+// when set, is the host's pid as the host saw it. Then it cancels w.ctx,
+// gives in-flight Send calls up to hostGoneWait to return and calls exit
+// with 3 (os.Exit in Serve).
+func (w *hostWatch) watch(logger hclog.Logger, hostPID, hostFD string, poll time.Duration, exit func(int)) {
 	want := os.Getppid()
 	if pid, err := strconv.Atoi(hostPID); err == nil && pid > 0 {
 		want = pid
@@ -195,11 +205,28 @@ func watchHost(logger hclog.Logger, hostPID, hostFD string, poll time.Duration) 
 		}
 	}()
 	why := <-gone
-	hostGone()
-	logger.Warn("host process is gone; cancelling in-flight sends and exiting", "host_pid", want, "reason", why)
+	w.gone()
+	logger.Warn("host process is gone; in-flight sends cancelled, exiting", "host_pid", want, "reason", why,
+		"sends", w.inflight.Load())
 	deadline := time.Now().Add(hostGoneWait)
-	for inflight.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	for w.inflight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
 	}
-	os.Exit(3)
+	exit(3)
+}
+
+// bind returns ctx, also cancelled when the host is gone, and the
+// function that ends the call. w may be nil (debug mode, tests).
+func (w *hostWatch) bind(ctx context.Context) (context.Context, func()) {
+	if w == nil {
+		return ctx, func() {}
+	}
+	w.inflight.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(w.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		w.inflight.Add(-1)
+	}
 }
