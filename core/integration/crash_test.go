@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -286,4 +287,140 @@ func TestDaemonSIGKILLMidBurst(t *testing.T) {
 	if emailDup > workers*50 {
 		t.Errorf("EMAIL duplicates %d exceed the in-flight batches (%d × 50)", emailDup, workers)
 	}
+}
+
+// livenessID reads a daemon's liveness id from its log (debug level).
+func livenessID(t *testing.T, d *daemon) int32 {
+	t.Helper()
+	var id int32
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		for _, line := range strings.Split(d.Log(), "\n") {
+			if strings.Contains(line, "liveness lock held") {
+				if _, after, ok := strings.Cut(line, "id="); ok {
+					if _, err := fmt.Sscanf(after, "%d", &id); err == nil {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}, "the daemon logs its liveness id")
+	return id
+}
+
+// insertCanary writes one EMAIL delivery for staff1 the way a relay with
+// a handoff does (PUBLISHED, handoff row due in an hour), owned by a
+// daemon that is not running: any publisher takes it over at once, so
+// once it is SENT a publisher has run its handoff claim.
+func (e *env) insertCanary(event string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	tx, err := e.db.Pool.Begin(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var nid string
+	if err := tx.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&nid); err != nil {
+		e.t.Fatal(err)
+	}
+	note := store.NewNotification{ID: nid, TenantID: e.tenant, EventID: event, UserID: "staff1", EventType: "RESERVATION_REQUESTED", Severity: "info"}
+	del := store.NewDelivery{NotificationID: nid, TenantID: e.tenant, EventID: event, EventType: "RESERVATION_REQUESTED", UserID: "staff1",
+		UserType: "STAFF", Channel: "EMAIL", Severity: "info", Status: store.StatusPublished, MaxAttempts: 5, NextAttemptAt: time.Now(),
+		Recipient: json.RawMessage(`{"user_id":"staff1","email":"s1@example.com"}`), Content: json.RawMessage(`{"title":"canary","body":"canary"}`)}
+	_, written, err := store.InsertFanout(ctx, tx, []store.NewNotification{note}, []store.NewDelivery{del})
+	if err != nil || len(written) != 1 {
+		e.t.Fatalf("canary delivery: %d written, %v", len(written), err)
+	}
+	// Owner 1: no daemon holds that liveness lock (ids are drawn at
+	// random from 2^31; the test checks it is free).
+	if n := e.count(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND objid = 1 AND objsubid = 2`,
+		uint32(store.LivenessLockClass)); n != 0 {
+		e.t.Fatal("a daemon holds liveness id 1")
+	}
+	if _, err := store.InsertHandoff(ctx, tx, []string{written[0].ID}, time.Hour, 1); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	return written[0].ID
+}
+
+// TestStoppedDaemonKeepsItsHandoffs: a daemon that lives but does not run
+// (SIGSTOP: its sessions stay open, as for a daemon stalled on an
+// overloaded machine) keeps its handoffs. Another daemon runs its handoff
+// claim meanwhile (it takes over a dead daemon's canary handoff) and
+// leaves the stopped one's rows alone; once the stopped daemon runs again,
+// every delivery is sent once, by the database's record and at the sink.
+func TestStoppedDaemonKeepsItsHandoffs(t *testing.T) {
+	e := newEnv(t, "sent")
+	a := e.start()
+	aID := livenessID(t, a)
+	e2 := e.sibling()
+	b := e2.start()
+	if bID := livenessID(t, b); bID == aID {
+		t.Fatalf("both daemons hold liveness id %d", aID)
+	}
+	ctx := context.Background()
+	events := 0
+	var held []int64
+	for attempt := 0; attempt < 20 && len(held) == 0; attempt++ {
+		// A burst through the outbox; stop A the moment it has a handoff
+		// waiting for its confirm.
+		for i := range 30 {
+			ev := reservation(fmt.Sprintf("stop-%d-%d", attempt, i))
+			ev.TenantID = e.tenant
+			if err := producer.Enqueue(ctx, e.db.Pool, ev); err != nil {
+				t.Fatal(err)
+			}
+			events++
+		}
+		end := time.Now().Add(5 * time.Second)
+		for time.Now().Before(end) && e.count(`SELECT count(*) FROM delivery_handoffs WHERE owner = $1`, aID) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		canary := e.insertCanary(fmt.Sprintf("canary-%d", attempt))
+		e.until(30*time.Second, func() bool {
+			return e.count(`SELECT count(*) FROM deliveries WHERE delivery_id = $1 AND status = 'SENT'`, canary) == 1
+		}, func() string { return "daemon B takes the dead owner's canary handoff over: " + e.statusSummary() })
+		// B's claim ran; A was stopped all along, so its rows that are
+		// still here were there for that claim to see.
+		rows, err := e.db.Pool.Query(ctx, `SELECT handoff_id FROM delivery_handoffs WHERE owner = $1`, aID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, id)
+		}
+		rows.Close()
+		if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		events++ // the canary, one delivery of its own (counted below)
+	}
+	if len(held) == 0 {
+		t.Fatal("never caught daemon A with a handoff waiting for its confirm in 20 bursts")
+	}
+	// The canaries are one delivery each, the bursts 9 per event.
+	canaries := e.count(`SELECT count(*) FROM deliveries WHERE event_id LIKE 'canary-%'`)
+	want := (events-canaries)*deliveriesPerEvent + canaries
+	e.waitAllSent(want, 120*time.Second)
+	e.assertExactlyOnce(want)
+	if n := e.count(`SELECT count(*) FROM delivery_attempts`); n != want {
+		t.Fatalf("%d attempts for %d deliveries: something was sent twice", n, want)
+	}
+	for id, n := range e.sinkRecords() {
+		if n != 1 {
+			t.Errorf("the sink received delivery %s %d times", id, n)
+		}
+	}
+	t.Logf("daemon A (liveness id %d) stopped with %d handoff rows; daemon B took over %d canaries and none of them", aID, len(held), canaries)
 }
