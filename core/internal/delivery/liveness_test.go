@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/testenv"
 )
 
 // writeOwned writes n EMAIL deliveries as the relay does with a handoff
@@ -167,5 +168,47 @@ func TestHandoffOfLiveOwnerIsLeftAloneDeadOwnerTakenOver(t *testing.T) {
 	}
 	if n := f.handoffRows(t); n != 0 {
 		t.Fatalf("%d handoff rows left after the takeover", n)
+	}
+}
+
+// TestLivenessTakesItsLockAgainAfterLosingItsSession: when the liveness
+// session ends under a living daemon (here terminated by the server, as a
+// database restart would), Run connects again and holds the same id.
+func TestLivenessTakesItsLockAgainAfterLosingItsSession(t *testing.T) {
+	f := newHandoffFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := NewLiveness(ctx, f.db.Pool.Config().ConnConfig, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	id := l.ID()
+	holder := func() int {
+		var pid int
+		err := f.db.Pool.QueryRow(context.Background(), `SELECT coalesce(max(pid), 0) FROM pg_locks
+			WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 2 AND granted`,
+			uint32(store.LivenessLockClass), uint32(id)).Scan(&pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	old := holder()
+	if old == 0 {
+		t.Fatal("no session holds the liveness lock")
+	}
+	var ok bool
+	if err := f.db.Pool.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, old).Scan(&ok); err != nil || !ok {
+		t.Fatalf("terminate the liveness session: %v %v", ok, err)
+	}
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		pid := holder()
+		return pid != 0 && pid != old
+	}, "the liveness lock held again on a new session")
+	if l.ID() != id {
+		t.Fatalf("liveness id changed from %d to %d; nobody else held it", id, l.ID())
 	}
 }
