@@ -21,11 +21,11 @@ type blockingChannel struct {
 	stopped chan error
 }
 
-func (b *blockingChannel) Send(ctx context.Context, batch []Delivery) ([]Result, error) {
+func (b *blockingChannel) Send(ctx context.Context, _ SendRequest) (SendResponse, error) {
 	close(b.started)
 	<-ctx.Done()
 	b.stopped <- ctx.Err()
-	return nil, RetryableError(ctx.Err(), 0)
+	return SendResponse{}, RetryableError(ctx.Err(), 0)
 }
 
 // TestHostPipeClosedCancelsSendAndExits: when the host's end of the host
@@ -46,16 +46,18 @@ func TestHostPipeClosedCancelsSendAndExits(t *testing.T) {
 	r.Close()
 	watch := newHostWatch()
 	impl := &blockingChannel{started: make(chan struct{}), stopped: make(chan error, 1)}
-	ps := map[string]plugin.Plugin{DispenseName: &channelPlugin{impl: impl, logger: hclog.NewNullLogger(), host: watch}}
+	ps := map[string]plugin.Plugin{dispenseName: &channelPlugin{impl: impl, logger: hclog.NewNullLogger(), host: watch}}
 	client, _ := plugin.TestPluginGRPCConn(t, false, ps)
 	t.Cleanup(func() { _ = client.Close() })
-	raw, err := client.Dispense(DispenseName)
+	raw, err := client.Dispense(dispenseName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ch := raw.(Channel)
 	// The host's own call has no deadline: only the host watch can end it.
-	go func() { _, _ = ch.Send(context.Background(), []Delivery{{DeliveryID: "d1", IdempotencyKey: "k1"}}) }()
+	go func() {
+		_, _ = ch.Send(context.Background(), SendRequest{Deliveries: []Delivery{{DeliveryID: "d1", IdempotencyKey: "k1"}}})
+	}()
 	select {
 	case <-impl.started:
 	case <-time.After(10 * time.Second):

@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/heraldhq/herald/internal/liveproto"
-	"github.com/heraldhq/herald/plugins/internal/pluginconf"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -23,31 +21,18 @@ const (
 	DefaultPublishTimeout = 5 * time.Second
 )
 
-// configSpecs declares the plugin's config fields.
-var configSpecs = []sdk.FieldSpec{
-	{Name: FieldAMQPURL, Type: sdk.FieldString, Default: DefaultAMQPURL, Secret: true,
-		Description: "RabbitMQ the daemons' live gateways consume from (amqp:// or amqps://; the vhost of herald serve's amqp.url)."},
-	{Name: FieldExchange, Type: sdk.FieldString, Default: liveproto.DefaultExchange,
-		Description: "The live exchange (herald serve's live.exchange)."},
-	{Name: FieldPublishTimeout, Type: sdk.FieldDuration, Default: DefaultPublishTimeout.String(),
-		Description: "How long one batch may wait for the broker's confirms."},
-}
+// configSpecs declares the plugin's config fields, derived from Config's
+// tags.
+var configSpecs = sdk.MustConfigFields(Config{})
 
 // Config is the websocket plugin's provider config.
 type Config struct {
 	// AMQPURL is the broker.
-	AMQPURL string `mapstructure:"amqp_url"`
+	AMQPURL string `config:"amqp_url,secret" default:"amqp://guest:guest@127.0.0.1:5672/" help:"RabbitMQ the daemons' live gateways consume from (amqp:// or amqps://; the vhost of herald serve's amqp.url)."`
 	// Exchange is the live exchange.
-	Exchange string `mapstructure:"exchange"`
+	Exchange string `config:"exchange" default:"herald.live" help:"The live exchange (herald serve's live.exchange)."`
 	// PublishTimeout bounds waiting for a batch's confirms.
-	PublishTimeout time.Duration `mapstructure:"publish_timeout"`
-}
-
-// setDefaults fills the fields an operator may leave out.
-func (c *Config) setDefaults() {
-	c.AMQPURL = DefaultAMQPURL
-	c.Exchange = liveproto.DefaultExchange
-	c.PublishTimeout = DefaultPublishTimeout
+	PublishTimeout time.Duration `config:"publish_timeout" default:"5s" help:"How long one batch may wait for the broker's confirms."`
 }
 
 // Validate checks the config's meaning; errors are *sdk.ConfigError.
@@ -65,10 +50,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// configFromParsed decodes the operator's config map strictly, applies
-// defaults and validates the result.
+// configFromParsed decodes the operator's config map strictly (defaults
+// from the tags) and validates the result (Config.Validate).
 func configFromParsed(raw map[string]any) (Config, error) {
 	var c Config
-	c.setDefaults()
-	return pluginconf.Load(raw, configSpecs, c)
+	if err := sdk.DecodeConfig(raw, &c); err != nil {
+		return Config{}, err
+	}
+	return c, nil
 }

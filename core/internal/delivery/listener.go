@@ -280,6 +280,9 @@ type describer interface {
 	Describe(channel string) (sdk.Description, bool)
 }
 
+// The plugin host tells the listener its plugins' MaxBatch.
+var _ describer = (*pluginhost.Host)(nil)
+
 // sendAndRecord groups the claimed deliveries by channel and sends each
 // group in chunks of the serving plugin's MaxBatch, recording each chunk's
 // outcomes as soon as its Send returns. A daemon killed mid-message so
