@@ -308,13 +308,17 @@ func livenessID(t *testing.T, d *daemon) int32 {
 	return id
 }
 
-// insertCanary writes one EMAIL delivery for staff1 the way a relay with
+// insertCanary writes one EMAIL delivery for user "canary" the way a relay with
 // a handoff does (PUBLISHED, handoff row due in an hour), owned by a
 // daemon that is not running: any publisher takes it over at once, so
 // once it is SENT a publisher has run its handoff claim.
 func (e *env) insertCanary(event string) string {
 	e.t.Helper()
-	ctx := context.Background()
+	// A stopped daemon may hold a relay transaction open, with the unread
+	// counters of the staff locked: the canary goes to a user of its own,
+	// and a lock wait fails the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	tx, err := e.db.Pool.Begin(ctx)
 	if err != nil {
 		e.t.Fatal(err)
@@ -324,10 +328,10 @@ func (e *env) insertCanary(event string) string {
 	if err := tx.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&nid); err != nil {
 		e.t.Fatal(err)
 	}
-	note := store.NewNotification{ID: nid, TenantID: e.tenant, EventID: event, UserID: "staff1", EventType: "RESERVATION_REQUESTED", Severity: "info"}
-	del := store.NewDelivery{NotificationID: nid, TenantID: e.tenant, EventID: event, EventType: "RESERVATION_REQUESTED", UserID: "staff1",
+	note := store.NewNotification{ID: nid, TenantID: e.tenant, EventID: event, UserID: "canary", EventType: "RESERVATION_REQUESTED", Severity: "info"}
+	del := store.NewDelivery{NotificationID: nid, TenantID: e.tenant, EventID: event, EventType: "RESERVATION_REQUESTED", UserID: "canary",
 		UserType: "STAFF", Channel: "EMAIL", Severity: "info", Status: store.StatusPublished, MaxAttempts: 5, NextAttemptAt: time.Now(),
-		Recipient: json.RawMessage(`{"user_id":"staff1","email":"s1@example.com"}`), Content: json.RawMessage(`{"title":"canary","body":"canary"}`)}
+		Recipient: json.RawMessage(`{"user_id":"canary","email":"canary@example.com"}`), Content: json.RawMessage(`{"title":"canary","body":"canary"}`)}
 	_, written, err := store.InsertFanout(ctx, tx, []store.NewNotification{note}, []store.NewDelivery{del})
 	if err != nil || len(written) != 1 {
 		e.t.Fatalf("canary delivery: %d written, %v", len(written), err)
