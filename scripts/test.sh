@@ -45,6 +45,18 @@ go test -race -count=1 -timeout=6m -p 2 $(go list ./... | grep -v /core/integrat
 echo "== sdk (own module; its tests also check it imports nothing of the core)"
 (cd sdk && go test -race -count=1 -timeout=6m -p 2 ./...)
 
+echo "== fuzz targets, briefly (a failing input lands in the package's testdata/fuzz)"
+# One target per line: NAME PACKAGE. go test -fuzz runs one target at a
+# time; keep the total under about two minutes.
+while read -r target pkg; do
+	[ -n "$target" ] || continue
+	go test -run '^$' -fuzz "^${target}\$" -fuzztime 20s -fuzzminimizetime 5s -parallel 2 "$pkg" </dev/null
+done <<'FUZZ'
+FuzzLoadRulesHCL ./core/internal/config
+FuzzLoadRulesYAML ./core/internal/config
+FuzzDirectory ./core/internal/directory
+FUZZ
+
 if [ -n "$(go list ./core/integration/... 2>/dev/null)" ]; then
 	echo "== integration tests (real herald serve, real plugins, broker and database faults)"
 	go test -count=1 -timeout=25m -p 1 ./core/integration/...
