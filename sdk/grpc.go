@@ -28,6 +28,9 @@ type channelPlugin struct {
 	impl Channel
 	// logger is the plugin's logger; nil on the host side.
 	logger hclog.Logger
+	// host cancels Send calls when the host process is gone; nil on the
+	// host side and in debug mode.
+	host *hostWatch
 }
 
 var _ plugin.GRPCPlugin = (*channelPlugin)(nil)
@@ -41,7 +44,7 @@ func (p *channelPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	pb.RegisterChannelPluginServer(s, &grpcServer{impl: p.impl, log: logger})
+	pb.RegisterChannelPluginServer(s, &grpcServer{impl: p.impl, log: logger, host: p.host})
 	return nil
 }
 
@@ -56,6 +59,7 @@ type grpcServer struct {
 	pb.UnimplementedChannelPluginServer
 	impl Channel
 	log  hclog.Logger
+	host *hostWatch // nil: no host watch
 
 	mu   sync.Mutex
 	desc *Description
@@ -122,6 +126,9 @@ func (s *grpcServer) Send(ctx context.Context, in *pb.SendRequest) (resp *pb.Sen
 			}}, nil
 		}
 	}()
+	// A host that dies cancels the batch (see hostWatch).
+	ctx, done := s.host.bind(ctx)
+	defer done()
 	out, sendErr := s.impl.Send(ctx, SendRequest{Deliveries: batch})
 	if sendErr != nil {
 		outcome, classified := Classify(sendErr)

@@ -2,9 +2,11 @@ package sdk
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,6 +27,12 @@ const (
 	// EnvHostPID carries the host's pid; a plugin whose parent is no longer
 	// that process exits (no orphans when the host is killed).
 	EnvHostPID = "HERALD_PLUGIN_HOST_PID"
+	// EnvHostFD names a file descriptor the plugin inherits from the host:
+	// the read end of a pipe whose write end only the host holds. The
+	// kernel closes the write end when the host dies, however it dies,
+	// so a read that returns tells the plugin at once that its host is
+	// gone.
+	EnvHostFD = "HERALD_PLUGIN_HOST_FD"
 	// EnvLogLevel sets the plugin's log level (trace, debug, info, warn,
 	// error); info when unset.
 	EnvLogLevel = "HERALD_PLUGIN_LOG_LEVEL"
@@ -108,13 +116,15 @@ func Serve(factory func() Channel, opts ...ServeOpt) {
 		logger.Error("sdk.Serve: factory returned a nil Channel")
 		os.Exit(1)
 	}
+	var host *hostWatch
 	if cfg.test == nil {
-		go watchHost(logger, os.Getenv(EnvHostPID), time.Second/2)
+		host = newHostWatch()
+		go host.watch(logger, os.Getenv(EnvHostPID), os.Getenv(EnvHostFD), hostPoll, os.Exit)
 	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
-			ProtocolVersion: {dispenseName: &channelPlugin{impl: impl, logger: logger}},
+			ProtocolVersion: {dispenseName: &channelPlugin{impl: impl, logger: logger, host: host}},
 		},
 		GRPCServer: plugin.DefaultGRPCServer,
 		Logger:     logger,
@@ -127,20 +137,85 @@ func Serve(factory func() Channel, opts ...ServeOpt) {
 	}
 }
 
-// watchHost exits the process when its parent is no longer the host: the
-// kernel re-parents an orphan, so getppid changes. hostPID, when set, is
-// the host's pid as the host saw it.
-func watchHost(logger hclog.Logger, hostPID string, every time.Duration) {
+// hostPoll is how often a plugin compares its parent pid with the host's,
+// the fallback for hosts that pass no EnvHostFD.
+const hostPoll = 50 * time.Millisecond
+
+// hostGoneWait bounds how long a plugin whose host died waits for its
+// cancelled Send calls to return before it exits.
+const hostGoneWait = 2 * time.Second
+
+// hostWatch tells a plugin that its host process is gone. Its ctx is
+// cancelled then, and every Send runs under it too (grpcServer.Send), so
+// a batch in flight stops at once instead of going on to the provider for
+// a host that can no longer record the outcome: the host's restart sends
+// those deliveries again, and whatever the plugin sent meanwhile would
+// reach the provider twice.
+type hostWatch struct {
+	ctx      context.Context
+	gone     context.CancelFunc
+	inflight atomic.Int64 // Send calls running
+}
+
+func newHostWatch() *hostWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &hostWatch{ctx: ctx, gone: cancel}
+}
+
+// watch waits until the host is gone: the pipe named by hostFD
+// (EnvHostFD) reads EOF, or the parent is no longer the host (the kernel
+// re-parents an orphan, so getppid changes; checked every poll). hostPID,
+// when set, is the host's pid as the host saw it. Then it cancels w.ctx,
+// gives in-flight Send calls up to hostGoneWait to return and calls exit
+// with 3 (os.Exit in Serve).
+func (w *hostWatch) watch(logger hclog.Logger, hostPID, hostFD string, poll time.Duration, exit func(int)) {
 	want := os.Getppid()
 	if pid, err := strconv.Atoi(hostPID); err == nil && pid > 0 {
 		want = pid
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for range t.C {
-		if ppid := os.Getppid(); ppid != want {
-			logger.Warn("host process is gone; exiting", "host_pid", want, "ppid", ppid)
-			os.Exit(3)
+	gone := make(chan string, 2)
+	if fd, err := strconv.Atoi(hostFD); err == nil && fd > 2 {
+		if f := os.NewFile(uintptr(fd), "herald-host"); f != nil {
+			go func() {
+				var b [1]byte
+				_, err := f.Read(b[:]) // the host never writes: this returns when it dies
+				gone <- fmt.Sprintf("host pipe closed (%v)", err)
+			}()
 		}
+	}
+	go func() {
+		t := time.NewTicker(poll)
+		defer t.Stop()
+		for range t.C {
+			if ppid := os.Getppid(); ppid != want {
+				gone <- fmt.Sprintf("parent is pid %d", ppid)
+				return
+			}
+		}
+	}()
+	why := <-gone
+	w.gone()
+	logger.Warn("host process is gone; in-flight sends cancelled, exiting", "host_pid", want, "reason", why,
+		"sends", w.inflight.Load())
+	deadline := time.Now().Add(hostGoneWait)
+	for w.inflight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	exit(3)
+}
+
+// bind returns ctx, also cancelled when the host is gone, and the
+// function that ends the call. w may be nil (debug mode, tests).
+func (w *hostWatch) bind(ctx context.Context) (context.Context, func()) {
+	if w == nil {
+		return ctx, func() {}
+	}
+	w.inflight.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(w.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		w.inflight.Add(-1)
 	}
 }

@@ -23,14 +23,16 @@ import (
 // row by the listener.
 //
 // Nothing is lost on the way: a handoff whose publish fails is made due at
-// once, and one whose daemon died becomes due after Grace; either way the
-// publisher turns its deliveries back into PENDING ones
-// (store.RecoverHandoffs) and publishes them as usual. A delivery published
+// once; one whose daemon died is taken over as soon as a publisher sees
+// its owner's liveness lock free (see Liveness), or after Grace when it
+// has no owner; either way a publisher claims its deliveries
+// (store.ClaimHandoffs) and publishes them again. A delivery published
 // twice that way is sent once: listeners check each attempt in the
 // database before sending it.
 type Handoff struct {
 	pool    *pgxpool.Pool
 	conn    *broker.Conn
+	live    *Liveness // nil: the rows have no owner, only their grace
 	cfg     PublisherConfig
 	log     hclog.Logger
 	recover func() // wakes the publisher to take over due handoffs
@@ -55,18 +57,22 @@ const handoffQueue = 64
 const handoffGather = 10000
 
 // NewHandoff returns the relay's handoff; recover wakes the publisher.
-func NewHandoff(pool *pgxpool.Pool, conn *broker.Conn, log hclog.Logger, cfg PublisherConfig, recover func()) *Handoff {
+// Its handoff rows name live's id as their owner (live may be nil).
+func NewHandoff(pool *pgxpool.Pool, conn *broker.Conn, live *Liveness, log hclog.Logger, cfg PublisherConfig, recover func()) *Handoff {
 	cfg.setDefaults()
 	if recover == nil {
 		recover = func() {}
 	}
-	return &Handoff{pool: pool, conn: conn, cfg: cfg, log: log.Named("handoff"), recover: recover,
+	return &Handoff{pool: pool, conn: conn, live: live, cfg: cfg, log: log.Named("handoff"), recover: recover,
 		batches: make(chan handoffBatch, handoffQueue)}
 }
 
 // Grace is how long a handoff row may wait for its confirm before the
 // publisher takes its deliveries over.
 func (h *Handoff) Grace() time.Duration { return h.cfg.ConfirmTimeout + 10*time.Second }
+
+// Owner is the daemon's liveness id that the handoff rows carry (0: none).
+func (h *Handoff) Owner() int32 { return h.live.ID() }
 
 // Ready reports whether the handoff takes a batch now: its broker channel
 // is open and its queue has room.

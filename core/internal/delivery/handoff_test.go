@@ -74,7 +74,7 @@ func (f *handoffFixture) writeBatch(t *testing.T, event string, n int, grace tim
 	for i, d := range written {
 		ids[i] = d.ID
 	}
-	hid, err := store.InsertHandoff(ctx, tx, ids, grace)
+	hid, err := store.InsertHandoff(ctx, tx, ids, grace, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestHandoffPublishesContentAndDeletesItsRow(t *testing.T) {
 	f := newHandoffFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := NewHandoff(f.db.Pool, f.conn, hclog.NewNullLogger(), PublisherConfig{PerMessage: 2}, nil)
+	h := NewHandoff(f.db.Pool, f.conn, nil, hclog.NewNullLogger(), PublisherConfig{PerMessage: 2}, nil)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = h.Run(ctx) }()
 	defer func() { cancel(); <-done }()
@@ -252,7 +252,7 @@ func TestDecodeEnvelopeVersion2NeedsContent(t *testing.T) {
 func TestHandoffGivesUpWhatItCouldNotPublish(t *testing.T) {
 	f := newHandoffFixture(t)
 	kicked, kick := kicks()
-	h := NewHandoff(f.db.Pool, f.conn, hclog.NewNullLogger(), PublisherConfig{}, kick)
+	h := NewHandoff(f.db.Pool, f.conn, nil, hclog.NewNullLogger(), PublisherConfig{}, kick)
 	hid, written := f.writeBatch(t, "e4", 2, time.Hour)
 	h.Offer(context.Background(), hid, written)
 	stopped, cancel := context.WithCancel(context.Background())
@@ -281,7 +281,7 @@ func TestHandoffGivesUpWhatItCouldNotPublish(t *testing.T) {
 func TestHandoffBrokerGoneGivesTheBatchUp(t *testing.T) {
 	f := newHandoffFixture(t)
 	kicked, kick := kicks()
-	h := NewHandoff(f.db.Pool, f.conn, hclog.NewNullLogger(), PublisherConfig{}, kick)
+	h := NewHandoff(f.db.Pool, f.conn, nil, hclog.NewNullLogger(), PublisherConfig{}, kick)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = h.Run(ctx) }()
@@ -325,7 +325,7 @@ func kicks() (<-chan struct{}, func()) {
 func TestHandoffOfferNeverWaits(t *testing.T) {
 	f := newHandoffFixture(t)
 	kicked, kick := kicks()
-	h := NewHandoff(f.db.Pool, f.conn, hclog.NewNullLogger(), PublisherConfig{}, kick)
+	h := NewHandoff(f.db.Pool, f.conn, nil, hclog.NewNullLogger(), PublisherConfig{}, kick)
 	for range handoffQueue {
 		h.Offer(context.Background(), 0, nil) // fills the queue; nothing runs it
 	}

@@ -221,8 +221,7 @@ func (l *Listener) handle(ctx context.Context, log hclog.Logger, m amqp.Delivery
 		log.Debug("skipping deliveries already handled", "count", skipped)
 	}
 	if len(claimed) > 0 {
-		outs := l.send(work, claimed)
-		if err := l.record(work, outs); err != nil {
+		if err := l.sendAndRecord(work, claimed); err != nil {
 			// Nothing was recorded: give the message back so the attempt is
 			// made again (the provider sees the same idempotency key).
 			log.Error("recording outcomes failed; message goes back to the queue", "error", err)
@@ -273,6 +272,51 @@ func (l *Listener) record(ctx context.Context, outs []store.Outcome) error {
 		sleepCtx(ctx, time.Duration(i+1)*200*time.Millisecond)
 	}
 	return err
+}
+
+// describer is the optional part of a Sender that says what the plugin
+// serving a channel declared (the plugin host implements it).
+type describer interface {
+	Describe(channel string) (sdk.Description, bool)
+}
+
+// The plugin host tells the listener its plugins' MaxBatch.
+var _ describer = (*pluginhost.Host)(nil)
+
+// sendAndRecord groups the claimed deliveries by channel and sends each
+// group in chunks of the serving plugin's MaxBatch, recording each chunk's
+// outcomes as soon as its Send returns. A daemon killed mid-message so
+// leaves unrecorded only the chunk inside the plugin (sent again after
+// the restart: the provider's duplicates), not every chunk of the message
+// sent before it. A record that fails returns its error: the caller gives
+// the message back, and the redelivery skips the chunks recorded already.
+func (l *Listener) sendAndRecord(ctx context.Context, claimed []store.Claimed) error {
+	byChannel := map[string][]store.Claimed{}
+	for _, c := range claimed {
+		byChannel[c.Channel] = append(byChannel[c.Channel], c)
+	}
+	channels := make([]string, 0, len(byChannel))
+	for ch := range byChannel {
+		channels = append(channels, ch)
+	}
+	sort.Strings(channels)
+	d, _ := l.sender.(describer)
+	for _, chName := range channels {
+		group := byChannel[chName]
+		size := len(group)
+		if d != nil {
+			if desc, ok := d.Describe(chName); ok && desc.MaxBatch > 0 {
+				size = desc.MaxBatch
+			}
+		}
+		for start := 0; start < len(group); start += size {
+			outs := l.send(ctx, group[start:min(start+size, len(group))])
+			if err := l.record(ctx, outs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // send groups the claimed deliveries by channel, sends each group and turns

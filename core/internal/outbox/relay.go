@@ -45,6 +45,9 @@ type Handoff interface {
 	Ready() bool
 	// Grace is how long its row may wait for a broker confirm.
 	Grace() time.Duration
+	// Owner is the daemon's liveness id its rows carry (0: none); a
+	// publisher takes over the rows of a dead owner at once.
+	Owner() int32
 	// Offer hands over a committed batch and its handoff row.
 	Offer(ctx context.Context, id int64, dels []store.NewDelivery)
 }
@@ -292,7 +295,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		}
 	}
 	if len(handed) > 0 {
-		if handoffID, err = store.InsertHandoff(ctx, tx, handedIDs, r.cfg.Handoff.Grace()); err != nil {
+		if handoffID, err = store.InsertHandoff(ctx, tx, handedIDs, r.cfg.Handoff.Grace(), r.cfg.Handoff.Owner()); err != nil {
 			return 0, err
 		}
 	}

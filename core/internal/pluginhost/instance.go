@@ -121,6 +121,10 @@ type instance struct {
 	done <-chan struct{}
 	// releaseExe drops the instance's reference to exe.
 	releaseExe func()
+	// hostPipe is the write end of the pipe whose read end the plugin
+	// watches (sdk.EnvHostFD): the host never writes to it, and the
+	// kernel closes it when the host dies, so the plugin stops at once.
+	hostPipe *os.File
 
 	mu       sync.Mutex
 	active   int
@@ -174,6 +178,9 @@ func (i *instance) drain(ctx context.Context) error {
 // waits for it, and releases the private copy it ran.
 func (i *instance) kill() {
 	i.client.Kill()
+	if i.hostPipe != nil {
+		_ = i.hostPipe.Close()
+	}
 	i.releaseExe()
 }
 
@@ -231,7 +238,17 @@ func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fil
 	if level == hclog.NoLevel || level == hclog.Off {
 		level = hclog.Info
 	}
+	// The plugin inherits the read end of a pipe as fd 3 and exits the
+	// moment it reads EOF: when this process dies, however it dies, the
+	// kernel closes the write end, which no other process holds (os.Pipe
+	// makes both ends close-on-exec; only ExtraFiles passes one on).
+	hostR, hostW, err := os.Pipe()
+	if err != nil {
+		release()
+		return nil, stamp, fmt.Errorf("launch %s: host pipe: %w", src, err)
+	}
 	cmd := exec.Command(cp.path)
+	cmd.ExtraFiles = []*os.File{hostR}
 	cmd.Env = pluginEnv(p.h.cfg.Env, level)
 	stderr := newStderrLog(p.log)
 	client := plugin.NewClient(&plugin.ClientConfig{
@@ -252,15 +269,17 @@ func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fil
 		Stderr: stderr,
 	})
 	inst, err := p.handshake(ctx, client, src, stamp)
+	_ = hostR.Close() // the child has its copy (or never started)
 	if err != nil {
 		client.Kill()
+		_ = hostW.Close()
 		release()
 		if tail := stderr.tail(); tail != "" {
 			err = fmt.Errorf("%w; plugin stderr: %s", err, tail)
 		}
 		return nil, stamp, err
 	}
-	inst.exe, inst.releaseExe = cp.path, release
+	inst.exe, inst.releaseExe, inst.hostPipe = cp.path, release, hostW
 	return inst, stamp, nil
 }
 

@@ -146,6 +146,8 @@ func pluginEnv(extra []string, level hclog.Level) []string {
 	}
 	return append(env,
 		sdk.EnvHostPID+"="+strconv.Itoa(os.Getpid()),
+		// launch passes the host pipe as the child's first extra file.
+		sdk.EnvHostFD+"=3",
 		sdk.EnvLogLevel+"="+level.String(),
 	)
 }

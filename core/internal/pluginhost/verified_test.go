@@ -244,6 +244,7 @@ func TestPluginEnvironmentIsAllowListed(t *testing.T) {
 		"HTTPS_PROXY":     "http://proxy.example:3128",
 		"PATH":            os.Getenv("PATH"),
 		sdk.EnvHostPID:    strconv.Itoa(os.Getpid()),
+		sdk.EnvHostFD:     "3",
 		sdk.EnvLogLevel:   "info",
 		"PLUGIN_MIN_PORT": got["PLUGIN_MIN_PORT"],
 	}
@@ -253,7 +254,7 @@ func TestPluginEnvironmentIsAllowListed(t *testing.T) {
 		}
 	}
 	// Nothing else: every variable is allow-listed or go-plugin's own.
-	allowed := map[string]bool{"HTTPS_PROXY": true, sdk.EnvHostPID: true, sdk.EnvLogLevel: true, sdk.Handshake.MagicCookieKey: true,
+	allowed := map[string]bool{"HTTPS_PROXY": true, sdk.EnvHostPID: true, sdk.EnvHostFD: true, sdk.EnvLogLevel: true, sdk.Handshake.MagicCookieKey: true,
 		"PLUGIN_MIN_PORT": true, "PLUGIN_MAX_PORT": true, "PLUGIN_PROTOCOL_VERSIONS": true, "PLUGIN_CLIENT_CERT": true}
 	for _, n := range DefaultEnv {
 		allowed[n] = true

@@ -384,6 +384,13 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		}
 	})
 
+	// The daemon's liveness lock: peers take over its handoffs the moment
+	// its session ends. It is dropped last, once every stage stopped.
+	live, err := delivery.NewLiveness(ctx, pool.Config().ConnConfig, log)
+	if err != nil {
+		return err
+	}
+	defer live.Close()
 	pub := delivery.NewPublisher(pool, conn, log, delivery.PublisherConfig{
 		BatchSize: d.Publisher.BatchSize, PerMessage: d.Publisher.PerMessage,
 		PollInterval: d.Publisher.PollInterval, ReclaimAfter: d.Publisher.ReclaimAfter, Workers: d.Publisher.Workers,
@@ -393,7 +400,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	}
 	var handoff *delivery.Handoff
 	if d.Publisher.Handoff {
-		handoff = delivery.NewHandoff(pool, conn, log, delivery.PublisherConfig{PerMessage: d.Publisher.PerMessage}, pub.Kick)
+		handoff = delivery.NewHandoff(pool, conn, live, log, delivery.PublisherConfig{PerMessage: d.Publisher.PerMessage}, pub.Kick)
 		relayCfg.Handoff = handoff
 	}
 	relay := outbox.New(pool, current, pub.Kick, log, relayCfg)
@@ -442,6 +449,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		run("handoff", handoff.Run)
 	}
 	run("publisher", pub.Run)
+	run("liveness", live.Run)
 	run("listener", listener.Run)
 	run("retry poller", poller.Run)
 	run("live gateway", public.Live.Run)

@@ -243,16 +243,24 @@ func HandoffsDueNow(ctx context.Context, q Querier, ids []int64) error {
 	return nil
 }
 
+// LivenessLockClass is the first key of the session advisory locks that
+// say a daemon is alive (pg_advisory_lock(LivenessLockClass, id)); the
+// second is the daemon's id, which its handoff rows carry as owner.
+const LivenessLockClass int32 = 0x68726c64 // "hrld"
+
 // ClaimHandoffs takes up to limit due handoffs (their broker confirm never
-// came: the daemon died, or the relay's publish failed and made them due)
-// and deletes them in tx, returning their deliveries that are still
+// came: the relay's publish failed and made them due, or the grace period
+// passed) and handoffs whose owner is dead (no session holds its liveness
+// lock: the transaction takes it instead, which fails while the owner
+// lives), and deletes them in tx, returning their deliveries that are still
 // PUBLISHED and unattempted, locked, for the caller to publish again. A
 // delivery a listener already took is left out. The caller commits only
 // once the broker confirmed every message; otherwise it rolls back, and
 // the handoffs stay due. It also returns how many handoffs it took.
 func ClaimHandoffs(ctx context.Context, tx pgx.Tx, limit int) ([]OutRow, int, error) {
-	rows, err := tx.Query(ctx, `SELECT handoff_id, delivery_ids::text[] FROM delivery_handoffs WHERE due_at <= now()
-		ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+	rows, err := tx.Query(ctx, `SELECT handoff_id, delivery_ids::text[] FROM delivery_handoffs
+		WHERE due_at <= now() OR (owner IS NOT NULL AND pg_try_advisory_xact_lock($2, owner))
+		ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED`, limit, LivenessLockClass)
 	if err != nil {
 		return nil, 0, fmt.Errorf("claim handoffs: %w", err)
 	}

@@ -266,14 +266,16 @@ func jsonOr(b json.RawMessage) string {
 }
 
 // InsertHandoff records, in the relay's transaction, that the relay hands
-// the deliveries ids (written as PUBLISHED) to the broker itself. The
-// handoff is deleted once the broker confirmed them (DeleteHandoffs); if it
-// is still there at now+grace, RecoverHandoffs turns its deliveries back
-// into PENDING ones for the publisher.
-func InsertHandoff(ctx context.Context, tx pgx.Tx, ids []string, grace time.Duration) (int64, error) {
+// the deliveries ids (written as PUBLISHED) to the broker itself, on
+// behalf of the daemon owner (its Liveness id; 0: none). The handoff is
+// deleted once the broker confirmed them (DeleteHandoffs); if it is still
+// there at now+grace, or once its owner's liveness lock is gone,
+// ClaimHandoffs gives its deliveries to a publisher.
+func InsertHandoff(ctx context.Context, tx pgx.Tx, ids []string, grace time.Duration, owner int32) (int64, error) {
 	var id int64
-	err := tx.QueryRow(ctx, `INSERT INTO delivery_handoffs (due_at, delivery_ids)
-		VALUES (now() + make_interval(secs => $1), $2::text[]::uuid[]) RETURNING handoff_id`, grace.Seconds(), ids).Scan(&id)
+	err := tx.QueryRow(ctx, `INSERT INTO delivery_handoffs (due_at, delivery_ids, owner)
+		VALUES (now() + make_interval(secs => $1), $2::text[]::uuid[], NULLIF($3::int, 0)) RETURNING handoff_id`,
+		grace.Seconds(), ids, owner).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert handoff: %w", err)
 	}
