@@ -315,6 +315,23 @@ func (n *ClusterNode) Kill() {
 	}
 }
 
+// Stop shuts the node down in order (rabbitmqctl stop: its clients get
+// connection.close, CONNECTION_FORCED) and waits for its process to exit.
+func (n *ClusterNode) Stop() {
+	n.t.Helper()
+	if out, err := n.Ctl(60*time.Second, "stop"); err != nil {
+		n.t.Fatalf("rabbitmqctl -n %s stop: %v\n%s", n.Node, err, out)
+	}
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		n.t.Fatalf("rabbitmq-server %s did not exit after rabbitmqctl stop", n.Node)
+	}
+}
+
 // Start starts a killed or stopped node again with its data and waits
 // until it serves; it rejoins its cluster by itself.
 func (n *ClusterNode) Start() {
