@@ -8,7 +8,7 @@ PLUGINS := email push sms slack websocket
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.Version=$(VERSION)
 
-.PHONY: help build plugins bench-plugins run up test check proto bench clean
+.PHONY: help build plugins bench-plugins run up test test-chaos check proto bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ run: ## bring everything up and run herald serve with the example config
 
 test: ## run the whole test suite against real servers
 	scripts/test.sh
+
+test-chaos: ## network faults and broker node loss (root, Linux namespaces, tc netem)
+	scripts/test-chaos.sh
 
 check: ## gofmt, vet, generated code in sync (installs protoc when missing)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1)
