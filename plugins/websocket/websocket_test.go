@@ -201,6 +201,26 @@ func TestBrokerDown(t *testing.T) {
 	}
 }
 
+// TestSendTriesEveryNode: amqp_url lists the nodes of a cluster; a dead
+// first node does not stop Send, which publishes through the next one.
+func TestSendTriesEveryNode(t *testing.T) {
+	t.Parallel()
+	ex := randomName("herald.live.test-")
+	g := newGateway(t, ex, [2]string{"t1", "u1"})
+	w := New().(*WebSocket)
+	defer w.Close()
+	err := w.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test",
+		Config: map[string]any{FieldAMQPURL: "amqp://guest:guest@127.0.0.1:1/, " + brokerURL(), FieldExchange: ex}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.Send(context.Background(), []sdk.Delivery{delivery("d1", "t1", "u1")})
+	if err != nil || len(res) != 1 || res[0].Outcome != sdk.OutcomeSent {
+		t.Fatalf("Send: %+v %v", res, err)
+	}
+	g.wait(t, 1)
+}
+
 func TestSendBeforeConfigure(t *testing.T) {
 	t.Parallel()
 	channeltest.SendBeforeConfigure(t, New(), delivery("d1", "t1", "u1"), ErrNotConfigured)
@@ -218,6 +238,7 @@ func TestConfigureRefusesBadConfig(t *testing.T) {
 		"jwt_secret is gone":           {Edit: func(m map[string]any) { m["jwt_secret"] = "x" }, WantField: "jwt_secret"},
 		"http url":                     {Edit: func(m map[string]any) { m[FieldAMQPURL] = "http://127.0.0.1:5672/" }, WantField: FieldAMQPURL},
 		"no host":                      {Edit: func(m map[string]any) { m[FieldAMQPURL] = "amqp://" }, WantField: FieldAMQPURL},
+		"bad second node":              {Edit: func(m map[string]any) { m[FieldAMQPURL] = "amqp://a:5672/,http://b/" }, WantField: FieldAMQPURL},
 		"empty exchange":               {Edit: func(m map[string]any) { m[FieldExchange] = "" }, WantField: FieldExchange},
 		"tiny timeout":                 {Edit: func(m map[string]any) { m[FieldPublishTimeout] = "1ms" }, WantField: FieldPublishTimeout},
 	})
