@@ -185,12 +185,13 @@ type Conn struct {
 	topoMu sync.RWMutex
 	topo   Topology
 
-	mu      sync.Mutex
-	conn    *amqp.Connection
-	ready   chan struct{} // closed while conn is usable
-	closed  bool
-	stop    chan struct{}
-	stopped chan struct{}
+	mu       sync.Mutex
+	mismatch *QueueTypeError // why the last connection attempt failed, if that
+	conn     *amqp.Connection
+	ready    chan struct{} // closed while conn is usable
+	closed   bool
+	stop     chan struct{}
+	stopped  chan struct{}
 }
 
 // Dial starts keeping a connection to url. It returns at once; use
@@ -250,6 +251,9 @@ func (c *Conn) run() {
 			default:
 				c.log.Warn("broker unavailable, retrying", "error", err, "node", nodeName(u), "in", backoff)
 			}
+			c.mu.Lock()
+			c.mismatch = qte
+			c.mu.Unlock()
 			failed++
 			if failed < len(c.urls) && qte == nil {
 				continue // another node may answer now
@@ -266,7 +270,7 @@ func (c *Conn) run() {
 		backoff, failed = 100*time.Millisecond, 0
 		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 		c.mu.Lock()
-		c.conn = conn
+		c.conn, c.mismatch = conn, nil
 		close(c.ready)
 		c.mu.Unlock()
 		c.log.Info("broker connected", "node", nodeName(u))
@@ -324,6 +328,14 @@ func (c *Conn) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return !c.closed && c.conn != nil && !c.conn.IsClosed()
+}
+
+// QueueTypeMismatch returns the queue whose type kept the last connection
+// attempt from declaring the topology, or nil.
+func (c *Conn) QueueTypeMismatch() *QueueTypeError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mismatch
 }
 
 // Connection waits until the broker is connected and returns the connection.

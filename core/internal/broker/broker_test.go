@@ -137,6 +137,9 @@ func TestConnLogsQueueTypeMismatch(t *testing.T) {
 	if conn.Connected() {
 		t.Fatal("connected although the topology could not be declared")
 	}
+	if qte := conn.QueueTypeMismatch(); qte == nil || qte.Queue != "herald.email" || qte.Setting != "amqp.queue_type" || qte.Want != "quorum" {
+		t.Fatalf("QueueTypeMismatch() = %+v", qte)
+	}
 }
 
 // TestDialNodesSkipsDeadNode gives the Conn a dead node first: it connects

@@ -1,13 +1,18 @@
 package server_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
+	"github.com/heraldhq/herald/core/internal/testenv"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 func TestTopologyQueueType(t *testing.T) {
@@ -58,4 +63,33 @@ func TestTopologyQueueType(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadinessNamesQueueTypeMismatch: a delivery queue the broker holds
+// as classic while the config asks for quorum keeps the broker connection
+// down; the admin readiness reason names the setting and the queue.
+func TestReadinessNamesQueueTypeMismatch(t *testing.T) {
+	t.Parallel()
+	b := testenv.RabbitMQ(t)
+	raw, err := amqp.Dial(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	ch, err := raw.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("herald.email", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	conn := broker.Dial(b.URL, broker.Topology{Exchange: "herald.test", Queues: []broker.Queue{{Name: "herald.email", Bindings: []string{"*.EMAIL"}, Quorum: true}}}, hclog.NewNullLogger())
+	t.Cleanup(conn.Close)
+	check := server.Readiness(nil, conn)
+	want := []string{"broker: amqp.queue_type: queue herald.email exists with another type"}
+	var got []string
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		got = check(context.Background())
+		return cmp.Equal(got, want)
+	}, "readiness reasons %q, want %q", got, want)
 }
