@@ -139,7 +139,7 @@ func TestChaosClusterNodeLoss(t *testing.T) {
 	// A channel that published to a quorum queue whose leader died kept
 	// being nacked for 5-7 s after the new leader took over (every relay
 	// round then: 206-260 failed handoffs in a run); the handoff and the
-	// publisher now reopen a nacked channel (11-14 in a run).
+	// publisher now reopen a nacked channel (10-14 in a run).
 	if n := strings.Count(d.Log(), "handoff publish failed"); n > 60*len(losses) {
 		t.Errorf("%d handoff rounds failed across %d node losses, want at most %d: a nacked channel is not reopened", n, len(losses), 60*len(losses))
 	}
