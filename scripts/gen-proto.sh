@@ -4,6 +4,9 @@
 #
 #   scripts/gen-proto.sh          regenerate in place (make proto)
 #   scripts/gen-proto.sh check    fail if the committed code is out of date (make check)
+#
+# It also regenerates (checks) the Python message classes of the Python
+# plugin example (examples/plugins/telegram/gen.sh --stubs / --check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -59,5 +62,10 @@ if [ "$mode" = check ]; then
 		[ -f "$outdir/$rel" ] || { echo "gen-proto: $dst has no .proto source" >&2; status=1; }
 	done < <(find sdk/proto -name '*.pb.go' | sort)
 	[ $status -eq 0 ] && echo "gen-proto: generated code is in sync"
+fi
+if [ "$mode" = check ]; then
+	examples/plugins/telegram/gen.sh --check || status=1
+else
+	examples/plugins/telegram/gen.sh --stubs
 fi
 exit $status

@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# test-chaos.sh runs the chaos suite (Go build tag `chaos`, tests named
-# TestChaos*): real network faults between herald and its servers (Linux
-# network namespaces, tc netem) and broker node loss (a three-node RabbitMQ
-# cluster of the test's own on private ports). Run it as root on Linux; it
-# installs iproute2 from Debian's packages when ip or tc is missing. The
-# machine's PostgreSQL and RabbitMQ are reused (scripts/servers.sh up), never
-# stopped: every fault hits private servers the tests start themselves.
+# test-chaos.sh runs the chaos suite (build tag chaos, tests TestChaos*):
+# real network faults between herald and its servers (network namespaces,
+# a veth pair, netfilter) and broker node loss. It needs root on Linux; the
+# network tests skip, saying why, where namespaces cannot be created.
+# iproute2 (ip, tc) and iptables come from Debian's packages when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/servers.sh up
 
+# shellcheck source=tools.sh
+source scripts/tools.sh
 if ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
-	# shellcheck source=scripts/tools.sh
-	. scripts/tools.sh
 	apt_install iproute2
 fi
+# The network fault tests inject delay, loss and partitions with iptables
+# (NFQUEUE, statistic, DROP): kernels built without sch_netem have no tc
+# netem (core/integration/chaos_netem_delay_test.go).
+if ! command -v iptables >/dev/null; then
+	apt_install iptables
+fi
 
-echo "== chaos tests (network faults, broker node loss)"
 go test -tags chaos -count=1 -timeout=40m -p 1 -run '^TestChaos' ./core/integration/

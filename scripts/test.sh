@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh runs Herald's whole test suite against real servers: it brings up
 # PostgreSQL and RabbitMQ (scripts/servers.sh), checks formatting, vet and the
-# generated protobuf code, runs every package's tests with -race, then the
+# generated protobuf code, runs every package's tests with -race (the root
+# module, then the sdk module), then the
 # black-box integration suite (which stops and starts the broker, so it runs
 # alone, one package at a time; it drives the web inbox in headless Chromium,
 # installed from Debian's packages when missing).
@@ -18,12 +19,17 @@ fi
 
 echo "== go vet"
 go vet ./...
+# The sdk is its own module (sdk/go.mod): ./... at the root does not reach it.
+(cd sdk && go vet ./...)
 
 # protoc for the generated-code check, Chromium for the web inbox's
 # end-to-end test (core/integration/webinbox_test.go), installed from
 # Debian's packages when missing (scripts/tools.sh, which make check shares).
 scripts/tools.sh protoc
 scripts/tools.sh chromium || echo "== no chromium: the web inbox test will fail"
+# Debian's python3-grpcio and friends, for the Python plugin example
+# (examples/plugins/telegram) and its end-to-end test.
+scripts/tools.sh python-grpc || echo "== no python3-grpcio: the Python plugin's tests will fail"
 
 echo "== scripts/servers.sh's rabbitmq-env.conf editing"
 scripts/servers_test.sh
@@ -35,6 +41,21 @@ fi
 
 echo "== unit and component tests"
 go test -race -count=1 -timeout=6m -p 2 $(go list ./... | grep -v /core/integration)
+
+echo "== sdk (own module; its tests also check it imports nothing of the core)"
+(cd sdk && go test -race -count=1 -timeout=6m -p 2 ./...)
+
+echo "== fuzz targets, briefly (a failing input lands in the package's testdata/fuzz)"
+# One target per line: NAME PACKAGE. go test -fuzz runs one target at a
+# time; keep the total under about two minutes.
+while read -r target pkg; do
+	[ -n "$target" ] || continue
+	go test -run '^$' -fuzz "^${target}\$" -fuzztime 20s -fuzzminimizetime 5s -parallel 2 "$pkg" </dev/null
+done <<'FUZZ'
+FuzzLoadRulesHCL ./core/internal/config
+FuzzLoadRulesYAML ./core/internal/config
+FuzzDirectory ./core/internal/directory
+FUZZ
 
 if [ -n "$(go list ./core/integration/... 2>/dev/null)" ]; then
 	echo "== integration tests (real herald serve, real plugins, broker and database faults)"

@@ -5,6 +5,8 @@
 #
 #   scripts/tools.sh protoc     protoc and the well-known .proto files it imports
 #   scripts/tools.sh chromium   Chromium, for the web inbox's end-to-end test
+#   scripts/tools.sh python-grpc  Debian's python3 with grpcio, protobuf and
+#                               cryptography, for the Python plugin example
 #
 # Sourced, it only defines apt_install. Every apt-get run appends to
 # HERALD_APT_LOG (/tmp/herald-apt.log), so a failed install's log survives
@@ -63,12 +65,28 @@ tool_chromium() {
 	fi
 }
 
+# The Python channel plugin (examples/plugins/telegram) runs on Debian's
+# /usr/bin/python3 with python3-grpcio, python3-protobuf and
+# python3-cryptography.
+tool_python_grpc() {
+	if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc, google.protobuf, cryptography' 2>/dev/null; then
+		return
+	fi
+	if can_install; then
+		apt_install python3 python3-grpcio python3-protobuf python3-cryptography
+	else
+		echo "tools: python3-grpcio missing (Debian: apt-get install python3-grpcio python3-protobuf python3-cryptography)" >&2
+		return 1
+	fi
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	case "${1:-}" in
 	protoc) tool_protoc ;;
 	chromium) tool_chromium ;;
+	python-grpc) tool_python_grpc ;;
 	*)
-		echo "usage: $0 protoc|chromium" >&2
+		echo "usage: $0 protoc|chromium|python-grpc" >&2
 		exit 2
 		;;
 	esac

@@ -1,16 +1,32 @@
-// Package sdk is the stable contract a Herald channel plugin is written against.
+// Package sdk is the stable contract a Herald channel plugin is written
+// against.
 //
-// A plugin author imports only this package, implements Channel and calls Serve
-// from main. The wire protocol (gRPC over hashicorp/go-plugin, package
-// herald.channel.v1) is an implementation detail hidden behind these types.
+// A plugin author imports only this module: implement Channel, declare the
+// provider config as a tagged struct (ConfigFields, DecodeConfig), and call
+// Serve from main. Run the conformance kit, package
+// github.com/heraldhq/herald/sdk/plugintest, against the built binary. The
+// wire protocol (gRPC over hashicorp/go-plugin, package herald.channel.v2)
+// is hidden behind these types; the host side lives in package
+// github.com/heraldhq/herald/sdk/host, which plugin authors never import.
+//
+// # Versions and compatibility
+//
+// The module github.com/heraldhq/herald/sdk follows semantic versioning
+// (Version). Within major version 1 no exported name is removed or changes
+// meaning, and every RPC takes a request struct and returns a response
+// struct, so new fields can be added without breaking a plugin. Zero values
+// of new fields keep the old behaviour.
+//
+// The wire protocol has its own version (ProtocolVersion), negotiated
+// between host and plugin by go-plugin's VersionedPlugins. A host serves
+// the current protocol and the one before it for at least one release:
+// today's host runs plugins built for protocol 1 (the SDK before this
+// module) and protocol 2. Optional features are negotiated as capabilities
+// (Description.Capabilities, ConfigureRequest.HostCapabilities); plugin
+// code never compares version numbers.
 package sdk
 
-import (
-	"context"
-	"time"
-
-	"github.com/heraldhq/herald/sdk/internal/contract"
-)
+import "context"
 
 // Channel is what a channel plugin implements. The host drives it through
 // these lifecycle steps:
@@ -30,115 +46,69 @@ import (
 //     deliveries; the plugin returns exactly one Result per Delivery.
 //  7. kill: the host stops the process (Closer, if implemented, is called
 //     first).
+//
+// Every method takes a request struct and returns a response struct, so
+// that fields can be added to either without breaking a plugin.
 type Channel interface {
 	// Describe returns the plugin's static description.
-	Describe(ctx context.Context) (Description, error)
-	// Configure applies the operator's provider config.
-	Configure(ctx context.Context, req ConfigureRequest) error
+	Describe(ctx context.Context, req DescribeRequest) (DescribeResponse, error)
+	// Configure applies the operator's provider config. A config the
+	// plugin refuses is an error that is (or wraps) a *ConfigError.
+	Configure(ctx context.Context, req ConfigureRequest) (ConfigureResponse, error)
 	// Send delivers a batch and returns exactly one Result per delivery,
 	// keyed by DeliveryID. A non-nil error means the whole call failed and
-	// the host moves every delivery of the batch to RETRY.
-	Send(ctx context.Context, batch []Delivery) ([]Result, error)
+	// the host moves every delivery of the batch to RETRY (or FAILED, when
+	// the error is a PermanentError).
+	Send(ctx context.Context, req SendRequest) (SendResponse, error)
 	// Health reports on the provider (process liveness is go-plugin's Ping).
-	Health(ctx context.Context) (HealthReport, error)
+	Health(ctx context.Context, req HealthRequest) (HealthResponse, error)
 }
 
-// The public types below are defined in sdk/internal/contract (so that the
-// wire converters can use them without an import cycle) and re-exported here
-// as aliases: sdk.Delivery and contract.Delivery are the same type.
+// DescribeRequest asks for the plugin's description. It has no fields yet.
+type DescribeRequest struct{}
 
-// Class says whether a channel's deliveries are retried: Persistent
-// deliveries are retried until SENT or attempts run out, BestEffort ones are
-// tried once. Its String method returns "persistent" or "best_effort".
-type Class = contract.Class
-
-// Class values.
-const (
-	// Persistent deliveries are retried until SENT or attempts run out.
-	Persistent = contract.Persistent
-	// BestEffort deliveries are tried once and never retried.
-	BestEffort = contract.BestEffort
-)
-
-// FieldType is the type of one config field a plugin declares.
-type FieldType = contract.FieldType
-
-// Field types a plugin may declare. CheckConfig turns values into string,
-// int, bool, time.Duration and []string respectively.
-const (
-	FieldString   = contract.FieldString
-	FieldInt      = contract.FieldInt
-	FieldBool     = contract.FieldBool
-	FieldDuration = contract.FieldDuration
-	FieldList     = contract.FieldList
-)
-
-// FieldSpec declares one config field of a plugin: Name, Type, Required,
-// Secret, Default (a string in the field's syntax, "" for none), Enum and
-// Description.
-type FieldSpec = contract.FieldSpec
-
-// AnyChannel is the Description.ChannelType of a plugin that may serve any
-// channel (the test sink); the host accepts it for every channel.
-const AnyChannel = "*"
-
-// Description is the static description of a plugin: ChannelType, Provider,
-// PluginVersion, APIVersions, UserTypes, Class, MaxBatch (0 means 1),
-// Config (field specs), Capabilities and SDKVersion (filled by the SDK).
-type Description = contract.Description
-
-// ConfigureRequest carries the operator's config for one provider:
-// ProviderName, Config (already checked against the FieldSpecs and typed as
-// CheckConfig returns it) and HostCapabilities.
-type ConfigureRequest = contract.ConfigureRequest
-
-// Recipient is who a delivery goes to, with the addresses a channel needs.
-type Recipient = contract.Recipient
-
-// Content is the rendered message for one channel.
-type Content = contract.Content
-
-// Delivery is one message for one recipient on one channel. DeliveryID keys
-// the result; IdempotencyKey is stable across retries and should be passed to
-// providers that support one; Attempt is 1 on the first try.
-type Delivery = contract.Delivery
-
-// Outcome is the kind of a Result.
-type Outcome = contract.Outcome
-
-// Outcome kinds.
-const (
-	OutcomeSent        = contract.OutcomeSent
-	OutcomeRetryable   = contract.OutcomeRetryable
-	OutcomeRateLimited = contract.OutcomeRateLimited
-	OutcomePermanent   = contract.OutcomePermanent
-)
-
-// Result is the outcome of one delivery: DeliveryID, Outcome,
-// ProviderMessageID (sent), RetryAfter (retryable, rate limited), Reason,
-// Code (permanent) and Unclassified (made from an unclassified error).
-type Result = contract.Result
-
-// Sent reports a delivery accepted by the provider.
-func Sent(deliveryID, providerMessageID string) Result {
-	return Result{DeliveryID: deliveryID, Outcome: OutcomeSent, ProviderMessageID: providerMessageID}
+// DescribeResponse carries the plugin's static description.
+type DescribeResponse struct {
+	// Description is the plugin's static description.
+	Description Description
 }
 
-// Retry reports a transient failure; retryAfter may be zero.
-func Retry(deliveryID string, reason string, retryAfter time.Duration) Result {
-	return Result{DeliveryID: deliveryID, Outcome: OutcomeRetryable, Reason: reason, RetryAfter: retryAfter}
+// ConfigureRequest carries the operator's config for one provider.
+type ConfigureRequest struct {
+	// ProviderName is the name the operator gave this provider instance.
+	ProviderName string
+	// Config is the provider config, already checked against the field
+	// specs and typed as CheckConfig returns it (string, int, bool,
+	// time.Duration, []string). DecodeConfig turns it into the plugin's
+	// config struct.
+	Config map[string]any
+	// HostCapabilities lists optional features the host supports.
+	HostCapabilities []string
 }
 
-// RateLimited reports that the provider throttled us; the host slows the
-// whole provider for retryAfter.
-func RateLimited(deliveryID string, reason string, retryAfter time.Duration) Result {
-	return Result{DeliveryID: deliveryID, Outcome: OutcomeRateLimited, Reason: reason, RetryAfter: retryAfter}
+// ConfigureResponse reports an accepted config. It has no fields yet; a
+// refused config is Configure's error, a *ConfigError.
+type ConfigureResponse struct{}
+
+// SendRequest is one batch of deliveries.
+type SendRequest struct {
+	// Deliveries are the batch, at most Description.MaxBatch of them.
+	Deliveries []Delivery
 }
 
-// Permanent reports a failure that retrying cannot fix.
-func Permanent(deliveryID, reason, code string) Result {
-	return Result{DeliveryID: deliveryID, Outcome: OutcomePermanent, Reason: reason, Code: code}
+// SendResponse carries one result per delivery of the batch.
+type SendResponse struct {
+	// Results has exactly one entry per delivery, keyed by DeliveryID.
+	Results []Result
 }
 
-// HealthReport is a plugin's view of its provider: Healthy and a Message.
-type HealthReport = contract.HealthReport
+// HealthRequest asks the plugin about its provider. It has no fields yet.
+type HealthRequest struct{}
+
+// HealthResponse is the plugin's view of its provider.
+type HealthResponse struct {
+	// Healthy is true when the provider can take traffic.
+	Healthy bool
+	// Message explains the state, especially when unhealthy.
+	Message string
+}

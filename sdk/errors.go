@@ -7,12 +7,6 @@ import (
 	"time"
 )
 
-// ErrPluginExited is returned by the host when a plugin process exited (or
-// its connection broke) during a call. It prompts the caller to move every
-// delivery of the batch to RETRY; the host restarts the plugin with backoff.
-// Test for it with errors.Is. IsRetryable reports true for it.
-var ErrPluginExited error = &classifiedError{err: errors.New("plugin exited"), outcome: OutcomeRetryable}
-
 // ConfigError names the config field a plugin or the host refused. The CLI
 // and the host show Field, so operators know which line to fix.
 type ConfigError struct {
@@ -62,8 +56,8 @@ func PermanentError(err error, code string) error {
 
 // IsRetryable reports whether err, or an error it wraps, is transient: made by
 // RetryableError, or implementing Retryable() bool returning true, or a
-// timeout (context.DeadlineExceeded, Timeout() bool). ErrPluginExited is
-// retryable.
+// timeout (context.DeadlineExceeded, Timeout() bool), or a cancelled
+// context.
 func IsRetryable(err error) bool {
 	if err == nil {
 		return false

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/heraldhq/herald/sdk/internal/hostapi"
 )
 
 type timeoutErr struct{}
@@ -39,7 +41,7 @@ func TestClassify(t *testing.T) {
 		"own type permanent":  {err: fmt.Errorf("x: %w", ownPermanent{}), wantOutcome: OutcomePermanent, wantClassified: true, wantCode: "550"},
 		"timeout":             {err: timeoutErr{}, wantOutcome: OutcomeRetryable, wantClassified: true},
 		"deadline":            {err: fmt.Errorf("post: %w", context.DeadlineExceeded), wantOutcome: OutcomeRetryable, wantClassified: true},
-		"plugin exited":       {err: fmt.Errorf("send: %w", ErrPluginExited), wantOutcome: OutcomeRetryable, wantClassified: true},
+		"plugin exited":       {err: fmt.Errorf("send: %w", hostapi.ErrPluginExited), wantOutcome: OutcomeRetryable, wantClassified: true},
 		"nil wrapped in ctor": {err: PermanentError(nil, ""), wantOutcome: OutcomePermanent, wantClassified: true},
 	}
 	for name, tc := range tests {
@@ -132,7 +134,8 @@ func TestSendEach(t *testing.T) {
 				sent = append(sent, d.DeliveryID)
 				return tc.fn(ctx, d)
 			}
-			got, err := SendEach(fn)(ctx, batch)
+			resp, err := SendEach(fn)(ctx, SendRequest{Deliveries: batch})
+			got := resp.Results
 			if err != nil {
 				t.Fatal(err)
 			}

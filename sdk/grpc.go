@@ -13,11 +13,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/heraldhq/herald/sdk/internal/wire"
-	pb "github.com/heraldhq/herald/sdk/proto/herald/channel/v1"
+	"github.com/heraldhq/herald/sdk/internal/hostapi"
+	pb "github.com/heraldhq/herald/sdk/proto/herald/channel/v2"
 )
 
-// channelPlugin is the go-plugin GRPCPlugin for protocol version 1: the
+// dispenseName is the name the channel plugin is served under.
+const dispenseName = hostapi.DispenseName
+
+// channelPlugin is the go-plugin GRPCPlugin for protocol version 2: the
 // plugin side registers grpcServer, the host side gets a grpcClient.
 type channelPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
@@ -45,10 +48,10 @@ func (p *channelPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 // GRPCClient returns the host-side Channel. ctx is cancelled by go-plugin
 // when the plugin process exits.
 func (p *channelPlugin) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return &grpcClient{rpc: pb.NewChannelPluginClient(c), exited: ctx}, nil
+	return &grpcClient{rpc: pb.NewChannelPluginClient(c), exited: ctx, version: ProtocolVersion}, nil
 }
 
-// grpcServer serves a Channel over herald.channel.v1.
+// grpcServer serves a Channel over herald.channel.v2.
 type grpcServer struct {
 	pb.UnimplementedChannelPluginServer
 	impl Channel
@@ -64,14 +67,13 @@ func (s *grpcServer) describe(ctx context.Context) (Description, error) {
 	if s.desc != nil {
 		return *s.desc, nil
 	}
-	d, err := s.impl.Describe(ctx)
+	resp, err := s.impl.Describe(ctx, DescribeRequest{})
 	if err != nil {
 		return Description{}, err
 	}
+	d := resp.Description
 	d.SDKVersion = Version
-	if len(d.APIVersions) == 0 {
-		d.APIVersions = []int{ProtocolVersion}
-	}
+	d.APIVersions = []int{ProtocolVersion}
 	s.desc = &d
 	return d, nil
 }
@@ -82,7 +84,7 @@ func (s *grpcServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (resp 
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "describe: %v", err)
 	}
-	return wire.DescriptionToProto(d), nil
+	return descriptionToProto(d), nil
 }
 
 func (s *grpcServer) Configure(ctx context.Context, in *pb.ConfigureRequest) (resp *pb.ConfigureResponse, err error) {
@@ -91,11 +93,11 @@ func (s *grpcServer) Configure(ctx context.Context, in *pb.ConfigureRequest) (re
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "configure: describe: %v", err)
 	}
-	req := wire.ConfigureRequestFromProto(in)
+	req := configureRequestFromProto(in)
 	cfg, err := CheckConfig(d.Config, req.Config)
 	if err == nil {
 		req.Config = cfg
-		err = s.impl.Configure(ctx, req)
+		_, err = s.impl.Configure(ctx, req)
 	}
 	var ce *ConfigError
 	if errors.As(err, &ce) {
@@ -110,7 +112,7 @@ func (s *grpcServer) Configure(ctx context.Context, in *pb.ConfigureRequest) (re
 }
 
 func (s *grpcServer) Send(ctx context.Context, in *pb.SendRequest) (resp *pb.SendResponse, err error) {
-	batch := wire.DeliveriesFromProto(in.GetDeliveries())
+	batch := deliveriesFromProto(in.GetDeliveries())
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("plugin panicked in send", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
@@ -120,7 +122,7 @@ func (s *grpcServer) Send(ctx context.Context, in *pb.SendRequest) (resp *pb.Sen
 			}}, nil
 		}
 	}()
-	results, sendErr := s.impl.Send(ctx, batch)
+	out, sendErr := s.impl.Send(ctx, SendRequest{Deliveries: batch})
 	if sendErr != nil {
 		outcome, classified := Classify(sendErr)
 		if outcome == OutcomeSent {
@@ -131,30 +133,33 @@ func (s *grpcServer) Send(ctx context.Context, in *pb.SendRequest) (resp *pb.Sen
 		}
 		return &pb.SendResponse{BatchError: &pb.BatchError{
 			Message:      sendErr.Error(),
-			Outcome:      wire.OutcomeToProto(outcome),
-			RetryAfter:   wire.DurationToProto(RetryAfter(sendErr)),
+			Outcome:      outcomeToProto(outcome),
+			RetryAfter:   durationToProto(RetryAfter(sendErr)),
 			Code:         ErrorCode(sendErr),
 			Unclassified: !classified,
 		}}, nil
 	}
-	for _, r := range results {
+	for _, r := range out.Results {
 		if r.Unclassified {
 			s.log.Warn("delivery failed with an unclassified error", "unclassified", true, "delivery_id", r.DeliveryID, "reason", r.Reason)
 		}
+		if r.Outcome == OutcomeUnspecified {
+			s.log.Error("contract violation: result with no outcome (the host retries it)", "delivery_id", r.DeliveryID)
+		}
 	}
-	if len(results) != len(batch) {
-		s.log.Warn("send returned a result count different from the batch size", "batch", len(batch), "results", len(results))
+	if len(out.Results) != len(batch) {
+		s.log.Warn("send returned a result count different from the batch size", "batch", len(batch), "results", len(out.Results))
 	}
-	return &pb.SendResponse{Results: wire.ResultsToProto(results)}, nil
+	return &pb.SendResponse{Results: resultsToProto(out.Results)}, nil
 }
 
 func (s *grpcServer) Health(ctx context.Context, _ *pb.HealthRequest) (resp *pb.HealthResponse, err error) {
 	defer s.recoverTo("health", &err)
-	h, err := s.impl.Health(ctx)
+	h, err := s.impl.Health(ctx, HealthRequest{})
 	if err != nil {
 		return &pb.HealthResponse{Healthy: false, Message: err.Error()}, nil
 	}
-	return wire.HealthToProto(h), nil
+	return healthToProto(h), nil
 }
 
 func (s *grpcServer) recoverTo(op string, err *error) {
@@ -162,95 +167,4 @@ func (s *grpcServer) recoverTo(op string, err *error) {
 		s.log.Error("plugin panicked", "op", op, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		*err = status.Errorf(codes.Internal, "%s: plugin panicked: %v", op, r)
 	}
-}
-
-// grpcClient is the host side of a plugin: a Channel whose calls cross the
-// process boundary. Transport failures come back as errors wrapping
-// ErrPluginExited (plugin gone) or the context's error; outcomes travel as
-// data.
-type grpcClient struct {
-	rpc pb.ChannelPluginClient
-	// exited is cancelled by go-plugin when the plugin process exits.
-	exited context.Context
-}
-
-var _ Channel = (*grpcClient)(nil)
-
-// Done is closed when the plugin process has exited. The host finds it by
-// type-asserting interface{ Done() <-chan struct{} } on the dispensed Channel.
-func (c *grpcClient) Done() <-chan struct{} { return c.exited.Done() }
-
-func (c *grpcClient) Describe(ctx context.Context) (Description, error) {
-	resp, err := c.rpc.Describe(ctx, &pb.DescribeRequest{})
-	if err != nil {
-		return Description{}, c.transportErr(ctx, "describe", err)
-	}
-	return wire.DescriptionFromProto(resp), nil
-}
-
-func (c *grpcClient) Configure(ctx context.Context, req ConfigureRequest) error {
-	in, err := wire.ConfigureRequestToProto(req)
-	if err != nil {
-		return fmt.Errorf("configure: %w", err)
-	}
-	resp, err := c.rpc.Configure(ctx, in)
-	if err != nil {
-		return c.transportErr(ctx, "configure", err)
-	}
-	if ce := resp.GetConfigError(); ce != nil {
-		return &ConfigError{Field: ce.GetField(), Msg: ce.GetMessage()}
-	}
-	return nil
-}
-
-func (c *grpcClient) Send(ctx context.Context, batch []Delivery) ([]Result, error) {
-	resp, err := c.rpc.Send(ctx, &pb.SendRequest{Deliveries: wire.DeliveriesToProto(batch)})
-	if err != nil {
-		return nil, c.transportErr(ctx, "send", err)
-	}
-	if be := resp.GetBatchError(); be != nil {
-		return nil, batchError(be)
-	}
-	return wire.ResultsFromProto(resp.GetResults()), nil
-}
-
-func (c *grpcClient) Health(ctx context.Context) (HealthReport, error) {
-	resp, err := c.rpc.Health(ctx, &pb.HealthRequest{})
-	if err != nil {
-		return HealthReport{}, c.transportErr(ctx, "health", err)
-	}
-	return wire.HealthFromProto(resp), nil
-}
-
-// transportErr maps a gRPC failure. The caller's own cancellation or
-// deadline keeps the context error. Otherwise Unavailable (connection
-// gone), Canceled (the host closed the connection to a dying plugin) or a
-// plugin process that has exited becomes ErrPluginExited.
-func (c *grpcClient) transportErr(ctx context.Context, op string, err error) error {
-	st, _ := status.FromError(err)
-	switch {
-	case ctx.Err() != nil:
-		return fmt.Errorf("plugin %s: %w", op, ctx.Err())
-	case st.Code() == codes.Unavailable || st.Code() == codes.Canceled || c.exited.Err() != nil:
-		return fmt.Errorf("plugin %s: %w: %s", op, ErrPluginExited, st.Message())
-	case st.Code() == codes.DeadlineExceeded:
-		return fmt.Errorf("plugin %s: %w", op, context.DeadlineExceeded)
-	}
-	return fmt.Errorf("plugin %s: %s", op, st.Message())
-}
-
-// batchError turns a SendResponse.batch_error back into a classified error.
-func batchError(be *pb.BatchError) error {
-	err := fmt.Errorf("plugin send: %s", be.GetMessage())
-	if be.GetUnclassified() {
-		return err
-	}
-	after := wire.DurationFromProto(be.GetRetryAfter())
-	switch wire.OutcomeFromProto(be.GetOutcome()) {
-	case OutcomePermanent:
-		return PermanentError(err, be.GetCode())
-	case OutcomeRateLimited:
-		return RateLimitedError(err, after)
-	}
-	return RetryableError(err, after)
 }

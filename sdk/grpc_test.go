@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+
+	"github.com/heraldhq/herald/sdk/internal/hostapi"
 )
 
 // fakeChannel is an in-process Channel for transport tests.
@@ -20,62 +22,63 @@ type fakeChannel struct {
 	mu        sync.Mutex
 	configure func(ConfigureRequest) error
 	send      func([]Delivery) ([]Result, error)
-	health    func() (HealthReport, error)
+	health    func() (HealthResponse, error)
 	got       ConfigureRequest
 }
 
 var _ Channel = (*fakeChannel)(nil)
 
-func (f *fakeChannel) Describe(context.Context) (Description, error) {
-	return Description{
+func (f *fakeChannel) Describe(context.Context, DescribeRequest) (DescribeResponse, error) {
+	return DescribeResponse{Description: Description{
 		ChannelType: "EMAIL", Provider: "fake", PluginVersion: "0.1.0", MaxBatch: 10,
 		Config: []FieldSpec{
 			{Name: "host", Type: FieldString, Required: true},
 			{Name: "port", Type: FieldInt, Default: "25"},
 		},
-	}, nil
+	}}, nil
 }
 
-func (f *fakeChannel) Configure(_ context.Context, req ConfigureRequest) error {
+func (f *fakeChannel) Configure(_ context.Context, req ConfigureRequest) (ConfigureResponse, error) {
 	f.mu.Lock()
 	f.got = req
 	f.mu.Unlock()
 	if f.configure != nil {
-		return f.configure(req)
+		return ConfigureResponse{}, f.configure(req)
 	}
-	return nil
+	return ConfigureResponse{}, nil
 }
 
-func (f *fakeChannel) Send(_ context.Context, batch []Delivery) ([]Result, error) {
+func (f *fakeChannel) Send(_ context.Context, req SendRequest) (SendResponse, error) {
 	if f.send != nil {
-		return f.send(batch)
+		res, err := f.send(req.Deliveries)
+		return SendResponse{Results: res}, err
 	}
-	out := make([]Result, len(batch))
-	for i, d := range batch {
+	out := make([]Result, len(req.Deliveries))
+	for i, d := range req.Deliveries {
 		out[i] = Sent(d.DeliveryID, "msg-"+d.IdempotencyKey)
 	}
-	return out, nil
+	return SendResponse{Results: out}, nil
 }
 
-func (f *fakeChannel) Health(context.Context) (HealthReport, error) {
+func (f *fakeChannel) Health(context.Context, HealthRequest) (HealthResponse, error) {
 	if f.health != nil {
 		return f.health()
 	}
-	return HealthReport{Healthy: true, Message: "ok"}, nil
+	return HealthResponse{Healthy: true, Message: "ok"}, nil
 }
 
 // connect serves impl in-process through go-plugin's gRPC test connection
 // and returns the host-side Channel.
-func connect(t *testing.T, impl Channel) (Channel, *plugin.GRPCServer) {
+func connect(t *testing.T, impl Channel) (*grpcClient, *plugin.GRPCServer) {
 	t.Helper()
-	ps := map[string]plugin.Plugin{DispenseName: &channelPlugin{impl: impl, logger: hclog.NewNullLogger()}}
+	ps := map[string]plugin.Plugin{dispenseName: &channelPlugin{impl: impl, logger: hclog.NewNullLogger()}}
 	client, server := plugin.TestPluginGRPCConn(t, false, ps)
 	t.Cleanup(func() { _ = client.Close() }) // Close shuts the server down too.
-	raw, err := client.Dispense(DispenseName)
+	raw, err := client.Dispense(dispenseName)
 	if err != nil {
 		t.Fatalf("dispense: %v", err)
 	}
-	ch, ok := raw.(Channel)
+	ch, ok := raw.(*grpcClient)
 	if !ok {
 		t.Fatalf("dispensed %T, not a Channel", raw)
 	}
@@ -85,10 +88,11 @@ func connect(t *testing.T, impl Channel) (Channel, *plugin.GRPCServer) {
 func TestTransportDescribe(t *testing.T) {
 	t.Parallel()
 	ch, _ := connect(t, &fakeChannel{})
-	got, err := ch.Describe(context.Background())
+	resp, err := ch.Describe(context.Background(), DescribeRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := resp.Description
 	want := Description{
 		ChannelType: "EMAIL", Provider: "fake", PluginVersion: "0.1.0", MaxBatch: 10,
 		APIVersions: []int{ProtocolVersion}, SDKVersion: Version,
@@ -133,7 +137,7 @@ func TestTransportConfigure(t *testing.T) {
 			t.Parallel()
 			f := &fakeChannel{configure: tc.configure}
 			ch, _ := connect(t, f)
-			err := ch.Configure(context.Background(), ConfigureRequest{ProviderName: "p", Config: tc.config})
+			_, err := ch.Configure(context.Background(), ConfigureRequest{ProviderName: "p", Config: tc.config})
 			if tc.wantErr != nil {
 				var ce *ConfigError
 				if !errors.As(err, &ce) {
@@ -177,6 +181,12 @@ func TestTransportSend(t *testing.T) {
 			},
 			want: []Result{Sent("a", "m1"), RateLimited("b", "429", time.Minute)},
 		},
+		"an unset outcome travels as unspecified": {
+			send: func(b []Delivery) ([]Result, error) {
+				return []Result{{DeliveryID: "a"}, Sent("b", "m2")}, nil
+			},
+			want: []Result{{DeliveryID: "a", Outcome: OutcomeUnspecified}, Sent("b", "m2")},
+		},
 		"default echoes idempotency keys": {
 			want: []Result{Sent("a", "msg-ka"), Sent("b", "msg-kb")},
 		},
@@ -207,7 +217,8 @@ func TestTransportSend(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ch, _ := connect(t, &fakeChannel{send: tc.send})
-			got, err := ch.Send(context.Background(), batch)
+			resp, err := ch.Send(context.Background(), SendRequest{Deliveries: batch})
+			got := resp.Results
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error = %v, want error %v", err, tc.wantErr)
 			}
@@ -231,18 +242,18 @@ func TestTransportSend(t *testing.T) {
 func TestTransportHealth(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		health func() (HealthReport, error)
-		want   HealthReport
+		health func() (HealthResponse, error)
+		want   HealthResponse
 	}{
-		"healthy":         {want: HealthReport{Healthy: true, Message: "ok"}},
-		"unhealthy":       {health: func() (HealthReport, error) { return HealthReport{Message: "down"}, nil }, want: HealthReport{Message: "down"}},
-		"error unhealthy": {health: func() (HealthReport, error) { return HealthReport{}, errors.New("dial") }, want: HealthReport{Message: "dial"}},
+		"healthy":         {want: HealthResponse{Healthy: true, Message: "ok"}},
+		"unhealthy":       {health: func() (HealthResponse, error) { return HealthResponse{Message: "down"}, nil }, want: HealthResponse{Message: "down"}},
+		"error unhealthy": {health: func() (HealthResponse, error) { return HealthResponse{}, errors.New("dial") }, want: HealthResponse{Message: "dial"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ch, _ := connect(t, &fakeChannel{health: tc.health})
-			got, err := ch.Health(context.Background())
+			got, err := ch.Health(context.Background(), HealthRequest{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,16 +267,16 @@ func TestTransportHealth(t *testing.T) {
 func TestTransportServerGoneIsPluginExited(t *testing.T) {
 	t.Parallel()
 	ch, server := connect(t, &fakeChannel{})
-	if _, err := ch.Health(context.Background()); err != nil {
+	if _, err := ch.Health(context.Background(), HealthRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	server.Stop()
-	_, err := ch.Send(context.Background(), []Delivery{{DeliveryID: "a"}})
-	if !errors.Is(err, ErrPluginExited) {
-		t.Fatalf("error = %v, want ErrPluginExited", err)
+	_, err := ch.Send(context.Background(), SendRequest{Deliveries: []Delivery{{DeliveryID: "a"}}})
+	if !errors.Is(err, hostapi.ErrPluginExited) {
+		t.Fatalf("error = %v, want hostapi.ErrPluginExited", err)
 	}
 	if !IsRetryable(err) {
-		t.Errorf("ErrPluginExited-wrapped error is not retryable: %v", err)
+		t.Errorf("hostapi.ErrPluginExited-wrapped error is not retryable: %v", err)
 	}
 }
 
@@ -279,15 +290,15 @@ func TestTransportCallerDeadline(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := ch.Send(ctx, []Delivery{{DeliveryID: "a"}})
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrPluginExited) {
-		t.Fatalf("error = %v, want context.DeadlineExceeded and not ErrPluginExited", err)
+	_, err := ch.Send(ctx, SendRequest{Deliveries: []Delivery{{DeliveryID: "a"}}})
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, hostapi.ErrPluginExited) {
+		t.Fatalf("error = %v, want context.DeadlineExceeded and not hostapi.ErrPluginExited", err)
 	}
 }
 
 func TestProtocolVersionMatchesProto(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("proto/herald/channel/v1/channel.proto")
+	b, err := os.ReadFile("proto/herald/channel/v2/channel.proto")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,8 +309,10 @@ func TestProtocolVersionMatchesProto(t *testing.T) {
 	if got, _ := strconv.Atoi(string(m[1])); got != ProtocolVersion {
 		t.Errorf("channel.proto says protocol version %d, sdk.ProtocolVersion is %d", got, ProtocolVersion)
 	}
-	if _, ok := HostPluginSet()[ProtocolVersion][DispenseName]; !ok {
-		t.Errorf("HostPluginSet has no %q at version %d", DispenseName, ProtocolVersion)
+	for _, v := range []int{1, ProtocolVersion} {
+		if _, ok := hostapi.PluginSet()[v][dispenseName]; !ok {
+			t.Errorf("the host's plugin set has no %q at version %d", dispenseName, v)
+		}
 	}
 	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(Handshake.MagicCookieValue) {
 		t.Errorf("magic cookie %q is not 64 hex characters", Handshake.MagicCookieValue)

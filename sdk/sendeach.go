@@ -10,16 +10,17 @@ import (
 type SendOneFunc func(ctx context.Context, d Delivery) (providerMessageID string, err error)
 
 // SendEach adapts a plugin that can only send one delivery at a time to
-// Channel.Send. It sends the batch in order and returns exactly one Result
+// Channel.Send. It sends the deliveries in order and returns exactly one Result
 // per delivery. Once ctx is done, or a delivery is rate limited, the
 // remaining deliveries are not attempted and come back Retryable (rate
 // limited, with the same hint, after a rate limit).
 //
-//	func (p *Plugin) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, error) {
-//		return sdk.SendEach(p.sendOne)(ctx, batch)
+//	func (p *Plugin) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
+//		return sdk.SendEach(p.sendOne)(ctx, req)
 //	}
-func SendEach(fn SendOneFunc) func(ctx context.Context, batch []Delivery) ([]Result, error) {
-	return func(ctx context.Context, batch []Delivery) ([]Result, error) {
+func SendEach(fn SendOneFunc) func(ctx context.Context, req SendRequest) (SendResponse, error) {
+	return func(ctx context.Context, req SendRequest) (SendResponse, error) {
+		batch := req.Deliveries
 		results := make([]Result, 0, len(batch))
 		var stop *Result
 		for _, d := range batch {
@@ -45,6 +46,6 @@ func SendEach(fn SendOneFunc) func(ctx context.Context, batch []Delivery) ([]Res
 			}
 			results = append(results, Sent(d.DeliveryID, id))
 		}
-		return results, nil
+		return SendResponse{Results: results}, nil
 	}
 }

@@ -15,14 +15,10 @@ import (
 // ProtocolVersion and from each plugin's PluginVersion.
 const Version = "1.0.0"
 
-// ProtocolVersion is the plugin protocol version this SDK speaks
-// (herald.channel.v1). It must match the "Protocol version:" line in
-// proto/herald/channel/v1/channel.proto.
-const ProtocolVersion = 1
-
-// DispenseName is the name the channel plugin is dispensed under in the
-// plugin set (plugin.ClientProtocol.Dispense(sdk.DispenseName)).
-const DispenseName = "channel"
+// ProtocolVersion is the plugin protocol version this SDK serves
+// (herald.channel.v2). It matches the "Protocol version:" line in
+// proto/herald/channel/v2/channel.proto.
+const ProtocolVersion = 2
 
 // Environment variables the host sets for a plugin.
 const (
@@ -34,20 +30,13 @@ const (
 	EnvLogLevel = "HERALD_PLUGIN_LOG_LEVEL"
 )
 
-// Handshake is the go-plugin handshake shared by the host and every plugin.
-// The protocol version is negotiated through VersionedPlugins, not here.
+// Handshake is the go-plugin handshake shared by the host and every plugin:
+// a plugin in another language checks that the environment variable
+// MagicCookieKey holds MagicCookieValue. The protocol version is negotiated
+// through VersionedPlugins, not here.
 var Handshake = plugin.HandshakeConfig{
 	MagicCookieKey:   "HERALD_PLUGIN_MAGIC_COOKIE",
 	MagicCookieValue: "c3156d02fb53fa45fbc249579d3112d2f6eff4756ddbae5adca569380627cbcd",
-}
-
-// HostPluginSet returns the VersionedPlugins a host puts in
-// plugin.ClientConfig. Dispensing DispenseName from a client gives an
-// sdk.Channel whose methods call the plugin process.
-func HostPluginSet() map[int]plugin.PluginSet {
-	return map[int]plugin.PluginSet{
-		ProtocolVersion: {DispenseName: &channelPlugin{}},
-	}
 }
 
 // Closer is implemented by plugins that hold resources (connections,
@@ -88,8 +77,8 @@ func Logger() hclog.Logger { return hclog.Default() }
 
 // Serve runs a channel plugin: plugins call it from main as sdk.Serve(New).
 // factory is called once. Serve speaks the go-plugin handshake (magic
-// cookie, protocol version 1 through VersionedPlugins, AutoMTLS when the
-// host asks for it), serves herald.channel.v1 over gRPC and logs JSON
+// cookie, protocol version 2 through VersionedPlugins, AutoMTLS when the
+// host asks for it), serves herald.channel.v2 over gRPC and logs JSON
 // through hclog to stderr. It returns when the host stops the plugin, after
 // calling Close if the Channel implements Closer. When the host process dies
 // the plugin exits by itself.
@@ -125,7 +114,7 @@ func Serve(factory func() Channel, opts ...ServeOpt) {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
-			ProtocolVersion: {DispenseName: &channelPlugin{impl: impl, logger: logger}},
+			ProtocolVersion: {dispenseName: &channelPlugin{impl: impl, logger: logger}},
 		},
 		GRPCServer: plugin.DefaultGRPCServer,
 		Logger:     logger,

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
 
@@ -80,6 +82,25 @@ func TestRulesHotReloadUnderServe(t *testing.T) {
 	if got := e.emailSubjects("r-3"); len(got) != 3 || got[0] != "Table request from Rossi" {
 		t.Fatalf("subjects after the broken edit: %q", got)
 	}
+	// The admin readiness says the rules are stale, and why; the daemon stays ready.
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		code, st := e.adminReady()
+		return code == http.StatusOK && st.Rules != nil && st.Rules.State == "stale" &&
+			len(st.Rules.Problems) > 0 && strings.Contains(st.Rules.Problems[0], `channel "FAX"`)
+	}, "admin readiness shows the stale rules and the FAX problem")
+
+	// 2b. A file truncated to nothing is refused the same way.
+	rejected := strings.Count(d.Log(), "rules reload rejected")
+	e.writeRules("")
+	testenv.Eventually(t, 30*time.Second, func() bool { return strings.Count(d.Log(), "rules reload rejected") > rejected },
+		"the daemon rejects the emptied file")
+	if !strings.Contains(d.Log(), "empty rules file") {
+		t.Error("the log does not say the file is empty")
+	}
+	if code, st := e.adminReady(); code != http.StatusOK || st.Rules == nil || st.Rules.State != "stale" ||
+		len(st.Rules.Problems) == 0 || !strings.Contains(st.Rules.Problems[0], "empty rules file") {
+		t.Errorf("admin readiness after the emptied file: %d %+v", code, st.Rules)
+	}
 
 	// 3. SIGHUP reloads too: fix the file, signal, and the fix serves.
 	before := strings.Count(d.Log(), "rules reloaded")
@@ -99,4 +120,31 @@ func TestRulesHotReloadUnderServe(t *testing.T) {
 	if got := e.emailSubjects("r-4"); len(got) != 3 || got[0] != "Booking from Rossi" {
 		t.Fatalf("subjects after SIGHUP: %q", got)
 	}
+	if code, st := e.adminReady(); code != http.StatusOK || st.Rules == nil || st.Rules.State != "current" || len(st.Rules.Problems) != 0 {
+		t.Errorf("admin readiness after the fix: %d %+v", code, st.Rules)
+	}
+}
+
+// adminReady GETs the admin listener's readiness with the admin token.
+func (e *env) adminReady() (int, server.ReadyStatus) {
+	e.t.Helper()
+	token, err := os.ReadFile(e.adminTokenFile)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, e.admin+server.AdminReadyPath, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, server.ReadyStatus{}
+	}
+	defer resp.Body.Close()
+	var st server.ReadyStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		e.t.Fatalf("admin ready body: %v", err)
+	}
+	return resp.StatusCode, st
 }

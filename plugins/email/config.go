@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"net/mail"
 	"os"
-	"strconv"
 	"time"
 
-	"github.com/heraldhq/herald/plugins/internal/pluginconf"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -39,51 +37,35 @@ const (
 	DefaultTimeout = 10 * time.Second
 )
 
-// configSpecs declares the plugin's config fields.
-var configSpecs = []sdk.FieldSpec{
-	{Name: FieldHost, Type: sdk.FieldString, Required: true, Description: "SMTP server host name or address."},
-	{Name: FieldPort, Type: sdk.FieldInt, Default: strconv.Itoa(DefaultPort), Description: "SMTP server port (587 submission, 465 implicit TLS, 25 relay)."},
-	{Name: FieldUsername, Type: sdk.FieldString, Description: "SMTP AUTH user name; empty disables authentication."},
-	{Name: FieldPassword, Type: sdk.FieldString, Secret: true, Description: "SMTP AUTH password."},
-	{Name: FieldFrom, Type: sdk.FieldString, Required: true, Description: `Sender address, e.g. "Herald <noreply@example.com>".`},
-	{Name: FieldTLS, Type: sdk.FieldString, Default: DefaultTLS, Enum: []string{TLSNone, TLSStartTLS, TLSImplicit}, Description: "Transport security: none, starttls (mandatory STARTTLS) or tls (implicit TLS)."},
-	{Name: FieldCAFile, Type: sdk.FieldString, Description: "PEM file of CA certificates to trust instead of the system pool."},
-	{Name: FieldTimeout, Type: sdk.FieldDuration, Default: DefaultTimeout.String(), Description: "Timeout for the connection and for each SMTP command."},
-	{Name: FieldHELO, Type: sdk.FieldString, Description: "Name sent in EHLO; defaults to the machine's host name."},
-}
+// configSpecs declares the plugin's config fields, derived from Config's
+// tags.
+var configSpecs = sdk.MustConfigFields(Config{})
 
 // Config is the email plugin's provider config.
 type Config struct {
 	// Host is the SMTP server's host name or address.
-	Host string `mapstructure:"host"`
+	Host string `config:"host,required" help:"SMTP server host name or address."`
 	// Port is the SMTP server's port.
-	Port int `mapstructure:"port"`
+	Port int `config:"port" default:"587" help:"SMTP server port (587 submission, 465 implicit TLS, 25 relay)."`
 	// Username enables SMTP AUTH when set.
-	Username string `mapstructure:"username"`
+	Username string `config:"username" help:"SMTP AUTH user name; empty disables authentication."`
 	// Password is the SMTP AUTH password.
-	Password string `mapstructure:"password"`
+	Password string `config:"password,secret" help:"SMTP AUTH password."`
 	// From is the sender address (RFC 5322 mailbox).
-	From string `mapstructure:"from"`
+	From string `config:"from,required" help:"Sender address, e.g. \"Herald <noreply@example.com>\"."`
 	// TLS is one of TLSNone, TLSStartTLS, TLSImplicit.
-	TLS string `mapstructure:"tls"`
+	TLS string `config:"tls" default:"starttls" enum:"none,starttls,tls" help:"Transport security: none, starttls (mandatory STARTTLS) or tls (implicit TLS)."`
 	// CAFile, when set, replaces the system CA pool.
-	CAFile string `mapstructure:"ca_file"`
+	CAFile string `config:"ca_file" help:"PEM file of CA certificates to trust instead of the system pool."`
 	// Timeout bounds the dial and every SMTP command.
-	Timeout time.Duration `mapstructure:"timeout"`
+	Timeout time.Duration `config:"timeout" default:"10s" help:"Timeout for the connection and for each SMTP command."`
 	// HELO is the name sent in EHLO.
-	HELO string `mapstructure:"helo"`
+	HELO string `config:"helo" help:"Name sent in EHLO; defaults to the machine's host name."`
 
 	// fromAddr is From, parsed by Validate.
 	fromAddr *mail.Address
 	// rootCAs is CAFile, loaded by Validate.
 	rootCAs *x509.CertPool
-}
-
-// setDefaults fills the fields an operator may leave out.
-func (c *Config) setDefaults() {
-	c.Port = DefaultPort
-	c.TLS = DefaultTLS
-	c.Timeout = DefaultTimeout
 }
 
 // Validate checks the config's meaning; errors are *sdk.ConfigError.
@@ -124,10 +106,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// configFromParsed decodes the operator's config map strictly, applies
-// defaults and validates the result.
+// configFromParsed decodes the operator's config map strictly (defaults
+// from the tags) and validates the result (Config.Validate).
 func configFromParsed(raw map[string]any) (Config, error) {
 	var c Config
-	c.setDefaults()
-	return pluginconf.Load(raw, configSpecs, c)
+	if err := sdk.DecodeConfig(raw, &c); err != nil {
+		return Config{}, err
+	}
+	return c, nil
 }

@@ -55,33 +55,32 @@ var _ sdk.Channel = (*Email)(nil)
 func New() sdk.Channel { return &Email{} }
 
 // Describe returns the plugin's static description.
-func (e *Email) Describe(ctx context.Context) (sdk.Description, error) {
-	return sdk.Description{
+func (e *Email) Describe(ctx context.Context, _ sdk.DescribeRequest) (sdk.DescribeResponse, error) {
+	return sdk.DescribeResponse{Description: sdk.Description{
 		ChannelType:   "EMAIL",
 		Provider:      "smtp",
 		PluginVersion: Version,
-		APIVersions:   []int{1},
 		Class:         sdk.Persistent,
 		MaxBatch:      MaxBatch,
 		Config:        configSpecs,
-	}, nil
+	}}, nil
 }
 
 // Configure checks the config and prepares the SMTP client; nothing is
 // dialled until Health or Send.
-func (e *Email) Configure(ctx context.Context, req sdk.ConfigureRequest) error {
+func (e *Email) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.ConfigureResponse, error) {
 	cfg, err := configFromParsed(req.Config)
 	if err != nil {
-		return err
+		return sdk.ConfigureResponse{}, err
 	}
 	client, err := newClient(cfg)
 	if err != nil {
-		return err
+		return sdk.ConfigureResponse{}, err
 	}
 	e.mu.Lock()
 	e.cfg, e.client = cfg, client
 	e.mu.Unlock()
-	return nil
+	return sdk.ConfigureResponse{}, nil
 }
 
 // newClient builds a go-mail client from a validated config.
@@ -126,27 +125,28 @@ func (e *Email) configured() (Config, *gomail.Client, error) {
 
 // Health dials the server, says EHLO (and STARTTLS and AUTH when
 // configured) and quits.
-func (e *Email) Health(ctx context.Context) (sdk.HealthReport, error) {
+func (e *Email) Health(ctx context.Context, _ sdk.HealthRequest) (sdk.HealthResponse, error) {
 	cfg, client, err := e.configured()
 	if err != nil {
-		return sdk.HealthReport{Healthy: false, Message: err.Error()}, nil
+		return sdk.HealthResponse{Healthy: false, Message: err.Error()}, nil
 	}
 	conn, err := client.DialToSMTPClientWithContext(ctx)
 	if err != nil {
-		return sdk.HealthReport{Healthy: false, Message: fmt.Sprintf("email: dial smtp %s:%d: %v", cfg.Host, cfg.Port, err)}, nil
+		return sdk.HealthResponse{Healthy: false, Message: fmt.Sprintf("email: dial smtp %s:%d: %v", cfg.Host, cfg.Port, err)}, nil
 	}
 	_ = client.CloseWithSMTPClient(conn)
-	return sdk.HealthReport{Healthy: true, Message: fmt.Sprintf("smtp %s:%d answered", cfg.Host, cfg.Port)}, nil
+	return sdk.HealthResponse{Healthy: true, Message: fmt.Sprintf("smtp %s:%d answered", cfg.Host, cfg.Port)}, nil
 }
 
 // Send delivers the batch over one SMTP connection. Each message gets its
 // own MAIL/RCPT/DATA transaction, so one rejected recipient does not fail
 // the others. A broken connection is re-dialled once per failure; when the
 // dial fails, every delivery not yet sent is retried.
-func (e *Email) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, error) {
+func (e *Email) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
+	batch := req.Deliveries
 	cfg, client, err := e.configured()
 	if err != nil {
-		return nil, err
+		return sdk.SendResponse{}, err
 	}
 	results := make([]sdk.Result, len(batch))
 	type pending struct {
@@ -163,7 +163,7 @@ func (e *Email) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, e
 		todo = append(todo, pending{idx: i, msg: msg})
 	}
 	if len(todo) == 0 {
-		return results, nil
+		return sdk.SendResponse{Results: results}, nil
 	}
 
 	var conn *gosmtp.Client
@@ -187,7 +187,7 @@ func (e *Email) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, e
 				for _, rest := range todo[n:] {
 					results[rest.idx] = sdk.Retry(batch[rest.idx].DeliveryID, reason, 0)
 				}
-				return results, nil
+				return sdk.SendResponse{Results: results}, nil
 			}
 			conn = c
 			// Cancelling ctx closes the connection, which unblocks a
@@ -203,7 +203,7 @@ func (e *Email) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, e
 			conn, stop = nil, func() bool { return false }
 		}
 	}
-	return results, nil
+	return sdk.SendResponse{Results: results}, nil
 }
 
 // buildMessage renders one delivery as a MIME message, or returns the

@@ -22,7 +22,7 @@ func configure(t *testing.T, cfg map[string]any) *Email {
 	e := New().(*Email)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.Configure(ctx, sdk.ConfigureRequest{ProviderName: "test", Config: cfg}); err != nil {
+	if _, err := e.Configure(ctx, sdk.ConfigureRequest{ProviderName: "test", Config: cfg}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	return e
@@ -52,7 +52,8 @@ func send(t *testing.T, e *Email, batch ...sdk.Delivery) []sdk.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := e.Send(ctx, batch)
+	resResp, err := e.Send(ctx, sdk.SendRequest{Deliveries: batch})
+	res := resResp.Results
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -203,7 +204,7 @@ func TestSendServerDownRetriesAll(t *testing.T) {
 	if !strings.Contains(got[0].Reason, "dial smtp") {
 		t.Errorf("reason = %q, want it to name the dial", got[0].Reason)
 	}
-	h, err := e.Health(context.Background())
+	h, err := e.Health(context.Background(), sdk.HealthRequest{})
 	if err != nil || h.Healthy {
 		t.Errorf("Health = %+v, %v; want unhealthy, nil", h, err)
 	}
@@ -219,7 +220,7 @@ func TestSendStartTLSWithAuth(t *testing.T) {
 	cfg[FieldUsername] = "herald"
 	cfg[FieldPassword] = "s3cret"
 	e := configure(t, cfg)
-	h, err := e.Health(context.Background())
+	h, err := e.Health(context.Background(), sdk.HealthRequest{})
 	if err != nil || !h.Healthy {
 		t.Fatalf("Health = %+v, %v; want healthy", h, err)
 	}
@@ -267,7 +268,8 @@ func TestSendCancelledContextRetries(t *testing.T) {
 	e := configure(t, peerConfig(p))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	got, err := e.Send(ctx, []sdk.Delivery{delivery("d1", "alice@herald.test")})
+	gotResp, err := e.Send(ctx, sdk.SendRequest{Deliveries: []sdk.Delivery{delivery("d1", "alice@herald.test")}})
+	got := gotResp.Results
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -323,7 +325,7 @@ func TestConfigureRefusesBadConfig(t *testing.T) {
 			t.Parallel()
 			cfg := good()
 			tc.edit(cfg)
-			err := New().Configure(context.Background(), sdk.ConfigureRequest{Config: cfg})
+			_, err := New().Configure(context.Background(), sdk.ConfigureRequest{Config: cfg})
 			var ce *sdk.ConfigError
 			if !errors.As(err, &ce) {
 				t.Fatalf("Configure error = %v, want *sdk.ConfigError", err)

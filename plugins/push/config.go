@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strconv"
 	"time"
 
-	"github.com/heraldhq/herald/plugins/internal/pluginconf"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -29,43 +27,29 @@ const (
 	DefaultConcurrency = 8
 )
 
-// configSpecs declares the plugin's config fields.
-var configSpecs = []sdk.FieldSpec{
-	{Name: FieldEndpoint, Type: sdk.FieldString, Default: DefaultEndpoint, Description: "Base URL of the FCM HTTP v1 API; messages go to <endpoint>/v1/projects/<project_id>/messages:send."},
-	{Name: FieldProjectID, Type: sdk.FieldString, Required: true, Description: "Firebase project id."},
-	{Name: FieldAccessToken, Type: sdk.FieldString, Secret: true, Description: "Static OAuth 2.0 bearer token; it is not refreshed. Set this or credentials_file."},
-	{Name: FieldCredentialsFile, Type: sdk.FieldString, Description: "Service-account JSON key file; the plugin signs a JWT with it and exchanges it at the file's token_uri for access tokens, refreshed before they expire. Set this or access_token."},
-	{Name: FieldTimeout, Type: sdk.FieldDuration, Default: DefaultTimeout.String(), Description: "Timeout of one HTTP request."},
-	{Name: FieldConcurrency, Type: sdk.FieldInt, Default: strconv.Itoa(DefaultConcurrency), Description: "How many FCM requests one Send runs at once."},
-	{Name: FieldValidateOnly, Type: sdk.FieldBool, Default: "false", Description: "Ask FCM to validate messages without delivering them (dry run)."},
-}
+// configSpecs declares the plugin's config fields, derived from Config's
+// tags.
+var configSpecs = sdk.MustConfigFields(Config{})
 
 // Config is the push plugin's provider config.
 type Config struct {
 	// Endpoint is the FCM API base URL.
-	Endpoint string `mapstructure:"endpoint"`
+	Endpoint string `config:"endpoint" default:"https://fcm.googleapis.com" help:"Base URL of the FCM HTTP v1 API; messages go to <endpoint>/v1/projects/<project_id>/messages:send."`
 	// ProjectID is the Firebase project.
-	ProjectID string `mapstructure:"project_id"`
+	ProjectID string `config:"project_id,required" help:"Firebase project id."`
 	// AccessToken is a static bearer token (not refreshed).
-	AccessToken string `mapstructure:"access_token"`
+	AccessToken string `config:"access_token,secret" help:"Static OAuth 2.0 bearer token; it is not refreshed. Set this or credentials_file."`
 	// CredentialsFile is a service-account JSON key file.
-	CredentialsFile string `mapstructure:"credentials_file"`
+	CredentialsFile string `config:"credentials_file" help:"Service-account JSON key file; the plugin signs a JWT with it and exchanges it at the file's token_uri for access tokens, refreshed before they expire. Set this or access_token."`
 	// Timeout bounds one HTTP request.
-	Timeout time.Duration `mapstructure:"timeout"`
+	Timeout time.Duration `config:"timeout" default:"10s" help:"Timeout of one HTTP request."`
 	// Concurrency bounds the requests one Send runs at once.
-	Concurrency int `mapstructure:"concurrency"`
+	Concurrency int `config:"concurrency" default:"8" help:"How many FCM requests one Send runs at once."`
 	// ValidateOnly sends messages as a dry run.
-	ValidateOnly bool `mapstructure:"validate_only"`
+	ValidateOnly bool `config:"validate_only" default:"false" help:"Ask FCM to validate messages without delivering them (dry run)."`
 
 	// creds is CredentialsFile, parsed by Validate.
 	creds *serviceAccount
-}
-
-// setDefaults fills the fields an operator may leave out.
-func (c *Config) setDefaults() {
-	c.Endpoint = DefaultEndpoint
-	c.Timeout = DefaultTimeout
-	c.Concurrency = DefaultConcurrency
 }
 
 // Validate checks the config's meaning; errors are *sdk.ConfigError.
@@ -103,10 +87,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// configFromParsed decodes the operator's config map strictly, applies
-// defaults and validates the result.
+// configFromParsed decodes the operator's config map strictly (defaults
+// from the tags) and validates the result (Config.Validate).
 func configFromParsed(raw map[string]any) (Config, error) {
 	var c Config
-	c.setDefaults()
-	return pluginconf.Load(raw, configSpecs, c)
+	if err := sdk.DecodeConfig(raw, &c); err != nil {
+		return Config{}, err
+	}
+	return c, nil
 }

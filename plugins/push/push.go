@@ -61,30 +61,29 @@ var _ sdk.Channel = (*Push)(nil)
 func New() sdk.Channel { return &Push{} }
 
 // Describe returns the plugin's static description.
-func (p *Push) Describe(ctx context.Context) (sdk.Description, error) {
-	return sdk.Description{
+func (p *Push) Describe(ctx context.Context, _ sdk.DescribeRequest) (sdk.DescribeResponse, error) {
+	return sdk.DescribeResponse{Description: sdk.Description{
 		ChannelType:   "PUSH",
 		Provider:      "fcm",
 		PluginVersion: Version,
-		APIVersions:   []int{1},
 		Class:         sdk.Persistent,
 		MaxBatch:      MaxBatch,
 		Config:        configSpecs,
-	}, nil
+	}}, nil
 }
 
 // Configure checks the config and prepares the HTTP client.
-func (p *Push) Configure(ctx context.Context, req sdk.ConfigureRequest) error {
+func (p *Push) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.ConfigureResponse, error) {
 	cfg, err := configFromParsed(req.Config)
 	if err != nil {
-		return err
+		return sdk.ConfigureResponse{}, err
 	}
 	hc := &http.Client{Timeout: cfg.Timeout}
 	p.mu.Lock()
 	p.cfg, p.hc = cfg, hc
 	p.tokens = &tokenSource{static: cfg.AccessToken, sa: cfg.creds, hc: hc}
 	p.mu.Unlock()
-	return nil
+	return sdk.ConfigureResponse{}, nil
 }
 
 func (p *Push) configured() (Config, *http.Client, *tokenSource, error) {
@@ -99,17 +98,17 @@ func (p *Push) configured() (Config, *http.Client, *tokenSource, error) {
 // Health validates (validate_only) a message to the "herald-health" topic:
 // it proves the endpoint answers and accepts the credentials for the
 // project, and delivers nothing.
-func (p *Push) Health(ctx context.Context) (sdk.HealthReport, error) {
+func (p *Push) Health(ctx context.Context, _ sdk.HealthRequest) (sdk.HealthResponse, error) {
 	cfg, hc, tokens, err := p.configured()
 	if err != nil {
-		return sdk.HealthReport{Healthy: false, Message: err.Error()}, nil
+		return sdk.HealthResponse{Healthy: false, Message: err.Error()}, nil
 	}
 	msg := fcmMessage{Topic: "herald-health", Data: map[string]string{"herald_health": "1"}}
 	out := post(ctx, cfg, hc, tokens, fcmRequest{ValidateOnly: true, Message: msg})
 	if out.kind != sdk.OutcomeSent {
-		return sdk.HealthReport{Healthy: false, Message: out.reason}, nil
+		return sdk.HealthResponse{Healthy: false, Message: out.reason}, nil
 	}
-	return sdk.HealthReport{Healthy: true, Message: "fcm accepted a validate-only message for project " + cfg.ProjectID}, nil
+	return sdk.HealthResponse{Healthy: true, Message: "fcm accepted a validate-only message for project " + cfg.ProjectID}, nil
 }
 
 // Send posts one FCM message per device token, at most cfg.Concurrency at a
@@ -117,10 +116,11 @@ func (p *Push) Health(ctx context.Context) (sdk.HealthReport, error) {
 // any token accepted the message (the failed tokens are not retried, so the
 // devices that got it are not notified twice), otherwise the most hopeful
 // failure: rate limited, then retryable, then permanent.
-func (p *Push) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, error) {
+func (p *Push) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
+	batch := req.Deliveries
 	cfg, hc, tokens, err := p.configured()
 	if err != nil {
-		return nil, err
+		return sdk.SendResponse{}, err
 	}
 	type job struct {
 		delivery, token int
@@ -156,7 +156,7 @@ func (p *Push) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, er
 	for i, d := range batch {
 		results[i] = fold(d.DeliveryID, outcomes[i])
 	}
-	return results, nil
+	return sdk.SendResponse{Results: results}, nil
 }
 
 // tokenOutcome is what FCM said about one device token.

@@ -28,7 +28,7 @@ func peerConfig(p *fcmPeer) map[string]any {
 func configure(t *testing.T, cfg map[string]any) *Push {
 	t.Helper()
 	p := New().(*Push)
-	if err := p.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test", Config: cfg}); err != nil {
+	if _, err := p.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test", Config: cfg}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	return p
@@ -55,7 +55,8 @@ func send(t *testing.T, p *Push, batch ...sdk.Delivery) []sdk.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := p.Send(ctx, batch)
+	resResp, err := p.Send(ctx, sdk.SendRequest{Deliveries: batch})
+	res := resResp.Results
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -168,7 +169,7 @@ func TestSendServerDownRetries(t *testing.T) {
 	if diff := cmp.Diff(want, got, ignoreText); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
-	h, err := p.Health(context.Background())
+	h, err := p.Health(context.Background(), sdk.HealthRequest{})
 	if err != nil || h.Healthy {
 		t.Errorf("Health = %+v, %v; want unhealthy, nil", h, err)
 	}
@@ -184,7 +185,7 @@ func TestBadAccessTokenRetriesAndIsUnhealthy(t *testing.T) {
 	if diff := cmp.Diff([]sdk.Result{sdk.Retry("d1", "", 0)}, got, ignoreText); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
-	h, err := p.Health(context.Background())
+	h, err := p.Health(context.Background(), sdk.HealthRequest{})
 	if err != nil || h.Healthy {
 		t.Errorf("Health = %+v, %v; want unhealthy, nil", h, err)
 	}
@@ -194,7 +195,7 @@ func TestHealthValidatesWithoutDelivering(t *testing.T) {
 	t.Parallel()
 	peer := startFCMPeer(t)
 	p := configure(t, peerConfig(peer))
-	h, err := p.Health(context.Background())
+	h, err := p.Health(context.Background(), sdk.HealthRequest{})
 	if err != nil || !h.Healthy {
 		t.Fatalf("Health = %+v, %v; want healthy", h, err)
 	}

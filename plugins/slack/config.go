@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldhq/herald/plugins/internal/pluginconf"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -28,30 +27,20 @@ const (
 // (U…/W…); messages to it arrive as a direct message from the app.
 const AttrSlackUserID = "slack_user_id"
 
-// configSpecs declares the plugin's config fields.
-var configSpecs = []sdk.FieldSpec{
-	{Name: FieldToken, Type: sdk.FieldString, Required: true, Secret: true, Description: "Slack bot token (xoxb-…) with the chat:write scope."},
-	{Name: FieldAPIURL, Type: sdk.FieldString, Default: DefaultAPIURL, Description: "Slack Web API base URL (tests point it to a slacktest server)."},
-	{Name: FieldDefaultChannel, Type: sdk.FieldString, Description: "Channel id or name for recipients without a slack_user_id attribute; empty means such deliveries fail with no_address."},
-	{Name: FieldTimeout, Type: sdk.FieldDuration, Default: DefaultTimeout.String(), Description: "Timeout of one Web API call."},
-}
+// configSpecs declares the plugin's config fields, derived from Config's
+// tags.
+var configSpecs = sdk.MustConfigFields(Config{})
 
 // Config is the slack plugin's provider config.
 type Config struct {
 	// Token is the bot token.
-	Token string `mapstructure:"token"`
+	Token string `config:"token,required,secret" help:"Slack bot token (xoxb-…) with the chat:write scope."`
 	// APIURL is the Web API base URL, ending in a slash.
-	APIURL string `mapstructure:"api_url"`
+	APIURL string `config:"api_url" default:"https://slack.com/api/" help:"Slack Web API base URL (tests point it to a slacktest server)."`
 	// DefaultChannel receives deliveries for recipients without a Slack id.
-	DefaultChannel string `mapstructure:"default_channel"`
+	DefaultChannel string `config:"default_channel" help:"Channel id or name for recipients without a slack_user_id attribute; empty means such deliveries fail with no_address."`
 	// Timeout bounds one Web API call.
-	Timeout time.Duration `mapstructure:"timeout"`
-}
-
-// setDefaults fills the fields an operator may leave out.
-func (c *Config) setDefaults() {
-	c.APIURL = DefaultAPIURL
-	c.Timeout = DefaultTimeout
+	Timeout time.Duration `config:"timeout" default:"10s" help:"Timeout of one Web API call."`
 }
 
 // Validate checks the config's meaning; errors are *sdk.ConfigError.
@@ -72,10 +61,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// configFromParsed decodes the operator's config map strictly, applies
-// defaults and validates the result.
+// configFromParsed decodes the operator's config map strictly (defaults
+// from the tags) and validates the result (Config.Validate).
 func configFromParsed(raw map[string]any) (Config, error) {
 	var c Config
-	c.setDefaults()
-	return pluginconf.Load(raw, configSpecs, c)
+	if err := sdk.DecodeConfig(raw, &c); err != nil {
+		return Config{}, err
+	}
+	return c, nil
 }

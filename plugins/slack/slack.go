@@ -72,23 +72,22 @@ var _ sdk.Channel = (*Slack)(nil)
 func New() sdk.Channel { return &Slack{} }
 
 // Describe returns the plugin's static description.
-func (s *Slack) Describe(ctx context.Context) (sdk.Description, error) {
-	return sdk.Description{
+func (s *Slack) Describe(ctx context.Context, _ sdk.DescribeRequest) (sdk.DescribeResponse, error) {
+	return sdk.DescribeResponse{Description: sdk.Description{
 		ChannelType:   "SLACK",
 		Provider:      "slack",
 		PluginVersion: Version,
-		APIVersions:   []int{1},
 		Class:         sdk.BestEffort,
 		MaxBatch:      MaxBatch,
 		Config:        configSpecs,
-	}, nil
+	}}, nil
 }
 
 // Configure checks the config and prepares the Slack client.
-func (s *Slack) Configure(ctx context.Context, req sdk.ConfigureRequest) error {
+func (s *Slack) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.ConfigureResponse, error) {
 	cfg, err := configFromParsed(req.Config)
 	if err != nil {
-		return err
+		return sdk.ConfigureResponse{}, err
 	}
 	client := slack.New(cfg.Token,
 		slack.OptionAPIURL(cfg.APIURL),
@@ -96,7 +95,7 @@ func (s *Slack) Configure(ctx context.Context, req sdk.ConfigureRequest) error {
 	s.mu.Lock()
 	s.cfg, s.client = cfg, client
 	s.mu.Unlock()
-	return nil
+	return sdk.ConfigureResponse{}, nil
 }
 
 func (s *Slack) configured() (Config, *slack.Client, error) {
@@ -109,26 +108,27 @@ func (s *Slack) configured() (Config, *slack.Client, error) {
 }
 
 // Health calls auth.test: it proves the API answers and the token is valid.
-func (s *Slack) Health(ctx context.Context) (sdk.HealthReport, error) {
+func (s *Slack) Health(ctx context.Context, _ sdk.HealthRequest) (sdk.HealthResponse, error) {
 	_, client, err := s.configured()
 	if err != nil {
-		return sdk.HealthReport{Healthy: false, Message: err.Error()}, nil
+		return sdk.HealthResponse{Healthy: false, Message: err.Error()}, nil
 	}
 	resp, err := client.AuthTestContext(ctx)
 	if err != nil {
-		return sdk.HealthReport{Healthy: false, Message: "slack: auth.test: " + err.Error()}, nil
+		return sdk.HealthResponse{Healthy: false, Message: "slack: auth.test: " + err.Error()}, nil
 	}
-	return sdk.HealthReport{Healthy: true, Message: "slack: authenticated as " + resp.User + " in team " + resp.Team}, nil
+	return sdk.HealthResponse{Healthy: true, Message: "slack: authenticated as " + resp.User + " in team " + resp.Team}, nil
 }
 
 // Send posts one message per delivery, one at a time (Slack limits
 // chat.postMessage per channel to about one a second). Once Slack rate
 // limits the app, the rest of the batch is reported rate limited without
 // being posted.
-func (s *Slack) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, error) {
+func (s *Slack) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
+	batch := req.Deliveries
 	cfg, client, err := s.configured()
 	if err != nil {
-		return nil, err
+		return sdk.SendResponse{}, err
 	}
 	results := make([]sdk.Result, len(batch))
 	var limited *sdk.Result
@@ -158,7 +158,7 @@ func (s *Slack) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, e
 		}
 		results[i] = sdk.Sent(d.DeliveryID, channel+":"+ts)
 	}
-	return results, nil
+	return sdk.SendResponse{Results: results}, nil
 }
 
 // messageOptions renders a delivery as chat.postMessage arguments: the

@@ -145,7 +145,7 @@ func peerConfig(p *slackPeer) map[string]any {
 func configure(t *testing.T, cfg map[string]any) *Slack {
 	t.Helper()
 	s := New().(*Slack)
-	if err := s.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test", Config: cfg}); err != nil {
+	if _, err := s.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test", Config: cfg}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	return s
@@ -171,7 +171,8 @@ func send(t *testing.T, s *Slack, batch ...sdk.Delivery) []sdk.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := s.Send(ctx, batch)
+	resResp, err := s.Send(ctx, sdk.SendRequest{Deliveries: batch})
+	res := resResp.Results
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -280,7 +281,7 @@ func TestHealth(t *testing.T) {
 			t.Parallel()
 			cfg := peerConfig(peer)
 			cfg[FieldToken] = tc.token
-			h, err := configure(t, cfg).Health(context.Background())
+			h, err := configure(t, cfg).Health(context.Background(), sdk.HealthRequest{})
 			if err != nil {
 				t.Fatalf("Health: %v", err)
 			}
@@ -342,7 +343,7 @@ func TestConfigureRefusesBadConfig(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			err := New().Configure(context.Background(), sdk.ConfigureRequest{Config: tc.cfg})
+			_, err := New().Configure(context.Background(), sdk.ConfigureRequest{Config: tc.cfg})
 			var ce *sdk.ConfigError
 			if !errors.As(err, &ce) {
 				t.Fatalf("Configure error = %v, want *sdk.ConfigError", err)

@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"strconv"
 	"time"
 
-	"github.com/heraldhq/herald/plugins/internal/pluginconf"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -34,40 +32,26 @@ var (
 	serviceSIDPattern = regexp.MustCompile(`^MG[0-9a-fA-F]{32}$`)
 )
 
-// configSpecs declares the plugin's config fields.
-var configSpecs = []sdk.FieldSpec{
-	{Name: FieldBaseURL, Type: sdk.FieldString, Default: DefaultBaseURL, Description: "Base URL of the Twilio REST API; messages go to <base_url>/2010-04-01/Accounts/<account_sid>/Messages.json."},
-	{Name: FieldAccountSID, Type: sdk.FieldString, Required: true, Description: "Twilio account SID (AC followed by 32 hex digits)."},
-	{Name: FieldAuthToken, Type: sdk.FieldString, Required: true, Secret: true, Description: "Twilio auth token (HTTP basic auth password)."},
-	{Name: FieldFrom, Type: sdk.FieldString, Description: "Sender: an E.164 number or alphanumeric sender id. Set this or messaging_service_sid."},
-	{Name: FieldMessagingServiceSID, Type: sdk.FieldString, Description: "Messaging Service SID (MG…) that picks the sender. Set this or from."},
-	{Name: FieldTimeout, Type: sdk.FieldDuration, Default: DefaultTimeout.String(), Description: "Timeout of one HTTP request."},
-	{Name: FieldConcurrency, Type: sdk.FieldInt, Default: strconv.Itoa(DefaultConcurrency), Description: "How many Twilio requests one Send runs at once."},
-}
+// configSpecs declares the plugin's config fields, derived from Config's
+// tags.
+var configSpecs = sdk.MustConfigFields(Config{})
 
 // Config is the sms plugin's provider config.
 type Config struct {
 	// BaseURL is the Twilio REST API base URL.
-	BaseURL string `mapstructure:"base_url"`
+	BaseURL string `config:"base_url" default:"https://api.twilio.com" help:"Base URL of the Twilio REST API; messages go to <base_url>/2010-04-01/Accounts/<account_sid>/Messages.json."`
 	// AccountSID identifies the Twilio account (basic auth user).
-	AccountSID string `mapstructure:"account_sid"`
+	AccountSID string `config:"account_sid,required" help:"Twilio account SID (AC followed by 32 hex digits)."`
 	// AuthToken is the basic auth password.
-	AuthToken string `mapstructure:"auth_token"`
+	AuthToken string `config:"auth_token,required,secret" help:"Twilio auth token (HTTP basic auth password)."`
 	// From is the sender number or id.
-	From string `mapstructure:"from"`
+	From string `config:"from" help:"Sender: an E.164 number or alphanumeric sender id. Set this or messaging_service_sid."`
 	// MessagingServiceSID selects a Messaging Service instead of From.
-	MessagingServiceSID string `mapstructure:"messaging_service_sid"`
+	MessagingServiceSID string `config:"messaging_service_sid" help:"Messaging Service SID (MG…) that picks the sender. Set this or from."`
 	// Timeout bounds one HTTP request.
-	Timeout time.Duration `mapstructure:"timeout"`
+	Timeout time.Duration `config:"timeout" default:"10s" help:"Timeout of one HTTP request."`
 	// Concurrency bounds the requests one Send runs at once.
-	Concurrency int `mapstructure:"concurrency"`
-}
-
-// setDefaults fills the fields an operator may leave out.
-func (c *Config) setDefaults() {
-	c.BaseURL = DefaultBaseURL
-	c.Timeout = DefaultTimeout
-	c.Concurrency = DefaultConcurrency
+	Concurrency int `config:"concurrency" default:"4" help:"How many Twilio requests one Send runs at once."`
 }
 
 // Validate checks the config's meaning; errors are *sdk.ConfigError.
@@ -99,10 +83,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// configFromParsed decodes the operator's config map strictly, applies
-// defaults and validates the result.
+// configFromParsed decodes the operator's config map strictly (defaults
+// from the tags) and validates the result (Config.Validate).
 func configFromParsed(raw map[string]any) (Config, error) {
 	var c Config
-	c.setDefaults()
-	return pluginconf.Load(raw, configSpecs, c)
+	if err := sdk.DecodeConfig(raw, &c); err != nil {
+		return Config{}, err
+	}
+	return c, nil
 }

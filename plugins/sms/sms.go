@@ -53,28 +53,27 @@ var _ sdk.Channel = (*SMS)(nil)
 func New() sdk.Channel { return &SMS{} }
 
 // Describe returns the plugin's static description.
-func (s *SMS) Describe(ctx context.Context) (sdk.Description, error) {
-	return sdk.Description{
+func (s *SMS) Describe(ctx context.Context, _ sdk.DescribeRequest) (sdk.DescribeResponse, error) {
+	return sdk.DescribeResponse{Description: sdk.Description{
 		ChannelType:   "SMS",
 		Provider:      "twilio",
 		PluginVersion: Version,
-		APIVersions:   []int{1},
 		Class:         sdk.Persistent,
 		MaxBatch:      MaxBatch,
 		Config:        configSpecs,
-	}, nil
+	}}, nil
 }
 
 // Configure checks the config and prepares the HTTP client.
-func (s *SMS) Configure(ctx context.Context, req sdk.ConfigureRequest) error {
+func (s *SMS) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.ConfigureResponse, error) {
 	cfg, err := configFromParsed(req.Config)
 	if err != nil {
-		return err
+		return sdk.ConfigureResponse{}, err
 	}
 	s.mu.Lock()
 	s.cfg, s.hc = cfg, &http.Client{Timeout: cfg.Timeout}
 	s.mu.Unlock()
-	return nil
+	return sdk.ConfigureResponse{}, nil
 }
 
 func (s *SMS) configured() (Config, *http.Client, error) {
@@ -88,20 +87,20 @@ func (s *SMS) configured() (Config, *http.Client, error) {
 
 // Health fetches the account resource: it proves the API answers and
 // accepts the credentials.
-func (s *SMS) Health(ctx context.Context) (sdk.HealthReport, error) {
+func (s *SMS) Health(ctx context.Context, _ sdk.HealthRequest) (sdk.HealthResponse, error) {
 	cfg, hc, err := s.configured()
 	if err != nil {
-		return sdk.HealthReport{Healthy: false, Message: err.Error()}, nil
+		return sdk.HealthResponse{Healthy: false, Message: err.Error()}, nil
 	}
 	u := accountURL(cfg) + ".json"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return sdk.HealthReport{Healthy: false, Message: "sms: " + err.Error()}, nil
+		return sdk.HealthResponse{Healthy: false, Message: "sms: " + err.Error()}, nil
 	}
 	req.SetBasicAuth(cfg.AccountSID, cfg.AuthToken)
 	resp, err := hc.Do(req)
 	if err != nil {
-		return sdk.HealthReport{Healthy: false, Message: "sms: get account: " + err.Error()}, nil
+		return sdk.HealthResponse{Healthy: false, Message: "sms: get account: " + err.Error()}, nil
 	}
 	defer resp.Body.Close()
 	var acct struct {
@@ -109,20 +108,21 @@ func (s *SMS) Health(ctx context.Context) (sdk.HealthReport, error) {
 	}
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&acct)
 	if resp.StatusCode != http.StatusOK {
-		return sdk.HealthReport{Healthy: false, Message: "sms: get account: " + resp.Status}, nil
+		return sdk.HealthResponse{Healthy: false, Message: "sms: get account: " + resp.Status}, nil
 	}
 	if acct.Status != "" && acct.Status != "active" {
-		return sdk.HealthReport{Healthy: false, Message: "sms: twilio account is " + acct.Status}, nil
+		return sdk.HealthResponse{Healthy: false, Message: "sms: twilio account is " + acct.Status}, nil
 	}
-	return sdk.HealthReport{Healthy: true, Message: "twilio account " + cfg.AccountSID + " is active"}, nil
+	return sdk.HealthResponse{Healthy: true, Message: "twilio account " + cfg.AccountSID + " is active"}, nil
 }
 
 // Send creates one Twilio message per delivery, at most cfg.Concurrency at
 // a time.
-func (s *SMS) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, error) {
+func (s *SMS) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
+	batch := req.Deliveries
 	cfg, hc, err := s.configured()
 	if err != nil {
-		return nil, err
+		return sdk.SendResponse{}, err
 	}
 	results := make([]sdk.Result, len(batch))
 	work := make(chan int)
@@ -141,7 +141,7 @@ func (s *SMS) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, err
 	}
 	close(work)
 	wg.Wait()
-	return results, nil
+	return sdk.SendResponse{Results: results}, nil
 }
 
 func accountURL(cfg Config) string {

@@ -28,7 +28,7 @@ func peerConfig(p *twilioPeer) map[string]any {
 func configure(t *testing.T, cfg map[string]any) *SMS {
 	t.Helper()
 	s := New().(*SMS)
-	if err := s.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test", Config: cfg}); err != nil {
+	if _, err := s.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test", Config: cfg}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	return s
@@ -48,7 +48,8 @@ func send(t *testing.T, s *SMS, batch ...sdk.Delivery) []sdk.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := s.Send(ctx, batch)
+	resResp, err := s.Send(ctx, sdk.SendRequest{Deliveries: batch})
+	res := resResp.Results
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -159,12 +160,12 @@ func TestWrongCredentials(t *testing.T) {
 	if diff := cmp.Diff([]sdk.Result{sdk.Retry("d1", "", 0)}, got, ignoreText); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
-	h, err := s.Health(context.Background())
+	h, err := s.Health(context.Background(), sdk.HealthRequest{})
 	if err != nil || h.Healthy {
 		t.Errorf("Health = %+v, %v; want unhealthy", h, err)
 	}
 	good := configure(t, peerConfig(peer))
-	h, err = good.Health(context.Background())
+	h, err = good.Health(context.Background(), sdk.HealthRequest{})
 	if err != nil || !h.Healthy {
 		t.Errorf("Health with the right token = %+v, %v; want healthy", h, err)
 	}

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldhq/herald/internal/liveproto"
-	"github.com/heraldhq/herald/plugins/internal/pluginconf"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -24,32 +22,19 @@ const (
 	DefaultPublishTimeout = 5 * time.Second
 )
 
-// configSpecs declares the plugin's config fields.
-var configSpecs = []sdk.FieldSpec{
-	{Name: FieldAMQPURL, Type: sdk.FieldString, Default: DefaultAMQPURL, Secret: true,
-		Description: "RabbitMQ the daemons' live gateways consume from (amqp:// or amqps://; the vhost of herald serve's amqp.url); the nodes of a cluster as URLs separated by commas (herald serve's amqp.urls), tried in turn."},
-	{Name: FieldExchange, Type: sdk.FieldString, Default: liveproto.DefaultExchange,
-		Description: "The live exchange (herald serve's live.exchange)."},
-	{Name: FieldPublishTimeout, Type: sdk.FieldDuration, Default: DefaultPublishTimeout.String(),
-		Description: "How long one batch may wait for the broker's confirms."},
-}
+// configSpecs declares the plugin's config fields, derived from Config's
+// tags.
+var configSpecs = sdk.MustConfigFields(Config{})
 
 // Config is the websocket plugin's provider config.
 type Config struct {
 	// AMQPURL is the broker, or the nodes of a cluster as URLs separated
 	// by commas.
-	AMQPURL string `mapstructure:"amqp_url"`
+	AMQPURL string `config:"amqp_url,secret" default:"amqp://guest:guest@127.0.0.1:5672/" help:"RabbitMQ the daemons' live gateways consume from (amqp:// or amqps://; the vhost of herald serve's amqp.url); the nodes of a cluster as URLs separated by commas (herald serve's amqp.urls), tried in turn."`
 	// Exchange is the live exchange.
-	Exchange string `mapstructure:"exchange"`
+	Exchange string `config:"exchange" default:"herald.live" help:"The live exchange (herald serve's live.exchange)."`
 	// PublishTimeout bounds waiting for a batch's confirms.
-	PublishTimeout time.Duration `mapstructure:"publish_timeout"`
-}
-
-// setDefaults fills the fields an operator may leave out.
-func (c *Config) setDefaults() {
-	c.AMQPURL = DefaultAMQPURL
-	c.Exchange = liveproto.DefaultExchange
-	c.PublishTimeout = DefaultPublishTimeout
+	PublishTimeout time.Duration `config:"publish_timeout" default:"5s" help:"How long one batch may wait for the broker's confirms."`
 }
 
 // Validate checks the config's meaning; errors are *sdk.ConfigError.
@@ -84,10 +69,12 @@ func (c *Config) URLs() []string {
 	return parts
 }
 
-// configFromParsed decodes the operator's config map strictly, applies
-// defaults and validates the result.
+// configFromParsed decodes the operator's config map strictly (defaults
+// from the tags) and validates the result (Config.Validate).
 func configFromParsed(raw map[string]any) (Config, error) {
 	var c Config
-	c.setDefaults()
-	return pluginconf.Load(raw, configSpecs, c)
+	if err := sdk.DecodeConfig(raw, &c); err != nil {
+		return Config{}, err
+	}
+	return c, nil
 }

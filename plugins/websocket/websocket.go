@@ -64,29 +64,28 @@ var (
 func New() sdk.Channel { return &WebSocket{} }
 
 // Describe returns the plugin's static description.
-func (w *WebSocket) Describe(ctx context.Context) (sdk.Description, error) {
-	return sdk.Description{
+func (w *WebSocket) Describe(ctx context.Context, _ sdk.DescribeRequest) (sdk.DescribeResponse, error) {
+	return sdk.DescribeResponse{Description: sdk.Description{
 		ChannelType:   "WEBSOCKET",
 		Provider:      "websocket",
 		PluginVersion: Version,
-		APIVersions:   []int{1},
 		Class:         sdk.BestEffort,
 		MaxBatch:      MaxBatch,
 		Config:        configSpecs,
-	}, nil
+	}}, nil
 }
 
 // Configure checks the config; the broker is dialled on first use.
-func (w *WebSocket) Configure(ctx context.Context, req sdk.ConfigureRequest) error {
+func (w *WebSocket) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.ConfigureResponse, error) {
 	cfg, err := configFromParsed(req.Config)
 	if err != nil {
-		return err
+		return sdk.ConfigureResponse{}, err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.disconnect()
 	w.cfg = &cfg
-	return nil
+	return sdk.ConfigureResponse{}, nil
 }
 
 // Close closes the broker connection (sdk.Closer).
@@ -149,24 +148,25 @@ func (w *WebSocket) channel() (*amqp.Channel, error) {
 }
 
 // Health reports whether the broker takes messages.
-func (w *WebSocket) Health(ctx context.Context) (sdk.HealthReport, error) {
+func (w *WebSocket) Health(ctx context.Context, _ sdk.HealthRequest) (sdk.HealthResponse, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, err := w.channel(); err != nil {
-		return sdk.HealthReport{Healthy: false, Message: err.Error()}, nil
+		return sdk.HealthResponse{Healthy: false, Message: err.Error()}, nil
 	}
-	return sdk.HealthReport{Healthy: true, Message: "publishing to exchange " + w.cfg.Exchange}, nil
+	return sdk.HealthResponse{Healthy: true, Message: "publishing to exchange " + w.cfg.Exchange}, nil
 }
 
 // Send publishes each delivery to its user's route key and reports Sent
 // when the broker routed it to at least one daemon, offline when it came
 // back unroutable.
-func (w *WebSocket) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, error) {
+func (w *WebSocket) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
+	batch := req.Deliveries
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ch, err := w.channel()
 	if err != nil {
-		return nil, err
+		return sdk.SendResponse{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.PublishTimeout)
 	defer cancel()
@@ -188,7 +188,7 @@ func (w *WebSocket) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Resul
 			liveproto.RouteKey(d.TenantID, d.Recipient.UserID), true, false, msg)
 		if err != nil {
 			w.disconnect()
-			return nil, fmt.Errorf("websocket: publish: %w", err)
+			return sdk.SendResponse{}, fmt.Errorf("websocket: publish: %w", err)
 		}
 	}
 	acked := make([]bool, len(batch))
@@ -199,7 +199,7 @@ func (w *WebSocket) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Resul
 		ok, err := c.WaitContext(ctx)
 		if err != nil {
 			w.disconnect()
-			return nil, fmt.Errorf("websocket: confirm: %w", err)
+			return sdk.SendResponse{}, fmt.Errorf("websocket: confirm: %w", err)
 		}
 		acked[i] = ok
 	}
@@ -224,7 +224,7 @@ drain:
 			results[i] = sdk.Sent(d.DeliveryID, "routed")
 		}
 	}
-	return results, nil
+	return sdk.SendResponse{Results: results}, nil
 }
 
 // frame is the JSON a browser receives.

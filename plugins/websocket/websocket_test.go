@@ -108,7 +108,7 @@ func testingShort() bool { return testing.Short() }
 func configured(t *testing.T, exchange string) *WebSocket {
 	t.Helper()
 	w := New().(*WebSocket)
-	err := w.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test",
+	_, err := w.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test",
 		Config: map[string]any{FieldAMQPURL: brokerURL(), FieldExchange: exchange}})
 	if err != nil {
 		t.Fatalf("Configure: %v", err)
@@ -133,7 +133,8 @@ func TestSendReachesEveryGatewayOfTheUser(t *testing.T) {
 	g1, g2 := newGateway(t, ex, [2]string{"t1", "u1"}), newGateway(t, ex, [2]string{"t1", "u1"})
 	other := newGateway(t, ex, [2]string{"t1", "u2"})
 	w := configured(t, ex)
-	res, err := w.Send(context.Background(), []sdk.Delivery{delivery("d1", "t1", "u1")})
+	resResp, err := w.Send(context.Background(), sdk.SendRequest{Deliveries: []sdk.Delivery{delivery("d1", "t1", "u1")}})
+	res := resResp.Results
 	if err != nil || len(res) != 1 || res[0].Outcome != sdk.OutcomeSent {
 		t.Fatalf("Send: %+v %v", res, err)
 	}
@@ -162,7 +163,8 @@ func TestUserWithoutSessionsIsOffline(t *testing.T) {
 	w := configured(t, ex)
 	batch := []sdk.Delivery{delivery("d1", "t1", "offline"), delivery("d2", "t1", "online"), delivery("d3", "t2", "online"),
 		{DeliveryID: "d4", TenantID: "t1"}}
-	res, err := w.Send(context.Background(), batch)
+	resResp, err := w.Send(context.Background(), sdk.SendRequest{Deliveries: batch})
+	res := resResp.Results
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,13 +191,13 @@ func TestBrokerDown(t *testing.T) {
 	t.Parallel()
 	w := New().(*WebSocket)
 	defer w.Close()
-	if err := w.Configure(context.Background(), sdk.ConfigureRequest{Config: map[string]any{FieldAMQPURL: "amqp://guest:guest@127.0.0.1:1/"}}); err != nil {
+	if _, err := w.Configure(context.Background(), sdk.ConfigureRequest{Config: map[string]any{FieldAMQPURL: "amqp://guest:guest@127.0.0.1:1/"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Send(context.Background(), []sdk.Delivery{delivery("d1", "t", "u")}); err == nil {
+	if _, err := w.Send(context.Background(), sdk.SendRequest{Deliveries: []sdk.Delivery{delivery("d1", "t", "u")}}); err == nil {
 		t.Fatal("Send with the broker down succeeded")
 	}
-	h, err := w.Health(context.Background())
+	h, err := w.Health(context.Background(), sdk.HealthRequest{})
 	if err != nil || h.Healthy {
 		t.Fatalf("Health with the broker down: %+v %v", h, err)
 	}
@@ -209,12 +211,13 @@ func TestSendTriesEveryNode(t *testing.T) {
 	g := newGateway(t, ex, [2]string{"t1", "u1"})
 	w := New().(*WebSocket)
 	defer w.Close()
-	err := w.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test",
+	_, err := w.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test",
 		Config: map[string]any{FieldAMQPURL: "amqp://guest:guest@127.0.0.1:1/, " + brokerURL(), FieldExchange: ex}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := w.Send(context.Background(), []sdk.Delivery{delivery("d1", "t1", "u1")})
+	resp, err := w.Send(context.Background(), sdk.SendRequest{Deliveries: []sdk.Delivery{delivery("d1", "t1", "u1")}})
+	res := resp.Results
 	if err != nil || len(res) != 1 || res[0].Outcome != sdk.OutcomeSent {
 		t.Fatalf("Send: %+v %v", res, err)
 	}

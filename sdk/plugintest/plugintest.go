@@ -40,6 +40,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/heraldhq/herald/sdk"
+	"github.com/heraldhq/herald/sdk/host"
 )
 
 // Features tells Run how to drive the plugin under test.
@@ -95,11 +96,14 @@ func Run(t *testing.T, binaryPath string, f Features) {
 	if f.BatchSize <= 0 {
 		f.BatchSize = 10
 	}
+	if f.Outcome == sdk.OutcomeUnspecified {
+		f.Outcome = sdk.OutcomeSent
+	}
 	logs := &syncBuffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "plugintest", Output: logs, Level: hclog.Debug})
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: sdk.HostPluginSet(),
+		VersionedPlugins: host.PluginSet(),
 		Cmd:              exec.Command(binaryPath),
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
@@ -116,7 +120,7 @@ func Run(t *testing.T, binaryPath string, f Features) {
 		return context.WithTimeout(context.Background(), f.Timeout)
 	}
 
-	var ch sdk.Channel
+	var ch host.Client
 	if !t.Run("handshake", func(t *testing.T) {
 		rpc, err := client.Client()
 		if err != nil {
@@ -128,13 +132,8 @@ func Run(t *testing.T, binaryPath string, f Features) {
 		if err := rpc.Ping(); err != nil {
 			t.Fatalf("ping: %v", err)
 		}
-		raw, err := rpc.Dispense(sdk.DispenseName)
-		if err != nil {
-			t.Fatalf("dispense: %v", err)
-		}
-		var ok bool
-		if ch, ok = raw.(sdk.Channel); !ok {
-			t.Fatalf("dispensed %T, not an sdk.Channel", raw)
+		if ch, err = host.Dispense(rpc); err != nil {
+			t.Fatal(err)
 		}
 	}) {
 		t.FailNow()
@@ -144,11 +143,11 @@ func Run(t *testing.T, binaryPath string, f Features) {
 	if !t.Run("describe", func(t *testing.T) {
 		c, cancel := ctx()
 		defer cancel()
-		var err error
-		desc, err = ch.Describe(c)
+		resp, err := ch.Describe(c, sdk.DescribeRequest{})
 		if err != nil {
 			t.Fatalf("describe: %v", err)
 		}
+		desc = resp.Description
 		for _, p := range CheckDescription(desc, f) {
 			t.Error(p)
 		}
@@ -159,7 +158,8 @@ func Run(t *testing.T, binaryPath string, f Features) {
 	configure := func(cfg map[string]any) error {
 		c, cancel := ctx()
 		defer cancel()
-		return ch.Configure(c, sdk.ConfigureRequest{ProviderName: "plugintest", Config: cfg})
+		_, err := ch.Configure(c, sdk.ConfigureRequest{ProviderName: "plugintest", Config: cfg})
+		return err
 	}
 
 	t.Run("configure refuses bad config naming the field", func(t *testing.T) {
@@ -190,7 +190,7 @@ func Run(t *testing.T, binaryPath string, f Features) {
 	t.Run("health", func(t *testing.T) {
 		c, cancel := ctx()
 		defer cancel()
-		rep, err := ch.Health(c)
+		rep, err := ch.Health(c, sdk.HealthRequest{})
 		if err != nil {
 			t.Fatalf("health: %v", err)
 		}
@@ -204,10 +204,11 @@ func Run(t *testing.T, binaryPath string, f Features) {
 		t.Helper()
 		c, cancel := ctx()
 		defer cancel()
-		results, err := ch.Send(c, batch)
+		resp, err := ch.Send(c, sdk.SendRequest{Deliveries: batch})
 		if err != nil {
 			t.Fatalf("send of %d: %v", len(batch), err)
 		}
+		results := resp.Results
 		for _, p := range CheckResults(batch, results) {
 			t.Error(p)
 		}
@@ -229,9 +230,9 @@ func Run(t *testing.T, binaryPath string, f Features) {
 	t.Run("send empty batch", func(t *testing.T) {
 		c, cancel := ctx()
 		defer cancel()
-		results, err := ch.Send(c, nil)
-		if err != nil || len(results) != 0 {
-			t.Errorf("empty batch: %d results, error %v; want none and nil", len(results), err)
+		resp, err := ch.Send(c, sdk.SendRequest{})
+		if err != nil || len(resp.Results) != 0 {
+			t.Errorf("empty batch: %d results, error %v; want none and nil", len(resp.Results), err)
 		}
 	})
 
@@ -269,7 +270,8 @@ func Run(t *testing.T, binaryPath string, f Features) {
 		batch := testDeliveries(f, "failing", min(3, max(desc.MaxBatch, 1)))
 		c, cancel := ctx()
 		defer cancel()
-		results, err := ch.Send(c, batch)
+		resp, err := ch.Send(c, sdk.SendRequest{Deliveries: batch})
+		results := resp.Results
 		if err != nil {
 			if _, classified := sdk.Classify(err); !classified {
 				t.Errorf("send failed with an unclassified error (wrap it with sdk.RetryableError, RateLimitedError or PermanentError): %v", err)
@@ -348,7 +350,8 @@ func CheckDescription(d sdk.Description, f Features) []string {
 }
 
 // CheckResults returns how results break the contract for batch: exactly
-// one result per delivery, keyed by DeliveryID, none unclassified, and
+// one result per delivery, keyed by DeliveryID, every outcome set, none
+// unclassified, and
 // retry hints only on retryable or rate-limited outcomes.
 func CheckResults(batch []sdk.Delivery, results []sdk.Result) []string {
 	var p []string
@@ -368,6 +371,9 @@ func CheckResults(batch []sdk.Delivery, results []sdk.Result) []string {
 			p = append(p, fmt.Sprintf("more than one result for delivery %q", r.DeliveryID))
 		}
 		got[r.DeliveryID] = true
+		if r.Outcome == sdk.OutcomeUnspecified {
+			p = append(p, fmt.Sprintf("delivery %s: result with no outcome (OutcomeUnspecified); build results with sdk.Sent, Retry, RateLimited, Permanent or ErrorResult", r.DeliveryID))
+		}
 		if r.Unclassified {
 			p = append(p, fmt.Sprintf("delivery %s failed with an unclassified error (wrap it with sdk.RetryableError, RateLimitedError or PermanentError): %s", r.DeliveryID, r.Reason))
 		}

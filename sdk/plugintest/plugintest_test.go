@@ -22,7 +22,9 @@ func TestCheckResults(t *testing.T) {
 		"unknown":   {results: []sdk.Result{sdk.Sent("a", "m"), sdk.Sent("b", "m"), sdk.Sent("c", "m")}, want: []string{"3 results for 2 deliveries", `result for unknown delivery "c"`}},
 		"unclassified": {results: []sdk.Result{sdk.Sent("a", "m"), sdk.ErrorResult("b", errString("boom"))},
 			want: []string{"delivery b failed with an unclassified error (wrap it with sdk.RetryableError, RateLimitedError or PermanentError): boom"}},
-		"sent with reason": {results: []sdk.Result{{DeliveryID: "a", Reason: "hmm"}, sdk.Sent("b", "")},
+		"unspecified": {results: []sdk.Result{{DeliveryID: "a"}, sdk.Sent("b", "")},
+			want: []string{"delivery a: result with no outcome (OutcomeUnspecified); build results with sdk.Sent, Retry, RateLimited, Permanent or ErrorResult"}},
+		"sent with reason": {results: []sdk.Result{{DeliveryID: "a", Outcome: sdk.OutcomeSent, Reason: "hmm"}, sdk.Sent("b", "")},
 			want: []string{`delivery a: sent with a failure reason "hmm" / code ""`}},
 		"nil results": {results: nil, want: []string{"0 results for 2 deliveries", `no result for delivery "a"`, `no result for delivery "b"`}},
 	}
@@ -42,7 +44,7 @@ func (e errString) Error() string { return string(e) }
 
 func TestCheckDescription(t *testing.T) {
 	t.Parallel()
-	good := sdk.Description{ChannelType: "EMAIL", Provider: "smtp", PluginVersion: "1.0.0", APIVersions: []int{1}, MaxBatch: 10,
+	good := sdk.Description{ChannelType: "EMAIL", Provider: "smtp", PluginVersion: "1.0.0", APIVersions: []int{sdk.ProtocolVersion}, MaxBatch: 10,
 		Config: []sdk.FieldSpec{{Name: "host", Type: sdk.FieldString, Required: true}, {Name: "port", Type: sdk.FieldInt, Default: "25"}}}
 	tests := map[string]struct {
 		mod  func(*sdk.Description)
@@ -51,7 +53,7 @@ func TestCheckDescription(t *testing.T) {
 	}{
 		"good":          {},
 		"wrong channel": {f: Features{ChannelType: "SMS"}, want: []string{`Description.ChannelType is "EMAIL", want "SMS"`}},
-		"empty":         {mod: func(d *sdk.Description) { *d = sdk.Description{} }, want: []string{"Description.ChannelType is empty", "Description.Provider is empty", "Description.PluginVersion is empty", "Description.APIVersions [] lacks protocol version 1"}},
+		"empty":         {mod: func(d *sdk.Description) { *d = sdk.Description{} }, want: []string{"Description.ChannelType is empty", "Description.Provider is empty", "Description.PluginVersion is empty", "Description.APIVersions [] lacks protocol version 2"}},
 		"duplicate field": {mod: func(d *sdk.Description) {
 			d.Config = append(d.Config, sdk.FieldSpec{Name: "host", Type: sdk.FieldString})
 		}, want: []string{`config field "host" is declared twice`}},

@@ -25,14 +25,19 @@ type Client struct {
 
 // Problem is an RFC 9457 problem document returned by the API.
 type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
+	// Type is the problem type URI.
+	Type string `json:"type"`
+	// Title is a short summary of the problem type.
+	Title string `json:"title"`
+	// Status is the HTTP status code.
+	Status int `json:"status"`
+	// Detail explains this occurrence.
 	Detail string `json:"detail"`
 	// Field names the request field at fault, when there is one.
 	Field string `json:"field,omitempty"`
 }
 
+// Error returns the status, the detail and the field, if any.
 func (p *Problem) Error() string {
 	if p.Field != "" {
 		return fmt.Sprintf("herald api: %d %s: %s (field %s)", p.Status, p.Title, p.Detail, p.Field)
@@ -42,29 +47,48 @@ func (p *Problem) Error() string {
 
 // EventStatus is the API's view of one event and its deliveries.
 type EventStatus struct {
-	EventID     string           `json:"event_id"`
-	ProjectID   string           `json:"project_id"`
-	Type        string           `json:"type"`
-	Status      string           `json:"status"`
-	Attempts    int              `json:"attempts"`
-	LastError   string           `json:"last_error,omitempty"`
-	CreatedAt   time.Time        `json:"created_at"`
-	ProcessedAt *time.Time       `json:"processed_at,omitempty"`
-	Deliveries  []DeliveryStatus `json:"deliveries"`
+	// EventID is the producer's idempotency key.
+	EventID string `json:"event_id"`
+	// ProjectID is the event's project, if any.
+	ProjectID string `json:"project_id"`
+	// Type is the event's type.
+	Type string `json:"type"`
+	// Status is PENDING, PROCESSED or FAILED.
+	Status string `json:"status"`
+	// Attempts counts the relay's tries to decide the event.
+	Attempts int `json:"attempts"`
+	// LastError is why the last try failed, if it did.
+	LastError string `json:"last_error,omitempty"`
+	// CreatedAt is when the event was recorded.
+	CreatedAt time.Time `json:"created_at"`
+	// ProcessedAt is when the relay decided it (nil while pending).
+	ProcessedAt *time.Time `json:"processed_at,omitempty"`
+	// Deliveries are the deliveries the event made.
+	Deliveries []DeliveryStatus `json:"deliveries"`
 }
 
 // DeliveryStatus is one delivery of an event.
 type DeliveryStatus struct {
-	DeliveryID        string    `json:"delivery_id"`
-	UserID            string    `json:"user_id"`
-	Channel           string    `json:"channel"`
-	Status            string    `json:"status"`
-	Attempts          int       `json:"attempts"`
-	Provider          string    `json:"provider,omitempty"`
-	ProviderMessageID string    `json:"provider_message_id,omitempty"`
-	LastError         string    `json:"last_error,omitempty"`
-	NextAttemptAt     time.Time `json:"next_attempt_at"`
-	UpdatedAt         time.Time `json:"updated_at"`
+	// DeliveryID identifies the delivery.
+	DeliveryID string `json:"delivery_id"`
+	// UserID is the recipient.
+	UserID string `json:"user_id"`
+	// Channel is the channel, e.g. "EMAIL".
+	Channel string `json:"channel"`
+	// Status is PENDING, PUBLISHED, SENT, RETRY, FAILED or DEFERRED.
+	Status string `json:"status"`
+	// Attempts counts the sends tried so far.
+	Attempts int `json:"attempts"`
+	// Provider is the provider that handled the last attempt.
+	Provider string `json:"provider,omitempty"`
+	// ProviderMessageID is the provider's id of a sent delivery.
+	ProviderMessageID string `json:"provider_message_id,omitempty"`
+	// LastError is the last attempt's failure, if any.
+	LastError string `json:"last_error,omitempty"`
+	// NextAttemptAt is when a RETRY delivery is tried again.
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+	// UpdatedAt is when the delivery last changed.
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Emit posts ev. created is false when the event_id was already known (the

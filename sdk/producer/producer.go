@@ -17,7 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/heraldhq/herald/internal/jsonguard"
+	"github.com/heraldhq/herald/sdk/producer/jsonguard"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,9 +37,10 @@ type Event struct {
 	EventID string `json:"event_id"`
 	// Type selects the rules, e.g. "RESERVATION_REQUESTED".
 	Type string `json:"type"`
-	// AggregateType and AggregateID name the business entity.
+	// AggregateType names the kind of business entity, e.g. "reservation".
 	AggregateType string `json:"aggregate_type,omitempty"`
-	AggregateID   string `json:"aggregate_id,omitempty"`
+	// AggregateID identifies the business entity.
+	AggregateID string `json:"aggregate_id,omitempty"`
 	// Payload is a JSON object the rules and templates read.
 	Payload json.RawMessage `json:"payload"`
 	// AvailableAt delays processing until then (zero: now).
@@ -48,10 +49,13 @@ type Event struct {
 
 // FieldError names the field of an Event that is not valid.
 type FieldError struct {
+	// Field names the event field at fault, e.g. "payload".
 	Field string
-	Msg   string
+	// Msg says what is wrong with it.
+	Msg string
 }
 
+// Error returns "field: message".
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
 // Limits of an Event, checked by Validate.

@@ -21,8 +21,8 @@ import (
 	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
-	"github.com/heraldhq/herald/internal/jsonguard"
 	"github.com/heraldhq/herald/sdk/producer"
+	"github.com/heraldhq/herald/sdk/producer/jsonguard"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

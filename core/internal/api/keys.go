@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald/core/internal/store"
-	"github.com/heraldhq/herald/internal/jsonguard"
+	"github.com/heraldhq/herald/sdk/producer/jsonguard"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald/core/internal/store"
-	"github.com/heraldhq/herald/internal/jsonguard"
 	"github.com/heraldhq/herald/sdk/producer"
+	"github.com/heraldhq/herald/sdk/producer/jsonguard"
 )
 
 var tenantWide = store.Principal{Tenant: "t1", KeyID: "k1"}

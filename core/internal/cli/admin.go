@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/jackc/pgx/v5"
@@ -214,44 +213,6 @@ func keyIDArg(s string) string {
 		return store.APIKeyID(s)
 	}
 	return s
-}
-
-func newDirectoryCmd() *cobra.Command {
-	var cfgPath, tenant string
-	cmd := &cobra.Command{Use: "directory", Short: "Manage recipients, groups, preferences and settings"}
-	imp := &cobra.Command{
-		Use:   "import --tenant T DIR.json",
-		Short: "Upsert a directory file (the format rules explain --directory reads)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if tenant == "" {
-				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
-			}
-			data, err := os.ReadFile(args[0])
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			var dir rules.Directory
-			if err := json.Unmarshal(data, &dir); err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("%s: %w", args[0], err)}
-			}
-			return withTx(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
-				if err := store.EnsureTenant(ctx, q, tenant, ""); err != nil {
-					return err
-				}
-				if err := store.ImportDirectory(ctx, q, tenant, &dir); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "imported %d recipients, %d groups, %d members, %d preferences, %d settings\n",
-					len(dir.Recipients), len(dir.Groups), len(dir.Members), len(dir.Preferences), len(dir.Settings))
-				return nil
-			})
-		},
-	}
-	imp.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	addConfigFlag(imp, &cfgPath)
-	cmd.AddCommand(imp)
-	return cmd
 }
 
 func newDeliveriesCmd() *cobra.Command {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 )
@@ -24,7 +25,42 @@ func newRulesCmd() *cobra.Command {
 		Use:   "rules",
 		Short: "Check rules files and explain decisions",
 	}
-	cmd.AddCommand(newRulesCheckCmd(), newRulesExplainCmd())
+	cmd.AddCommand(newRulesCheckCmd(), newRulesExplainCmd(), newRulesSchemaCmd())
+	return cmd
+}
+
+func newRulesSchemaCmd() *cobra.Command {
+	var dir bool
+	cmd := &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of the rules format (or, with --directory, of the directory format)",
+		Long: `Schema prints a JSON Schema (draft 2020-12) of a rules file in its YAML
+spelling, generated from the spec the loader decodes through. Point an
+editor's YAML language server at it to check rules files as they are typed:
+
+  herald rules schema > rules.schema.json
+  # first line of a rules YAML file:
+  # yaml-language-server: $schema=./rules.schema.json
+
+The schema checks fields and their shapes; herald rules check also checks
+meaning (templates, channel references, time zones, durations).
+
+With --directory it prints the directory format's schema instead, the same
+as herald directory schema.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := config.RulesJSONSchema()
+			if dir {
+				var err error
+				if out, err = directory.Schema(false); err != nil {
+					return err
+				}
+			}
+			_, err := cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&dir, "directory", false, "print the directory format's schema")
 	return cmd
 }
 
@@ -89,6 +125,9 @@ func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, to
 			if errors.As(err, &errs) {
 				for _, e := range errs {
 					fmt.Fprintln(stderr, e.Error())
+					if e.Snippet != "" {
+						fmt.Fprintln(stderr, e.Snippet)
+					}
 				}
 				problems += len(errs)
 			} else {
@@ -131,18 +170,32 @@ type rulesExplainOptions struct {
 	json        bool
 	databaseURL string
 	tenant      string
+	user        string
 }
 
 func newRulesExplainCmd() *cobra.Command {
 	var o rulesExplainOptions
 	cmd := &cobra.Command{
-		Use:   "explain --rules FILE --event EVENT.json (--directory DIR.json | --database-url URL) [--at RFC3339] [--json]",
+		Use:   "explain --rules FILE --event EVENT.json (--directory DIR | --database-url URL) [--user ID] [--at RFC3339] [--json]",
 		Short: "Show who gets an event, on which channels, and why",
 		Long: `Explain runs the rule engine on a sample event and prints every recipient
 with the channels kept, deferred and dropped, each with its reason, then the
-users left out. The directory comes from a DIR.json file (recipients,
-groups, members, preferences, settings) or, with --database-url, from the
-live database of --tenant (default: the event's tenant_id).`,
+users left out, and a warning for every audience that matched nobody.
+Reasons say whether an explicit setting decided (a group setting, a user
+preference, for the event type or every type: "(explicit)") or a default
+(the user type's, the global one: "(default)"), and quiet hours name whose
+window applied and the recipient's local time.
+
+With --user ID it explains one user, even one no audience reached: every
+audience says why it did or did not reach them (not a member, unknown
+group, role outside the audience's roles, another user type, not in the
+payload's list), then their channels or why they were left out
+(inactive, over max_recipients, not in the directory).
+
+The directory comes from a directory file (JSON, YAML or JSONL, checked
+strictly as herald directory check does: every problem is listed and none
+may remain) or, with --database-url, from the live database of --tenant
+(default: the event's tenant_id).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRulesExplain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
@@ -156,6 +209,7 @@ live database of --tenant (default: the event's tenant_id).`,
 	f.BoolVar(&o.json, "json", false, "print the decision as JSON")
 	f.StringVar(&o.databaseURL, "database-url", "", "read the directory from this PostgreSQL `URL` instead of --directory")
 	f.StringVar(&o.tenant, "tenant", "", "tenant to read with --database-url (default: the event's tenant_id)")
+	f.StringVar(&o.user, "user", "", "explain this user `ID` only, even when no audience reached them")
 	_ = cmd.MarkFlagRequired("rules")
 	_ = cmd.MarkFlagRequired("event")
 	cmd.MarkFlagsMutuallyExclusive("directory", "database-url")
@@ -210,6 +264,10 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 		if err != nil {
 			return &ExitError{Code: 1, Err: err}
 		}
+		if o.user != "" {
+			// The user is loaded even when no audience reaches them.
+			needs = needs.Union(rules.Needs{UserIDs: []string{o.user}})
+		}
 		pool, err := pgxpool.New(ctx, o.databaseURL)
 		if err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--database-url: %w", err)}
@@ -219,12 +277,23 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 			return fmt.Errorf("load directory: %w", err)
 		}
 	} else {
-		dir = &rules.Directory{}
-		if err := readRulesJSON(o.directory, dir); err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("--directory: %w", err)}
+		if dir, err = readExplainDirectory(stderr, o.directory); err != nil {
+			return err
 		}
 	}
 
+	if o.user != "" {
+		ue, err := rs.ExplainUser(ev, dir, at, o.user)
+		if err != nil {
+			return &ExitError{Code: 1, Err: err}
+		}
+		if o.json {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(ue)
+		}
+		return rules.WriteUserExplain(stdout, ev, ue, at)
+	}
 	d, err := rs.Decide(ev, dir, at)
 	if err != nil {
 		return &ExitError{Code: 1, Err: err}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
@@ -106,7 +107,11 @@ event "PING" {
 			args:     []string{"rules", "check", broken},
 			wantCode: 1,
 			wantStderr: broken + `:8: event "PING": mandatory: channel "FAX" has no channel block (no plugin provides it)
+    8 |   mandatory = ["WEBSOCKET", "FAX"]
+      |   ^
 ` + broken + `:10: event "PING": template.WEBSOCKET.body: bad template: template: body:1: unclosed action
+   10 |     body = "{{ .payload.x "
+      |     ^
 2 problems
 `,
 		},
@@ -154,7 +159,11 @@ func TestRulesCheckPluginDir(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (websocket binary missing); stdout %q", code, stdout)
 	}
-	want := `rules/herald.hcl:81: channel "WEBSOCKET": providers.0.plugin: plugin binary ` + filepath.Join(dir, "herald-plugin-websocket") + ": no such file or directory\n1 problem\n"
+	want := `rules/herald.hcl:81: channel "WEBSOCKET": providers.0.plugin: plugin binary ` + filepath.Join(dir, "herald-plugin-websocket") + ": no such file or directory\n" +
+		`   81 |   providers   = [{ plugin = "websocket" }]
+      |                    ^
+1 problem
+`
 	if !strings.HasSuffix(stderr, want) {
 		t.Errorf("stderr does not end with:\n%s\ngot:\n%s", want, stderr)
 	}
@@ -181,10 +190,11 @@ func TestRulesExplain(t *testing.T) {
 		for _, want := range []string{
 			"event RESERVATION_REQUESTED evt-1 at 2026-03-10T15:00:00+01:00 (severity info, shared)\n3 recipients, 0 excluded\n",
 			"user staff1  type STAFF  role MANAGER  via group restaurant:5\n" +
-				"  EMAIL      kept     optional: enabled by group and user\n" +
-				"  PUSH       kept     optional: enabled by group and user\n" +
+				"  local time 2026-03-10 15:00 Tue Europe/Rome; quiet hours 22:00–08:00, the user's own window (explicit)\n" +
+				"  EMAIL      kept     optional: group: restaurant:5 setting (explicit); user: preference (explicit)\n" +
+				"  PUSH       kept     optional: group: restaurant:5 setting (explicit); user: preference (explicit)\n" +
 				"  WEBSOCKET  kept     mandatory\n" +
-				"  SMS        dropped  disabled by group restaurant:5 and disabled by user preference\n",
+				"  SMS        dropped  disabled by group restaurant:5 setting (explicit) and disabled by user preference (explicit)\n",
 		} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("output lacks:\n%s\ngot:\n%s", want, stdout)
@@ -211,6 +221,52 @@ func TestRulesExplain(t *testing.T) {
 		want := map[string][]string{"staff1": {"WEBSOCKET"}, "staff2": {"WEBSOCKET"}, "staff3": {"WEBSOCKET"}}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("kept channels (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("--user not reached", func(t *testing.T) {
+		t.Parallel()
+		stdout, stderr, code := runHerald(t, "rules", "explain", "--rules", examples+"rules/herald.hcl",
+			"--event", examples+"events/reservation_requested.json", "--directory", examples+"directory/acme.json",
+			"--at", "2026-03-10T15:00:00+01:00", "--user", "agent1")
+		want := "event RESERVATION_REQUESTED evt-1 at 2026-03-10T15:00:00+01:00, user agent1\n" +
+			"directory: type AGENT, active\n" +
+			"not notified: no audience of RESERVATION_REQUESTED reached the user\n\n" +
+			"audiences\n" +
+			"  group restaurant:5 roles MANAGER, CHEF, WAITER  no  not a member of group restaurant:5\n"
+		if code != 0 || stdout != want {
+			t.Errorf("exit %d, stderr %q, stdout (-want +got):\n%s", code, stderr, cmp.Diff(want, stdout))
+		}
+	})
+
+	t.Run("--user as JSON", func(t *testing.T) {
+		t.Parallel()
+		stdout, stderr, code := runHerald(t, append(base, "--at", "2026-03-10T23:00:00+01:00", "--json", "--user", "staff2")...)
+		var ue rules.UserExplanation
+		if code != 0 || json.Unmarshal([]byte(stdout), &ue) != nil {
+			t.Fatalf("exit %d, stderr %q, stdout %s", code, stderr, stdout)
+		}
+		if ue.Decision == nil || len(ue.Audiences) != 1 || !ue.Audiences[0].Reached || ue.Decision.LocalTime != "2026-03-10 23:00 Tue Europe/Rome" {
+			t.Errorf("explanation %+v", ue)
+		}
+	})
+
+	t.Run("strict --directory", func(t *testing.T) {
+		t.Parallel()
+		bad := filepath.Join(t.TempDir(), "dir.yaml")
+		if err := os.WriteFile(bad, []byte("recipients:\n  - {user_id: s1, user_type: STAFF, time_zone: Europe/Roma}\n  - {user_id: s1, user_type: STAFF, active: yes}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := runHerald(t, "rules", "explain", "--rules", examples+"rules/herald.hcl",
+			"--event", examples+"events/reservation_requested.json", "--directory", bad)
+		for _, want := range []string{
+			`dir.yaml:2: recipients[0] (user s1): time_zone: unknown zone "Europe/Roma"`,
+			`dir.yaml:3: recipients[1] (user s1): user_id: duplicate: recipients[0] (user s1) (line 2) is the same recipient`,
+			"--directory: 3 problems",
+		} {
+			if code != 1 || !strings.Contains(stderr, want) {
+				t.Errorf("exit %d, stderr lacks %q:\n%s", code, want, stderr)
+			}
 		}
 	})
 
@@ -269,5 +325,34 @@ func TestRulesExplainLiveDirectory(t *testing.T) {
 	}
 	if diff := cmp.Diff(fromFile, fromDB); diff != "" {
 		t.Errorf("live directory explains differently (-file +database):\n%s", diff)
+	}
+	// --user loads the user even when no audience reaches them.
+	for _, user := range []string{"staff2", "nobody"} {
+		fromFile, stderr, code := runHerald(t, append(common, "--directory", examples+"directory/restaurant5.json", "--user", user)...)
+		if code != 0 {
+			t.Fatalf("--directory --user %s: exit %d: %s", user, code, stderr)
+		}
+		fromDB, stderr, code := runHerald(t, append(common, "--database-url", db.URL, "--user", user)...)
+		if code != 0 {
+			t.Fatalf("--database-url --user %s: exit %d: %s", user, code, stderr)
+		}
+		if diff := cmp.Diff(fromFile, fromDB); diff != "" {
+			t.Errorf("--user %s explains differently (-file +database):\n%s", user, diff)
+		}
+	}
+}
+
+func TestRulesSchemaCommand(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, code := runHerald(t, "rules", "schema")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if stdout != string(config.RulesJSONSchema()) {
+		t.Error("rules schema does not print config.RulesJSONSchema")
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || doc["$schema"] == nil {
+		t.Errorf("not a JSON Schema: %v", err)
 	}
 }

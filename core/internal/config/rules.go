@@ -10,17 +10,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/go-viper/mapstructure/v2"
-	koanfyaml "github.com/knadh/koanf/parsers/yaml"
-	"github.com/knadh/koanf/providers/rawbytes"
-	"github.com/knadh/koanf/v2"
+	"github.com/hashicorp/hcl/v2"
 
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/secret"
@@ -30,11 +26,17 @@ import (
 // when the parser gives one, the rule (`event "X"`, `channel "X"`,
 // `defaults`) and the field inside the rule.
 type RulesError struct {
-	File  string
-	Line  int
-	Rule  string
-	Field string
-	Msg   string
+	File string
+	// Line and Column are where the problem is (1-based; 0 when the
+	// problem is about the file as a whole).
+	Line   int
+	Column int
+	Rule   string
+	Field  string
+	Msg    string
+	// Snippet is the source line with a caret under the column, for
+	// `herald rules check` to show under the message ("" when unknown).
+	Snippet string
 }
 
 func (e *RulesError) Error() string {
@@ -78,124 +80,113 @@ func (es RulesErrors) sorted() RulesErrors {
 	return es
 }
 
-// The raw structs mirror a rules file. Unknown keys land in the ",remain"
-// maps and are reported as errors (strict decoding).
+// The raw structs mirror a rules file; their tags are the schema (see
+// rules_decode.go). Decoding is strict: an unknown field is an error.
 
 type rulesFileRaw struct {
-	Channels map[string]*rulesChannelRaw `koanf:"channel"`
-	Events   map[string]*rulesEventRaw   `koanf:"event"`
-	Defaults *rulesDefaultsRaw           `koanf:"defaults"`
-	Unknown  map[string]any              `koanf:",remain"`
+	Channels map[string]*rulesChannelRaw `hcl:"channel,labeled" doc:"Channels by type (EMAIL, PUSH, SMS, SLACK, WEBSOCKET or any type a plugin declares)."`
+	Events   map[string]*rulesEventRaw   `hcl:"event,labeled" doc:"Event rules by event type."`
+	Defaults *rulesDefaultsRaw           `hcl:"defaults,block" doc:"Defaults for every recipient: time zone, locale, quiet hours, retry, per-user-type channels."`
 }
 
 type rulesChannelRaw struct {
-	Providers  []*rulesProviderRaw `koanf:"providers"`
-	BestEffort *bool               `koanf:"best_effort"`
-	Intrusive  *bool               `koanf:"intrusive"`
-	UserTypes  []string            `koanf:"user_types"`
-	Retry      *rulesRetryRaw      `koanf:"retry"`
-	Breaker    *rulesBreakerRaw    `koanf:"breaker"`
-	TextFormat *string             `koanf:"text_format"`
-	Unknown    map[string]any      `koanf:",remain"`
+	Providers  []*rulesProviderRaw `hcl:"providers,attr" doc:"The plugins that deliver this channel, tried by priority (lowest first) with failover."`
+	BestEffort *bool               `hcl:"best_effort,attr" doc:"Best-effort channels are not retried (default: true for WEBSOCKET and SLACK)."`
+	Intrusive  *bool               `hcl:"intrusive,attr" doc:"Intrusive channels obey quiet hours (default: true for EMAIL, PUSH and SMS)."`
+	UserTypes  []string            `hcl:"user_types,attr" doc:"The user types this channel supports (empty: all)."`
+	Retry      *rulesRetryRaw      `hcl:"retry,block"`
+	Breaker    *rulesBreakerRaw    `hcl:"breaker,block"`
+	TextFormat *string             `hcl:"text_format,attr" doc:"How message text is written for this channel."`
 }
 
 type rulesBreakerRaw struct {
-	Cooldown string         `koanf:"cooldown"`
-	Unknown  map[string]any `koanf:",remain"`
+	Cooldown string `hcl:"cooldown,attr" doc:"A Go duration such as 30s."`
 }
 
 type rulesProviderRaw struct {
-	Plugin   string         `koanf:"plugin"`
-	Name     string         `koanf:"name"`
-	Priority int            `koanf:"priority"`
-	Checksum string         `koanf:"checksum"`
-	Config   map[string]any `koanf:"config"`
-	Unknown  map[string]any `koanf:",remain"`
+	Plugin   string         `hcl:"plugin,attr" doc:"The plugin binary herald-plugin-<plugin>."`
+	Name     string         `hcl:"name,attr"`
+	Priority int            `hcl:"priority,attr"`
+	Checksum string         `hcl:"checksum,attr" doc:"SHA-256 of the plugin binary, in hex; checked before it starts."`
+	Config   map[string]any `hcl:"config,attr" doc:"The plugin's config; string values may be secret references (env:NAME, file:PATH, raw:TEXT)."`
 }
 
 type rulesRetryRaw struct {
-	MaxAttempts *int           `koanf:"max_attempts"`
-	Initial     string         `koanf:"initial"`
-	Max         string         `koanf:"max"`
-	Multiplier  *float64       `koanf:"multiplier"`
-	Jitter      *float64       `koanf:"jitter"`
-	Unknown     map[string]any `koanf:",remain"`
+	MaxAttempts *int     `hcl:"max_attempts,attr"`
+	Initial     string   `hcl:"initial,attr" doc:"A Go duration such as 2s."`
+	Max         string   `hcl:"max,attr" doc:"A Go duration such as 10m."`
+	Multiplier  *float64 `hcl:"multiplier,attr"`
+	Jitter      *float64 `hcl:"jitter,attr"`
 }
 
 type rulesEventRaw struct {
-	Description         string                       `koanf:"description"`
-	Severity            string                       `koanf:"severity"`
-	Shared              bool                         `koanf:"shared"`
-	Audiences           []*rulesAudienceRaw          `koanf:"audience"`
-	Mandatory           []string                     `koanf:"mandatory"`
-	Optional            []string                     `koanf:"optional"`
-	Restrict            map[string]*rulesRestrictRaw `koanf:"restrict"`
-	QuietHours          string                       `koanf:"quiet_hours"`
-	QuietHoursByChannel map[string]string            `koanf:"quiet_hours_by_channel"`
-	Templates           map[string]*rulesTemplateRaw `koanf:"template"`
-	Inbox               *rulesTemplateRaw            `koanf:"inbox"`
-	PayloadSchema       any                          `koanf:"payload_schema"`
-	PayloadSchemaFile   string                       `koanf:"payload_schema_file"`
-	Unknown             map[string]any               `koanf:",remain"`
+	Description         string                       `hcl:"description,attr"`
+	Severity            string                       `hcl:"severity,attr" doc:"info, warning or critical."`
+	Shared              bool                         `hcl:"shared,attr" doc:"One inbox row shared by every recipient; the first to act handles it."`
+	Audiences           []*rulesAudienceRaw          `hcl:"audience,blocks" doc:"Who is reached: exactly one of group, groups_path, user, user_type and payload_path per audience."`
+	Mandatory           []string                     `hcl:"mandatory,attr" doc:"Channels always sent."`
+	Optional            []string                     `hcl:"optional,attr" doc:"Channels sent when the group and the user enable them."`
+	Restrict            map[string]*rulesRestrictRaw `hcl:"restrict,labeled" doc:"Channels limited to some roles, by channel."`
+	QuietHours          string                       `hcl:"quiet_hours,attr" doc:"drop, defer or ignore: what quiet hours do to intrusive channels."`
+	QuietHoursByChannel map[string]string            `hcl:"quiet_hours_by_channel,attr" doc:"quiet_hours for single channels."`
+	Templates           map[string]*rulesTemplateRaw `hcl:"template,labeled" doc:"Message templates by channel (Go text/template; html is html/template)."`
+	Inbox               *rulesTemplateRaw            `hcl:"inbox,block" doc:"The in-app inbox row's template."`
+	PayloadSchema       any                          `hcl:"payload_schema,attr" schema:"object|string" doc:"A JSON Schema the payload must satisfy: an object, or a string holding one."`
+	PayloadSchemaFile   string                       `hcl:"payload_schema_file,attr" doc:"A JSON Schema file, relative to the rules file."`
 }
 
 type rulesAudienceRaw struct {
-	Group       string         `koanf:"group"`
-	Roles       []string       `koanf:"roles"`
-	User        string         `koanf:"user"`
-	UserType    string         `koanf:"user_type"`
-	PayloadPath string         `koanf:"payload_path"`
-	Unknown     map[string]any `koanf:",remain"`
+	Group       string   `hcl:"group,attr" doc:"A group key template, e.g. restaurant:{{ .payload.restaurant_id }}."`
+	Roles       []string `hcl:"roles,attr" doc:"Only members with these roles, in priority order for max_recipients."`
+	GroupsPath  string   `hcl:"groups_path,attr" doc:"A dotted path to a list in the payload naming groups: each item is a group key, or .item of the group template."`
+	User        string   `hcl:"user,attr" doc:"A user id template."`
+	UserType    string   `hcl:"user_type,attr" doc:"Every user of this type."`
+	PayloadPath string   `hcl:"payload_path,attr" doc:"Recipients listed inline in the payload at this path."`
 }
 
 type rulesRestrictRaw struct {
-	Roles   []string       `koanf:"roles"`
-	Unknown map[string]any `koanf:",remain"`
+	Roles []string `hcl:"roles,attr"`
 }
 
 type rulesTemplateRaw struct {
-	Subject string                   `koanf:"subject"`
-	Title   string                   `koanf:"title"`
-	Body    string                   `koanf:"body"`
-	HTML    string                   `koanf:"html"`
-	Data    map[string]string        `koanf:"data"`
-	Locales map[string]*rulesTextRaw `koanf:"locale"`
-	Unknown map[string]any           `koanf:",remain"`
+	Subject string                   `hcl:"subject,attr"`
+	Title   string                   `hcl:"title,attr"`
+	Body    string                   `hcl:"body,attr"`
+	HTML    string                   `hcl:"html,attr"`
+	Data    map[string]string        `hcl:"data,attr"`
+	Locales map[string]*rulesTextRaw `hcl:"locale,labeled" doc:"Variants by locale."`
 }
 
 type rulesTextRaw struct {
-	Subject string            `koanf:"subject"`
-	Title   string            `koanf:"title"`
-	Body    string            `koanf:"body"`
-	HTML    string            `koanf:"html"`
-	Data    map[string]string `koanf:"data"`
-	Unknown map[string]any    `koanf:",remain"`
+	Subject string            `hcl:"subject,attr"`
+	Title   string            `hcl:"title,attr"`
+	Body    string            `hcl:"body,attr"`
+	HTML    string            `hcl:"html,attr"`
+	Data    map[string]string `hcl:"data,attr"`
 }
 
 type rulesDefaultsRaw struct {
-	TimeZone   string                       `koanf:"time_zone"`
-	Locale     string                       `koanf:"locale"`
-	QuietHours *rulesQuietRaw               `koanf:"quiet_hours"`
-	Retry      *rulesRetryRaw               `koanf:"retry"`
-	UserTypes  map[string]*rulesUserTypeRaw `koanf:"user_type"`
-	Unknown    map[string]any               `koanf:",remain"`
+	TimeZone   string                       `hcl:"time_zone,attr" doc:"An IANA time zone, e.g. Europe/Rome."`
+	Locale     string                       `hcl:"locale,attr"`
+	QuietHours *rulesQuietRaw               `hcl:"quiet_hours,block"`
+	Retry      *rulesRetryRaw               `hcl:"retry,block"`
+	UserTypes  map[string]*rulesUserTypeRaw `hcl:"user_type,labeled"`
 }
 
 type rulesUserTypeRaw struct {
-	Enabled    *[]string      `koanf:"enabled"`
-	QuietHours *rulesQuietRaw `koanf:"quiet_hours"`
-	Unknown    map[string]any `koanf:",remain"`
+	Enabled    *[]string      `hcl:"enabled,attr"`
+	QuietHours *rulesQuietRaw `hcl:"quiet_hours,block"`
 }
 
 type rulesQuietRaw struct {
-	Start   string         `koanf:"start"`
-	End     string         `koanf:"end"`
-	Unknown map[string]any `koanf:",remain"`
+	Start string `hcl:"start,attr"`
+	End   string `hcl:"end,attr"`
 }
 
 // rulesFile is one parsed rules file.
 type rulesFile struct {
 	path      string
+	src       []byte
 	positions rulesPositions
 	raw       rulesFileRaw
 	// broken is set when the file could not be parsed at all.
@@ -219,11 +210,20 @@ func (f *rulesFile) overlapsBadPath(path []string) bool {
 type rulesCollector struct{ errs RulesErrors }
 
 func (c *rulesCollector) add(f *rulesFile, path []string, msg string) {
+	var rng hcl.Range
+	if f != nil {
+		rng, _ = f.positions.at(path)
+	}
+	c.addAt(f, path, rng, msg)
+}
+
+// addAt is add at a known range.
+func (c *rulesCollector) addAt(f *rulesFile, path []string, rng hcl.Range, msg string) {
 	se := &rules.SpecError{Path: path}
-	e := &RulesError{Rule: se.Rule(), Field: se.Field(), Msg: msg}
+	e := &RulesError{Rule: se.Rule(), Field: se.Field(), Msg: msg, Line: rng.Start.Line, Column: rng.Start.Column}
 	if f != nil {
 		e.File = f.path
-		e.Line = f.positions.line(path)
+		e.Snippet = rulesSnippet(f.src, rng)
 	}
 	c.errs = append(c.errs, e)
 }
@@ -330,16 +330,23 @@ func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []st
 	}
 	c := &rulesCollector{}
 	parsed := make([]*rulesFile, 0, len(files))
-	broken := false
 	for _, path := range files {
-		f := parseRulesFile(c, path)
+		parsed = append(parsed, parseRulesFile(c, path))
+	}
+	rs, warnings, err := loadParsedRules(c, parsed, opts)
+	return rs, files, warnings, err
+}
+
+// loadParsedRules merges and validates parsed files.
+func loadParsedRules(c *rulesCollector, parsed []*rulesFile, opts RulesOptions) (*rules.RuleSet, RulesErrors, error) {
+	broken := false
+	for _, f := range parsed {
 		broken = broken || f.broken
-		parsed = append(parsed, f)
 	}
 	if broken {
 		// Validating what is left would report references into the
 		// unreadable file as errors of their own.
-		return nil, files, nil, c.errs.sorted()
+		return nil, nil, c.errs.sorted()
 	}
 	spec, owners := buildRulesSpec(c, parsed, !opts.KeepReferences)
 	if opts.PluginDir != "" {
@@ -349,7 +356,7 @@ func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []st
 	if err != nil {
 		var ses rules.SpecErrors
 		if !errors.As(err, &ses) {
-			return nil, files, nil, err
+			return nil, nil, err
 		}
 		for _, se := range ses {
 			f := owners.fileFor(se.Path)
@@ -360,13 +367,13 @@ func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []st
 		}
 	}
 	if len(c.errs) > 0 {
-		return nil, files, nil, c.errs.sorted()
+		return nil, nil, c.errs.sorted()
 	}
 	warn := &rulesCollector{}
 	for _, w := range rs.Warnings() {
 		warn.add(owners.fileFor(w.Path), w.Path, w.Msg)
 	}
-	return rs, files, warn.errs.sorted(), nil
+	return rs, warn.errs.sorted(), nil
 }
 
 // checkRulesPluginDir checks that the plugin binary of every provider is in
@@ -416,207 +423,14 @@ func rulesFileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// parseRulesFile reads one file with koanf and decodes it strictly.
+// parseRulesFile reads one file and decodes it strictly.
 func parseRulesFile(c *rulesCollector, path string) *rulesFile {
-	f := &rulesFile{path: path, positions: rulesPositions{}}
-	src, err := os.ReadFile(path)
+	src, err := readRulesSource(path)
 	if err != nil {
-		f.broken = true
-		c.errs = append(c.errs, &RulesError{File: path, Msg: "cannot read: " + rulesPathErr(err)})
-		return f
+		c.errs = append(c.errs, &RulesError{File: path, Msg: err.Error()})
+		return &rulesFile{path: path, positions: rulesPositions{}, broken: true}
 	}
-	var parser koanf.Parser
-	var hclParser *rulesHCLParser
-	switch ext := strings.ToLower(filepath.Ext(path)); ext {
-	case ".hcl":
-		hclParser = &rulesHCLParser{}
-		parser = hclParser
-		f.positions = hclRulesPositions(src)
-	case ".yaml", ".yml":
-		parser = koanfyaml.Parser()
-		f.positions = yamlRulesPositions(src)
-	default:
-		f.broken = true
-		c.errs = append(c.errs, &RulesError{File: path, Msg: fmt.Sprintf("unknown rules file type %q: use .hcl, .yaml or .yml", ext)})
-		return f
-	}
-	k := koanf.New(".")
-	if err := k.Load(rawbytes.Provider(src), parser); err != nil {
-		f.broken = true
-		c.errs = append(c.errs, &RulesError{File: path, Line: rulesParseLine(err), Msg: "syntax error: " + err.Error()})
-		return f
-	}
-	if hclParser != nil {
-		for _, p := range hclParser.problems {
-			c.add(f, p.path, p.msg)
-			c.errs[len(c.errs)-1].Line = f.positions.lineOf(p.path, p.occurrence)
-		}
-	}
-	err = k.UnmarshalWithConf("", &f.raw, koanf.UnmarshalConf{DecoderConfig: rulesDecoderConfig()})
-	if err != nil {
-		// mapstructure drops a whole map or struct when one field in it
-		// has the wrong type. Report the bad fields, take them out and
-		// decode again, so that the rest of the file is still checked.
-		m := k.Raw()
-		for attempt := 0; err != nil && attempt < 100; attempt++ {
-			bad := rulesDecodeErrors(c, f, err, nil)
-			removed := false
-			for _, p := range bad {
-				if p == nil || rulesDeletePath(m, p) {
-					removed = true
-				}
-				f.badPaths = append(f.badPaths, p)
-			}
-			if !removed {
-				break
-			}
-			f.raw = rulesFileRaw{}
-			err = rulesDecodeMap(m, &f.raw)
-		}
-		if err != nil {
-			f.broken = true
-			return f
-		}
-	}
-	var unknown []rulesPathProblem
-	collectUnknownRulesKeys(reflect.ValueOf(&f.raw), nil, &unknown)
-	for _, u := range unknown {
-		c.add(f, u.path, u.msg)
-	}
-	return f
-}
-
-func rulesDecoderConfig() *mapstructure.DecoderConfig {
-	return &mapstructure.DecoderConfig{
-		ErrorUnused:      true,
-		WeaklyTypedInput: false,
-		TagName:          "koanf",
-	}
-}
-
-// rulesDecodeMap decodes a (repaired) rules map exactly as koanf's
-// UnmarshalWithConf does with rulesDecoderConfig.
-func rulesDecodeMap(m map[string]any, out *rulesFileRaw) error {
-	dc := rulesDecoderConfig()
-	dc.Result = out
-	d, err := mapstructure.NewDecoder(dc)
-	if err != nil {
-		return err
-	}
-	return d.Decode(m)
-}
-
-// rulesDecodeErrors reports mapstructure's decoding errors (wrong types)
-// with the path each names, and returns those paths.
-func rulesDecodeErrors(c *rulesCollector, f *rulesFile, err error, paths [][]string) [][]string {
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range joined.Unwrap() {
-			paths = rulesDecodeErrors(c, f, e, paths)
-		}
-		return paths
-	}
-	var de *mapstructure.DecodeError
-	if errors.As(err, &de) {
-		inner := de.Unwrap()
-		if _, nested := inner.(interface{ Unwrap() []error }); nested {
-			return rulesDecodeErrors(c, f, inner, paths)
-		}
-		var deeper *mapstructure.DecodeError
-		if errors.As(inner, &deeper) {
-			return rulesDecodeErrors(c, f, inner, paths)
-		}
-		path := splitDecodePath(de.Name())
-		c.add(f, path, inner.Error())
-		return append(paths, path)
-	}
-	c.add(f, nil, err.Error())
-	return append(paths, nil)
-}
-
-// rulesDeletePath removes the value at path from a decoded rules map (list
-// elements become nil, keeping indexes stable). It reports whether it found
-// the value.
-func rulesDeletePath(m map[string]any, path []string) bool {
-	if len(path) == 0 {
-		return false
-	}
-	var cur any = m
-	for i, seg := range path {
-		last := i == len(path)-1
-		switch v := cur.(type) {
-		case map[string]any:
-			next, ok := v[seg]
-			if !ok {
-				return false
-			}
-			if last {
-				delete(v, seg)
-				return true
-			}
-			cur = next
-		case []any:
-			n, err := strconv.Atoi(seg)
-			if err != nil || n < 0 || n >= len(v) {
-				return false
-			}
-			if last {
-				v[n] = nil
-				return true
-			}
-			cur = v[n]
-		default:
-			return false
-		}
-	}
-	return false
-}
-
-// collectUnknownRulesKeys walks a decoded raw value and reports every key
-// that landed in a ",remain" map.
-func collectUnknownRulesKeys(v reflect.Value, path []string, out *[]rulesPathProblem) {
-	switch v.Kind() {
-	case reflect.Pointer:
-		if !v.IsNil() {
-			collectUnknownRulesKeys(v.Elem(), path, out)
-		}
-	case reflect.Struct:
-		t := v.Type()
-		for i := 0; i < t.NumField(); i++ {
-			tag := t.Field(i).Tag.Get("koanf")
-			if tag == ",remain" {
-				m := v.Field(i)
-				keys := make([]string, 0, m.Len())
-				for _, k := range m.MapKeys() {
-					keys = append(keys, k.String())
-				}
-				sort.Strings(keys)
-				for _, k := range keys {
-					*out = append(*out, rulesPathProblem{path: rulesSubPath(path, k), msg: fmt.Sprintf("unknown field %q", k)})
-				}
-				continue
-			}
-			collectUnknownRulesKeys(v.Field(i), rulesSubPath(path, tag), out)
-		}
-	case reflect.Map:
-		if ek := v.Type().Elem().Kind(); ek != reflect.Pointer && ek != reflect.Struct {
-			return
-		}
-		keys := make([]string, 0, v.Len())
-		for _, k := range v.MapKeys() {
-			keys = append(keys, k.String())
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			collectUnknownRulesKeys(v.MapIndex(reflect.ValueOf(k)), rulesSubPath(path, k), out)
-		}
-	case reflect.Slice:
-		if ek := v.Type().Elem().Kind(); ek != reflect.Pointer && ek != reflect.Struct {
-			return
-		}
-		for i := 0; i < v.Len(); i++ {
-			collectUnknownRulesKeys(v.Index(i), rulesSubPath(path, fmt.Sprint(i)), out)
-		}
-	}
+	return parseRulesSource(c, path, src)
 }
 
 // rulesOwners records which file defines each rule.
@@ -782,7 +596,7 @@ func rulesEventFrom(c *rulesCollector, f *rulesFile, name string, raw *rulesEven
 			a = &rulesAudienceRaw{}
 		}
 		ev.Audiences = append(ev.Audiences, rules.AudienceSpec{
-			Group: a.Group, Roles: a.Roles, User: a.User, UserType: a.UserType, PayloadPath: a.PayloadPath,
+			Group: a.Group, GroupsPath: a.GroupsPath, Roles: a.Roles, User: a.User, UserType: a.UserType, PayloadPath: a.PayloadPath,
 		})
 	}
 	if len(raw.Restrict) > 0 {
@@ -825,9 +639,9 @@ func rulesEventFrom(c *rulesCollector, f *rulesFile, name string, raw *rulesEven
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(filepath.Dir(f.path), p)
 		}
-		b, err := os.ReadFile(p)
+		b, err := readRulesSource(p)
 		if err != nil {
-			c.add(f, filePath, fmt.Sprintf("cannot read %s: %s", p, rulesPathErr(err)))
+			c.add(f, filePath, fmt.Sprintf("cannot read %s: %s", p, strings.TrimPrefix(err.Error(), "cannot read: ")))
 		} else {
 			ev.PayloadSchema = b
 			schemaPath = filePath

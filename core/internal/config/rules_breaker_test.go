@@ -98,7 +98,7 @@ channel "WEBSOCKET" {
   }
 }
 ` + event,
-			wantErr: `a.hcl:5: channel "WEBSOCKET": breaker.cooldwn: unknown field "cooldwn"`,
+			wantErr: `a.hcl:5: channel "WEBSOCKET": breaker.cooldwn: unknown field "cooldwn" (did you mean "cooldown"?)`,
 		},
 	}
 	for name, tc := range tests {

@@ -1,117 +1,72 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"strconv"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
+	"unicode/utf8"
 
-	"github.com/hashicorp/hcl"
-	"github.com/hashicorp/hcl/hcl/ast"
-	hclparser "github.com/hashicorp/hcl/hcl/parser"
-	"github.com/hashicorp/hcl/hcl/token"
-	koanfhcl "github.com/knadh/koanf/parsers/hcl"
-	"go.yaml.in/yaml/v3"
-
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
-// rulesShape describes how a key of the rules schema is written in HCL, so
-// that HCL's generic decoding (every block and object becomes a list of
-// maps) can be normalised into the shape YAML gives directly.
-type rulesShape struct {
-	kind   rulesShapeKind
-	fields map[string]*rulesShape // for rulesObject
-	elem   *rulesShape            // for rulesLabeled and rulesList
-}
-
-type rulesShapeKind int
-
+// Limits of a rules file. A file beyond any of them is refused with an
+// error that names the limit; none of them is near what a hand-written
+// rules file needs.
 const (
-	// rulesScalar is a value or a list of values, left alone.
-	rulesScalar rulesShapeKind = iota
-	// rulesObject is a block or object given once.
-	rulesObject
-	// rulesList is a block that may repeat (audience) or a list of
-	// objects (providers).
-	rulesList
-	// rulesLabeled is a labelled block: channel "EMAIL" {...}.
-	rulesLabeled
-	// rulesFree is free-form data (provider config, data maps).
-	rulesFree
+	// MaxRulesFileSize is the largest rules file read, in bytes.
+	MaxRulesFileSize = 4 << 20
+	// MaxRulesDepth is the deepest nesting of blocks, objects, lists,
+	// parentheses and templates (HCL) or of mappings and sequences (YAML).
+	MaxRulesDepth = 64
+	// MaxRulesYAMLNodes is the most values a YAML file may hold once its
+	// aliases are expanded (an alias bomb stops here).
+	MaxRulesYAMLNodes = 200_000
+	// maxRulesUnaryRun is the longest run of prefix operators (!, -) in
+	// HCL, which the parser would otherwise nest one level each.
+	maxRulesUnaryRun = 16
+	// maxRulesConditionals is the most ?: conditionals in an HCL file
+	// (each nests the parser one level; rules need none).
+	maxRulesConditionals = 64
 )
 
-func shapeObject(fields map[string]*rulesShape) *rulesShape {
-	return &rulesShape{kind: rulesObject, fields: fields}
-}
+var errRulesEmpty = errors.New("empty rules file: it declares no channel, event or defaults")
 
-var (
-	shapeScalar = &rulesShape{kind: rulesScalar}
-	shapeFree   = &rulesShape{kind: rulesFree}
-	shapeRetry  = shapeObject(nil)
-	shapeQuiet  = shapeObject(nil)
-	shapeText   = shapeObject(map[string]*rulesShape{rules.KeyData: shapeFree})
-	shapeTmpl   = shapeObject(map[string]*rulesShape{
-		rules.KeyData:   shapeFree,
-		rules.KeyLocale: {kind: rulesLabeled, elem: shapeText},
-	})
-	rulesFileShape = shapeObject(map[string]*rulesShape{
-		rules.KeyChannel: {kind: rulesLabeled, elem: shapeObject(map[string]*rulesShape{
-			rules.KeyProviders: {kind: rulesList, elem: shapeObject(map[string]*rulesShape{rules.KeyConfig: shapeFree})},
-			rules.KeyRetry:     shapeRetry,
-			rules.KeyBreaker:   shapeObject(nil),
-		})},
-		rules.KeyEvent: {kind: rulesLabeled, elem: shapeObject(map[string]*rulesShape{
-			rules.KeyAudience:            {kind: rulesList, elem: shapeObject(nil)},
-			rules.KeyRestrict:            {kind: rulesLabeled, elem: shapeObject(nil)},
-			rules.KeyQuietHoursByChannel: shapeFree,
-			rules.KeyTemplate:            {kind: rulesLabeled, elem: shapeTmpl},
-			rules.KeyInbox:               shapeTmpl,
-			rules.KeyPayloadSchema:       shapeFree,
-		})},
-		rules.KeyDefaults: shapeObject(map[string]*rulesShape{
-			rules.KeyQuietHours: shapeQuiet,
-			rules.KeyRetry:      shapeRetry,
-			rules.KeyUserType: {kind: rulesLabeled, elem: shapeObject(map[string]*rulesShape{
-				rules.KeyQuietHours: shapeQuiet,
-			})},
-		}),
-	})
-)
+// rulesPositions maps a path in a rules file (joined by rulesPathSep) to
+// the ranges it stands at, one per occurrence.
+type rulesPositions map[string][]hcl.Range
 
-// rulesHCLParser is a koanf.Parser for HCL rules files: koanf's HCL parser
-// followed by normalisation to the schema's shape. Problems found while
-// normalising (a block given twice) are collected in problems, keyed by
-// path, so that every problem of a file is reported at once.
-type rulesHCLParser struct {
-	problems []rulesPathProblem
-}
+const rulesPathSep = "\x00"
 
-type rulesPathProblem struct {
-	path []string
-	msg  string
-	// occurrence is which occurrence of path the problem is about (0 =
-	// first), for blocks given more than once.
-	occurrence int
-}
-
-// Unmarshal parses HCL bytes into the rules file's map shape.
-func (p *rulesHCLParser) Unmarshal(b []byte) (map[string]any, error) {
-	m, err := koanfhcl.Parser(false).Unmarshal(b)
-	if err != nil {
-		return nil, err
+func (ps rulesPositions) record(path []string, rng hcl.Range) {
+	if rng.Start.Line <= 0 {
+		return
 	}
-	out, _ := p.normalize(m, rulesFileShape, nil).(map[string]any)
-	return out, nil
+	k := strings.Join(path, rulesPathSep)
+	if rs := ps[k]; len(rs) == 0 || rs[len(rs)-1] != rng {
+		ps[k] = append(rs, rng)
+	}
 }
 
-// Marshal is not supported.
-func (p *rulesHCLParser) Marshal(map[string]any) ([]byte, error) {
-	return nil, errors.New("config: HCL marshalling is not supported")
+// at returns the range of the longest known prefix of path.
+func (ps rulesPositions) at(path []string) (hcl.Range, bool) {
+	for n := len(path); n > 0; n-- {
+		if rs, ok := ps[strings.Join(path[:n], rulesPathSep)]; ok {
+			return rs[0], true
+		}
+	}
+	return hcl.Range{}, false
 }
 
-func (p *rulesHCLParser) problem(path []string, format string, args ...any) {
-	p.problems = append(p.problems, rulesPathProblem{path: append([]string(nil), path...), msg: fmt.Sprintf(format, args...)})
+// line returns the line of the longest known prefix of path (0 if none).
+func (ps rulesPositions) line(path []string) int {
+	r, _ := ps.at(path)
+	return r.Start.Line
 }
 
 func rulesSubPath(path []string, more ...string) []string {
@@ -119,300 +74,269 @@ func rulesSubPath(path []string, more ...string) []string {
 	return append(append(out, path...), more...)
 }
 
-// normalize rewrites HCL's decoding of v according to shape.
-func (p *rulesHCLParser) normalize(v any, shape *rulesShape, path []string) any {
-	switch shape.kind {
-	case rulesObject:
-		obj, ok := p.single(v, path)
-		if !ok {
-			return v
+// readRulesSource reads a rules file, refusing one over MaxRulesFileSize.
+func readRulesSource(path string) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %s", rulesPathErr(err))
+	}
+	defer fh.Close()
+	src, err := io.ReadAll(io.LimitReader(fh, MaxRulesFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %s", rulesPathErr(err))
+	}
+	if len(src) > MaxRulesFileSize {
+		return nil, fmt.Errorf("file larger than %d bytes (limit)", MaxRulesFileSize)
+	}
+	return src, nil
+}
+
+// parseRulesSource parses one rules file and decodes it into its raw
+// structs. Problems go to c; f.broken is set when the file could not be
+// read as a whole.
+func parseRulesSource(c *rulesCollector, path string, src []byte) *rulesFile {
+	f := &rulesFile{path: path, positions: rulesPositions{}, src: src}
+	fail := func(line, col int, msg string) *rulesFile {
+		f.broken = true
+		c.addAt(f, nil, hcl.Range{Filename: path, Start: hcl.Pos{Line: line, Column: col}}, msg)
+		return f
+	}
+	if !utf8.Valid(src) {
+		line := 1 + bytes.Count(src[:firstInvalidUTF8(src)], []byte("\n"))
+		return fail(line, 0, "not valid UTF-8 text")
+	}
+	var body hcl.Body
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".hcl":
+		if err := checkHCLLimits(src); err != nil {
+			var pe *rulesPosError
+			errors.As(err, &pe)
+			return fail(pe.line, pe.col, pe.msg)
 		}
-		out := make(map[string]any, len(obj))
-		for k, x := range obj {
-			if fs, ok := shape.fields[k]; ok {
-				out[k] = p.normalize(x, fs, rulesSubPath(path, k))
-			} else {
-				out[k] = normalizeFreeHCL(x)
-			}
-		}
-		return out
-	case rulesList:
-		var items []any
-		switch l := v.(type) {
-		case []map[string]any:
-			for _, m := range l {
-				items = append(items, m)
-			}
-		case []any:
-			items = l
-		default:
-			return v
-		}
-		out := make([]any, len(items))
-		for i, x := range items {
-			out[i] = p.normalize(x, shape.elem, rulesSubPath(path, strconv.Itoa(i)))
-		}
-		return out
-	case rulesLabeled:
-		blocks, ok := v.([]map[string]any)
-		if !ok {
-			if m, isMap := v.(map[string]any); isMap {
-				blocks = []map[string]any{m}
-			} else {
-				return v
-			}
-		}
-		out := map[string]any{}
-		seen := map[string]int{}
-		for _, b := range blocks {
-			for label, body := range b {
-				lp := rulesSubPath(path, label)
-				seen[label]++
-				if _, dup := out[label]; dup {
-					p.problems = append(p.problems, rulesPathProblem{
-						path:       lp,
-						msg:        fmt.Sprintf("%s %q given twice in this file", path[len(path)-1], label),
-						occurrence: seen[label] - 1,
-					})
+		file, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
+		if diags.HasErrors() {
+			f.broken = true
+			for _, dg := range diags {
+				if dg.Severity != hcl.DiagError {
 					continue
 				}
-				out[label] = p.normalize(body, shape.elem, lp)
+				var rng hcl.Range
+				if dg.Subject != nil {
+					rng = *dg.Subject
+				}
+				c.addAt(f, nil, rng, "syntax error: "+rulesDiagText(dg))
 			}
+			return f
 		}
-		return out
-	case rulesFree:
-		return normalizeFreeHCL(v)
-	}
-	return v
-}
-
-// single unwraps a block HCL decoded as a one-element list of maps.
-func (p *rulesHCLParser) single(v any, path []string) (map[string]any, bool) {
-	switch x := v.(type) {
-	case map[string]any:
-		return x, true
-	case []map[string]any:
-		if len(x) == 1 {
-			return x[0], true
+		sb := file.Body.(*hclsyntax.Body)
+		if len(sb.Attributes) == 0 && len(sb.Blocks) == 0 {
+			return fail(0, 0, errRulesEmpty.Error())
 		}
-		if len(x) > 1 && len(path) > 0 {
-			p.problem(path, "block given %d times; give it once", len(x))
-			return x[0], true
-		}
-	}
-	return nil, false
-}
-
-// normalizeFreeHCL turns HCL's one-element lists of maps (objects) into
-// maps, recursively.
-func normalizeFreeHCL(v any) any {
-	switch x := v.(type) {
-	case []map[string]any:
-		if len(x) == 1 {
-			return normalizeFreeHCL(x[0])
-		}
-		out := make([]any, len(x))
-		for i, m := range x {
-			out[i] = normalizeFreeHCL(m)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, y := range x {
-			out[k] = normalizeFreeHCL(y)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, y := range x {
-			out[i] = normalizeFreeHCL(y)
-		}
-		return out
-	}
-	return v
-}
-
-// rulesPositions maps a path in a rules file (joined by rulesPathSep) to
-// the lines it starts on, one per occurrence.
-type rulesPositions map[string][]int
-
-const rulesPathSep = "\x00"
-
-func (ps rulesPositions) record(path []string, line int) {
-	if line <= 0 {
-		return
-	}
-	k := strings.Join(path, rulesPathSep)
-	if lines := ps[k]; len(lines) == 0 || lines[len(lines)-1] != line {
-		ps[k] = append(lines, line)
-	}
-}
-
-// line returns the line of the longest known prefix of path (0 if none).
-func (ps rulesPositions) line(path []string) int { return ps.lineOf(path, 0) }
-
-// lineOf is line for the nth occurrence of path (the first when there are
-// fewer).
-func (ps rulesPositions) lineOf(path []string, nth int) int {
-	for n := len(path); n > 0; n-- {
-		if lines, ok := ps[strings.Join(path[:n], rulesPathSep)]; ok {
-			if n == len(path) && nth < len(lines) {
-				return lines[nth]
+		body = sb
+	case ".yaml", ".yml":
+		b, err := yamlRulesBody(src, path)
+		if err != nil {
+			var pe *rulesPosError
+			if errors.As(err, &pe) {
+				return fail(pe.line, pe.col, pe.msg)
 			}
-			return lines[0]
+			return fail(0, 0, err.Error())
 		}
+		body = b
+	default:
+		return fail(0, 0, fmt.Sprintf("unknown rules file type %q: use .hcl, .yaml or .yml", ext))
 	}
-	return 0
+	d := &rulesDecoder{c: c, f: f}
+	d.decodeBody(body, reflect.ValueOf(&f.raw).Elem(), nil)
+	return f
 }
 
-// hclRulesPositions indexes an HCL rules file's paths by line.
-func hclRulesPositions(src []byte) rulesPositions {
-	ps := rulesPositions{}
-	f, err := hcl.ParseBytes(src)
-	if err != nil {
-		return ps
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
 	}
-	if list, ok := f.Node.(*ast.ObjectList); ok {
-		walkHCLPositions(ps, list, rulesFileShape, nil)
-	}
-	return ps
+	return len(b)
 }
 
-func hclKey(k *ast.ObjectKey) string {
-	if s, ok := k.Token.Value().(string); ok && k.Token.Type == token.STRING {
-		return s
+// checkHCLLimits scans HCL source and refuses nesting that would make the
+// recursive parser deep, before the parser (or its lexer, which holds a
+// token per character of "[[[[...") sees it. The scan follows HCL's
+// lexical structure closely enough to be exact for ordinary files:
+// comments, quoted strings with escapes, heredocs, and ${ } / %{ }
+// template sequences, which nest code inside strings. It keeps a stack of
+// at most MaxRulesDepth entries.
+func checkHCLLimits(src []byte) error {
+	const (
+		ctxCode    = iota // ordinary code; closes at its bracket
+		ctxString         // "..."; closes at "
+		ctxHeredoc        // <<EOT ... EOT
+	)
+	type frame struct {
+		kind   int
+		close  byte   // for ctxCode: the closing bracket (0 at top level)
+		marker []byte // for ctxHeredoc
 	}
-	return k.Token.Text
-}
-
-func walkHCLPositions(ps rulesPositions, list *ast.ObjectList, shape *rulesShape, path []string) {
-	counts := map[string]int{}
-	for _, item := range list.Items {
-		if len(item.Keys) == 0 {
+	stack := []frame{{kind: ctxCode}}
+	line, col := 1, 1
+	unary, conditionals := 0, 0
+	deep := func() error {
+		return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("nesting deeper than %d levels (limit)", MaxRulesDepth)}
+	}
+	push := func(f frame) error {
+		if len(stack) > MaxRulesDepth {
+			return deep()
+		}
+		stack = append(stack, f)
+		return nil
+	}
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		top := &stack[len(stack)-1]
+		advance := func(n int) {
+			for k := 0; k < n && i < len(src); k++ {
+				if src[i] == '\n' {
+					line, col = line+1, 1
+				} else {
+					col++
+				}
+				i++
+			}
+			i-- // the loop's i++
+		}
+		switch top.kind {
+		case ctxString, ctxHeredoc:
+			switch {
+			case top.kind == ctxString && c == '\\':
+				advance(2)
+				continue
+			case top.kind == ctxString && c == '"':
+				stack = stack[:len(stack)-1]
+			case top.kind == ctxString && c == '\n':
+				// An unterminated string: the parser reports it.
+				stack = stack[:len(stack)-1]
+			case (c == '$' || c == '%') && i+1 < len(src) && src[i+1] == '{':
+				if i+2 < len(src) && src[i+2] == c { // $${ is a literal
+					advance(3)
+					continue
+				}
+				if err := push(frame{kind: ctxCode, close: '}'}); err != nil {
+					return err
+				}
+				advance(2)
+				continue
+			case top.kind == ctxHeredoc && c == '\n':
+				rest := src[i+1:]
+				if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+					rest = rest[:j]
+				}
+				if bytes.Equal(bytes.TrimSpace(rest), top.marker) {
+					stack = stack[:len(stack)-1]
+				}
+			}
+			advance(1)
 			continue
 		}
-		key := hclKey(item.Keys[0])
-		p := rulesSubPath(path, key)
-		ps.record(p, item.Pos().Line)
-		var fs *rulesShape
-		if shape != nil && shape.fields != nil {
-			fs = shape.fields[key]
-		}
-		if _, isList := item.Val.(*ast.ListType); isList && fs != nil && fs.kind == rulesList {
-			// `providers = [{...}, {...}]`: the list's items are the
-			// elements, indexed by walkHCLValue.
-			walkHCLValue(ps, item.Val, fs, p)
+		// Code.
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			advance(1)
 			continue
 		}
-		if fs != nil && fs.kind == rulesList {
-			p = rulesSubPath(p, strconv.Itoa(counts[key]))
-			counts[key]++
-			ps.record(p, item.Pos().Line)
-			fs = fs.elem
-		}
-		for _, label := range item.Keys[1:] {
-			p = rulesSubPath(p, hclKey(label))
-			ps.record(p, label.Pos().Line)
-			if fs != nil && fs.kind == rulesLabeled {
-				fs = fs.elem
+		if c == '!' || (c == '-' && !(i+1 < len(src) && src[i+1] >= '0' && src[i+1] <= '9' && unary == 0)) {
+			unary++
+			if unary > maxRulesUnaryRun {
+				return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("more than %d operators in a row (limit)", maxRulesUnaryRun)}
 			}
+		} else {
+			unary = 0
 		}
-		walkHCLValue(ps, item.Val, fs, p)
-	}
-}
-
-func walkHCLValue(ps rulesPositions, n ast.Node, shape *rulesShape, path []string) {
-	switch v := n.(type) {
-	case *ast.ObjectType:
-		walkHCLPositions(ps, v.List, shape, path)
-	case *ast.ListType:
-		var elem *rulesShape
-		if shape != nil && shape.kind == rulesList {
-			elem = shape.elem
-		}
-		for i, x := range v.List {
-			p := rulesSubPath(path, strconv.Itoa(i))
-			ps.record(p, x.Pos().Line)
-			walkHCLValue(ps, x, elem, p)
-		}
-	}
-}
-
-// yamlRulesPositions indexes a YAML rules file's paths by line.
-func yamlRulesPositions(src []byte) rulesPositions {
-	ps := rulesPositions{}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return ps
-	}
-	walkYAMLPositions(ps, &doc, nil)
-	return ps
-}
-
-func walkYAMLPositions(ps rulesPositions, n *yaml.Node, path []string) {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			walkYAMLPositions(ps, c, path)
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			p := rulesSubPath(path, n.Content[i].Value)
-			ps.record(p, n.Content[i].Line)
-			walkYAMLPositions(ps, n.Content[i+1], p)
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			p := rulesSubPath(path, strconv.Itoa(i))
-			ps.record(p, c.Line)
-			walkYAMLPositions(ps, c, p)
-		}
-	case yaml.AliasNode:
-		if n.Alias != nil {
-			walkYAMLPositions(ps, n.Alias, path)
-		}
-	}
-}
-
-// rulesParseLine extracts the line of a syntax error when the parser
-// reports it as data (HCL does; YAML puts it in the message).
-func rulesParseLine(err error) int {
-	var pe *hclparser.PosError
-	if errors.As(err, &pe) {
-		return pe.Pos.Line
-	}
-	return 0
-}
-
-// splitDecodePath turns a mapstructure field name such as
-// `event[A].audience[0].group` into path segments.
-func splitDecodePath(name string) []string {
-	var out []string
-	var cur strings.Builder
-	flush := func() {
-		if cur.Len() > 0 {
-			out = append(out, cur.String())
-			cur.Reset()
-		}
-	}
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; c {
-		case '.':
-			flush()
-		case '[':
-			flush()
-			j := strings.IndexByte(name[i:], ']')
+		switch {
+		case c == '#' || (c == '/' && i+1 < len(src) && src[i+1] == '/'):
+			j := bytes.IndexByte(src[i:], '\n')
 			if j < 0 {
-				cur.WriteString(name[i+1:])
-				i = len(name)
+				j = len(src) - i
+			}
+			advance(j)
+		case c == '/' && i+1 < len(src) && src[i+1] == '*':
+			j := bytes.Index(src[i+2:], []byte("*/"))
+			if j < 0 {
+				j = len(src) - i - 2
+			}
+			advance(j + 4)
+		case c == '"':
+			if err := push(frame{kind: ctxString}); err != nil {
+				return err
+			}
+			advance(1)
+		case c == '<' && i+1 < len(src) && src[i+1] == '<':
+			j := i + 2
+			if j < len(src) && src[j] == '-' {
+				j++
+			}
+			k := j
+			for k < len(src) && (src[k] == '_' || src[k] == '-' || src[k] >= '0' && src[k] <= '9' || src[k]|0x20 >= 'a' && src[k]|0x20 <= 'z') {
+				k++
+			}
+			if k > j && k < len(src) && (src[k] == '\n' || src[k] == '\r') {
+				if err := push(frame{kind: ctxHeredoc, marker: append([]byte(nil), src[j:k]...)}); err != nil {
+					return err
+				}
+				advance(k - i)
 				continue
 			}
-			out = append(out, name[i+1:i+j])
-			i += j
+			advance(2)
+		case c == '{' || c == '[' || c == '(':
+			closer := map[byte]byte{'{': '}', '[': ']', '(': ')'}[c]
+			if err := push(frame{kind: ctxCode, close: closer}); err != nil {
+				return err
+			}
+			advance(1)
+		case c == '}' || c == ']' || c == ')':
+			if len(stack) > 1 {
+				stack = stack[:len(stack)-1]
+			}
+			advance(1)
+		case c == '?':
+			conditionals++
+			if conditionals > maxRulesConditionals {
+				return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("more than %d conditional expressions (limit)", maxRulesConditionals)}
+			}
+			advance(1)
 		default:
-			cur.WriteByte(c)
+			advance(1)
 		}
 	}
-	flush()
-	return out
+	return nil
+}
+
+// rulesSnippet is the source line of rng with a caret under its column.
+func rulesSnippet(src []byte, rng hcl.Range) string {
+	line := rng.Start.Line
+	if line <= 0 || src == nil {
+		return ""
+	}
+	lines := bytes.SplitN(src, []byte("\n"), line+1)
+	if len(lines) < line {
+		return ""
+	}
+	text := strings.TrimRight(string(lines[line-1]), "\r")
+	if len(text) > 200 {
+		text = text[:200] + "..."
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%5d | %s", line, text)
+	if col := rng.Start.Column; col > 0 && col <= utf8.RuneCountInString(text)+1 {
+		pad := []rune(text)[:col-1]
+		for i, r := range pad {
+			if r != '\t' {
+				pad[i] = ' '
+			}
+		}
+		fmt.Fprintf(&b, "\n      | %s^", string(pad))
+	}
+	return b.String()
 }

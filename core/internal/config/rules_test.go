@@ -131,7 +131,7 @@ event:
 		"yaml syntax error": {
 			files:   map[string]string{"a.yaml": "event:\n  PING: [\n"},
 			paths:   []string{"a.yaml"},
-			wantErr: "a.yaml: syntax error: yaml: line 2: did not find expected node content",
+			wantErr: "a.yaml:2: syntax error: did not find expected node content",
 		},
 		"a block given twice in one file": {
 			files: map[string]string{"a.hcl": pingHCL + `
@@ -150,6 +150,27 @@ event "PING" {
   restrict "WEBSOCKET" { roles = ["MANAGER"] }`, 1)},
 			paths:   []string{"a.hcl"},
 			wantErr: `a.hcl:10: event "PING": restrict.WEBSOCKET: channel "WEBSOCKET" is mandatory; a role restriction would drop it (make it optional)`,
+		},
+		"YAML: an empty value is unset, a null list item is an error": {
+			files:   map[string]string{"a.yaml": "channel:\n  WEBSOCKET:\n    providers: [{plugin: websocket}]\n    retry:\nevent:\n  PING:\n    description:\n    audience: [{user_type: ADMIN}]\n    mandatory: [WEBSOCKET, ~]\n"},
+			paths:   []string{"a.yaml"},
+			wantErr: `a.yaml:9: event "PING": mandatory.1: want a string, got null`,
+		},
+		"HCL: an unquoted word": {
+			files:   map[string]string{"a.hcl": strings.Replace(pingHCL, `mandatory = ["WEBSOCKET"]`, "mandatory = [\"WEBSOCKET\"]\n  severity = critical", 1)},
+			paths:   []string{"a.hcl"},
+			wantErr: `a.hcl:10: event "PING": severity: critical is not a value: write strings in quotes ("critical"); the bare words are true, false and null`,
+		},
+		"HCL: a block written as an attribute, an attribute as a block": {
+			files: map[string]string{"a.hcl": strings.Replace(pingHCL, `mandatory = ["WEBSOCKET"]`, "mandatory = [\"WEBSOCKET\"]\n  inbox = { title = \"x\" }\n  severity {\n  }", 1)},
+			paths: []string{"a.hcl"},
+			wantErr: `a.hcl:10: event "PING": inbox: "inbox" is a block: write inbox { ... }, not inbox = ...
+a.hcl:11: event "PING": severity: "severity" is an attribute: write severity = value, not a block`,
+		},
+		"HCL: a literal ${ must be escaped": {
+			files:   map[string]string{"a.hcl": strings.Replace(pingHCL, `mandatory = ["WEBSOCKET"]`, "mandatory = [\"WEBSOCKET\"]\n  description = \"costs ${price}\"", 1)},
+			paths:   []string{"a.hcl"},
+			wantErr: `a.hcl:10: event "PING": description: rules files hold plain values: ${ and %{ start HCL expressions, which are not allowed here; write $${ or %%{ for a literal ${ or %{`,
 		},
 		"template for a channel the event does not use": {
 			files: map[string]string{"a.hcl": strings.Replace(pingHCL, `mandatory = ["WEBSOCKET"]`, `mandatory = ["WEBSOCKET"]
@@ -200,8 +221,10 @@ func TestRulesErrorFields(t *testing.T) {
 		t.Fatalf("got %v, want RulesErrors", err)
 	}
 	want := RulesErrors{
-		{File: filepath.Join(dir, "a.hcl"), Line: 6, Rule: `event "PING"`, Field: "audience.0", Msg: "set exactly one of group, user, user_type and payload_path"},
-		{File: filepath.Join(dir, "a.hcl"), Line: 7, Rule: `event "PING"`, Field: "audience.0.user_typ", Msg: `unknown field "user_typ"`},
+		{File: filepath.Join(dir, "a.hcl"), Line: 6, Column: 3, Rule: `event "PING"`, Field: "audience.0", Msg: "set exactly one of group, user, user_type and payload_path",
+			Snippet: "    6 |   audience {\n      |   ^"},
+		{File: filepath.Join(dir, "a.hcl"), Line: 7, Column: 5, Rule: `event "PING"`, Field: "audience.0.user_typ", Msg: `unknown field "user_typ" (did you mean "user_type"?)`,
+			Snippet: "    7 |     user_typ = \"ADMIN\"\n      |     ^"},
 	}
 	if diff := cmp.Diff(want, errs); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)

@@ -41,6 +41,37 @@ type RulesWatcher struct {
 	mu       sync.Mutex // serialises reloads
 	files    []string   // files of the last load attempt, guarded by mu
 	onChange []func(*rules.RuleSet)
+	status   atomic.Pointer[RulesStatus]
+}
+
+// MaxRulesStatusProblems is how many problems RulesStatus lists.
+const MaxRulesStatusProblems = 20
+
+// RulesStatus says whether the rules in force are what the files say. It
+// is what the admin listener's readiness shows under "rules".
+type RulesStatus struct {
+	// State is "current" when the last load succeeded, "stale" when the
+	// last reload was rejected and the last good rules still serve.
+	State string `json:"state"`
+	// LoadedAt is when the rules in force were loaded.
+	LoadedAt time.Time `json:"loaded_at"`
+	// RejectedAt is when the last reload was rejected (stale only).
+	RejectedAt *time.Time `json:"rejected_at,omitempty"`
+	// Problems are the rejected reload's errors (file:line: rule: field:
+	// message), at most MaxRulesStatusProblems; ProblemCount counts all.
+	Problems     []string `json:"problems,omitempty"`
+	ProblemCount int      `json:"problem_count,omitempty"`
+}
+
+// Status returns the state of the rules in force. It is safe for
+// concurrent use.
+func (w *RulesWatcher) Status() RulesStatus {
+	if st := w.status.Load(); st != nil {
+		out := *st
+		out.Problems = append([]string(nil), st.Problems...)
+		return out
+	}
+	return RulesStatus{State: "current"}
 }
 
 // OnChange registers fn to be called with every newly installed rule set,
@@ -66,6 +97,7 @@ func NewRulesWatcher(paths []string, logger hclog.Logger) (*RulesWatcher, error)
 		return nil, err
 	}
 	w.current.Store(rs)
+	w.status.Store(&RulesStatus{State: "current", LoadedAt: time.Now().UTC()})
 	w.logger.Info("rules loaded", "files", len(files), "event_types", len(rs.EventTypes()), "channels", len(rs.Channels()))
 	return w, nil
 }
@@ -87,15 +119,28 @@ func (w *RulesWatcher) Reload() error {
 		var errs RulesErrors
 		if errors.As(err, &errs) {
 			for _, e := range errs {
-				w.logger.Error("invalid rules", "file", e.File, "line", e.Line, "rule", e.Rule, "field", e.Field, "error", e.Msg)
+				w.logger.Error("invalid rules", "file", e.File, "line", e.Line, "column", e.Column, "rule", e.Rule, "field", e.Field, "error", e.Msg)
 			}
 		} else {
 			w.logger.Error("cannot load rules", "error", err)
 		}
 		w.logger.Warn("rules reload rejected; keeping the last good rules", "problems", max(len(errs), 1))
+		now := time.Now().UTC()
+		st := &RulesStatus{State: "stale", RejectedAt: &now, ProblemCount: max(len(errs), 1)}
+		if prev := w.status.Load(); prev != nil {
+			st.LoadedAt = prev.LoadedAt
+		}
+		if len(errs) == 0 {
+			st.Problems = []string{err.Error()}
+		}
+		for _, e := range errs[:min(len(errs), MaxRulesStatusProblems)] {
+			st.Problems = append(st.Problems, e.Error())
+		}
+		w.status.Store(st)
 		return err
 	}
 	w.current.Store(rs)
+	w.status.Store(&RulesStatus{State: "current", LoadedAt: time.Now().UTC()})
 	w.logger.Info("rules reloaded", "files", len(files), "event_types", len(rs.EventTypes()), "channels", len(rs.Channels()))
 	for _, fn := range w.onChange {
 		fn(rs)

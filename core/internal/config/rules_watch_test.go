@@ -167,6 +167,31 @@ func TestRulesWatcherReload(t *testing.T) {
 	if !strings.Contains(logs.String(), `field=colour error="unknown field \"colour\""`) {
 		t.Errorf("log lacks the unknown field:\n%s", logs.String())
 	}
+	st := w.Status()
+	if st.State != "stale" || st.RejectedAt == nil || st.ProblemCount != 2 || len(st.Problems) != 2 ||
+		!strings.Contains(st.Problems[0], `unknown field "colour"`) {
+		t.Errorf("status after a rejected reload: %+v", st)
+	}
+
+	// A file truncated to nothing, or to comments, is rejected too.
+	for _, body := range []string{"", "# emptied by a bad deploy\n"} {
+		write(body)
+		if err := w.Reload(); err == nil || !strings.Contains(err.Error(), "empty rules file") {
+			t.Errorf("Reload of %q: %v, want an empty rules file error", body, err)
+		}
+		if w.Current() != good || w.Status().State != "stale" {
+			t.Errorf("Reload of %q replaced the rules or cleared the stale state", body)
+		}
+	}
+
+	// A good reload makes the rules current again.
+	write("channel:\n  WEBSOCKET: {providers: [{plugin: websocket}]}\nevent:\n  C: {audience: [{user_type: ADMIN}], mandatory: [WEBSOCKET]}\n")
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Status(); st.State != "current" || st.RejectedAt != nil || len(st.Problems) != 0 || st.LoadedAt.IsZero() {
+		t.Errorf("status after a good reload: %+v", st)
+	}
 }
 
 func TestNewRulesWatcherRefusesBrokenRules(t *testing.T) {

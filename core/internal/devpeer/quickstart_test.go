@@ -24,6 +24,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
+	sdkhost "github.com/heraldhq/herald/sdk/host"
 )
 
 // TestQuickstartPluginsDeliverToThePeers is the quick start without the
@@ -137,7 +138,8 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 			plug, logs := launchPlugin(t, filepath.Join(binDir, "herald-plugin-"+plugins[chName]))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			desc, err := plug.Describe(ctx)
+			descResp, err := plug.Describe(ctx, sdk.DescribeRequest{})
+			desc := descResp.Description
 			if err != nil {
 				t.Fatalf("describe: %v", err)
 			}
@@ -148,15 +150,16 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the %s provider config does not fit the plugin's fields: %v", chName, err)
 			}
-			if err := plug.Configure(ctx, sdk.ConfigureRequest{ProviderName: prov.Name, Config: checked}); err != nil {
+			if _, err := plug.Configure(ctx, sdk.ConfigureRequest{ProviderName: prov.Name, Config: checked}); err != nil {
 				t.Fatalf("configure: %v", err)
 			}
-			h, err := plug.Health(ctx)
+			h, err := plug.Health(ctx, sdk.HealthRequest{})
 			if err != nil || !h.Healthy {
 				t.Fatalf("health against the dev peer: %+v %v\nplugin log:\n%s", h, err, logs)
 			}
 			batch := byChannel[chName]
-			results, err := plug.Send(ctx, batch)
+			resultsResp, err := plug.Send(ctx, sdk.SendRequest{Deliveries: batch})
+			results := resultsResp.Results
 			if err != nil {
 				t.Fatalf("send: %v\nplugin log:\n%s", err, logs)
 			}
@@ -251,7 +254,7 @@ func launchPlugin(t *testing.T, bin string) (sdk.Channel, *syncBuffer) {
 	cmd.Env = []string{sdk.EnvHostPID + "=" + fmt.Sprint(os.Getpid()), sdk.EnvLogLevel + "=debug"}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: sdk.HostPluginSet(),
+		VersionedPlugins: sdkhost.PluginSet(),
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
@@ -263,13 +266,9 @@ func launchPlugin(t *testing.T, bin string) (sdk.Channel, *syncBuffer) {
 	if err != nil {
 		t.Fatalf("start %s: %v\n%s", bin, err, logs)
 	}
-	raw, err := rpc.Dispense(sdk.DispenseName)
+	ch, err := sdkhost.Dispense(rpc)
 	if err != nil {
 		t.Fatalf("dispense %s: %v", bin, err)
-	}
-	ch, ok := raw.(sdk.Channel)
-	if !ok {
-		t.Fatalf("dispense %s: got %T", bin, raw)
 	}
 	return ch, logs
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/sdk"
+	sdkhost "github.com/heraldhq/herald/sdk/host"
 )
 
 // Errors Send and Reload return. Each says what the caller does next.
@@ -370,7 +371,7 @@ func (h *Host) breakerPolicy(ch rules.ChannelConfig) BreakerPolicy {
 // A non-nil error means the deliveries from len(results) on were not
 // delivered and go to RETRY: results holds the answers for the chunks the
 // plugin did answer (often none). When the plugin process died or is
-// restarting the error wraps sdk.ErrPluginExited; when the providers are
+// restarting the error wraps sdkhost.ErrPluginExited; when the providers are
 // rate limited it is sdk.IsRateLimited with sdk.RetryAfter; when every
 // circuit is open it wraps ErrCircuitOpen; a channel nobody configured gives
 // ErrUnknownChannel. Every error except ErrUnknownChannel and ErrClosed is
@@ -445,7 +446,7 @@ func (g *channelGroup) pick(now time.Time) (*provider, *instance, bool, error) {
 	case !throttledUntil.IsZero():
 		return nil, nil, false, sdk.RateLimitedError(ErrThrottled, throttledUntil.Sub(now))
 	case restarting > 0:
-		return nil, nil, false, fmt.Errorf("provider restarting: %w", sdk.ErrPluginExited)
+		return nil, nil, false, fmt.Errorf("provider restarting: %w", sdkhost.ErrPluginExited)
 	case open > 0:
 		return nil, nil, false, ErrCircuitOpen
 	}

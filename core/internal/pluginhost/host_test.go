@@ -30,6 +30,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
+	sdkhost "github.com/heraldhq/herald/sdk/host"
 )
 
 // syncBuffer collects log output from many goroutines.
@@ -361,8 +362,8 @@ func TestSIGKILLMidBatchRestarts(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Send did not return after the plugin was killed")
 	}
-	if !errors.Is(got.err, sdk.ErrPluginExited) || !sdk.IsRetryable(got.err) {
-		t.Fatalf("Send error = %v, want one wrapping sdk.ErrPluginExited", got.err)
+	if !errors.Is(got.err, sdkhost.ErrPluginExited) || !sdk.IsRetryable(got.err) {
+		t.Fatalf("Send error = %v, want one wrapping sdkhost.ErrPluginExited", got.err)
 	}
 	if len(got.results) != 0 {
 		t.Errorf("results for a killed batch: %+v", got.results)
@@ -404,15 +405,15 @@ func TestCrashOnceRestartsWithBackoff(t *testing.T) {
 	}
 	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", map[string]any{"crash_once_file": crash})}, nil)
 	_, _, err := env.h.Send(context.Background(), "TEST", deliveries("a", 3))
-	if !errors.Is(err, sdk.ErrPluginExited) {
-		t.Fatalf("Send error = %v, want sdk.ErrPluginExited", err)
+	if !errors.Is(err, sdkhost.ErrPluginExited) {
+		t.Fatalf("Send error = %v, want sdkhost.ErrPluginExited", err)
 	}
 	// Until the plugin is back, Send keeps saying so (or succeeds once it is).
 	var results []sdk.Result
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		results, _, err = env.h.Send(context.Background(), "TEST", deliveries("a", 3))
-		if err != nil && !errors.Is(err, sdk.ErrPluginExited) {
-			t.Fatalf("Send while restarting: %v, want sdk.ErrPluginExited", err)
+		if err != nil && !errors.Is(err, sdkhost.ErrPluginExited) {
+			t.Fatalf("Send while restarting: %v, want sdkhost.ErrPluginExited", err)
 		}
 		return err == nil
 	}, "send succeeds after restart")

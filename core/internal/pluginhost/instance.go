@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/heraldhq/herald/sdk"
+	sdkhost "github.com/heraldhq/herald/sdk/host"
 )
 
 // BinaryPrefix starts the file name of every plugin binary.
@@ -234,7 +236,7 @@ func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fil
 	stderr := newStderrLog(p.log)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: sdk.HostPluginSet(),
+		VersionedPlugins: sdkhost.PluginSet(),
 		Cmd:              cmd,
 		SecureConfig:     secure,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
@@ -304,30 +306,25 @@ func (p *provider) handshake(ctx context.Context, client *plugin.Client, path st
 		}
 		return nil, fmt.Errorf("launch %s: %w", path, err)
 	}
-	if v := client.NegotiatedVersion(); v != sdk.ProtocolVersion {
-		return nil, refused("plugin speaks protocol version %d, host wants %d", v, sdk.ProtocolVersion)
+	if v := client.NegotiatedVersion(); !slices.Contains(sdkhost.ProtocolVersions, v) {
+		return nil, refused("plugin speaks protocol version %d, host serves %v", v, sdkhost.ProtocolVersions)
 	}
-	raw, err := rpc.Dispense(sdk.DispenseName)
+	ch, err := sdkhost.Dispense(rpc)
 	if err != nil {
-		return nil, fmt.Errorf("dispense: %w", err)
-	}
-	ch, ok := raw.(sdk.Channel)
-	if !ok {
-		return nil, fmt.Errorf("dispense: got %T, not an sdk.Channel", raw)
+		return nil, err
 	}
 	pid, _ := strconv.Atoi(client.ID())
 	inst := &instance{client: client, ch: ch, pid: pid, started: time.Now(), path: path, stamp: stamp}
-	if d, ok := raw.(interface{ Done() <-chan struct{} }); ok {
-		inst.done = d.Done()
-	}
+	inst.done = ch.Done()
 
 	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, p.h.cfg.CallTimeout) }
 	cctx, cancel := call()
-	desc, err := ch.Describe(cctx)
+	described, err := ch.Describe(cctx, sdk.DescribeRequest{})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("describe: %w", err)
 	}
+	desc := described.Description
 	inst.desc = desc
 	// From here on the plugin may see (and log, or echo in an error) its
 	// secrets: register them first.
@@ -340,7 +337,7 @@ func (p *provider) handshake(ctx context.Context, client *plugin.Client, path st
 		return nil, refused("channel %q provider %q: %w", p.channel, p.name, err)
 	}
 	cctx, cancel = call()
-	err = ch.Configure(cctx, sdk.ConfigureRequest{ProviderName: p.name, Config: checked, HostCapabilities: p.h.cfg.HostCapabilities})
+	_, err = ch.Configure(cctx, sdk.ConfigureRequest{ProviderName: p.name, Config: checked, HostCapabilities: p.h.cfg.HostCapabilities})
 	cancel()
 	var ce *sdk.ConfigError
 	if errors.As(err, &ce) {
@@ -350,7 +347,7 @@ func (p *provider) handshake(ctx context.Context, client *plugin.Client, path st
 		return nil, fmt.Errorf("configure: %w", err)
 	}
 	cctx, cancel = call()
-	rep, err := ch.Health(cctx)
+	rep, err := ch.Health(cctx, sdk.HealthRequest{})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("health: %w", err)

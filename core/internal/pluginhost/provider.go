@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/sdk"
+	sdkhost "github.com/heraldhq/herald/sdk/host"
 )
 
 // State is a provider's state as `herald plugins ls` shows it.
@@ -406,11 +407,11 @@ func (p *provider) onCrash(inst *instance, why string, attempt *int) {
 func (p *provider) checkHealth(inst *instance, attempt *int) {
 	ctx, cancel := context.WithTimeout(p.h.ctx, p.h.cfg.CallTimeout)
 	defer cancel()
-	rep, err := inst.ch.Health(ctx)
+	rep, err := inst.ch.Health(ctx, sdk.HealthRequest{})
 	if p.h.ctx.Err() != nil {
 		return // the host is closing
 	}
-	if errors.Is(err, sdk.ErrPluginExited) {
+	if errors.Is(err, sdkhost.ErrPluginExited) {
 		p.onCrash(inst, "health: "+err.Error(), attempt)
 		return
 	}
@@ -552,12 +553,13 @@ func (p *provider) send(ctx context.Context, inst *instance, batch []sdk.Deliver
 		// a provider that hangs past it has failed (and counts toward its
 		// breaker), while a caller's earlier deadline only ends the call.
 		callCtx, cancel := context.WithTimeout(ctx, p.h.cfg.SendTimeout)
-		res, err := inst.ch.Send(callCtx, chunk)
+		resp, err := inst.ch.Send(callCtx, sdk.SendRequest{Deliveries: chunk})
+		res := resp.Results
 		cancel()
 		if err != nil {
 			sendErr = err
 			switch {
-			case errors.Is(err, sdk.ErrPluginExited):
+			case errors.Is(err, sdkhost.ErrPluginExited):
 				failed = true
 				select {
 				case p.crashed <- inst:
@@ -575,7 +577,7 @@ func (p *provider) send(ctx context.Context, inst *instance, batch []sdk.Deliver
 		}
 		norm, issues, anyDone, rateLimit := normalize(chunk, res)
 		for _, is := range issues {
-			p.log.Warn("plugin broke the one-result-per-delivery contract", "issue", is)
+			p.log.Warn("plugin broke the contract", "issue", is)
 		}
 		if rateLimit >= 0 {
 			p.throttle(rateLimit)
@@ -617,7 +619,7 @@ func (p *provider) throttle(d time.Duration) {
 }
 
 // normalize orders results like chunk and fills gaps: a delivery without a
-// result is Retryable. It reports contract violations, whether any delivery
+// result, or with an unspecified outcome, is Retryable. It reports contract violations, whether any delivery
 // reached a final answer from the provider (sent, permanent or rate
 // limited), and the longest rate-limit hint (-1 when none).
 func normalize(chunk []sdk.Delivery, res []sdk.Result) (out []sdk.Result, issues []string, anyDone bool, rateLimit time.Duration) {
@@ -638,6 +640,13 @@ func normalize(chunk []sdk.Delivery, res []sdk.Result) (out []sdk.Result, issues
 			r = sdk.Retry(d.DeliveryID, "plugin returned no result for this delivery", 0)
 		}
 		delete(byID, d.DeliveryID)
+		if r.Outcome != sdk.OutcomeSent && r.Outcome != sdk.OutcomeRetryable &&
+			r.Outcome != sdk.OutcomeRateLimited && r.Outcome != sdk.OutcomePermanent {
+			// An unset (or unknown) outcome breaks the contract; retrying is
+			// the reading that loses nothing.
+			issues = append(issues, fmt.Sprintf("contract violation: delivery %q has outcome %s; retrying it", d.DeliveryID, r.Outcome))
+			r = sdk.Retry(d.DeliveryID, "plugin contract violation: result with outcome "+r.Outcome.String(), r.RetryAfter)
+		}
 		switch r.Outcome {
 		case sdk.OutcomeSent, sdk.OutcomePermanent:
 			anyDone = true

@@ -12,6 +12,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
+	sdkhost "github.com/heraldhq/herald/sdk/host"
 )
 
 // TestUnhealthyProviderFailsOverAndBack: provider a reports unhealthy (its
@@ -314,8 +315,8 @@ func TestRestartWithoutKeptCopyWaitsForGoodBinary(t *testing.T) {
 	if n := countLines(env.logs.String(), "sink plugin starting", "binary_version=2.0.0-broken"); n != 1 {
 		t.Errorf("the broken binary was started %d times, want once (by the reload)", n)
 	}
-	if _, _, err := env.h.Send(context.Background(), "TEST", deliveries("a", 1)); !errors.Is(err, sdk.ErrPluginExited) {
-		t.Errorf("send while waiting: %v, want sdk.ErrPluginExited (retry later)", err)
+	if _, _, err := env.h.Send(context.Background(), "TEST", deliveries("a", 1)); !errors.Is(err, sdkhost.ErrPluginExited) {
+		t.Errorf("send while waiting: %v, want sdkhost.ErrPluginExited (retry later)", err)
 	}
 	installPlugin(t, v2, env.dir, "sink")
 	testenv.Eventually(t, 20*time.Second, func() bool {

@@ -32,12 +32,12 @@ func (rs *RuleSet) Needs(ev Event) (Needs, error) {
 	var n Needs
 	for i, a := range ce.audiences {
 		switch {
-		case a.group != nil:
-			key, err := renderKey(a.group, data)
+		case a.group != nil || a.groupsPath != nil:
+			keys, err := a.groupKeys(data, payload)
 			if err != nil {
-				return Needs{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyGroup, err)
+				return Needs{}, fmt.Errorf("rules: event %s: audience %d: %w", ev.Type, i, err)
 			}
-			n.GroupKeys = append(n.GroupKeys, key)
+			n.GroupKeys = append(n.GroupKeys, keys...)
 		case a.user != nil:
 			id, err := renderKey(a.user, data)
 			if err != nil {
@@ -82,7 +82,7 @@ type dirIndex struct {
 	groups     map[string]*Group
 	members    map[string][]Member // group key → members sorted by user id
 	prefs      map[prefKey]bool
-	settings   map[prefKey]bool
+	settings   map[prefKey]groupSetting
 }
 
 // prefKey identifies a preference (owner = user id) or a group setting
@@ -96,7 +96,7 @@ func indexDirectory(dir *Directory) *dirIndex {
 		groups:     map[string]*Group{},
 		members:    map[string][]Member{},
 		prefs:      map[prefKey]bool{},
-		settings:   map[prefKey]bool{},
+		settings:   map[prefKey]groupSetting{},
 	}
 	if dir == nil {
 		return ix
@@ -136,11 +136,11 @@ func indexDirectory(dir *Directory) *dirIndex {
 	}
 	for _, s := range dir.Settings {
 		k := prefKey{s.Group, s.EventType, s.Channel}
+		gs := groupSetting{on: s.Enabled, roles: s.Roles}
 		if old, ok := ix.settings[k]; ok {
-			ix.settings[k] = old && s.Enabled
-			continue
+			gs = old.merge(gs)
 		}
-		ix.settings[k] = s.Enabled
+		ix.settings[k] = gs
 	}
 	return ix
 }
@@ -154,6 +154,8 @@ type reach struct {
 	// role priority the user had in each.
 	groups   []string
 	groupPri map[string]int
+	// groupRoles are the roles the user was reached with, by group.
+	groupRoles map[string][]string
 	// direct is set when a non-group audience reached the user.
 	direct bool
 }
@@ -168,7 +170,7 @@ func (r *reach) addVia(v string) {
 // choice, from dir (a snapshot holding at least what Needs asked for) at
 // time at. It does no I/O.
 func (rs *RuleSet) Decide(ev Event, dir *Directory, at time.Time) (Decision, error) {
-	return rs.DecideIndexed(ev, IndexDirectory(dir), at)
+	return rs.decideIndexed(ev, IndexDirectory(dir), at, true)
 }
 
 // DirectoryIndex is a Directory indexed for decisions. Build it once with
@@ -179,8 +181,16 @@ type DirectoryIndex struct{ ix *dirIndex }
 // IndexDirectory indexes dir for DecideIndexed.
 func IndexDirectory(dir *Directory) DirectoryIndex { return DirectoryIndex{indexDirectory(dir)} }
 
-// DecideIndexed is Decide against an indexed directory snapshot.
+// DecideIndexed is Decide against an indexed directory snapshot, for the
+// relay's hot path: the same recipients, channels and reasons, without the
+// fields only an explanation reads (Warnings, and each recipient's
+// LocalTime and QuietHours).
 func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (Decision, error) {
+	return rs.decideIndexed(ev, dix, at, false)
+}
+
+// decideIndexed decides; explain also fills the explanation's fields.
+func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, explain bool) (Decision, error) {
 	ix := dix.ix
 	if ix == nil {
 		ix = indexDirectory(nil)
@@ -199,37 +209,53 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 	get := func(id string) *reach {
 		r, ok := reached[id]
 		if !ok {
-			r = &reach{userID: id, groupPri: map[string]int{}}
+			r = &reach{userID: id, groupPri: map[string]int{}, groupRoles: map[string][]string{}}
 			reached[id] = r
 		}
 		return r
 	}
+	var outcomes []audienceOutcome
 	for i, a := range ce.audiences {
 		switch {
-		case a.group != nil:
-			key, err := renderKey(a.group, data)
+		case a.group != nil || a.groupsPath != nil:
+			keys, err := a.groupKeys(data, payload)
 			if err != nil {
-				return Decision{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyGroup, err)
+				return Decision{}, fmt.Errorf("rules: event %s: audience %d: %w", ev.Type, i, err)
 			}
-			for _, m := range ix.members[key] {
-				pri := len(a.spec.Roles)
-				if len(a.spec.Roles) > 0 {
-					p, ok := a.rolePrio[m.Role]
-					if !ok {
-						continue
+			for _, key := range keys {
+				var out audienceOutcome
+				if explain {
+					out = audienceOutcome{via: viaGroup + key, group: key, roles: a.spec.Roles}
+				}
+				for _, m := range ix.members[key] {
+					pri := len(a.spec.Roles)
+					if len(a.spec.Roles) > 0 {
+						p, ok := a.rolePrio[m.Role]
+						if !ok {
+							continue
+						}
+						pri = p
 					}
-					pri = p
+					if explain {
+						out.ids = append(out.ids, m.UserID)
+					}
+					r := get(m.UserID)
+					r.addVia(viaGroup + key)
+					if !slices.Contains(r.roles, m.Role) && m.Role != "" {
+						r.roles = append(r.roles, m.Role)
+					}
+					if m.Role != "" && !slices.Contains(r.groupRoles[key], m.Role) {
+						r.groupRoles[key] = append(r.groupRoles[key], m.Role)
+					}
+					if old, ok := r.groupPri[key]; !ok {
+						r.groups = append(r.groups, key)
+						r.groupPri[key] = pri
+					} else if pri < old {
+						r.groupPri[key] = pri
+					}
 				}
-				r := get(m.UserID)
-				r.addVia(viaGroup + key)
-				if !slices.Contains(r.roles, m.Role) && m.Role != "" {
-					r.roles = append(r.roles, m.Role)
-				}
-				if old, ok := r.groupPri[key]; !ok {
-					r.groups = append(r.groups, key)
-					r.groupPri[key] = pri
-				} else if pri < old {
-					r.groupPri[key] = pri
+				if explain {
+					outcomes = append(outcomes, out)
 				}
 			}
 		case a.user != nil:
@@ -240,11 +266,17 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 			r := get(id)
 			r.addVia(viaUser + id)
 			r.direct = true
+			if explain {
+				outcomes = append(outcomes, audienceOutcome{via: viaUser + id, ids: []string{id}})
+			}
 		case a.spec.UserType != "":
 			for _, id := range ix.byType[a.spec.UserType] {
 				r := get(id)
 				r.addVia(viaUserType + a.spec.UserType)
 				r.direct = true
+			}
+			if explain {
+				outcomes = append(outcomes, audienceOutcome{via: viaUserType + a.spec.UserType, ids: ix.byType[a.spec.UserType]})
 			}
 		case a.path != nil:
 			ids, err := payloadUserIDs(payload, a.path)
@@ -255,6 +287,9 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 				r := get(id)
 				r.addVia(viaPayload + a.spec.PayloadPath)
 				r.direct = true
+			}
+			if explain {
+				outcomes = append(outcomes, audienceOutcome{via: viaPayload + a.spec.PayloadPath, ids: ids})
 			}
 		}
 	}
@@ -287,9 +322,12 @@ func (rs *RuleSet) DecideIndexed(ev Event, dix DirectoryIndex, at time.Time) (De
 			d.Excluded = append(d.Excluded, Exclusion{UserID: r.userID, Reason: strings.Join(reasons, "; ")})
 			continue
 		}
-		d.Recipients = append(d.Recipients, rs.decideRecipient(ce, ix, r, at))
+		d.Recipients = append(d.Recipients, rs.decideRecipient(ce, ix, r, at, explain))
 	}
 	slices.SortFunc(d.Excluded, func(a, b Exclusion) int { return strings.Compare(a.UserID, b.UserID) })
+	if explain {
+		d.Warnings = audienceWarnings(outcomes, ix)
+	}
 	return d, nil
 }
 
@@ -323,7 +361,7 @@ func (rs *RuleSet) applyMaxRecipients(active []*reach, ix *dirIndex) map[string]
 	return out
 }
 
-func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at time.Time) RecipientDecision {
+func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at time.Time, explain bool) RecipientDecision {
 	rec := *ix.recipients[r.userID]
 	rd := RecipientDecision{
 		Recipient: rec,
@@ -333,6 +371,27 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 	}
 	if len(r.roles) > 0 {
 		rd.Role = r.roles[0]
+	}
+	// The quiet-hours window is looked up once, when a channel needs it
+	// or the explanation shows it.
+	var (
+		qw     *window
+		qloc   *time.Location
+		qwhose string
+		qdone  bool
+	)
+	quiet := func() {
+		if !qdone {
+			qw, qloc, qwhose = rs.quietWindow(ix, r, rec)
+			qdone = true
+		}
+	}
+	if explain {
+		quiet()
+		rd.LocalTime = at.In(qloc).Format("2006-01-02 15:04 Mon") + " " + qloc.String()
+		if qw != nil {
+			rd.QuietHours = qw.text + ", " + qwhose
+		}
 	}
 	keep := func(cd ChannelDecision) { rd.Channels = append(rd.Channels, cd) }
 	drop := func(cd ChannelDecision, why string) {
@@ -344,7 +403,7 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 		cfg := rs.channels[ch]
 		cd := ChannelDecision{Channel: ch, Mandatory: ce.mandatory[ch]}
 		if len(cfg.UserTypes) > 0 && !slices.Contains(cfg.UserTypes, rec.UserType) {
-			drop(cd, "not supported for user type "+rec.UserType)
+			drop(cd, "not supported for user type "+rec.UserType+" (the channel's user_types)")
 			continue
 		}
 		if cd.Mandatory {
@@ -363,13 +422,9 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 				drop(cd, strings.Join(whys, " and "))
 				continue
 			}
-			if len(r.groups) > 0 {
-				cd.Reason = "optional: enabled by group and user"
-			} else {
-				cd.Reason = "optional: enabled by defaults and user"
-			}
+			cd.Reason = "optional: " + strings.Join(append(gWhy, uWhy), "; ")
 			if roles := ce.spec.Restrict[ch]; len(roles) > 0 && !anyIn(r.roles, roles) {
-				drop(cd, fmt.Sprintf("%s restricted to roles %s", ch, strings.Join(roles, ", ")))
+				drop(cd, fmt.Sprintf("%s restricted to roles %s (the rule's restrict)", ch, strings.Join(roles, ", ")))
 				continue
 			}
 		}
@@ -379,16 +434,18 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 				mode = m
 			}
 			if mode != QuietIgnore {
-				if w, loc := rs.quietWindow(ix, r, rec); w != nil {
+				quiet()
+				if w, loc := qw, qloc; w != nil {
 					local := at.In(loc)
 					if w.contains(local) {
+						qh := fmt.Sprintf("quiet hours %s %s, %s; local time %s", w.text, loc, qwhose, local.Format("15:04"))
 						if mode == QuietDrop && !cd.Mandatory {
-							drop(cd, fmt.Sprintf("quiet hours %s %s", w.text, loc))
+							drop(cd, qh)
 							continue
 						}
 						cd.Deferred = true
 						cd.DeferUntil = w.endAfter(local)
-						cd.Reason = fmt.Sprintf("deferred until %s (quiet hours %s %s)", cd.DeferUntil.Format(time.RFC3339), w.text, loc)
+						cd.Reason = fmt.Sprintf("deferred until %s (%s)", cd.DeferUntil.Format(time.RFC3339), qh)
 						if mode == QuietDrop {
 							cd.Reason += "; mandatory, so deferred instead of dropped"
 						}
@@ -420,6 +477,16 @@ func (rs *RuleSet) defaultEnabled(userType, ch string) bool {
 	return slices.Contains(d.Enabled, ch)
 }
 
+// defaultSource names the default defaultEnabled applied: the user type's
+// (the rules' defaults for the type list its channels) or the global one
+// (every optional channel on).
+func (rs *RuleSet) defaultSource(userType string) string {
+	if d, ok := rs.spec.Defaults.UserTypes[userType]; ok && d.EnabledSet {
+		return "default for user type " + userType + " (default)"
+	}
+	return "global default (default)"
+}
+
 // groupEnabled reports whether any group that reached the user enables ch
 // (event-type setting, then channel setting, then the user type's
 // default); users reached by no group use the user type's default. When
@@ -427,30 +494,30 @@ func (rs *RuleSet) defaultEnabled(userType, ch string) bool {
 func (rs *RuleSet) groupEnabled(ix *dirIndex, r *reach, userType, evType, ch string) (bool, []string) {
 	if len(r.groups) == 0 {
 		if rs.defaultEnabled(userType, ch) {
-			return true, nil
+			return true, nil // the user's side names the same default
 		}
-		return false, []string{"disabled by default for user type " + userType}
+		return false, []string{"disabled by " + rs.defaultSource(userType)}
 	}
 	var whys []string
 	for _, g := range r.groups {
-		if on, ok := ix.settings[prefKey{g, evType, ch}]; ok {
-			if on {
-				return true, nil
+		if s, ok := ix.settings[prefKey{g, evType, ch}]; ok {
+			if s.enables(r.groupRoles[g]) {
+				return true, []string{fmt.Sprintf("group: %s setting for %s (explicit)", g, evType)}
 			}
-			whys = append(whys, fmt.Sprintf("disabled by group %s for %s", g, evType))
+			whys = append(whys, s.why(fmt.Sprintf("by group %s setting for %s", g, evType))+" (explicit)")
 			continue
 		}
-		if on, ok := ix.settings[prefKey{g, "", ch}]; ok {
-			if on {
-				return true, nil
+		if s, ok := ix.settings[prefKey{g, "", ch}]; ok {
+			if s.enables(r.groupRoles[g]) {
+				return true, []string{"group: " + g + " setting (explicit)"}
 			}
-			whys = append(whys, "disabled by group "+g)
+			whys = append(whys, s.why("by group "+g+" setting")+" (explicit)")
 			continue
 		}
 		if rs.defaultEnabled(userType, ch) {
-			return true, nil
+			return true, []string{"group: no setting, " + rs.defaultSource(userType)}
 		}
-		why := "disabled by default for user type " + userType
+		why := "disabled by " + rs.defaultSource(userType)
 		if !slices.Contains(whys, why) {
 			whys = append(whys, why)
 		}
@@ -459,21 +526,36 @@ func (rs *RuleSet) groupEnabled(ix *dirIndex, r *reach, userType, evType, ch str
 }
 
 // userEnabled applies the user's preference (event type first) or the
-// user type's default.
+// user type's default. The reason names the source: "disabled by ..." when
+// off, the source alone when on.
 func (rs *RuleSet) userEnabled(ix *dirIndex, rec Recipient, evType, ch string) (bool, string) {
-	if on, ok := ix.prefs[prefKey{rec.UserID, evType, ch}]; ok {
-		return on, "disabled by user preference for " + evType
+	src := ""
+	on, ok := ix.prefs[prefKey{rec.UserID, evType, ch}]
+	switch {
+	case ok:
+		src = "preference for " + evType + " (explicit)"
+	default:
+		if on, ok = ix.prefs[prefKey{rec.UserID, "", ch}]; ok {
+			src = "preference (explicit)"
+		} else {
+			on = rs.defaultEnabled(rec.UserType, ch)
+			if on {
+				return true, "user: no preference, " + rs.defaultSource(rec.UserType)
+			}
+			return false, "disabled by " + rs.defaultSource(rec.UserType)
+		}
 	}
-	if on, ok := ix.prefs[prefKey{rec.UserID, "", ch}]; ok {
-		return on, "disabled by user preference"
+	if !on {
+		return false, "disabled by user " + src
 	}
-	return rs.defaultEnabled(rec.UserType, ch), "disabled by default for user type " + rec.UserType
+	return true, "user: " + src
 }
 
 // quietWindow picks the recipient's quiet hours (their own, then the first
 // reaching group's, then the user type's default, then the global default)
-// and their zone (bad or empty zones fall back to the defaults' zone).
-func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, *time.Location) {
+// and their zone (bad or empty zones fall back to the defaults' zone), and
+// says whose window it is.
+func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, *time.Location, string) {
 	loc := rs.defaultZone
 	if rec.TimeZone != "" {
 		if l := loadZone(rec.TimeZone); l != nil {
@@ -482,18 +564,121 @@ func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, 
 	}
 	if rec.QuietHours != nil {
 		if w, err := parseWindow(*rec.QuietHours); err == nil {
-			return w, loc
+			return w, loc, "the user's own window (explicit)"
 		}
 	}
 	for _, key := range r.groups {
 		if g, ok := ix.groups[key]; ok && g.QuietHours != nil {
 			if w, err := parseWindow(*g.QuietHours); err == nil {
-				return w, loc
+				return w, loc, "group " + key + "'s window (explicit)"
 			}
 		}
 	}
 	if w := rs.typeQH[rec.UserType]; w != nil {
-		return w, loc
+		return w, loc, "the default window for user type " + rec.UserType + " (default)"
 	}
-	return rs.defaultQH, loc
+	return rs.defaultQH, loc, "the global default window (default)"
+}
+
+// groupSetting is a group's switch for a channel, optionally limited to
+// some roles of the group's members.
+type groupSetting struct {
+	on    bool
+	roles []string
+}
+
+// enables reports whether the setting enables the channel for a member
+// reached with roles.
+func (s groupSetting) enables(roles []string) bool {
+	if !s.on {
+		return false
+	}
+	if len(s.roles) == 0 {
+		return true
+	}
+	for _, r := range roles {
+		if slices.Contains(s.roles, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// why says why the setting did not enable the channel; by names whose
+// setting it is ("by group restaurant:5").
+func (s groupSetting) why(by string) string {
+	if s.on && len(s.roles) > 0 {
+		return "enabled " + by + " only for roles " + strings.Join(s.roles, ", ")
+	}
+	return "disabled " + by
+}
+
+// merge resolves two rows for the same group, event type and channel:
+// conflicting rows resolve to disabled, and role limits narrow.
+func (s groupSetting) merge(o groupSetting) groupSetting {
+	out := groupSetting{on: s.on && o.on}
+	switch {
+	case len(s.roles) == 0:
+		out.roles = o.roles
+	case len(o.roles) == 0:
+		out.roles = s.roles
+	default:
+		for _, r := range s.roles {
+			if slices.Contains(o.roles, r) {
+				out.roles = append(out.roles, r)
+			}
+		}
+		if len(out.roles) == 0 {
+			out.on = false
+		}
+	}
+	return out
+}
+
+// groupKeys returns the group keys of a group audience: Group rendered
+// once, or, with GroupsPath, one key per item of the payload's list (each
+// item a key, or .item of Group rendered per item). Repeats are dropped.
+func (a compiledAudience) groupKeys(data map[string]any, payload any) ([]string, error) {
+	if a.groupsPath == nil {
+		key, err := renderKey(a.group, data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", KeyGroup, err)
+		}
+		return []string{key}, nil
+	}
+	list, err := payloadList(payload, a.groupsPath)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", KeyGroupsPath, err)
+	}
+	keys := make([]string, 0, len(list))
+	for i, x := range list {
+		var key string
+		if a.group != nil {
+			d := make(map[string]any, len(data)+1)
+			for k, v := range data {
+				d[k] = v
+			}
+			d["item"] = x
+			if key, err = renderKey(a.group, d); err != nil {
+				return nil, fmt.Errorf("%s: item %d: %w", KeyGroup, i, err)
+			}
+		} else if key, err = groupKeyOf(x); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", strings.Join(a.groupsPath, "."), i, err)
+		}
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	return keys, nil
+}
+
+// groupKeyOf is a groups_path item as a group key: a non-empty string or a
+// number.
+func groupKeyOf(x any) (string, error) {
+	if _, isObject := x.(map[string]any); !isObject {
+		if key, err := userIDOf(x); err == nil {
+			return key, nil
+		}
+	}
+	return "", fmt.Errorf("not a group key (want a non-empty string or a number; with group, items may be anything .item can read): %v", x)
 }

@@ -19,28 +19,12 @@ func WriteExplain(w io.Writer, d Decision, at time.Time) error {
 	}
 	fmt.Fprintf(&b, "event %s %s at %s (%s)\n", d.EventType, d.EventID, formatTime(at), strings.Join(flags, ", "))
 	fmt.Fprintf(&b, "%d %s, %d excluded\n", len(d.Recipients), plural(len(d.Recipients), "recipient", "recipients"), len(d.Excluded))
+	for _, w := range d.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w)
+	}
 	for _, r := range d.Recipients {
 		b.WriteString("\n")
-		fmt.Fprintf(&b, "user %s  type %s", r.Recipient.UserID, r.Recipient.UserType)
-		if r.Role != "" {
-			fmt.Fprintf(&b, "  role %s", r.Role)
-		}
-		fmt.Fprintf(&b, "  via %s\n", strings.Join(r.Via, ", "))
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		for _, c := range r.Channels {
-			status := "kept"
-			if c.Deferred {
-				status = "deferred"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.Channel, status, c.Reason)
-		}
-		for _, c := range r.Dropped {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.Channel, "dropped", strings.TrimPrefix(c.Reason, "dropped: "))
-		}
-		if len(r.Channels)+len(r.Dropped) == 0 {
-			fmt.Fprintf(tw, "  (no channels: inbox only)\n")
-		}
-		if err := tw.Flush(); err != nil {
+		if err := writeRecipient(&b, r); err != nil {
 			return err
 		}
 	}
@@ -53,6 +37,84 @@ func WriteExplain(w io.Writer, d Decision, at time.Time) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeRecipient prints one recipient's block: who, how reached, their
+// clock and quiet hours, and every channel with its reason.
+func writeRecipient(b *strings.Builder, r RecipientDecision) error {
+	fmt.Fprintf(b, "user %s  type %s", r.Recipient.UserID, r.Recipient.UserType)
+	if r.Role != "" {
+		fmt.Fprintf(b, "  role %s", r.Role)
+	}
+	fmt.Fprintf(b, "  via %s\n", strings.Join(r.Via, ", "))
+	if r.LocalTime != "" {
+		fmt.Fprintf(b, "  local time %s", r.LocalTime)
+		if r.QuietHours != "" {
+			fmt.Fprintf(b, "; quiet hours %s", r.QuietHours)
+		} else {
+			b.WriteString("; no quiet hours")
+		}
+		b.WriteString("\n")
+	}
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	for _, c := range r.Channels {
+		status := "kept"
+		if c.Deferred {
+			status = "deferred"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.Channel, status, c.Reason)
+	}
+	for _, c := range r.Dropped {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.Channel, "dropped", strings.TrimPrefix(c.Reason, "dropped: "))
+	}
+	if len(r.Channels)+len(r.Dropped) == 0 {
+		fmt.Fprintf(tw, "  (no channels: inbox only)\n")
+	}
+	return tw.Flush()
+}
+
+// WriteUserExplain prints the explanation for one user (`rules explain
+// --user`): a summary, every audience and whether it reached the user,
+// then their channels or why they are left out.
+func WriteUserExplain(w io.Writer, ev Event, ue UserExplanation, at time.Time) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "event %s %s at %s, user %s\n", ev.Type, ev.EventID, formatTime(at), ue.UserID)
+	if ue.Recipient != nil {
+		active := "active"
+		if !ue.Recipient.Active {
+			active = "inactive"
+		}
+		fmt.Fprintf(&b, "directory: type %s, %s\n", ue.Recipient.UserType, active)
+	} else {
+		b.WriteString("directory: no such user\n")
+	}
+	fmt.Fprintf(&b, "%s\n", ue.Summary)
+	b.WriteString("\naudiences\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, a := range ue.Audiences {
+		mark := "no"
+		if a.Reached {
+			mark = "reached"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", a.Audience, mark, a.Why)
+	}
+	if len(ue.Audiences) == 0 {
+		fmt.Fprintf(tw, "  (the rule has no audience)\n")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case ue.Decision != nil:
+		b.WriteString("\n")
+		if err := writeRecipient(&b, *ue.Decision); err != nil {
+			return err
+		}
+	case ue.Excluded != "":
+		fmt.Fprintf(&b, "\nexcluded: %s\n", ue.Excluded)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

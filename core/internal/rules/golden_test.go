@@ -16,6 +16,7 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 )
 
@@ -23,14 +24,16 @@ var update = flag.Bool("update", false, "rewrite the expected sections of testda
 
 // TestGolden runs every testdata/*.txtar archive. An archive holds:
 //
-//	args            lines "rules=PATH" (relative to testdata, repeatable), "at=RFC3339"
-//	                and "render" (also render every recipient's inbox and channels)
+//	args            lines "rules=PATH" (relative to testdata, repeatable), "at=RFC3339",
+//	                "render" (also render every recipient's inbox and channels) and
+//	                "user=ID" (repeatable: also explain the decision for that user)
 //	*.hcl, *.yaml   rules files, written to a temporary directory and loaded too
 //	event.json      the event
 //	directory.json  the directory snapshot (DIR.json format)
 //
 // and the expected results: needs.json, explain.txt and decision.json for a
-// decision (plus rendered.txt with "render"), or errors.txt when the rules
+// decision (plus rendered.txt with "render", users.txt with "user=", and
+// directory_problems.txt when the strict directory parser refuses the file), or errors.txt when the rules
 // do not load; warnings.txt holds the warnings of rules that load.
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txtar")
@@ -58,6 +61,7 @@ func runGolden(t *testing.T, file string) {
 	var rulesPaths []string
 	var at time.Time
 	render := false
+	var users []string
 	inputs := map[string][]byte{}
 	for _, f := range ar.Files {
 		inputs[f.Name] = f.Data
@@ -86,6 +90,8 @@ func runGolden(t *testing.T, file string) {
 			}
 		case "render":
 			render = true
+		case "user":
+			users = append(users, val)
 		case "":
 		default:
 			t.Fatalf("args: unknown key %q", key)
@@ -104,9 +110,20 @@ func runGolden(t *testing.T, file string) {
 		if err := json.Unmarshal(inputs["event.json"], &ev); err != nil {
 			t.Fatalf("event.json: %v", err)
 		}
+		// The engine decides on any snapshot, as the database gives it
+		// (a membership may outlive its recipient row); what the strict
+		// parser of `rules explain --directory` would refuse in the file
+		// is directory_problems.txt.
 		var d rules.Directory
 		if err := json.Unmarshal(inputs["directory.json"], &d); err != nil {
 			t.Fatalf("directory.json: %v", err)
+		}
+		res, err := directory.Parse(bytes.NewReader(inputs["directory.json"]), "directory.json", directory.Options{})
+		switch {
+		case err != nil:
+			got["directory_problems.txt"] = err.Error() + "\n"
+		case !res.OK():
+			got["directory_problems.txt"] = res.Problems.Error() + "\n"
 		}
 		needs, err := rs.Needs(ev)
 		if err != nil {
@@ -126,18 +143,34 @@ func runGolden(t *testing.T, file string) {
 		if render {
 			got["rendered.txt"] = renderAll(rs, ev, dec)
 		}
+		if len(users) > 0 {
+			var ub bytes.Buffer
+			for i, u := range users {
+				ue, err := rs.ExplainUser(ev, &d, at, u)
+				if err != nil {
+					t.Fatalf("ExplainUser %s: %v", u, err)
+				}
+				if i > 0 {
+					ub.WriteString("\n---\n\n")
+				}
+				if err := rules.WriteUserExplain(&ub, ev, ue, at); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got["users.txt"] = ub.String()
+		}
 	}
 
 	if *update {
 		var kept []txtar.File
 		for _, f := range ar.Files {
 			switch f.Name {
-			case "needs.json", "explain.txt", "decision.json", "rendered.txt", "errors.txt", "warnings.txt":
+			case "needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "directory_problems.txt", "errors.txt", "warnings.txt":
 				continue
 			}
 			kept = append(kept, f)
 		}
-		for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "errors.txt", "warnings.txt"} {
+		for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "directory_problems.txt", "errors.txt", "warnings.txt"} {
 			if s, ok := got[name]; ok {
 				kept = append(kept, txtar.File{Name: name, Data: []byte(s)})
 			}
@@ -148,7 +181,7 @@ func runGolden(t *testing.T, file string) {
 		}
 		return
 	}
-	for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "errors.txt", "warnings.txt"} {
+	for _, name := range []string{"needs.json", "explain.txt", "decision.json", "rendered.txt", "users.txt", "directory_problems.txt", "errors.txt", "warnings.txt"} {
 		want, inArchive := inputs[name]
 		g, produced := got[name]
 		switch {

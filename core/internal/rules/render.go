@@ -106,6 +106,23 @@ func renderKey(t *template.Template, data any) (string, error) {
 // payloadUserIDs follows path in the payload to a list of user ids
 // (strings, numbers, or objects with a user_id field).
 func payloadUserIDs(payload any, path []string) ([]string, error) {
+	list, err := payloadList(payload, path)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(list))
+	for i, x := range list {
+		id, err := userIDOf(x)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", strings.Join(path, "."), i, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// payloadList follows path in the payload to a list.
+func payloadList(payload any, path []string) ([]any, error) {
 	v := payload
 	for i, seg := range path {
 		m, ok := v.(map[string]any)
@@ -120,15 +137,7 @@ func payloadUserIDs(payload any, path []string) ([]string, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s is not a list", strings.Join(path, "."))
 	}
-	ids := make([]string, 0, len(list))
-	for i, x := range list {
-		id, err := userIDOf(x)
-		if err != nil {
-			return nil, fmt.Errorf("%s[%d]: %w", strings.Join(path, "."), i, err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, nil
+	return list, nil
 }
 
 func userIDOf(x any) (string, error) {

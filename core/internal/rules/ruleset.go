@@ -51,6 +51,8 @@ type compiledAudience struct {
 	user     *template.Template
 	rolePrio map[string]int
 	path     []string
+	// groupsPath is GroupsPath split (nil: none).
+	groupsPath []string
 }
 
 type compiledTemplate struct {
@@ -418,7 +420,7 @@ func checkQuietMode(c *specChecker, mode string, path []string) {
 func compileAudience(c *specChecker, a AudienceSpec, path []string) compiledAudience {
 	ca := compiledAudience{spec: a, rolePrio: map[string]int{}}
 	kinds := 0
-	for _, set := range []bool{a.Group != "", a.User != "", a.UserType != "", a.PayloadPath != ""} {
+	for _, set := range []bool{a.Group != "" || a.GroupsPath != "", a.User != "", a.UserType != "", a.PayloadPath != ""} {
 		if set {
 			kinds++
 		}
@@ -426,7 +428,7 @@ func compileAudience(c *specChecker, a AudienceSpec, path []string) compiledAudi
 	if kinds != 1 {
 		c.addf(path, "set exactly one of %s, %s, %s and %s", KeyGroup, KeyUser, KeyUserType, KeyPayloadPath)
 	}
-	if len(a.Roles) > 0 && a.Group == "" {
+	if len(a.Roles) > 0 && a.Group == "" && a.GroupsPath == "" {
 		c.addf(extend(path, KeyRoles), "roles only filter a %s audience", KeyGroup)
 	}
 	for i, r := range a.Roles {
@@ -445,6 +447,12 @@ func compileAudience(c *specChecker, a AudienceSpec, path []string) compiledAudi
 	if a.User != "" {
 		if ca.user, err = parseTextTemplate(KeyUser, a.User); err != nil {
 			c.addf(extend(path, KeyUser), "bad template: %v", err)
+		}
+	}
+	if a.GroupsPath != "" {
+		ca.groupsPath = strings.Split(a.GroupsPath, ".")
+		if slices.Contains(ca.groupsPath, "") {
+			c.addf(extend(path, KeyGroupsPath), "bad path %q: empty segment", a.GroupsPath)
 		}
 	}
 	if a.PayloadPath != "" {

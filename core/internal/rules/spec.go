@@ -76,6 +76,12 @@ type AudienceSpec struct {
 	// Roles filters group members by role and orders them for
 	// max_recipients (first listed = highest priority). Empty = every role.
 	Roles []string
+	// GroupsPath is a dotted path to a list in the payload whose items
+	// name groups (seed 003: one alert for several groups). Each item is
+	// a group key, or, with Group set, the value of .item when Group is
+	// rendered once per item ("agency:{{ .item }}"). Roles filter as for
+	// Group.
+	GroupsPath string
 	// User is a user id template.
 	User string
 	// UserType reaches every user of the type.
@@ -160,6 +166,7 @@ const (
 	KeyShared              = "shared"
 	KeyAudience            = "audience"
 	KeyGroup               = "group"
+	KeyGroupsPath          = "groups_path"
 	KeyRoles               = "roles"
 	KeyUser                = "user"
 	KeyUserType            = "user_type"

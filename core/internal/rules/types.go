@@ -20,31 +20,35 @@ type Event struct {
 }
 
 // Directory is a snapshot of the directory data a decision needs. Its JSON
-// form is the DIR.json file `herald rules explain --directory` reads; the
+// (or YAML, or JSONL) form is the file `herald directory import` and
+// `herald rules explain --directory` read, parsed strictly by
+// core/internal/directory, whose JSON Schema (`herald directory schema`)
+// is derived from these definitions: the json tag names a field, a
+// `dir:"required"` tag makes it required, and `doc` describes it. The
 // daemon fills it from the database for the keys Needs returns.
 type Directory struct {
-	Recipients  []Recipient    `json:"recipients"`
-	Groups      []Group        `json:"groups"`
-	Members     []Member       `json:"members"`
-	Preferences []Preference   `json:"preferences"`
-	Settings    []GroupSetting `json:"settings"`
+	Recipients  []Recipient    `json:"recipients" doc:"users who can receive notifications"`
+	Groups      []Group        `json:"groups" doc:"groups of users, such as one restaurant's staff"`
+	Members     []Member       `json:"members" doc:"memberships: a user in a group with a role"`
+	Preferences []Preference   `json:"preferences" doc:"users' channel switches"`
+	Settings    []GroupSetting `json:"settings" doc:"groups' channel switches"`
 }
 
 // Recipient is one user who can receive notifications.
 type Recipient struct {
-	UserID   string `json:"user_id"`
-	UserType string `json:"user_type"`
-	Email    string `json:"email,omitempty"`
-	Phone    string `json:"phone,omitempty"`
-	Locale   string `json:"locale,omitempty"`
+	UserID   string `json:"user_id" dir:"required,id" doc:"the user's id, unique in the directory"`
+	UserType string `json:"user_type" dir:"required,name" doc:"the user's type, such as STAFF or CUSTOMER"`
+	Email    string `json:"email,omitempty" dir:"email" doc:"e-mail address, such as maria@example.com"`
+	Phone    string `json:"phone,omitempty" dir:"e164" doc:"phone number in E.164 form, such as +390600000001"`
+	Locale   string `json:"locale,omitempty" dir:"name" doc:"language tag for templates, such as it or en-GB"`
 	// TimeZone is an IANA zone name; empty means the defaults' zone.
-	TimeZone string `json:"time_zone,omitempty"`
-	Active   bool   `json:"active"`
+	TimeZone string `json:"time_zone,omitempty" dir:"zone" doc:"IANA time zone such as Europe/Rome; empty: the rules' default zone"`
+	Active   bool   `json:"active" doc:"inactive users are never notified (default true)" default:"true"`
 	// QuietHours is the user's own window; nil falls back to group and
 	// configured defaults.
-	QuietHours   *QuietHours       `json:"quiet_hours,omitempty"`
-	DeviceTokens []string          `json:"device_tokens,omitempty"`
-	Attributes   map[string]string `json:"attributes,omitempty"`
+	QuietHours   *QuietHours       `json:"quiet_hours,omitempty" doc:"the user's own quiet hours, in their time zone"`
+	DeviceTokens []string          `json:"device_tokens,omitempty" dir:"nonempty" doc:"push device tokens"`
+	Attributes   map[string]string `json:"attributes,omitempty" doc:"free-form attributes templates and plugins read, such as slack_user_id"`
 }
 
 // UnmarshalJSON decodes a recipient; "active" defaults to true when absent,
@@ -62,43 +66,47 @@ func (r *Recipient) UnmarshalJSON(b []byte) error {
 // QuietHours is a daily window in the recipient's time zone, "HH:MM" each;
 // Start after End means an overnight window (22:00–08:00).
 type QuietHours struct {
-	Start string `json:"start"`
-	End   string `json:"end"`
+	Start string `json:"start" dir:"required,clock" doc:"start of the window, HH:MM"`
+	End   string `json:"end" dir:"required,clock" doc:"end of the window, HH:MM; before start means overnight"`
 }
 
 // Group is a set of users such as one restaurant's staff. Key is
 // "<type>:<id>", e.g. "restaurant:5".
 type Group struct {
-	Key  string `json:"key"`
-	Type string `json:"type"`
+	Key  string `json:"key" dir:"required,id" doc:"the group's key, <type>:<id> such as restaurant:5, unique in the directory"`
+	Type string `json:"type" dir:"required,name" doc:"the group's type, such as restaurant"`
 	// MaxRecipients caps how many members one event reaches (0 = no cap).
-	MaxRecipients int         `json:"max_recipients,omitempty"`
-	QuietHours    *QuietHours `json:"quiet_hours,omitempty"`
+	MaxRecipients int         `json:"max_recipients,omitempty" doc:"how many members one event reaches at most (0: no cap)"`
+	QuietHours    *QuietHours `json:"quiet_hours,omitempty" doc:"the group's quiet hours, for members without their own"`
 }
 
 // Member places a user in a group with a role.
 type Member struct {
-	Group  string `json:"group"`
-	UserID string `json:"user_id"`
-	Role   string `json:"role"`
+	Group  string `json:"group" dir:"required,id,ref=groups" doc:"key of a group declared in groups"`
+	UserID string `json:"user_id" dir:"required,id,ref=recipients" doc:"id of a user declared in recipients"`
+	Role   string `json:"role" dir:"name" doc:"the user's role in the group, such as MANAGER"`
 }
 
 // Preference is a user's switch for one channel, for every event type
 // (EventType "") or for one event type (which wins).
 type Preference struct {
-	UserID    string `json:"user_id"`
-	EventType string `json:"event_type,omitempty"`
-	Channel   string `json:"channel"`
-	Enabled   bool   `json:"enabled"`
+	UserID    string `json:"user_id" dir:"required,id,ref=recipients" doc:"id of a user declared in recipients"`
+	EventType string `json:"event_type,omitempty" dir:"name" doc:"the event type the switch is for; empty: every event type"`
+	Channel   string `json:"channel" dir:"required,name" doc:"channel name, such as SMS"`
+	Enabled   bool   `json:"enabled" dir:"required" doc:"whether the user wants the channel"`
 }
 
 // GroupSetting is a group's switch for one channel, for every event type
-// (EventType "") or for one event type (which wins).
+// (EventType "") or for one event type (which wins). With Roles, an
+// enabled setting holds only for members reached with one of those roles
+// (seed 001: SMS on for the restaurant's managers only); for the other
+// members it reads as disabled.
 type GroupSetting struct {
-	Group     string `json:"group"`
-	EventType string `json:"event_type,omitempty"`
-	Channel   string `json:"channel"`
-	Enabled   bool   `json:"enabled"`
+	Group     string   `json:"group" dir:"required,id,ref=groups" doc:"key of a group declared in groups"`
+	EventType string   `json:"event_type,omitempty" dir:"name" doc:"the event type the switch is for; empty: every event type"`
+	Channel   string   `json:"channel" dir:"required,name" doc:"channel name, such as SMS"`
+	Enabled   bool     `json:"enabled" dir:"required" doc:"whether the group enables the channel"`
+	Roles     []string `json:"roles,omitempty" dir:"nonempty" doc:"with enabled: the setting holds only for members reached with one of these roles, such as MANAGER"`
 }
 
 // Needs lists the directory data the decision for one event reads.
@@ -122,6 +130,8 @@ type Decision struct {
 	// Excluded lists users reached by an audience but not notified
 	// (inactive, over max_recipients, unknown), with the reason.
 	Excluded []Exclusion `json:"excluded,omitempty"`
+	// Warnings name audiences that matched nobody to notify, and why.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // RecipientDecision is the outcome for one recipient. Exactly one per user.
@@ -135,6 +145,12 @@ type RecipientDecision struct {
 	Channels []ChannelDecision `json:"channels"`
 	// Dropped are channels considered and dropped, with the reason.
 	Dropped []ChannelDecision `json:"dropped"`
+	// LocalTime is the decision time on the recipient's clock
+	// ("2026-03-10 23:00 Tue Europe/Rome").
+	LocalTime string `json:"local_time"`
+	// QuietHours is the window that applies to the recipient and whose it
+	// is ("22:00–08:00 (the user's own (explicit))"); empty: none.
+	QuietHours string `json:"quiet_hours,omitempty"`
 }
 
 // ChannelDecision says why one channel was kept or dropped.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/config"
 )
 
 // AdminReadyPath is the admin API's readiness with reasons: GET → 200 or
@@ -28,6 +29,11 @@ type ReadyStatus struct {
 	// Reasons says what is not ready ("database: unreachable", "broker:
 	// unreachable"); it names no host, role, database or credential.
 	Reasons []string `json:"reasons"`
+	// Rules says whether the rules in force are what the files say: after
+	// a rejected reload its state is "stale", with the problems, while the
+	// last good rules keep serving (the daemon stays ready). Absent when
+	// the handler has no rules watcher.
+	Rules *config.RulesStatus `json:"rules,omitempty"`
 }
 
 // Readiness returns the daemon's readiness check: the reasons it is not
@@ -70,10 +76,15 @@ func readyErr(check func(context.Context) []string) func(context.Context) error 
 }
 
 // ReadyHandler serves GET /admin/v1/ready on the admin listener: 200
-// {"status":"ready","reasons":[]} or 503 {"status":"not ready","reasons":[...]}.
-func ReadyHandler(check func(context.Context) []string) http.Handler {
+// {"status":"ready","reasons":[]} or 503 {"status":"not ready","reasons":[...]},
+// with the rules' status when rulesStatus is not nil.
+func ReadyHandler(check func(context.Context) []string, rulesStatus func() config.RulesStatus) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := ReadyStatus{Status: "ready", Reasons: check(r.Context())}
+		if rulesStatus != nil {
+			rs := rulesStatus()
+			st.Rules = &rs
+		}
 		code := http.StatusOK
 		if len(st.Reasons) > 0 {
 			st.Status, code = "not ready", http.StatusServiceUnavailable

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +80,7 @@ func TestReadinessFollowsBroker(t *testing.T) {
 	readyz := "http://" + ln.Addr().String() + "/readyz"
 
 	mux := http.NewServeMux()
-	mux.Handle("GET "+server.AdminReadyPath, server.ReadyHandler(server.Readiness(w.pools, conn)))
+	mux.Handle("GET "+server.AdminReadyPath, server.ReadyHandler(server.Readiness(w.pools, conn), nil))
 	asrv, aln, err := server.NewAdminServer(mux, d.HTTP, []byte(adminToken), hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +151,7 @@ func TestReadyzHidesDatabaseError(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	server.ReadyHandler(check).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, server.AdminReadyPath, nil))
+	server.ReadyHandler(check, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, server.AdminReadyPath, nil))
 	if body := rec.Body.String(); rec.Code != http.StatusServiceUnavailable || strings.Contains(body, "secret") || strings.Contains(body, "127.0.0.1") ||
 		!strings.Contains(body, "database: unreachable") {
 		t.Errorf("admin ready without a database = %d %s", rec.Code, body)
@@ -159,3 +161,55 @@ func TestReadyzHidesDatabaseError(t *testing.T) {
 type readyError struct{ reasons []string }
 
 func (e *readyError) Error() string { return strings.Join(e.reasons, "; ") + " secretrole secretdb" }
+
+// TestAdminReadyShowsStaleRules: a rejected rules reload keeps the daemon
+// ready on the last good rules, and the admin readiness says the rules are
+// stale and why; a good reload makes them current again.
+func TestAdminReadyShowsStaleRules(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.hcl")
+	good := "channel \"WEBSOCKET\" {\n  providers = [{ plugin = \"websocket\" }]\n}\nevent \"A\" {\n  audience {\n    user_type = \"ADMIN\"\n  }\n  mandatory = [\"WEBSOCKET\"]\n}\n"
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	watcher, err := config.NewRulesWatcher([]string{path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := server.ReadyHandler(func(context.Context) []string { return []string{} }, watcher.Status)
+	get := func() (int, server.ReadyStatus) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, server.AdminReadyPath, nil))
+		var st server.ReadyStatus
+		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+			t.Fatalf("body %q: %v", rec.Body.String(), err)
+		}
+		return rec.Code, st
+	}
+	if code, st := get(); code != http.StatusOK || st.Rules == nil || st.Rules.State != "current" {
+		t.Fatalf("fresh: %d %+v", code, st.Rules)
+	}
+	if err := os.WriteFile(path, []byte("# truncated by a bad deploy\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Reload(); err == nil {
+		t.Fatal("reload of an emptied file: no error")
+	}
+	code, st := get()
+	if code != http.StatusOK || st.Status != "ready" || st.Rules == nil || st.Rules.State != "stale" || st.Rules.RejectedAt == nil ||
+		len(st.Rules.Problems) != 1 || !strings.Contains(st.Rules.Problems[0], "empty rules file") {
+		t.Errorf("after a rejected reload: %d %+v", code, st.Rules)
+	}
+	if got := watcher.Current().EventTypes(); !cmp.Equal(got, []string{"A"}) {
+		t.Errorf("rules in force after a rejected reload: %v, want [A]", got)
+	}
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if code, st := get(); code != http.StatusOK || st.Rules.State != "current" || len(st.Rules.Problems) != 0 {
+		t.Errorf("after a good reload: %d %+v", code, st.Rules)
+	}
+}

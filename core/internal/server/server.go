@@ -421,7 +421,8 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		mux := http.NewServeMux()
 		mux.Handle("/", AdminHandler(host, watcher.Reload, d.HTTP.Pprof))
 		mux.Handle("POST /admin/v1/counters/repair", CountersRepairHandler(pools.Worker))
-		mux.Handle("GET "+AdminReadyPath, ReadyHandler(Readiness(pools, conn)))
+		mux.Handle(AdminExplainPattern, ExplainHandler(pools.Worker, current))
+		mux.Handle("GET "+AdminReadyPath, ReadyHandler(Readiness(pools, conn), watcher.Status))
 		adminSrv, adminLn, err = NewAdminServer(mux, d.HTTP, adminToken, log)
 		if err != nil {
 			ln.Close()

@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/jackc/pgx/v5"
@@ -46,7 +50,7 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 	b.Queue(`WITH ids AS (`+directoryUsers+`)
 		SELECT p.user_id, p.event_type, p.channel, p.enabled FROM user_preferences p JOIN ids ON p.user_id = ids.user_id
 		WHERE p.tenant_id = $1 ORDER BY p.user_id, p.event_type, p.channel`, tenantID, userIDs, groups, types)
-	b.Queue(`SELECT group_key, event_type, channel, enabled FROM group_settings
+	b.Queue(`SELECT group_key, event_type, channel, enabled, roles FROM group_settings
 		WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key, event_type, channel`, tenantID, groups)
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
@@ -93,7 +97,10 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 	if err == nil {
 		err = readRows(br, "group settings", func(r pgx.Rows) error {
 			var gs rules.GroupSetting
-			err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled)
+			err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled, &gs.Roles)
+			if len(gs.Roles) == 0 {
+				gs.Roles = nil
+			}
 			dir.Settings = append(dir.Settings, gs)
 			return err
 		})
@@ -139,64 +146,191 @@ func quietHours(start, end string) *rules.QuietHours {
 	return &rules.QuietHours{Start: start, End: end}
 }
 
+// TxBeginner begins a transaction: a pool begins one, a transaction a
+// savepoint.
+type TxBeginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
 // ImportDirectory upserts a directory snapshot (the DIR.json format) for a
-// tenant in one transaction's worth of statements on q.
-func ImportDirectory(ctx context.Context, q Querier, tenantID string, dir *rules.Directory) error {
+// tenant, all of it or nothing: in one transaction of its own (a savepoint
+// when q is a transaction), each table through COPY into a temporary
+// table and one INSERT ... ON CONFLICT DO UPDATE from it. Devices are
+// added, never removed. Rows that exist and are not in dir stay.
+func ImportDirectory(ctx context.Context, q TxBeginner, tenantID string, dir *rules.Directory) error {
+	return ImportDirectoryProgress(ctx, q, tenantID, dir, nil)
+}
+
+// ImportDirectoryProgress is ImportDirectory that adds every row it has
+// sent to done (when not nil), for a progress bar.
+func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string, dir *rules.Directory, done *atomic.Int64) error {
+	tx, err := q.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("import directory: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
+	count := func() {
+		if done != nil {
+			done.Add(1)
+		}
+	}
+	var devices int
 	for _, r := range dir.Recipients {
-		qs, qe := "", ""
-		if r.QuietHours != nil {
-			qs, qe = r.QuietHours.Start, r.QuietHours.End
-		}
-		attrs := r.Attributes
-		if attrs == nil {
-			attrs = map[string]string{}
-		}
-		if _, err := q.Exec(ctx, `INSERT INTO recipients (tenant_id, user_id, user_type, email, phone, locale, time_zone, active, quiet_start, quiet_end, attributes)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)
-			ON CONFLICT (tenant_id, user_id) DO UPDATE SET user_type = EXCLUDED.user_type, email = EXCLUDED.email,
+		devices += len(r.DeviceTokens)
+	}
+	steps := []struct {
+		what, table string
+		cols        []string
+		n           int
+		row         func(i int) []any
+		merge       string
+	}{
+		{"recipients", "recipients",
+			[]string{"tenant_id", "user_id", "user_type", "email", "phone", "locale", "time_zone", "active", "quiet_start", "quiet_end", "attributes"},
+			len(dir.Recipients), func(i int) []any {
+				r := dir.Recipients[i]
+				qs, qe := quietEnds(r.QuietHours)
+				attrs := r.Attributes
+				if attrs == nil {
+					attrs = map[string]string{}
+				}
+				return []any{tenantID, r.UserID, r.UserType, r.Email, r.Phone, r.Locale, r.TimeZone, r.Active, qs, qe, attrs}
+			},
+			`ON CONFLICT (tenant_id, user_id) DO UPDATE SET user_type = EXCLUDED.user_type, email = EXCLUDED.email,
 			  phone = EXCLUDED.phone, locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone, active = EXCLUDED.active,
-			  quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end, attributes = EXCLUDED.attributes`,
-			tenantID, r.UserID, r.UserType, r.Email, r.Phone, r.Locale, r.TimeZone, r.Active, qs, qe, attrs); err != nil {
-			return fmt.Errorf("import recipient %s: %w", r.UserID, err)
-		}
+			  quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end, attributes = EXCLUDED.attributes`},
+		{"devices", "recipient_devices", []string{"tenant_id", "user_id", "token"}, devices, nil, `ON CONFLICT DO NOTHING`},
+		{"groups", "groups", []string{"tenant_id", "group_key", "group_type", "max_recipients", "quiet_start", "quiet_end"},
+			len(dir.Groups), func(i int) []any {
+				g := dir.Groups[i]
+				qs, qe := quietEnds(g.QuietHours)
+				return []any{tenantID, g.Key, g.Type, g.MaxRecipients, qs, qe}
+			},
+			`ON CONFLICT (tenant_id, group_key) DO UPDATE SET group_type = EXCLUDED.group_type,
+			  max_recipients = EXCLUDED.max_recipients, quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end`},
+		{"members", "group_members", []string{"tenant_id", "group_key", "user_id", "role"},
+			len(dir.Members), func(i int) []any {
+				m := dir.Members[i]
+				return []any{tenantID, m.Group, m.UserID, m.Role}
+			},
+			`ON CONFLICT (tenant_id, group_key, user_id) DO UPDATE SET role = EXCLUDED.role`},
+		{"preferences", "user_preferences", []string{"tenant_id", "user_id", "event_type", "channel", "enabled"},
+			len(dir.Preferences), func(i int) []any {
+				p := dir.Preferences[i]
+				return []any{tenantID, p.UserID, p.EventType, p.Channel, p.Enabled}
+			},
+			`ON CONFLICT (tenant_id, user_id, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled`},
+		{"settings", "group_settings", []string{"tenant_id", "group_key", "event_type", "channel", "enabled", "roles"},
+			len(dir.Settings), func(i int) []any {
+				s := dir.Settings[i]
+				roles := s.Roles
+				if roles == nil {
+					roles = []string{}
+				}
+				return []any{tenantID, s.Group, s.EventType, s.Channel, s.Enabled, roles}
+			},
+			`ON CONFLICT (tenant_id, group_key, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled, roles = EXCLUDED.roles`},
+	}
+	// Devices: one row per token, flattened.
+	var devRows [][]any
+	for _, r := range dir.Recipients {
 		for _, tok := range r.DeviceTokens {
-			if _, err := q.Exec(ctx, `INSERT INTO recipient_devices (tenant_id, user_id, token) VALUES ($1,$2,$3) ON CONFLICT DO NOTHING`,
-				tenantID, r.UserID, tok); err != nil {
-				return fmt.Errorf("import device of %s: %w", r.UserID, err)
+			devRows = append(devRows, []any{tenantID, r.UserID, tok})
+		}
+	}
+	steps[1].row = func(i int) []any { return devRows[i] }
+
+	for _, st := range steps {
+		if st.n == 0 {
+			continue
+		}
+		tmp := "herald_import_" + st.table
+		// A temporary table of the same columns, gone at commit. A key
+		// twice in one import fails the INSERT (ON CONFLICT DO UPDATE
+		// cannot touch a row twice); the parser refuses duplicates first.
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS `+tmp+` (LIKE `+st.table+` INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
+			return fmt.Errorf("import %s: %w", st.what, err)
+		}
+		if _, err := tx.Exec(ctx, `TRUNCATE `+tmp); err != nil {
+			return fmt.Errorf("import %s: %w", st.what, err)
+		}
+		i := 0
+		src := pgx.CopyFromFunc(func() ([]any, error) {
+			if i >= st.n {
+				return nil, nil
 			}
+			row := st.row(i)
+			i++
+			count()
+			return row, nil
+		})
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{tmp}, st.cols, src); err != nil {
+			return fmt.Errorf("import %s: %w", st.what, err)
+		}
+		cols := strings.Join(st.cols, ", ")
+		if _, err := tx.Exec(ctx, `INSERT INTO `+st.table+` (`+cols+`) SELECT `+cols+` FROM `+tmp+` `+st.merge); err != nil {
+			return fmt.Errorf("import %s: %w", st.what, err)
 		}
 	}
-	for _, g := range dir.Groups {
-		qs, qe := "", ""
-		if g.QuietHours != nil {
-			qs, qe = g.QuietHours.Start, g.QuietHours.End
-		}
-		if _, err := q.Exec(ctx, `INSERT INTO groups (tenant_id, group_key, group_type, max_recipients, quiet_start, quiet_end)
-			VALUES ($1,$2,$3,$4,$5,$6) ON CONFLICT (tenant_id, group_key) DO UPDATE SET group_type = EXCLUDED.group_type,
-			max_recipients = EXCLUDED.max_recipients, quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end`,
-			tenantID, g.Key, g.Type, g.MaxRecipients, qs, qe); err != nil {
-			return fmt.Errorf("import group %s: %w", g.Key, err)
-		}
-	}
-	for _, m := range dir.Members {
-		if _, err := q.Exec(ctx, `INSERT INTO group_members (tenant_id, group_key, user_id, role) VALUES ($1,$2,$3,$4)
-			ON CONFLICT (tenant_id, group_key, user_id) DO UPDATE SET role = EXCLUDED.role`, tenantID, m.Group, m.UserID, m.Role); err != nil {
-			return fmt.Errorf("import member %s of %s: %w", m.UserID, m.Group, err)
-		}
-	}
-	for _, p := range dir.Preferences {
-		if _, err := q.Exec(ctx, `INSERT INTO user_preferences (tenant_id, user_id, event_type, channel, enabled) VALUES ($1,$2,$3,$4,$5)
-			ON CONFLICT (tenant_id, user_id, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled`,
-			tenantID, p.UserID, p.EventType, p.Channel, p.Enabled); err != nil {
-			return fmt.Errorf("import preference of %s: %w", p.UserID, err)
-		}
-	}
-	for _, s := range dir.Settings {
-		if _, err := q.Exec(ctx, `INSERT INTO group_settings (tenant_id, group_key, event_type, channel, enabled) VALUES ($1,$2,$3,$4,$5)
-			ON CONFLICT (tenant_id, group_key, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled`,
-			tenantID, s.Group, s.EventType, s.Channel, s.Enabled); err != nil {
-			return fmt.Errorf("import setting of %s: %w", s.Group, err)
-		}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("import directory: %w", err)
 	}
 	return nil
+}
+
+func quietEnds(q *rules.QuietHours) (string, string) {
+	if q == nil {
+		return "", ""
+	}
+	return q.Start, q.End
+}
+
+// ExistingDirectoryKeys returns which of groups and users the tenant's
+// directory already has (for references a directory file makes to
+// entries it does not declare).
+func ExistingDirectoryKeys(ctx context.Context, q Querier, tenantID string, groups, users []string) (map[string]bool, map[string]bool, error) {
+	kg, ku := map[string]bool{}, map[string]bool{}
+	rows, err := q.Query(ctx, `SELECT 'g', group_key FROM groups WHERE tenant_id = $1 AND group_key = ANY($2)
+		UNION ALL SELECT 'u', user_id FROM recipients WHERE tenant_id = $1 AND user_id = ANY($3)`, tenantID, orEmpty(groups), orEmpty(users))
+	if err != nil {
+		return nil, nil, fmt.Errorf("look up directory keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind, key string
+		if err := rows.Scan(&kind, &key); err != nil {
+			return nil, nil, fmt.Errorf("look up directory keys: %w", err)
+		}
+		if kind == "g" {
+			kg[key] = true
+		} else {
+			ku[key] = true
+		}
+	}
+	return kg, ku, rows.Err()
+}
+
+// StoredEvent is an outbox event as `GET /admin/v1/events/{tenant}/{event_id}/explain`
+// recomputes its decision: the event, its status and when it was
+// processed.
+type StoredEvent struct {
+	Event       rules.Event
+	Status      string
+	ProcessedAt *time.Time
+}
+
+// LoadStoredEvent reads one event of a tenant, or ErrNotFound.
+func LoadStoredEvent(ctx context.Context, q Querier, tenantID, eventID string) (StoredEvent, error) {
+	var se StoredEvent
+	err := q.QueryRow(ctx, `SELECT tenant_id, event_id, event_type, aggregate_type, aggregate_id, payload, created_at, status, processed_at
+		FROM event_outbox WHERE tenant_id = $1 AND event_id = $2`, tenantID, eventID).
+		Scan(&se.Event.TenantID, &se.Event.EventID, &se.Event.Type, &se.Event.AggregateType, &se.Event.AggregateID,
+			&se.Event.Payload, &se.Event.OccurredAt, &se.Status, &se.ProcessedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return se, ErrNotFound
+	}
+	if err != nil {
+		return se, fmt.Errorf("load event: %w", err)
+	}
+	return se, nil
 }

@@ -30,7 +30,8 @@ func TestLoadDirectoryReadsWhatTheDecisionNeeds(t *testing.T) {
 		Members: []rules.Member{{Group: "g1", UserID: "u1", Role: "owner"}, {Group: "g1", UserID: "u2"}, {Group: "g2", UserID: "u6"}},
 		Preferences: []rules.Preference{{UserID: "u1", Channel: "SMS", Enabled: false},
 			{UserID: "u6", Channel: "SMS", Enabled: false}},
-		Settings: []rules.GroupSetting{{Group: "g1", Channel: "EMAIL", Enabled: true}, {Group: "g2", Channel: "EMAIL", Enabled: false}},
+		Settings: []rules.GroupSetting{{Group: "g1", Channel: "EMAIL", Enabled: true}, {Group: "g1", Channel: "SMS", Enabled: true, Roles: []string{"owner"}},
+			{Group: "g2", Channel: "EMAIL", Enabled: false}},
 	}
 	if err := store.ImportDirectory(ctx, db.Pool, "t", full); err != nil {
 		t.Fatal(err)
@@ -58,8 +59,9 @@ func TestLoadDirectoryReadsWhatTheDecisionNeeds(t *testing.T) {
 	if len(dir.Preferences) != 1 || dir.Preferences[0].UserID != "u1" {
 		t.Fatalf("preferences %+v, want u1's only", dir.Preferences)
 	}
-	if len(dir.Settings) != 1 || dir.Settings[0].Group != "g1" {
-		t.Fatalf("settings %+v, want g1's only", dir.Settings)
+	if len(dir.Settings) != 2 || dir.Settings[0].Group != "g1" || dir.Settings[0].Roles != nil ||
+		dir.Settings[1].Channel != "SMS" || fmt.Sprint(dir.Settings[1].Roles) != "[owner]" {
+		t.Fatalf("settings %+v, want g1's only, SMS for owners", dir.Settings)
 	}
 	empty, err := store.LoadDirectory(ctx, db.Pool, "t", rules.Needs{})
 	if err != nil || len(empty.Recipients)+len(empty.Groups) != 0 {

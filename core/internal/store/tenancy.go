@@ -57,6 +57,7 @@ func NewPoolWith(ctx context.Context, databaseURL string, opts PoolOptions) (*pg
 	if opts.MaxConns > 0 {
 		pc.MaxConns = int32(opts.MaxConns)
 	}
+	boundDial(pc)
 	if pc.ConnConfig.RuntimeParams == nil {
 		pc.ConnConfig.RuntimeParams = map[string]string{}
 	}

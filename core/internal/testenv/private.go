@@ -71,6 +71,14 @@ func missing(t testing.TB, what, pkg string) {
 type PGOptions struct {
 	// Listen are the loopback addresses to listen on (default 127.0.0.1).
 	Listen []string
+	// Netns, when set, runs the server inside this network namespace
+	// (`ip netns exec`), on port 5432 of the Listen addresses, which
+	// then are addresses of that namespace. The Unix socket is still
+	// reachable from the test (sockets live in the file system).
+	Netns string
+	// Clients are the networks (CIDR) whose TCP connections the server
+	// takes with a password (default: each Listen address, /32).
+	Clients []string
 	// CertFile and KeyFile, when set, turn on TLS (ssl = on) with this
 	// server certificate and key (PEM), and the server then refuses TCP
 	// connections that do not use TLS.
@@ -141,7 +149,10 @@ func PrivatePostgres(t testing.TB, opts PGOptions) *PGServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	s := &PGServer{Port: FreePort(t, opts.Listen...), SocketDir: filepath.Join(dir, "sock"), Dir: dir}
+	s := &PGServer{Port: 5432, SocketDir: filepath.Join(dir, "sock"), Dir: dir}
+	if opts.Netns == "" {
+		s.Port = FreePort(t, opts.Listen...)
+	}
 	data := filepath.Join(dir, "data")
 	if err := os.Mkdir(s.SocketDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -155,6 +166,9 @@ func PrivatePostgres(t testing.TB, opts PGOptions) *PGServer {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, name)}, args...)...)
+		if opts.Netns != "" {
+			cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", opts.Netns}, cmd.Args...)...)
+		}
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -188,8 +202,13 @@ func PrivatePostgres(t testing.TB, opts PGOptions) *PGServer {
 		conf = append(conf, "ssl = on", fmt.Sprintf("ssl_cert_file = '%s/server.crt'", dir), fmt.Sprintf("ssl_key_file = '%s/server.key'", dir))
 		method = "hostssl" // and no "host" line: plain TCP is refused
 	}
-	for _, a := range opts.Listen {
-		hba = append(hba, fmt.Sprintf("%s all all %s/32 scram-sha-256", method, a))
+	if len(opts.Clients) == 0 {
+		for _, a := range opts.Listen {
+			opts.Clients = append(opts.Clients, a+"/32")
+		}
+	}
+	for _, c := range opts.Clients {
+		hba = append(hba, fmt.Sprintf("%s all all %s scram-sha-256", method, c))
 	}
 	appendFile := func(p string, lines []string) {
 		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
@@ -231,6 +250,10 @@ type RabbitOptions struct {
 	CertFile, KeyFile, CAFile string
 	// Boot bounds the wait for the node (default 90s).
 	Boot time.Duration
+	// Netns, when set, runs the node, its epmd and rabbitmqctl inside this
+	// network namespace (`ip netns exec`), with AMQP on port 5672 of the
+	// Listen addresses, which then are addresses of that namespace.
+	Netns string
 }
 
 // RabbitServer is a private RabbitMQ node.
@@ -240,16 +263,25 @@ type RabbitServer struct {
 	// Node is the node name (herald-<random>@localhost).
 	Node string
 	// Dir holds the node's config, data, logs and Erlang cookie.
-	Dir string
-	env []string
-	bin string
+	Dir   string
+	env   []string
+	bin   string
+	netns string
+}
+
+// command is name with args, run inside netns when it is set.
+func command(ctx context.Context, netns, name string, args ...string) *exec.Cmd {
+	if netns == "" {
+		return exec.CommandContext(ctx, name, args...)
+	}
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", netns, name}, args...)...)
 }
 
 // Ctl runs rabbitmqctl against the node.
 func (s *RabbitServer) Ctl(timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "rabbitmqctl"), append([]string{"-n", s.Node}, args...)...)
+	cmd := command(ctx, s.netns, filepath.Join(s.bin, "rabbitmqctl"), append([]string{"-n", s.Node}, args...)...)
 	cmd.Env = s.env
 	cmd.Dir = s.Dir
 	out, err := cmd.CombinedOutput()
@@ -284,7 +316,10 @@ func PrivateRabbitMQ(t testing.TB, opts RabbitOptions) *RabbitServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	s := &RabbitServer{Port: FreePort(t, opts.Listen...), Node: RandomName("herald-") + "@localhost", Dir: dir, bin: bin}
+	s := &RabbitServer{Port: 5672, Node: RandomName("herald-") + "@localhost", Dir: dir, bin: bin, netns: opts.Netns}
+	if opts.Netns == "" {
+		s.Port = FreePort(t, opts.Listen...)
+	}
 	distPort, epmdPort := FreePort(t), FreePort(t)
 	for _, d := range []string{"home", "mnesia", "log"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
@@ -331,7 +366,7 @@ func PrivateRabbitMQ(t testing.TB, opts RabbitOptions) *RabbitServer {
 
 	// An epmd of the node's own, in the foreground, so that it ends with
 	// the test (a broker that finds none starts a daemon that outlives it).
-	epmdCmd := exec.Command(epmd, "-port", strconv.Itoa(epmdPort), "-address", "127.0.0.1")
+	epmdCmd := command(context.Background(), opts.Netns, epmd, "-port", strconv.Itoa(epmdPort), "-address", "127.0.0.1")
 	epmdCmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := epmdCmd.Start(); err != nil {
 		t.Fatalf("start epmd: %v", err)
@@ -341,9 +376,19 @@ func PrivateRabbitMQ(t testing.TB, opts RabbitOptions) *RabbitServer {
 	t.Cleanup(func() { stopGroup(epmdCmd, epmdDone, 5*time.Second) })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(epmdPort)), time.Second)
+		var err error
+		if opts.Netns == "" {
+			var c net.Conn
+			if c, err = net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(epmdPort)), time.Second); err == nil {
+				c.Close()
+			}
+		} else {
+			// Ask the epmd itself, from inside the namespace.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = command(ctx, opts.Netns, epmd, "-port", strconv.Itoa(epmdPort), "-names").Run()
+			cancel()
+		}
 		if err == nil {
-			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
@@ -353,7 +398,7 @@ func PrivateRabbitMQ(t testing.TB, opts RabbitOptions) *RabbitServer {
 	}
 
 	out := &lockedBuffer{}
-	server := exec.Command(filepath.Join(bin, "rabbitmq-server"))
+	server := command(context.Background(), opts.Netns, filepath.Join(bin, "rabbitmq-server"))
 	server.Env, server.Dir = s.env, dir
 	server.Stdout, server.Stderr = out, out
 	server.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -7,43 +7,47 @@ import (
 	"github.com/heraldhq/herald/sdk"
 )
 
-// Config field names.
-const (
-	fieldURL     = "url"
-	fieldSecret  = "secret"
-	fieldTimeout = "timeout"
-)
-
-// configSpecs declares the plugin's config; the host checks the operator's
-// config against it (unknown keys, types, required) before Configure.
-var configSpecs = []sdk.FieldSpec{
-	{Name: fieldURL, Type: sdk.FieldString, Required: true, Description: "the receiver's http(s) URL"},
-	{Name: fieldSecret, Type: sdk.FieldString, Required: true, Secret: true, Description: "HMAC-SHA256 key for X-Herald-Signature"},
-	{Name: fieldTimeout, Type: sdk.FieldDuration, Default: "10s", Description: "timeout of one POST"},
-}
-
-// config is the checked provider config.
+// config is the webhook's provider config. The SDK derives the field specs
+// the host checks (sdk.ConfigFields) from its tags and decodes the
+// operator's config into it (sdk.DecodeConfig), refusing unknown keys,
+// wrong types and missing required fields with an error naming the field;
+// Validate checks what the types cannot say.
 type config struct {
-	url     *url.URL
-	secret  []byte
-	timeout time.Duration
+	// URL is the receiver's http(s) URL.
+	URL string `config:"url,required" help:"the receiver's http(s) URL"`
+	// Secret is the HMAC-SHA256 key for X-Herald-Signature.
+	Secret string `config:"secret,required,secret" help:"HMAC-SHA256 key for X-Herald-Signature"`
+	// Timeout bounds one POST.
+	Timeout time.Duration `config:"timeout" default:"10s" help:"timeout of one POST"`
+
+	// url is URL, parsed by Validate.
+	url *url.URL
 }
 
-// configFromParsed reads config that sdk.CheckConfig already typed, and
-// checks what the types cannot say.
-func configFromParsed(m map[string]any) (config, error) {
-	raw, _ := m[fieldURL].(string)
-	u, err := url.Parse(raw)
+// configSpecs declares the plugin's config in Describe.
+var configSpecs = sdk.MustConfigFields(config{})
+
+// Validate checks the meaning of the values.
+func (c *config) Validate() error {
+	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return config{}, &sdk.ConfigError{Field: fieldURL, Msg: "must be an absolute http or https URL, got " + raw}
+		return &sdk.ConfigError{Field: "url", Msg: "must be an absolute http or https URL, got " + c.URL}
 	}
-	secret, _ := m[fieldSecret].(string)
-	if len(secret) < 16 {
-		return config{}, &sdk.ConfigError{Field: fieldSecret, Msg: "must be at least 16 characters"}
+	if len(c.Secret) < 16 {
+		return &sdk.ConfigError{Field: "secret", Msg: "must be at least 16 characters"}
 	}
-	timeout, _ := m[fieldTimeout].(time.Duration)
-	if timeout <= 0 {
-		return config{}, &sdk.ConfigError{Field: fieldTimeout, Msg: "must be positive"}
+	if c.Timeout <= 0 {
+		return &sdk.ConfigError{Field: "timeout", Msg: "must be positive"}
 	}
-	return config{url: u, secret: []byte(secret), timeout: timeout}, nil
+	c.url = u
+	return nil
+}
+
+// configFromParsed decodes the operator's config strictly and validates it.
+func configFromParsed(m map[string]any) (config, error) {
+	var c config
+	if err := sdk.DecodeConfig(m, &c); err != nil {
+		return config{}, err
+	}
+	return c, nil
 }

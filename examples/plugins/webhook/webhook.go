@@ -86,8 +86,8 @@ func New() sdk.Channel {
 }
 
 // Describe declares the WEBHOOK channel.
-func (w *Webhook) Describe(context.Context) (sdk.Description, error) {
-	return sdk.Description{
+func (w *Webhook) Describe(context.Context, sdk.DescribeRequest) (sdk.DescribeResponse, error) {
+	return sdk.DescribeResponse{Description: sdk.Description{
 		ChannelType:   "WEBHOOK",
 		Provider:      "http",
 		PluginVersion: version,
@@ -95,20 +95,20 @@ func (w *Webhook) Describe(context.Context) (sdk.Description, error) {
 		MaxBatch:      50,
 		Config:        configSpecs,
 		Capabilities:  []string{"idempotency_key"},
-	}, nil
+	}}, nil
 }
 
 // Configure applies the provider config.
-func (w *Webhook) Configure(_ context.Context, req sdk.ConfigureRequest) error {
+func (w *Webhook) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.ConfigureResponse, error) {
 	cfg, err := configFromParsed(req.Config)
 	if err != nil {
-		return err
+		return sdk.ConfigureResponse{}, err
 	}
 	w.mu.Lock()
 	w.cfg = cfg
 	w.mu.Unlock()
 	sdk.Logger().Info("webhook configured", "provider", req.ProviderName, "url", cfg.url.Redacted(), "version", version)
-	return nil
+	return sdk.ConfigureResponse{}, nil
 }
 
 func (w *Webhook) config() config {
@@ -118,14 +118,14 @@ func (w *Webhook) config() config {
 }
 
 // Send POSTs each delivery in turn.
-func (w *Webhook) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, error) {
+func (w *Webhook) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
 	cfg := w.config()
 	if cfg.url == nil {
-		return nil, sdk.RetryableError(errors.New("webhook: not configured"), 0)
+		return sdk.SendResponse{}, sdk.RetryableError(errors.New("webhook: not configured"), 0)
 	}
 	return sdk.SendEach(func(ctx context.Context, d sdk.Delivery) (string, error) {
 		return w.post(ctx, cfg, d)
-	})(ctx, batch)
+	})(ctx, req)
 }
 
 // post sends one delivery and classifies the answer: 2xx sent, 429 rate
@@ -135,7 +135,7 @@ func (w *Webhook) post(ctx context.Context, cfg config, d sdk.Delivery) (string,
 	if err != nil {
 		return "", sdk.PermanentError(fmt.Errorf("webhook: encode: %w", err), "encode")
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.url.String(), bytes.NewReader(body))
 	if err != nil {
@@ -143,7 +143,7 @@ func (w *Webhook) post(ctx context.Context, cfg config, d sdk.Delivery) (string,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "herald-plugin-webhook/"+version)
-	req.Header.Set(SignatureHeader, Sign(cfg.secret, body))
+	req.Header.Set(SignatureHeader, Sign([]byte(cfg.Secret), body))
 	req.Header.Set(IdempotencyHeader, d.IdempotencyKey)
 	req.Header.Set(DeliveryHeader, d.DeliveryID)
 	resp, err := w.client.Do(req)
@@ -167,10 +167,10 @@ func (w *Webhook) post(ctx context.Context, cfg config, d sdk.Delivery) (string,
 }
 
 // Health checks that the receiver's host accepts TCP connections.
-func (w *Webhook) Health(ctx context.Context) (sdk.HealthReport, error) {
+func (w *Webhook) Health(ctx context.Context, _ sdk.HealthRequest) (sdk.HealthResponse, error) {
 	cfg := w.config()
 	if cfg.url == nil {
-		return sdk.HealthReport{Message: "not configured"}, nil
+		return sdk.HealthResponse{Message: "not configured"}, nil
 	}
 	host := cfg.url.Host
 	if cfg.url.Port() == "" {
@@ -180,14 +180,14 @@ func (w *Webhook) Health(ctx context.Context) (sdk.HealthReport, error) {
 		}
 		host = net.JoinHostPort(cfg.url.Hostname(), port)
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", host)
 	if err != nil {
-		return sdk.HealthReport{Message: "receiver unreachable: " + err.Error()}, nil
+		return sdk.HealthResponse{Message: "receiver unreachable: " + err.Error()}, nil
 	}
 	_ = conn.Close()
-	return sdk.HealthReport{Healthy: true, Message: "receiver " + host + " reachable"}, nil
+	return sdk.HealthResponse{Healthy: true, Message: "receiver " + host + " reachable"}, nil
 }
 
 // Close releases idle connections.

@@ -132,10 +132,11 @@ func TestPostClassifiesAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := w.Configure(context.Background(), sdk.ConfigureRequest{Config: cfg}); err != nil {
+			if _, err := w.Configure(context.Background(), sdk.ConfigureRequest{Config: cfg}); err != nil {
 				t.Fatal(err)
 			}
-			got, err := w.Send(context.Background(), []sdk.Delivery{{DeliveryID: "d", IdempotencyKey: "k"}})
+			gotResp, err := w.Send(context.Background(), sdk.SendRequest{Deliveries: []sdk.Delivery{{DeliveryID: "d", IdempotencyKey: "k"}}})
+			got := gotResp.Results
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,17 +157,18 @@ func TestUnreachableReceiverIsRetryable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Configure(context.Background(), sdk.ConfigureRequest{Config: cfg}); err != nil {
+	if _, err := w.Configure(context.Background(), sdk.ConfigureRequest{Config: cfg}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := w.Send(context.Background(), []sdk.Delivery{{DeliveryID: "d"}})
+	gotResp, err := w.Send(context.Background(), sdk.SendRequest{Deliveries: []sdk.Delivery{{DeliveryID: "d"}}})
+	got := gotResp.Results
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].Outcome != sdk.OutcomeRetryable || got[0].Unclassified {
 		t.Errorf("results = %+v, want one classified retryable", got)
 	}
-	if rep, _ := w.Health(context.Background()); rep.Healthy {
+	if rep, _ := w.Health(context.Background(), sdk.HealthRequest{}); rep.Healthy {
 		t.Errorf("health = %+v, want unhealthy", rep)
 	}
 }

@@ -21,16 +21,17 @@ type Description struct {
 	MaxBatch                             int
 }
 
-// Describe checks ch's static description (API version 1) and returns it
-// for further checks.
+// Describe checks ch's static description and returns it for further
+// checks. APIVersions is the SDK's to fill in, so the plugin leaves it empty.
 func Describe(t *testing.T, ch sdk.Channel, want Description) sdk.Description {
 	t.Helper()
-	d, err := ch.Describe(context.Background())
+	resp, err := ch.Describe(context.Background(), sdk.DescribeRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := resp.Description
 	got := []any{d.ChannelType, d.Provider, d.PluginVersion, d.APIVersions, d.Class, d.MaxBatch}
-	wantAll := []any{want.ChannelType, want.Provider, want.PluginVersion, []int{1}, want.Class, want.MaxBatch}
+	wantAll := []any{want.ChannelType, want.Provider, want.PluginVersion, []int(nil), want.Class, want.MaxBatch}
 	if diff := cmp.Diff(wantAll, got); diff != "" {
 		t.Errorf("description (-want +got):\n%s", diff)
 	}
@@ -41,7 +42,7 @@ func Describe(t *testing.T, ch sdk.Channel, want Description) sdk.Description {
 // with notConfigured.
 func SendBeforeConfigure(t *testing.T, ch sdk.Channel, d sdk.Delivery, notConfigured error) {
 	t.Helper()
-	_, err := ch.Send(context.Background(), []sdk.Delivery{d})
+	_, err := ch.Send(context.Background(), sdk.SendRequest{Deliveries: []sdk.Delivery{d}})
 	if !errors.Is(err, notConfigured) {
 		t.Errorf("Send before Configure: err = %v, want %v", err, notConfigured)
 	}
@@ -62,7 +63,7 @@ func RefusesBadConfig(t *testing.T, newChannel func() sdk.Channel, good func() m
 			t.Parallel()
 			cfg := good()
 			tc.Edit(cfg)
-			err := newChannel().Configure(context.Background(), sdk.ConfigureRequest{Config: cfg})
+			_, err := newChannel().Configure(context.Background(), sdk.ConfigureRequest{Config: cfg})
 			var ce *sdk.ConfigError
 			if !errors.As(err, &ce) {
 				t.Fatalf("Configure error = %v, want *sdk.ConfigError", err)

@@ -94,8 +94,8 @@ func New() sdk.Channel {
 }
 
 // Describe says the sink serves any channel, persistently, 100 at a time.
-func (s *Sink) Describe(context.Context) (sdk.Description, error) {
-	return sdk.Description{
+func (s *Sink) Describe(context.Context, sdk.DescribeRequest) (sdk.DescribeResponse, error) {
+	return sdk.DescribeResponse{Description: sdk.Description{
 		ChannelType:   sdk.AnyChannel,
 		Provider:      "sink",
 		PluginVersion: version,
@@ -104,7 +104,7 @@ func (s *Sink) Describe(context.Context) (sdk.Description, error) {
 		Capabilities:  []string{"idempotency_key"},
 		Config: []sdk.FieldSpec{
 			{Name: fieldRecordFile, Type: sdk.FieldString, Description: "append one JSON line per delivery"},
-			{Name: fieldOutcome, Type: sdk.FieldString, Default: "sent", Enum: []string{"sent", "retry", "permanent", "rate_limited"}, Description: "outcome of every delivery"},
+			{Name: fieldOutcome, Type: sdk.FieldString, Default: "sent", Enum: []string{"sent", "retry", "permanent", "rate_limited", "unspecified"}, Description: "outcome of every delivery (unspecified: a result with no outcome, which breaks the contract)"},
 			{Name: fieldDelay, Type: sdk.FieldDuration, Default: "0s", Description: "sleep in every Send"},
 			{Name: fieldCrashOnceFile, Type: sdk.FieldString, Description: "exit(2) in Send once, when this file exists"},
 			{Name: fieldFailFile, Type: sdk.FieldString, Description: "fail every delivery while this file exists"},
@@ -116,14 +116,14 @@ func (s *Sink) Describe(context.Context) (sdk.Description, error) {
 			{Name: fieldToken, Type: sdk.FieldString, Secret: true, Description: "a credential; its SHA-256 is recorded"},
 			{Name: fieldLogToken, Type: sdk.FieldBool, Default: "false", Description: "log the token in clear at Configure, and put it in fail_health's message (tests the host's redaction)"},
 		},
-	}, nil
+	}}, nil
 }
 
 // Configure reads the checked config.
-func (s *Sink) Configure(_ context.Context, req sdk.ConfigureRequest) error {
+func (s *Sink) Configure(_ context.Context, req sdk.ConfigureRequest) (sdk.ConfigureResponse, error) {
 	c, err := configFromParsed(req.Config)
 	if err != nil {
-		return err
+		return sdk.ConfigureResponse{}, err
 	}
 	c.provider = req.ProviderName
 	if c.envFile != "" {
@@ -131,13 +131,13 @@ func (s *Sink) Configure(_ context.Context, req sdk.ConfigureRequest) error {
 		// then an atomic rename: a reader never sees half of it.
 		env, err := json.Marshal(os.Environ())
 		if err != nil {
-			return fmt.Errorf("sink: env_file: %w", err)
+			return sdk.ConfigureResponse{}, fmt.Errorf("sink: env_file: %w", err)
 		}
 		if err := os.WriteFile(c.envFile+".tmp", env, 0o600); err != nil {
-			return fmt.Errorf("sink: env_file: %w", err)
+			return sdk.ConfigureResponse{}, fmt.Errorf("sink: env_file: %w", err)
 		}
 		if err := os.Rename(c.envFile+".tmp", c.envFile); err != nil {
-			return fmt.Errorf("sink: env_file: %w", err)
+			return sdk.ConfigureResponse{}, fmt.Errorf("sink: env_file: %w", err)
 		}
 	}
 	s.mu.Lock()
@@ -148,7 +148,7 @@ func (s *Sink) Configure(_ context.Context, req sdk.ConfigureRequest) error {
 		sdk.Logger().Info("sink token in clear (log_token is set)", "token", c.token, "pid", os.Getpid())
 	}
 	sdk.Logger().Info("sink configured", "provider", c.provider, "version", c.version, "binary_version", version, "pid", os.Getpid())
-	return nil
+	return sdk.ConfigureResponse{}, nil
 }
 
 func configFromParsed(m map[string]any) (config, error) {
@@ -172,7 +172,8 @@ func configFromParsed(m map[string]any) (config, error) {
 }
 
 // Send records the batch and answers with the configured outcome.
-func (s *Sink) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, error) {
+func (s *Sink) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
+	batch := req.Deliveries
 	s.mu.Lock()
 	c := s.cfg
 	s.seq++
@@ -187,7 +188,7 @@ func (s *Sink) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, er
 	}
 	if c.holdFile != "" && exists(c.holdFile) {
 		if err := hold(ctx, c.holdFile, batch); err != nil {
-			return nil, err
+			return sdk.SendResponse{}, err
 		}
 	}
 	if c.delay > 0 {
@@ -196,7 +197,7 @@ func (s *Sink) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, er
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, sdk.RetryableError(fmt.Errorf("sink: %w", ctx.Err()), 0)
+			return sdk.SendResponse{}, sdk.RetryableError(fmt.Errorf("sink: %w", ctx.Err()), 0)
 		}
 	}
 	outcome := c.outcome
@@ -214,6 +215,8 @@ func (s *Sink) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, er
 			results[i] = sdk.Permanent(d.DeliveryID, "sink: told to fail", "SINK_PERMANENT")
 		case "rate_limited":
 			results[i] = sdk.RateLimited(d.DeliveryID, "sink: told to rate limit", time.Second)
+		case "unspecified":
+			results[i] = sdk.Result{DeliveryID: d.DeliveryID}
 		default:
 			outcome = "sent"
 			results[i] = sdk.Sent(d.DeliveryID, fmt.Sprintf("sink-%d-%d-%d", os.Getpid(), seq, i))
@@ -234,37 +237,37 @@ func (s *Sink) Send(ctx context.Context, batch []sdk.Delivery) ([]sdk.Result, er
 		}
 		line, err := json.Marshal(rec)
 		if err != nil {
-			return nil, sdk.PermanentError(fmt.Errorf("sink: encode record: %w", err), "")
+			return sdk.SendResponse{}, sdk.PermanentError(fmt.Errorf("sink: encode record: %w", err), "")
 		}
 		buf = append(append(buf, line...), '\n')
 	}
 	if len(buf) > 0 {
 		if err := appendFile(c.recordFile, buf); err != nil {
-			return nil, sdk.RetryableError(fmt.Errorf("sink: record: %w", err), 0)
+			return sdk.SendResponse{}, sdk.RetryableError(fmt.Errorf("sink: record: %w", err), 0)
 		}
 	}
 	sdk.Logger().Info("sink batch", "size", len(batch), "outcome", outcome, "provider", c.provider,
 		"version", c.version, "binary_version", version, "pid", os.Getpid())
-	return results, nil
+	return sdk.SendResponse{Results: results}, nil
 }
 
 // Health is healthy unless told otherwise.
-func (s *Sink) Health(context.Context) (sdk.HealthReport, error) {
+func (s *Sink) Health(context.Context, sdk.HealthRequest) (sdk.HealthResponse, error) {
 	s.mu.Lock()
 	c := s.cfg
 	s.mu.Unlock()
 	switch {
 	case brokenHealth == "true":
-		return sdk.HealthReport{Message: "sink: built broken (brokenHealth=true), version " + version}, nil
+		return sdk.HealthResponse{Message: "sink: built broken (brokenHealth=true), version " + version}, nil
 	case c.failHealth && c.logToken:
 		// A careless plugin's error message; the host must redact it.
-		return sdk.HealthReport{Message: "sink: fail_health is set, token " + c.token}, nil
+		return sdk.HealthResponse{Message: "sink: fail_health is set, token " + c.token}, nil
 	case c.failHealth:
-		return sdk.HealthReport{Message: "sink: fail_health is set"}, nil
+		return sdk.HealthResponse{Message: "sink: fail_health is set"}, nil
 	case c.failFile != "" && exists(c.failFile):
-		return sdk.HealthReport{Message: "sink: fail_file exists"}, nil
+		return sdk.HealthResponse{Message: "sink: fail_file exists"}, nil
 	}
-	return sdk.HealthReport{Healthy: true, Message: "sink " + version}, nil
+	return sdk.HealthResponse{Healthy: true, Message: "sink " + version}, nil
 }
 
 // Close logs the shutdown.

@@ -62,7 +62,8 @@ func TestHoldFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := New()
-	desc, err := s.Describe(context.Background())
+	descResp, err := s.Describe(context.Background(), sdk.DescribeRequest{})
+	desc := descResp.Description
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestHoldFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Configure(context.Background(), sdk.ConfigureRequest{Config: cfg}); err != nil {
+	if _, err := s.Configure(context.Background(), sdk.ConfigureRequest{Config: cfg}); err != nil {
 		t.Fatal(err)
 	}
 	batch := []sdk.Delivery{{DeliveryID: "d1"}, {DeliveryID: "d2"}}
@@ -80,7 +81,8 @@ func TestHoldFile(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		res, err := s.Send(context.Background(), batch)
+		resResp, err := s.Send(context.Background(), sdk.SendRequest{Deliveries: batch})
+		res := resResp.Results
 		done <- answer{res, err}
 	}()
 	var held HeldBatch
@@ -110,7 +112,7 @@ func TestHoldFile(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if res, err := s.Send(ctx, batch); !sdk.IsRetryable(err) || res != nil {
+	if res, err := s.Send(ctx, sdk.SendRequest{Deliveries: batch}); !sdk.IsRetryable(err) || res.Results != nil {
 		t.Fatalf("held Send past its deadline = %+v, %v; want a retryable error", res, err)
 	}
 }

@@ -1,4 +1,4 @@
-// Package jsonguard checks JSON text from outside Herald before it reaches
+// Package jsonguard checks JSON text from outside Herald (event payloads) before it reaches
 // PostgreSQL: jsonb refuses some JSON that Go's encoding/json accepts (the
 // escape \u0000, lone surrogates) and encoding/json silently rewrites
 // invalid UTF-8 and lone surrogates to U+FFFD, so two different inputs could
@@ -18,6 +18,7 @@ type Error struct {
 	Msg string
 }
 
+// Error returns the message and the byte offset.
 func (e *Error) Error() string { return fmt.Sprintf("%s at byte %d", e.Msg, e.Offset) }
 
 // Check scans JSON text (which need not be valid JSON: callers decode it

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/heraldhq/herald/internal/jsonguard"
+	"github.com/heraldhq/herald/sdk/producer/jsonguard"
 )
 
 func TestCheck(t *testing.T) {

@@ -1,4 +1,4 @@
-package wire
+package sdk
 
 import (
 	"encoding/json"
@@ -10,14 +10,13 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/heraldhq/herald/sdk/internal/contract"
-	pb "github.com/heraldhq/herald/sdk/proto/herald/channel/v1"
+	pb "github.com/heraldhq/herald/sdk/proto/herald/channel/v2"
 )
 
 var created = time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC)
 
-func fullDelivery() contract.Delivery {
-	return contract.Delivery{
+func fullDelivery() Delivery {
+	return Delivery{
 		DeliveryID:     "d1",
 		IdempotencyKey: "idem-1",
 		TenantID:       "t1",
@@ -27,12 +26,12 @@ func fullDelivery() contract.Delivery {
 		Channel:        "EMAIL",
 		Severity:       "info",
 		Attempt:        3,
-		Recipient: contract.Recipient{
+		Recipient: Recipient{
 			UserID: "u1", UserType: "customer", Email: "a@example.org", Phone: "+39",
 			Locale: "it-IT", TimeZone: "Europe/Rome", DeviceTokens: []string{"tok"},
 			Attributes: map[string]string{"slack_user_id": "U1"},
 		},
-		Content: contract.Content{
+		Content: Content{
 			Subject: "s", Title: "t", Body: "b", HTML: "<p>b</p>", Data: json.RawMessage(`{"k":1}`),
 		},
 		CreatedAt: created,
@@ -42,17 +41,17 @@ func fullDelivery() contract.Delivery {
 func TestDeliveryRoundTrip(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in contract.Delivery
+		in Delivery
 	}{
-		"zero":                {in: contract.Delivery{}},
+		"zero":                {in: Delivery{}},
 		"full":                {in: fullDelivery()},
-		"only ids":            {in: contract.Delivery{DeliveryID: "d", IdempotencyKey: "k"}},
-		"recipient only addr": {in: contract.Delivery{Recipient: contract.Recipient{Email: "x@y"}}},
+		"only ids":            {in: Delivery{DeliveryID: "d", IdempotencyKey: "k"}},
+		"recipient only addr": {in: Delivery{Recipient: Recipient{Email: "x@y"}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got := DeliveryFromProto(DeliveryToProto(tc.in))
+			got := deliveryFromProto(deliveryToProto(tc.in))
 			if diff := cmp.Diff(tc.in, got); diff != "" {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
@@ -63,27 +62,27 @@ func TestDeliveryRoundTrip(t *testing.T) {
 func TestDeliveryToProto(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in   contract.Delivery
+		in   Delivery
 		want *pb.Delivery
 	}{
 		"zero value has empty sub-messages and no timestamp": {
-			in:   contract.Delivery{},
+			in:   Delivery{},
 			want: &pb.Delivery{Recipient: &pb.Recipient{}, Content: &pb.Content{}},
 		},
 		"empty collections travel as absent": {
-			in: contract.Delivery{Recipient: contract.Recipient{DeviceTokens: []string{}, Attributes: map[string]string{}},
-				Content: contract.Content{Data: json.RawMessage{}}},
+			in: Delivery{Recipient: Recipient{DeviceTokens: []string{}, Attributes: map[string]string{}},
+				Content: Content{Data: json.RawMessage{}}},
 			want: &pb.Delivery{Recipient: &pb.Recipient{}, Content: &pb.Content{}},
 		},
 		"timestamp and attempt": {
-			in:   contract.Delivery{Attempt: 2, CreatedAt: created},
+			in:   Delivery{Attempt: 2, CreatedAt: created},
 			want: &pb.Delivery{Attempt: 2, CreatedAt: timestamppb.New(created), Recipient: &pb.Recipient{}, Content: &pb.Content{}},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if diff := cmp.Diff(tc.want, DeliveryToProto(tc.in), protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(tc.want, deliveryToProto(tc.in), protocmp.Transform()); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -95,20 +94,20 @@ func TestFromProtoNil(t *testing.T) {
 	tests := map[string]struct {
 		got, want any
 	}{
-		"delivery":    {got: DeliveryFromProto(nil), want: contract.Delivery{}},
-		"deliveries":  {got: DeliveriesFromProto(nil), want: []contract.Delivery(nil)},
-		"nil entry":   {got: DeliveriesFromProto([]*pb.Delivery{nil}), want: []contract.Delivery{{}}},
-		"recipient":   {got: RecipientFromProto(nil), want: contract.Recipient{}},
-		"content":     {got: ContentFromProto(nil), want: contract.Content{}},
-		"result":      {got: ResultFromProto(nil), want: contract.Result{}},
-		"results":     {got: ResultsFromProto(nil), want: []contract.Result(nil)},
-		"description": {got: DescriptionFromProto(nil), want: contract.Description{}},
-		"field spec":  {got: FieldSpecFromProto(nil), want: contract.FieldSpec{}},
-		"configure":   {got: ConfigureRequestFromProto(nil), want: contract.ConfigureRequest{}},
-		"health":      {got: HealthFromProto(nil), want: contract.HealthReport{}},
-		"config val":  {got: ConfigValueFromProto(nil), want: nil},
-		"empty val":   {got: ConfigValueFromProto(&pb.ConfigValue{}), want: nil},
-		"duration":    {got: DurationFromProto(nil), want: time.Duration(0)},
+		"delivery":    {got: deliveryFromProto(nil), want: Delivery{}},
+		"deliveries":  {got: deliveriesFromProto(nil), want: []Delivery(nil)},
+		"nil entry":   {got: deliveriesFromProto([]*pb.Delivery{nil}), want: []Delivery{{}}},
+		"recipient":   {got: recipientFromProto(nil), want: Recipient{}},
+		"content":     {got: contentFromProto(nil), want: Content{}},
+		"result":      {got: resultFromProto(nil), want: Result{}},
+		"results":     {got: resultsFromProto(nil), want: []Result(nil)},
+		"description": {got: descriptionFromProto(nil), want: Description{}},
+		"field spec":  {got: fieldSpecFromProto(nil), want: FieldSpec{}},
+		"configure":   {got: configureRequestFromProto(nil), want: ConfigureRequest{}},
+		"health":      {got: healthFromProto(nil), want: HealthResponse{}},
+		"config val":  {got: configValueFromProto(nil), want: nil},
+		"empty val":   {got: configValueFromProto(&pb.ConfigValue{}), want: nil},
+		"duration":    {got: durationFromProto(nil), want: time.Duration(0)},
 		"time":        {got: timeFromProto(nil), want: time.Time{}},
 	}
 	for name, tc := range tests {
@@ -124,21 +123,22 @@ func TestFromProtoNil(t *testing.T) {
 func TestResultRoundTrip(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in contract.Result
+		in Result
 	}{
-		"zero is sent":   {in: contract.Result{}},
-		"sent":           {in: contract.Result{DeliveryID: "d", Outcome: contract.OutcomeSent, ProviderMessageID: "m"}},
-		"retry no hint":  {in: contract.Result{DeliveryID: "d", Outcome: contract.OutcomeRetryable, Reason: "timeout"}},
-		"retry hint":     {in: contract.Result{DeliveryID: "d", Outcome: contract.OutcomeRetryable, RetryAfter: 1500 * time.Millisecond}},
-		"rate limited":   {in: contract.Result{DeliveryID: "d", Outcome: contract.OutcomeRateLimited, RetryAfter: time.Minute, Reason: "429"}},
-		"permanent":      {in: contract.Result{DeliveryID: "d", Outcome: contract.OutcomePermanent, Reason: "bad address", Code: "550"}},
-		"unclassified":   {in: contract.Result{DeliveryID: "d", Outcome: contract.OutcomeRetryable, Unclassified: true}},
-		"large duration": {in: contract.Result{Outcome: contract.OutcomeRetryable, RetryAfter: 72 * time.Hour}},
+		"zero is sent":   {in: Result{}},
+		"sent":           {in: Result{DeliveryID: "d", Outcome: OutcomeSent, ProviderMessageID: "m"}},
+		"retry no hint":  {in: Result{DeliveryID: "d", Outcome: OutcomeRetryable, Reason: "timeout"}},
+		"retry hint":     {in: Result{DeliveryID: "d", Outcome: OutcomeRetryable, RetryAfter: 1500 * time.Millisecond}},
+		"rate limited":   {in: Result{DeliveryID: "d", Outcome: OutcomeRateLimited, RetryAfter: time.Minute, Reason: "429"}},
+		"permanent":      {in: Result{DeliveryID: "d", Outcome: OutcomePermanent, Reason: "bad address", Code: "550"}},
+		"unclassified":   {in: Result{DeliveryID: "d", Outcome: OutcomeRetryable, Unclassified: true}},
+		"large duration": {in: Result{Outcome: OutcomeRetryable, RetryAfter: 72 * time.Hour}},
+		"unspecified":    {in: Result{DeliveryID: "d"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got := ResultFromProto(ResultToProto(tc.in))
+			got := resultFromProto(resultToProto(tc.in))
 			if diff := cmp.Diff(tc.in, got); diff != "" {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
@@ -146,14 +146,19 @@ func TestResultRoundTrip(t *testing.T) {
 	}
 }
 
-func TestOutcomeUnknownIsRetryable(t *testing.T) {
+func TestOutcomeUnknownIsUnspecified(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		got, want any
 	}{
-		"to proto":   {got: OutcomeToProto(contract.Outcome(42)), want: pb.Outcome_OUTCOME_RETRYABLE},
-		"from proto": {got: OutcomeFromProto(pb.Outcome(42)), want: contract.OutcomeRetryable},
-		"class":      {got: ClassFromProto(pb.Class(9)), want: contract.Persistent},
+		"to proto":               {got: outcomeToProto(Outcome(42)), want: pb.Outcome_OUTCOME_UNSPECIFIED},
+		"from proto":             {got: outcomeFromProto(pb.Outcome(42)), want: OutcomeUnspecified},
+		"zero to proto":          {got: outcomeToProto(Outcome(0)), want: pb.Outcome_OUTCOME_UNSPECIFIED},
+		"zero from proto":        {got: outcomeFromProto(pb.Outcome(0)), want: OutcomeUnspecified},
+		"sent is not zero":       {got: outcomeToProto(OutcomeSent), want: pb.Outcome_OUTCOME_SENT},
+		"permanent from proto":   {got: outcomeFromProto(pb.Outcome_OUTCOME_PERMANENT), want: OutcomePermanent},
+		"rate limited from wire": {got: outcomeFromProto(pb.Outcome_OUTCOME_RATE_LIMITED), want: OutcomeRateLimited},
+		"class":                  {got: classFromProto(pb.Class(9)), want: Persistent},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -168,16 +173,16 @@ func TestOutcomeUnknownIsRetryable(t *testing.T) {
 func TestDescriptionRoundTrip(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in contract.Description
+		in Description
 	}{
-		"zero": {in: contract.Description{}},
-		"full": {in: contract.Description{
+		"zero": {in: Description{}},
+		"full": {in: Description{
 			ChannelType: "EMAIL", Provider: "smtp", PluginVersion: "1.2.3", APIVersions: []int{1},
-			UserTypes: []string{"customer"}, Class: contract.BestEffort, MaxBatch: 100,
-			Config: []contract.FieldSpec{
-				{Name: "host", Type: contract.FieldString, Required: true, Description: "SMTP host"},
-				{Name: "mode", Type: contract.FieldString, Default: "tls", Enum: []string{"tls", "plain"}},
-				{Name: "password", Type: contract.FieldString, Secret: true},
+			UserTypes: []string{"customer"}, Class: BestEffort, MaxBatch: 100,
+			Config: []FieldSpec{
+				{Name: "host", Type: FieldString, Required: true, Description: "SMTP host"},
+				{Name: "mode", Type: FieldString, Default: "tls", Enum: []string{"tls", "plain"}},
+				{Name: "password", Type: FieldString, Secret: true},
 			},
 			Capabilities: []string{"idempotency"}, SDKVersion: "1.0.0",
 		}},
@@ -185,7 +190,7 @@ func TestDescriptionRoundTrip(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got := DescriptionFromProto(DescriptionToProto(tc.in))
+			got := descriptionFromProto(descriptionToProto(tc.in))
 			if diff := cmp.Diff(tc.in, got); diff != "" {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
@@ -223,14 +228,14 @@ func TestConfigValues(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			pv, err := ConfigValueToProto(tc.in)
+			pv, err := configValueToProto(tc.in)
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("ConfigValueToProto(%#v) error = %v, want error %v", tc.in, err, tc.wantErr)
+				t.Fatalf("configValueToProto(%#v) error = %v, want error %v", tc.in, err, tc.wantErr)
 			}
 			if err != nil {
 				return
 			}
-			if diff := cmp.Diff(tc.want, ConfigValueFromProto(pv)); diff != "" {
+			if diff := cmp.Diff(tc.want, configValueFromProto(pv)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -240,19 +245,19 @@ func TestConfigValues(t *testing.T) {
 func TestConfigureRequest(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in      contract.ConfigureRequest
-		want    contract.ConfigureRequest
+		in      ConfigureRequest
+		want    ConfigureRequest
 		wantErr string
 	}{
-		"zero":          {in: contract.ConfigureRequest{}, want: contract.ConfigureRequest{}},
-		"empty map":     {in: contract.ConfigureRequest{Config: map[string]any{}}, want: contract.ConfigureRequest{}},
-		"typed values":  {in: contract.ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}, want: contract.ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}},
-		"bad value key": {in: contract.ConfigureRequest{Config: map[string]any{"nested": map[string]any{}}}, wantErr: `config "nested": unsupported config value type map[string]interface {}`},
+		"zero":          {in: ConfigureRequest{}, want: ConfigureRequest{}},
+		"empty map":     {in: ConfigureRequest{Config: map[string]any{}}, want: ConfigureRequest{}},
+		"typed values":  {in: ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}, want: ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}},
+		"bad value key": {in: ConfigureRequest{Config: map[string]any{"nested": map[string]any{}}}, wantErr: `config "nested": unsupported config value type map[string]interface {}`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			p, err := ConfigureRequestToProto(tc.in)
+			p, err := configureRequestToProto(tc.in)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("error = %v, want %q", err, tc.wantErr)
@@ -262,7 +267,7 @@ func TestConfigureRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, ConfigureRequestFromProto(p)); diff != "" {
+			if diff := cmp.Diff(tc.want, configureRequestFromProto(p)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -282,7 +287,7 @@ func TestDurationToProto(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if diff := cmp.Diff(tc.want, DurationToProto(tc.in), protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(tc.want, durationToProto(tc.in), protocmp.Transform()); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -292,16 +297,16 @@ func TestDurationToProto(t *testing.T) {
 func TestHealthRoundTrip(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in contract.HealthReport
+		in HealthResponse
 	}{
-		"zero":      {in: contract.HealthReport{}},
-		"healthy":   {in: contract.HealthReport{Healthy: true, Message: "ok"}},
-		"unhealthy": {in: contract.HealthReport{Message: "smtp down"}},
+		"zero":      {in: HealthResponse{}},
+		"healthy":   {in: HealthResponse{Healthy: true, Message: "ok"}},
+		"unhealthy": {in: HealthResponse{Message: "smtp down"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if diff := cmp.Diff(tc.in, HealthFromProto(HealthToProto(tc.in))); diff != "" {
+			if diff := cmp.Diff(tc.in, healthFromProto(healthToProto(tc.in))); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
