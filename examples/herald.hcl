@@ -41,6 +41,10 @@ amqp {
   # Production: TLS, the URL (and its password) from the environment:
   #   url         = "env:HERALD_BROKER_URL"   # amqps://herald:...@mq.internal:5671/herald
   #   tls_ca_file = "/etc/herald/mq-ca.pem"   # the CA that signed the broker's certificate
+  # A RabbitMQ cluster: every node instead of url, and quorum queues
+  # (README "Scale"):
+  #   urls       = ["amqp://herald:...@mq1:5672/herald", "amqp://herald:...@mq2:5672/herald", "amqp://herald:...@mq3:5672/herald"]
+  #   queue_type = "quorum"
   exchange = "herald.deliveries"
   # With no queue blocks Herald declares one queue per channel
   # ("herald.email" bound to "*.EMAIL", ...). The seeds' per-recipient-type

@@ -49,6 +49,10 @@ type WebSocket struct {
 	conn *amqp.Connection
 	ch   *amqp.Channel
 	rets chan amqp.Return
+	// next is the index of the broker URL to dial first: the one after
+	// the node of the last connection, so that a node that went away is
+	// tried last.
+	next int
 }
 
 var (
@@ -109,10 +113,22 @@ func (w *WebSocket) channel() (*amqp.Channel, error) {
 		return w.ch, nil
 	}
 	w.disconnect()
-	conn, err := amqp.DialConfig(w.cfg.AMQPURL, amqp.Config{Heartbeat: 10 * time.Second,
-		Properties: amqp.Table{"connection_name": "herald-plugin-websocket"}})
-	if err != nil {
-		return nil, fmt.Errorf("websocket: dial broker: %w", err)
+	urls := w.cfg.URLs()
+	var conn *amqp.Connection
+	var errs []error
+	for i := range urls {
+		k := (w.next + i) % len(urls)
+		c, err := amqp.DialConfig(urls[k], amqp.Config{Heartbeat: 10 * time.Second,
+			Properties: amqp.Table{"connection_name": "herald-plugin-websocket"}})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		conn, w.next = c, (k+1)%len(urls)
+		break
+	}
+	if conn == nil {
+		return nil, fmt.Errorf("websocket: dial broker: %w", errors.Join(errs...))
 	}
 	ch, err := conn.Channel()
 	if err == nil {

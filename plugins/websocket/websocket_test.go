@@ -203,6 +203,27 @@ func TestBrokerDown(t *testing.T) {
 	}
 }
 
+// TestSendTriesEveryNode: amqp_url lists the nodes of a cluster; a dead
+// first node does not stop Send, which publishes through the next one.
+func TestSendTriesEveryNode(t *testing.T) {
+	t.Parallel()
+	ex := randomName("herald.live.test-")
+	g := newGateway(t, ex, [2]string{"t1", "u1"})
+	w := New().(*WebSocket)
+	defer w.Close()
+	_, err := w.Configure(context.Background(), sdk.ConfigureRequest{ProviderName: "test",
+		Config: map[string]any{FieldAMQPURL: "amqp://guest:guest@127.0.0.1:1/, " + brokerURL(), FieldExchange: ex}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := w.Send(context.Background(), sdk.SendRequest{Deliveries: []sdk.Delivery{delivery("d1", "t1", "u1")}})
+	res := resp.Results
+	if err != nil || len(res) != 1 || res[0].Outcome != sdk.OutcomeSent {
+		t.Fatalf("Send: %+v %v", res, err)
+	}
+	g.wait(t, 1)
+}
+
 func TestSendBeforeConfigure(t *testing.T) {
 	t.Parallel()
 	channeltest.SendBeforeConfigure(t, New(), delivery("d1", "t1", "u1"), ErrNotConfigured)
@@ -220,6 +241,7 @@ func TestConfigureRefusesBadConfig(t *testing.T) {
 		"jwt_secret is gone":           {Edit: func(m map[string]any) { m["jwt_secret"] = "x" }, WantField: "jwt_secret"},
 		"http url":                     {Edit: func(m map[string]any) { m[FieldAMQPURL] = "http://127.0.0.1:5672/" }, WantField: FieldAMQPURL},
 		"no host":                      {Edit: func(m map[string]any) { m[FieldAMQPURL] = "amqp://" }, WantField: FieldAMQPURL},
+		"bad second node":              {Edit: func(m map[string]any) { m[FieldAMQPURL] = "amqp://a:5672/,http://b/" }, WantField: FieldAMQPURL},
 		"empty exchange":               {Edit: func(m map[string]any) { m[FieldExchange] = "" }, WantField: FieldExchange},
 		"tiny timeout":                 {Edit: func(m map[string]any) { m[FieldPublishTimeout] = "1ms" }, WantField: FieldPublishTimeout},
 	})

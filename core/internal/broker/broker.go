@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -26,8 +27,41 @@ type Queue struct {
 	Bindings    []string
 	Prefetch    int
 	Concurrency int
-	Quorum      bool
+	// Quorum declares a quorum queue (replicated on a cluster's nodes)
+	// instead of a classic one.
+	Quorum bool
+	// Setting is the config key that chose the queue's type, named when
+	// the broker holds the queue with the other type (default
+	// "amqp.queue_type").
+	Setting string
 }
+
+// QueueTypeError reports a queue that exists on the broker with a type
+// other than the one the config asks for. A queue's type cannot change:
+// the operator drains and deletes the queue, or sets the config back; the
+// connection retries until then and deliveries wait in the database.
+type QueueTypeError struct {
+	// Queue is the queue's name.
+	Queue string
+	// Want is the type the config asks for ("classic" or "quorum").
+	Want string
+	// Setting is the config key that asks for it.
+	Setting string
+	// Err is the broker's refusal (PRECONDITION_FAILED).
+	Err error
+}
+
+func (e *QueueTypeError) Error() string {
+	other := "quorum"
+	if e.Want == "quorum" {
+		other = "classic"
+	}
+	return fmt.Sprintf("%s: queue %q exists on the broker as a %s queue and cannot be declared as %s (a queue's type cannot change): "+
+		"drain and delete it (rabbitmqctl delete_queue %s) to have it declared again as %s, or set %s back; broker: %v",
+		e.Setting, e.Queue, other, e.Want, e.Queue, e.Want, e.Setting, e.Err)
+}
+
+func (e *QueueTypeError) Unwrap() error { return e.Err }
 
 // Topology is what the broker must hold for Herald to work.
 type Topology struct {
@@ -54,11 +88,20 @@ func (t Topology) Declare(ch *amqp.Channel) error {
 		return fmt.Errorf("declare exchange %s: %w", t.Exchange, err)
 	}
 	for _, q := range t.Queues {
+		// A classic queue is declared without x-queue-type, as before
+		// quorum queues were an option, so queues declared then still
+		// match.
 		var args amqp.Table
+		want := "classic"
 		if q.Quorum {
 			args = amqp.Table{"x-queue-type": "quorum"}
+			want = "quorum"
 		}
 		if _, err := ch.QueueDeclare(q.Name, true, false, false, false, args); err != nil {
+			var ae *amqp.Error
+			if errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed && strings.Contains(ae.Reason, "x-queue-type") {
+				return &QueueTypeError{Queue: q.Name, Want: want, Setting: cmpOr(q.Setting, "amqp.queue_type"), Err: err}
+			}
 			return fmt.Errorf("declare queue %s: %w", q.Name, err)
 		}
 		for _, b := range q.Bindings {
@@ -121,22 +164,34 @@ func (t Topology) QueueNames() []string {
 // ErrClosed is returned once the Conn is closed; callers stop.
 var ErrClosed = errors.New("broker: connection closed")
 
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
 // Conn is a RabbitMQ connection that redials with backoff when it drops and
-// re-declares the topology on every new connection.
+// re-declares the topology on every new connection. Given the URLs of a
+// cluster's nodes it connects to the first that answers, and after a lost
+// connection starts with the next one: channels opened after that are on
+// the new node, and callers that reopen their channels (publisher,
+// listeners, live) carry on without a restart.
 type Conn struct {
-	url string
-	tls *tls.Config
-	log hclog.Logger
+	urls []string
+	tls  *tls.Config
+	log  hclog.Logger
 
 	topoMu sync.RWMutex
 	topo   Topology
 
-	mu      sync.Mutex
-	conn    *amqp.Connection
-	ready   chan struct{} // closed while conn is usable
-	closed  bool
-	stop    chan struct{}
-	stopped chan struct{}
+	mu       sync.Mutex
+	mismatch *QueueTypeError // why the last connection attempt failed, if that
+	conn     *amqp.Connection
+	ready    chan struct{} // closed while conn is usable
+	closed   bool
+	stop     chan struct{}
+	stopped  chan struct{}
 }
 
 // Dial starts keeping a connection to url. It returns at once; use
@@ -151,25 +206,59 @@ func Dial(url string, topo Topology, log hclog.Logger) *Conn {
 // (the system's roots; the URL's cacertfile, certfile, keyfile and
 // server_name_indication parameters). The certificate is always verified.
 func DialTLS(url string, tlsConf *tls.Config, topo Topology, log hclog.Logger) *Conn {
-	c := &Conn{url: url, tls: tlsConf, topo: topo, log: log.Named("broker"), ready: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{})}
+	return DialNodes([]string{url}, tlsConf, topo, log)
+}
+
+// DialNodes is DialTLS with the URLs of several nodes of one cluster
+// (amqp.urls): it connects to the first that answers, in order; after a
+// lost connection it tries the next node first, so the one that failed is
+// tried last. Every URL is tried before a backoff.
+func DialNodes(urls []string, tlsConf *tls.Config, topo Topology, log hclog.Logger) *Conn {
+	c := &Conn{urls: slices.Clone(urls), tls: tlsConf, topo: topo, log: log.Named("broker"), ready: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{})}
 	go c.run()
 	return c
+}
+
+// nodeName is the host:port of a broker URL, for logs (no credentials).
+func nodeName(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(unparsable URL)"
+	}
+	return u.Host
 }
 
 func (c *Conn) run() {
 	defer close(c.stopped)
 	backoff := 100 * time.Millisecond
+	next, failed := 0, 0 // the URL to try next; URLs failed in a row
 	for {
-		conn, err := c.connect()
+		u := c.urls[next]
+		next = (next + 1) % len(c.urls)
+		conn, err := c.connect(u)
 		if err != nil {
-			if certErr(err) {
+			var qte *QueueTypeError
+			switch {
+			case errors.As(err, &qte):
+				// Not a broker that is down: retrying the next node
+				// will not help, the queue is the cluster's.
+				c.log.Error("broker queue type mismatch; deliveries wait in the database until it is resolved", "error", err, "node", nodeName(u), "in", backoff)
+			case certErr(err):
 				// Not a broker that is down: this one is not who the
 				// URL says, or is not signed by the CA configured.
 				c.log.Error("broker TLS certificate refused (check amqp.tls_ca_file, and that the certificate names the host of amqp.url); retrying",
-					"error", err, "in", backoff)
-			} else {
-				c.log.Warn("broker unavailable, retrying", "error", err, "in", backoff)
+					"error", err, "node", nodeName(u), "in", backoff)
+			default:
+				c.log.Warn("broker unavailable, retrying", "error", err, "node", nodeName(u), "in", backoff)
 			}
+			c.mu.Lock()
+			c.mismatch = qte
+			c.mu.Unlock()
+			failed++
+			if failed < len(c.urls) && qte == nil {
+				continue // another node may answer now
+			}
+			failed = 0
 			select {
 			case <-c.stop:
 				return
@@ -178,19 +267,19 @@ func (c *Conn) run() {
 			backoff = min(backoff*2, 5*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		backoff, failed = 100*time.Millisecond, 0
 		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 		c.mu.Lock()
-		c.conn = conn
+		c.conn, c.mismatch = conn, nil
 		close(c.ready)
 		c.mu.Unlock()
-		c.log.Info("broker connected")
+		c.log.Info("broker connected", "node", nodeName(u))
 		select {
 		case <-c.stop:
 			_ = conn.Close()
 			return
 		case err := <-closed:
-			c.log.Warn("broker connection lost", "error", err)
+			c.log.Warn("broker connection lost", "error", err, "node", nodeName(u))
 		}
 		c.mu.Lock()
 		c.conn = nil
@@ -210,13 +299,13 @@ func certErr(err error) bool {
 	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
 }
 
-func (c *Conn) connect() (*amqp.Connection, error) {
+func (c *Conn) connect(u string) (*amqp.Connection, error) {
 	cfg := amqp.Config{Heartbeat: 10 * time.Second, Properties: amqp.Table{"connection_name": "herald"}}
 	if c.tls != nil {
 		// The client fills in ServerName: give it a copy.
 		cfg.TLSClientConfig = c.tls.Clone()
 	}
-	conn, err := amqp.DialConfig(c.url, cfg)
+	conn, err := amqp.DialConfig(u, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +328,14 @@ func (c *Conn) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return !c.closed && c.conn != nil && !c.conn.IsClosed()
+}
+
+// QueueTypeMismatch returns the queue whose type kept the last connection
+// attempt from declaring the topology, or nil.
+func (c *Conn) QueueTypeMismatch() *QueueTypeError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mismatch
 }
 
 // Connection waits until the broker is connected and returns the connection.

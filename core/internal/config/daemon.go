@@ -6,6 +6,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -116,8 +117,20 @@ type DatabaseConfig struct {
 // AMQPConfig is the RabbitMQ connection and topology.
 type AMQPConfig struct {
 	// URL is the broker URL: amqp://, or amqps:// for TLS. Env:
-	// HERALD_AMQP_URL.
+	// HERALD_AMQP_URL. With URLs set it is URLs[0].
 	URL string `koanf:"url"`
+	// URLs are the nodes of a RabbitMQ cluster, one URL each (same scheme,
+	// credentials and vhost, as a rule). Herald connects to the first that
+	// answers, in order, and after a lost connection starts with the next
+	// one, so a dead node is tried last. Give url or urls, not both. Env:
+	// HERALD_AMQP_URLS (comma-separated).
+	URLs []string `koanf:"urls"`
+	// QueueType is the type of every delivery queue Herald declares:
+	// "classic" (the default) or "quorum" (replicated on the cluster's
+	// nodes: a queue survives the loss of a minority of them). A queue's
+	// type cannot change once it exists: RabbitMQ refuses the declaration,
+	// and Herald logs an error naming this setting and the queue.
+	QueueType string `koanf:"queue_type"`
 	// TLSCAFile is a PEM file of the CA certificates that sign the broker's
 	// certificate (amqps:// only; empty: the system's roots). The broker's
 	// certificate must also name the URL's host (or TLSServerName).
@@ -145,7 +158,8 @@ type QueueConfig struct {
 	Prefetch int `koanf:"prefetch"`
 	// Concurrency is the number of goroutines handling messages.
 	Concurrency int `koanf:"concurrency"`
-	// Quorum declares a quorum queue instead of a classic one.
+	// Quorum declares this queue as a quorum queue whatever
+	// amqp.queue_type says.
 	Quorum bool `koanf:"quorum"`
 }
 
@@ -277,7 +291,7 @@ func DefaultDaemon() Daemon {
 	return Daemon{
 		Database: DatabaseConfig{URL: "postgres://herald:herald@127.0.0.1:5432/herald?sslmode=disable", MaxConns: 16,
 			APIMaxConns: 8, WorkerRole: "herald_worker", APIRole: "herald_api", AdminRole: "herald_admin"},
-		AMQP: AMQPConfig{URL: "amqp://guest:guest@127.0.0.1:5672/", Exchange: "herald.deliveries"},
+		AMQP: AMQPConfig{URL: "amqp://guest:guest@127.0.0.1:5672/", URLs: []string{}, QueueType: QueueClassic, Exchange: "herald.deliveries"},
 		HTTP: HTTPConfig{Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:8081",
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 			AdminWriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, MaxConns: 1024,
@@ -411,6 +425,14 @@ func LoadDaemon(path string) (Daemon, error) {
 	if queues != nil {
 		d.AMQP.Queues = queues
 	}
+	if len(d.AMQP.URLs) > 0 {
+		// url has a default, so only one given on purpose conflicts.
+		if fromFile.Exists("amqp.url") || os.Getenv(daemonEnvPrefix+"AMQP_URL") != "" {
+			name := cmp.Or(path, "environment")
+			return Daemon{}, fmt.Errorf("%s: amqp.url and amqp.urls: give one of them (urls for the nodes of a cluster)", name)
+		}
+		d.AMQP.URL = d.AMQP.URLs[0]
+	}
 	if path != "" {
 		base := filepath.Dir(path)
 		for i, r := range d.Rules {
@@ -451,6 +473,8 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"database.api_role":            d.Database.APIRole,
 		"database.admin_role":          d.Database.AdminRole,
 		"amqp.url":                     d.AMQP.URL,
+		"amqp.urls":                    d.AMQP.URLs,
+		"amqp.queue_type":              d.AMQP.QueueType,
 		"amqp.exchange":                d.AMQP.Exchange,
 		"http.listen":                  d.HTTP.Listen,
 		"http.admin_listen":            d.HTTP.AdminListen,
@@ -516,10 +540,24 @@ func (d Daemon) Validate() error {
 			bad(f, "%q is not a PostgreSQL role name", r)
 		}
 	}
-	if d.AMQP.URL == "" {
+	if len(d.AMQP.URLs) > 0 {
+		for i, u := range d.AMQP.URLs {
+			field := fmt.Sprintf("amqp.urls[%d]", i)
+			if u == "" {
+				bad(field, "must not be empty")
+			} else if err := d.AMQP.checkURL(u); err != nil {
+				bad(field, "%v", err)
+			}
+		}
+	} else if d.AMQP.URL == "" {
 		bad("amqp.url", "must not be empty")
-	} else if err := d.AMQP.checkURL(); err != nil {
+	} else if err := d.AMQP.checkURL(d.AMQP.URL); err != nil {
 		bad("amqp.url", "%v", err)
+	}
+	switch d.AMQP.QueueType {
+	case QueueClassic, QueueQuorum:
+	default:
+		bad("amqp.queue_type", "unknown queue type %q (want %q or %q)", d.AMQP.QueueType, QueueClassic, QueueQuorum)
 	}
 	if (d.AMQP.TLSCertFile == "") != (d.AMQP.TLSKeyFile == "") {
 		bad("amqp.tls_cert_file", "give amqp.tls_cert_file and amqp.tls_key_file together")
@@ -785,10 +823,26 @@ func resolveDaemonRefs(v any, baseDir, path string, errs *[]string) any {
 	return v
 }
 
-// checkURL checks amqp.url's syntax without repeating the URL (and its
-// password) in the error, and that the TLS settings fit its scheme.
-func (a AMQPConfig) checkURL() error {
-	u, err := url.Parse(a.URL)
+// The values of amqp.queue_type.
+const (
+	QueueClassic = "classic"
+	QueueQuorum  = "quorum"
+)
+
+// BrokerURLs returns the broker URLs to connect to, in order: amqp.urls,
+// or amqp.url alone.
+func (a AMQPConfig) BrokerURLs() []string {
+	if len(a.URLs) > 0 {
+		return a.URLs
+	}
+	return []string{a.URL}
+}
+
+// checkURL checks the syntax of a broker URL without repeating the URL
+// (and its password) in the error, and that the TLS settings fit its
+// scheme.
+func (a AMQPConfig) checkURL(raw string) error {
+	u, err := url.Parse(raw)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -842,7 +896,7 @@ func (a AMQPConfig) TLSConfig() (*tls.Config, error) {
 // a secret.Redactor.
 func (d Daemon) SecretValues() []string {
 	var out []string
-	for _, u := range []string{d.Database.URL, d.Database.APIURL, d.AMQP.URL} {
+	for _, u := range append([]string{d.Database.URL, d.Database.APIURL, d.AMQP.URL}, d.AMQP.URLs...) {
 		if p := secret.URLPassword(u); p != "" {
 			out = append(out, p)
 		}

@@ -38,6 +38,13 @@ type Handoff struct {
 	recover func() // wakes the publisher to take over due handoffs
 	batches chan handoffBatch
 	up      atomic.Bool // the broker channel is open
+	// nacked is the broker channel a round was nacked (or failed) on,
+	// set by the confirming goroutine; Run closes it if it is still the
+	// current one. A quorum queue nacks a channel's publishes while its
+	// leader is gone (a RabbitMQ node lost), and that channel can keep
+	// being nacked for seconds after a new leader took over; a new
+	// channel finds the new leader at once.
+	nacked atomic.Pointer[amqp.Channel]
 
 	confirmChannel
 }
@@ -100,6 +107,8 @@ type handoffRound struct {
 	// returns is the broker channel's returned messages: the broker
 	// sends a basic.return before the confirm of the same message.
 	returns chan amqp.Return
+	// ch is the broker channel the round went out on.
+	ch *amqp.Channel
 }
 
 // handoffPipeline bounds the rounds published and not yet confirmed.
@@ -123,6 +132,9 @@ func (h *Handoff) Run(ctx context.Context) error {
 		h.failQueued()
 	}()
 	for ctx.Err() == nil {
+		if bad := h.nacked.Swap(nil); bad != nil && bad == h.ch {
+			h.closeChannel()
+		}
 		if h.ch == nil || h.ch.IsClosed() {
 			// Opening a channel waits for the broker: take no batches
 			// meanwhile.
@@ -170,7 +182,7 @@ func (h *Handoff) Run(ctx context.Context) error {
 // publish sends the deliveries of a round's batches with deferred
 // confirms. Deliveries no queue is bound for are set aside as unroutable.
 func (h *Handoff) publish(ctx context.Context, batches []handoffBatch) handoffRound {
-	round := handoffRound{batches: batches, returns: h.returns}
+	round := handoffRound{batches: batches, returns: h.returns, ch: h.ch}
 	var out []outgoing
 	for _, b := range batches {
 		for _, d := range b.dels {
@@ -207,6 +219,7 @@ func (h *Handoff) confirm(ctx context.Context, rounds <-chan handoffRound) {
 		for _, r := range done {
 			if err := h.await(work, r); err != nil {
 				h.log.Warn("handoff publish failed; the publisher takes its deliveries over", "error", err)
+				h.nacked.Store(r.ch)
 				h.giveUp(r.batches)
 				continue
 			}

@@ -268,6 +268,12 @@ func (p *pubWorker) publishBatch(ctx context.Context, kind store.ClaimKind) (int
 }
 
 func (p *pubWorker) publishClaim(ctx context.Context, kind store.ClaimKind) (int, bool, error) {
+	// A channel closed after a nack is reopened here, before any row is
+	// claimed (a broker gone since Run checked makes this wait, holding
+	// nothing).
+	if _, err := p.channel(ctx); err != nil {
+		return 0, false, err
+	}
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return 0, false, err
@@ -356,6 +362,10 @@ func (p *pubWorker) publishClaim(ctx context.Context, kind store.ClaimKind) (int
 	}
 	if nacked > 0 {
 		p.log.Warn("broker nacked messages; their deliveries will be published again", "deliveries", nacked)
+		// A quorum queue whose leader was lost can keep nacking this
+		// channel's publishes for seconds; a new channel finds the new
+		// leader at once (see Handoff.nacked).
+		p.closeChannel()
 	}
 	if kind == claimHandoffs {
 		p.log.Warn("deliveries the relay handed off without a broker confirm were published again", "deliveries", len(rows))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -54,7 +55,11 @@ func Readiness(pools *Pools, conn *broker.Conn) func(ctx context.Context) []stri
 			}
 		}
 		if conn != nil && !conn.Connected() {
-			reasons = append(reasons, "broker: unreachable")
+			if qte := conn.QueueTypeMismatch(); qte != nil {
+				reasons = append(reasons, fmt.Sprintf("broker: %s: queue %s exists with another type", qte.Setting, qte.Queue))
+			} else {
+				reasons = append(reasons, "broker: unreachable")
+			}
 		}
 		return reasons
 	}

@@ -49,6 +49,9 @@ func Topology(d config.Daemon, rs *rules.RuleSet) broker.Topology {
 			names = append(names, c.Name)
 		}
 		t.Queues = broker.DefaultQueues(names)
+		for i := range t.Queues {
+			t.Queues[i].Quorum = d.AMQP.QueueType == config.QueueQuorum
+		}
 		return t
 	}
 	names := make([]string, 0, len(d.AMQP.Queues))
@@ -58,7 +61,12 @@ func Topology(d config.Daemon, rs *rules.RuleSet) broker.Topology {
 	sort.Strings(names)
 	for _, n := range names {
 		q := d.AMQP.Queues[n]
-		t.Queues = append(t.Queues, broker.Queue{Name: n, Bindings: q.Bindings, Prefetch: q.Prefetch, Concurrency: q.Concurrency, Quorum: q.Quorum})
+		bq := broker.Queue{Name: n, Bindings: q.Bindings, Prefetch: q.Prefetch, Concurrency: q.Concurrency,
+			Quorum: q.Quorum || d.AMQP.QueueType == config.QueueQuorum}
+		if q.Quorum {
+			bq.Setting = "amqp.queue." + n + ".quorum"
+		}
+		t.Queues = append(t.Queues, bq)
 	}
 	return t
 }
@@ -347,7 +355,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	if err != nil {
 		return err
 	}
-	conn := broker.DialTLS(d.AMQP.URL, amqpTLS, topo, log)
+	conn := broker.DialNodes(d.AMQP.BrokerURLs(), amqpTLS, topo, log)
 	defer conn.Close()
 
 	hostCfg := PluginHostConfig(d.Plugins, log, current().Channels())
