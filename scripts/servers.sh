@@ -12,7 +12,9 @@
 # HERALD_PG_USER (herald), HERALD_PG_PASSWORD (herald), HERALD_PG_DB (herald),
 # HERALD_AMQP_HOST (127.0.0.1), HERALD_AMQP_PORT (5672),
 # HERALD_RABBITMQ_ENV_CONF (/etc/rabbitmq/rabbitmq-env.conf, the file the
-# broker this script starts reads its addresses from).
+# broker this script starts reads its addresses from),
+# HERALD_RABBITMQ_MNESIA (/var/lib/rabbitmq/mnesia: a node with data there
+# keeps its name).
 #
 #   scripts/servers.sh rabbitmq-env   only write the loopback settings into
 #                                     HERALD_RABBITMQ_ENV_CONF (what `up` does
@@ -27,6 +29,7 @@ PG_DB=${HERALD_PG_DB:-herald}
 AMQP_HOST=${HERALD_AMQP_HOST:-127.0.0.1}
 AMQP_PORT=${HERALD_AMQP_PORT:-5672}
 RABBITMQ_ENV_CONF=${HERALD_RABBITMQ_ENV_CONF:-/etc/rabbitmq/rabbitmq-env.conf}
+RABBITMQ_MNESIA=${HERALD_RABBITMQ_MNESIA:-/var/lib/rabbitmq/mnesia}
 
 log() { echo "servers: $*" >&2; }
 
@@ -120,19 +123,29 @@ env_set() {
 	grep -Eqs "^[[:space:]]*(export[[:space:]]+)?(RABBITMQ_)?$2=" "$1"
 }
 
-# rabbit_env_loopback makes the AMQP listener of the broker started from
-# rabbitmq-server listen on loopback only: rabbitmq-server 3.10 sources
-# rabbitmq-env.conf as a shell file, and NODE_IP_ADDRESS sets the listener
-# (*:5672 when unset). A setting the file already makes (uncommented) is
-# left alone. epmd (4369) and the distribution port (25672) still listen on
-# every address: binding them to 127.0.0.1 (ERL_EPMD_ADDRESS,
-# inet_dist_use_interface) stops the node from starting on Debian, whose
-# /etc/hosts maps the host name the node is named after to 127.0.1.1, so
-# the node cannot reach its own epmd; that needs the node renamed
-# rabbit@localhost, which a broker that already holds data must not be.
+# rabbit_env_loopback makes the broker started from rabbitmq-server listen
+# on loopback only: rabbitmq-server 3.10 sources rabbitmq-env.conf as a
+# shell file. NODE_IP_ADDRESS sets the AMQP listener (*:5672 when unset). A
+# node that holds no data yet (a broker this script installs) is also named
+# rabbit@localhost, with epmd (ERL_EPMD_ADDRESS) and the distribution port
+# (inet_dist_use_interface) on 127.0.0.1: the name matters, because
+# Debian's /etc/hosts maps the host name a node is named after by default
+# to 127.0.1.1, where a node bound to 127.0.0.1 cannot reach its own epmd.
+# A node that already holds data (HERALD_RABBITMQ_MNESIA, Debian's
+# /var/lib/rabbitmq/mnesia) keeps its name, so epmd and the distribution
+# port stay on every address there. A setting the file already makes
+# (uncommented) is left alone, and so is the node's name and epmd when the
+# file names either.
 rabbit_env_loopback() {
 	local f=$RABBITMQ_ENV_CONF add=""
 	env_set "$f" NODE_IP_ADDRESS || add+=$'NODE_IP_ADDRESS=127.0.0.1\n'
+	if [ -z "$(ls -A "$RABBITMQ_MNESIA" 2>/dev/null)" ] &&
+		! env_set "$f" NODENAME && ! env_set "$f" ERL_EPMD_ADDRESS &&
+		! env_set "$f" SERVER_ADDITIONAL_ERL_ARGS; then
+		add+=$'NODENAME=rabbit@localhost\n'
+		add+=$'export ERL_EPMD_ADDRESS=127.0.0.1\n'
+		add+=$'SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"\n'
+	fi
 	if [ -z "$add" ]; then
 		return
 	fi
