@@ -5,8 +5,8 @@
 #
 #   scripts/tools.sh protoc     protoc and the well-known .proto files it imports
 #   scripts/tools.sh chromium   Chromium, for the web inbox's end-to-end test
-#   scripts/tools.sh python-grpc  Debian's python3 with grpcio, protobuf and
-#                               cryptography, for the Python plugin example
+#   scripts/tools.sh python-grpc  Debian's python3 with grpcio and protobuf,
+#                               and openssl, for the Python plugin example
 #
 # Sourced, it only defines apt_install. Every apt-get run appends to
 # HERALD_APT_LOG (/tmp/herald-apt.log), so a failed install's log survives
@@ -66,16 +66,17 @@ tool_chromium() {
 }
 
 # The Python channel plugin (examples/plugins/telegram) runs on Debian's
-# /usr/bin/python3 with python3-grpcio, python3-protobuf and
-# python3-cryptography.
+# /usr/bin/python3 with python3-grpcio and python3-protobuf; it makes its
+# TLS certificate with the openssl command.
 tool_python_grpc() {
-	if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc, google.protobuf, cryptography' 2>/dev/null; then
+	if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null &&
+		command -v openssl >/dev/null; then
 		return
 	fi
 	if can_install; then
-		apt_install python3 python3-grpcio python3-protobuf python3-cryptography
+		apt_install python3 python3-grpcio python3-protobuf openssl
 	else
-		echo "tools: python3-grpcio missing (Debian: apt-get install python3-grpcio python3-protobuf python3-cryptography)" >&2
+		echo "tools: python3-grpcio missing (Debian: apt-get install python3-grpcio python3-protobuf openssl)" >&2
 		return 1
 	fi
 }

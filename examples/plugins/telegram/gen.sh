@@ -11,7 +11,7 @@
 # Debian's protoc (protobuf-compiler) and committed; the service itself is
 # registered with grpcio's generic handlers, so no gRPC code generator is
 # needed. It runs on Debian's /usr/bin/python3 with python3-grpcio,
-# python3-protobuf and python3-cryptography (scripts/tools.sh python-grpc
+# python3-protobuf and the openssl command (scripts/tools.sh python-grpc
 # installs them).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -2,7 +2,8 @@
 
 It speaks the same protocol as the Go plugins (herald.channel.v2 over
 hashicorp/go-plugin's gRPC transport), with nothing but Debian's
-python3-grpcio, python3-protobuf and python3-cryptography:
+python3-grpcio and python3-protobuf (and the openssl command, which
+Debian's ca-certificates brings, for the certificate):
 
 1. go-plugin's handshake: the host sets HERALD_PLUGIN_MAGIC_COOKIE and
    PLUGIN_PROTOCOL_VERSIONS; the plugin listens on 127.0.0.1 and prints
@@ -30,8 +31,12 @@ import datetime
 import json
 import os
 import re
+import shutil
 import signal
+import ssl
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -39,10 +44,6 @@ import urllib.request
 from concurrent import futures
 
 import grpc
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import herald_channel_v2_pb2 as pb
 
@@ -263,26 +264,31 @@ class Telegram:
 
 def server_certificate():
     """Makes the self-signed certificate AutoMTLS wants: CN and SAN
-    localhost, a CA, for server and client auth. Returns (cert PEM, key
-    PEM, cert DER)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost"),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Herald plugin")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(seconds=30))
-            .not_valid_after(now + datetime.timedelta(days=3650))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
-                                         data_encipherment=False, key_agreement=True, key_cert_sign=True,
-                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .sign(key, hashes.SHA256()))
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                                serialization.NoEncryption())
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem, cert.public_bytes(serialization.Encoding.DER)
+    localhost, a CA, for server and client auth, on a P-256 key, with the
+    openssl command (OpenSSL 3). Returns (cert PEM, key PEM, cert DER)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise RuntimeError("the openssl command is missing (Debian: apt-get install openssl)")
+    d = tempfile.mkdtemp(prefix="herald-plugin-tls-")
+    try:
+        key_file, cert_file = os.path.join(d, "key.pem"), os.path.join(d, "cert.pem")
+        subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-nodes", "-keyout", key_file, "-out", cert_file, "-days", "3650",
+                        "-subj", "/CN=localhost/O=Herald plugin",
+                        "-addext", "subjectAltName=DNS:localhost",
+                        "-addext", "basicConstraints=critical,CA:TRUE",
+                        "-addext", "keyUsage=critical,digitalSignature,keyEncipherment,keyAgreement,keyCertSign",
+                        "-addext", "extendedKeyUsage=serverAuth,clientAuth"],
+                       check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with open(cert_file, "rb") as f:
+            cert_pem = f.read()
+        with open(key_file, "rb") as f:
+            key_pem = f.read()
+    except subprocess.CalledProcessError as e:
+        raise RuntimeError("openssl req: %s" % e.stderr.decode(errors="replace").strip())
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return cert_pem, key_pem, ssl.PEM_cert_to_DER_cert(cert_pem.decode())
 
 
 def identity(b):
