@@ -369,11 +369,12 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 			}
 		}
 		started := time.Now()
+		latency := l.cfg.Metrics.SendLatencies(chName)
 		batch := make([]sdk.Delivery, len(group))
 		for i, c := range group {
 			batch[i] = toSDK(c)
 			if c.Attempt == 1 && !c.CreatedAt.IsZero() {
-				l.cfg.Metrics.SendLatency(chName, started.Sub(c.CreatedAt))
+				latency(started.Sub(c.CreatedAt))
 			}
 		}
 		sendCtx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)

@@ -120,9 +120,17 @@ func (m *Metrics) Delivery(channel, provider, outcome string, n int) {
 // SendLatency records the time from a delivery's creation to its plugin
 // Send.
 func (m *Metrics) SendLatency(channel string, d time.Duration) {
-	if m != nil {
-		m.latency.WithLabelValues(channel).Observe(max(d, 0).Seconds())
+	m.SendLatencies(channel)(d)
+}
+
+// SendLatencies returns SendLatency for channel, its series looked up once
+// for a batch.
+func (m *Metrics) SendLatencies(channel string) func(time.Duration) {
+	if m == nil {
+		return func(time.Duration) {}
 	}
+	o := m.latency.WithLabelValues(channel)
+	return func(d time.Duration) { o.Observe(max(d, 0).Seconds()) }
 }
 
 // PublishBatch records a batch of n deliveries the stage published and
