@@ -241,3 +241,27 @@ func dashboardMetrics(t *testing.T) []string {
 	sort.Strings(out)
 	return out
 }
+
+func TestMetricsCountFailedDeliveries(t *testing.T) {
+	e := newEnv(t, "permanent")
+	e.start()
+	if _, created, err := e.client().Emit(context.Background(), reservation("evt-f1")); err != nil || !created {
+		t.Fatalf("emit: created=%v err=%v", created, err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM deliveries WHERE status = 'FAILED'`) == deliveriesPerEvent
+	}, "%d deliveries FAILED (now: %s)", deliveriesPerEvent, e.statusSummary())
+	var s scrape
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		s = e.scrapeMetrics()
+		return s.sum("herald_deliveries_total", "outcome", "failed") == deliveriesPerEvent
+	}, "herald_deliveries_total{outcome=failed} = %d", deliveriesPerEvent)
+	if got := s.sum("herald_deliveries_total", "channel", "EMAIL", "provider", "sink", "outcome", "failed"); got != 3 {
+		t.Errorf("failed on EMAIL by sink = %g, want 3", got)
+	}
+	for _, o := range []string{"sent", "retry"} {
+		if got := s.sum("herald_deliveries_total", "outcome", o); got != 0 {
+			t.Errorf("herald_deliveries_total{outcome=%s} = %g, want 0", o, got)
+		}
+	}
+}
