@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/httpguard"
+	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
@@ -46,6 +47,8 @@ type Server struct {
 	// sent: /readyz is public and says only ready or not ready (the
 	// reasons are on the admin listener).
 	Ready func(ctx context.Context) error
+	// Metrics counts accepted events (nil: none).
+	Metrics *metrics.Metrics
 	// mounts are the handlers of other rooms (the superadmin API, ...).
 	mounts map[string]http.Handler
 	// perKey and perIP limit request rates (nil: no limit).
@@ -297,6 +300,7 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	code := http.StatusOK
 	if created {
+		s.Metrics.EventAccepted()
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/events/"+ev.EventID)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -109,6 +110,9 @@ type handoffRound struct {
 	returns chan amqp.Return
 	// ch is the broker channel the round went out on.
 	ch *amqp.Channel
+	// began is when the round started publishing; n is its deliveries.
+	began time.Time
+	n     int
 }
 
 // handoffPipeline bounds the rounds published and not yet confirmed.
@@ -182,7 +186,7 @@ func (h *Handoff) Run(ctx context.Context) error {
 // publish sends the deliveries of a round's batches with deferred
 // confirms. Deliveries no queue is bound for are set aside as unroutable.
 func (h *Handoff) publish(ctx context.Context, batches []handoffBatch) handoffRound {
-	round := handoffRound{batches: batches, returns: h.returns, ch: h.ch}
+	round := handoffRound{batches: batches, returns: h.returns, ch: h.ch, began: time.Now()}
 	var out []outgoing
 	for _, b := range batches {
 		for _, d := range b.dels {
@@ -190,6 +194,8 @@ func (h *Handoff) publish(ctx context.Context, batches []handoffBatch) handoffRo
 		}
 	}
 	round.sent, round.unroutable, round.err = publishGrouped(ctx, h.ch, h.conn.Topology(), 2, h.cfg.PerMessage, out)
+	round.n = len(out)
+	h.cfg.Metrics.Unconfirmed(metrics.StageHandoff, len(round.sent))
 	return round
 }
 
@@ -217,12 +223,15 @@ func (h *Handoff) confirm(ctx context.Context, rounds <-chan handoffRound) {
 		var unroutable []string
 		drained := map[chan amqp.Return]bool{}
 		for _, r := range done {
-			if err := h.await(work, r); err != nil {
+			err := h.await(work, r)
+			h.cfg.Metrics.Unconfirmed(metrics.StageHandoff, -len(r.sent))
+			if err != nil {
 				h.log.Warn("handoff publish failed; the publisher takes its deliveries over", "error", err)
 				h.nacked.Store(r.ch)
 				h.giveUp(r.batches)
 				continue
 			}
+			h.cfg.Metrics.PublishBatch(metrics.StageHandoff, r.n, time.Since(r.began))
 			unroutable = append(unroutable, r.unroutable...)
 			if !drained[r.returns] {
 				drained[r.returns] = true
@@ -237,6 +246,7 @@ func (h *Handoff) confirm(ctx context.Context, rounds <-chan handoffRound) {
 				h.log.Warn("unroutable deliveries not marked FAILED; the stale reclaim finds them", "error", err)
 			} else {
 				h.log.Error("deliveries failed: no queue bound for their routing key", "count", len(unroutable))
+				h.countUnroutable(done, unroutable)
 			}
 		}
 		// If this fails the rows become due later and the deliveries are
@@ -244,6 +254,25 @@ func (h *Handoff) confirm(ctx context.Context, rounds <-chan handoffRound) {
 		if err := store.DeleteHandoffs(work, h.pool, ids); err != nil {
 			h.log.Warn("confirmed handoffs not deleted; their deliveries will be published again", "error", err)
 		}
+	}
+}
+
+// countUnroutable adds the unroutable deliveries of rounds, by channel,
+// to the failed ones of the metrics.
+func (h *Handoff) countUnroutable(rounds []handoffRound, ids []string) {
+	if h.cfg.Metrics == nil {
+		return
+	}
+	channelOf := map[string]string{}
+	for _, r := range rounds {
+		for _, b := range r.batches {
+			for _, d := range b.dels {
+				channelOf[d.ID] = d.Channel
+			}
+		}
+	}
+	for _, id := range ids {
+		h.cfg.Metrics.Delivery(channelOf[id], "", metrics.OutcomeFailed, 1)
 	}
 }
 

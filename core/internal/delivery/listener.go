@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -35,6 +36,8 @@ type ListenerConfig struct {
 	// DefaultPrefetch and DefaultConcurrency apply to queues that set none.
 	DefaultPrefetch    int
 	DefaultConcurrency int
+	// Metrics records outcomes and commit-to-Send latency (nil: none).
+	Metrics *metrics.Metrics
 }
 
 func (c *ListenerConfig) setDefaults() {
@@ -167,6 +170,7 @@ func (l *Listener) handle(ctx context.Context, log hclog.Logger, m amqp.Delivery
 	if err != nil {
 		// Malformed input never blocks other work: log and drop it.
 		log.Error("dropping malformed message", "error", err, "message_id", m.MessageId)
+		l.cfg.Metrics.Delivery("", "", metrics.OutcomeDropped, 1)
 		_ = m.Ack(false)
 		return
 	}
@@ -314,9 +318,32 @@ func (l *Listener) sendAndRecord(ctx context.Context, claimed []store.Claimed) e
 			if err := l.record(ctx, outs); err != nil {
 				return err
 			}
+			l.count(chName, outs)
 		}
 	}
 	return nil
+}
+
+// count adds the recorded outcomes of channel to the metrics.
+func (l *Listener) count(channel string, outs []store.Outcome) {
+	if l.cfg.Metrics == nil {
+		return
+	}
+	type key struct{ provider, outcome string }
+	n := map[key]int{}
+	for _, o := range outs {
+		outcome := metrics.OutcomeRetry
+		switch o.Status {
+		case store.StatusSent:
+			outcome = metrics.OutcomeSent
+		case store.StatusFailed:
+			outcome = metrics.OutcomeFailed
+		}
+		n[key{o.Provider, outcome}]++
+	}
+	for k, v := range n {
+		l.cfg.Metrics.Delivery(channel, k.provider, k.outcome, v)
+	}
 }
 
 // send groups the claimed deliveries by channel, sends each group and turns
@@ -342,9 +369,13 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 			}
 		}
 		started := time.Now()
+		latency := l.cfg.Metrics.SendLatencies(chName)
 		batch := make([]sdk.Delivery, len(group))
 		for i, c := range group {
 			batch[i] = toSDK(c)
+			if c.Attempt == 1 && !c.CreatedAt.IsZero() {
+				latency(started.Sub(c.CreatedAt))
+			}
 		}
 		sendCtx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
 		results, provider, err := l.sender.Send(sendCtx, chName, batch)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -31,6 +32,9 @@ type PublisherConfig struct {
 	// Workers is the number of concurrent publishing loops, each with its
 	// own broker channel; SKIP LOCKED keeps their claims apart.
 	Workers int
+	// Metrics records batches, unconfirmed publishes and unroutable
+	// deliveries (nil: none).
+	Metrics *metrics.Metrics
 }
 
 func (c *PublisherConfig) setDefaults() {
@@ -274,6 +278,7 @@ func (p *pubWorker) publishClaim(ctx context.Context, kind store.ClaimKind) (int
 	if _, err := p.channel(ctx); err != nil {
 		return 0, false, err
 	}
+	began := time.Now()
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return 0, false, err
@@ -309,6 +314,9 @@ func (p *pubWorker) publishClaim(ctx context.Context, kind store.ClaimKind) (int
 	if err != nil {
 		return 0, false, err
 	}
+	p.cfg.Metrics.Unconfirmed(metrics.StagePublisher, len(inflight))
+	waiting := len(inflight)
+	defer func() { p.cfg.Metrics.Unconfirmed(metrics.StagePublisher, -waiting) }()
 	confirmCtx, cancel := context.WithTimeout(ctx, p.cfg.ConfirmTimeout)
 	defer cancel()
 	var confirmed []string
@@ -318,6 +326,8 @@ func (p *pubWorker) publishClaim(ctx context.Context, kind store.ClaimKind) (int
 		if err != nil {
 			return 0, false, fmt.Errorf("wait for confirms: %w", err)
 		}
+		p.cfg.Metrics.Unconfirmed(metrics.StagePublisher, -1)
+		waiting--
 		if !ok {
 			for _, r := range f.refs {
 				nackedIDs[r.ID] = true
@@ -369,6 +379,16 @@ func (p *pubWorker) publishClaim(ctx context.Context, kind store.ClaimKind) (int
 	}
 	if kind == claimHandoffs {
 		p.log.Warn("deliveries the relay handed off without a broker confirm were published again", "deliveries", len(rows))
+	}
+	if p.cfg.Metrics != nil {
+		p.cfg.Metrics.PublishBatch(metrics.StagePublisher, len(rows), time.Since(began))
+		channelOf := make(map[string]string, len(rows))
+		for _, r := range rows {
+			channelOf[r.ID] = r.Channel
+		}
+		for _, id := range unroutable {
+			p.cfg.Metrics.Delivery(channelOf[id], "", metrics.OutcomeFailed, 1)
+		}
 	}
 	return len(rows), more, nil
 }

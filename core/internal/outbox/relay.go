@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk"
@@ -37,6 +38,9 @@ type Config struct {
 	// itself (see delivery.Handoff); without it, or while it is not ready,
 	// the publisher claims them.
 	Handoff Handoff
+	// Metrics records batches, processed and failed events and deferred
+	// deliveries (nil: none).
+	Metrics *metrics.Metrics
 }
 
 // Handoff takes the deliveries of committed relay batches to the broker.
@@ -203,6 +207,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	if rs == nil {
 		return 0, errors.New("no rules loaded")
 	}
+	began := time.Now()
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -220,6 +225,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	// One directory snapshot per tenant for the whole batch: the union of
 	// what its events need, loaded with a handful of queries, instead of a
 	// round of queries per event.
+	var retried, failedEvents int
 	needErr := make([]error, len(events))
 	merged := map[string]rules.Needs{}
 	for i, e := range events {
@@ -258,6 +264,9 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			lvl := r.log.Warn
 			if failed {
 				lvl = r.log.Error
+				failedEvents++
+			} else {
+				retried++
 			}
 			lvl("event could not be processed", "tenant", e.TenantID, "event_id", e.EventID, "type", e.Type,
 				"attempt", e.Attempts+1, "failed", failed, "error", err)
@@ -301,6 +310,18 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit relay batch: %w", err)
+	}
+	if r.cfg.Metrics != nil {
+		r.cfg.Metrics.RelayBatch(len(events), len(events)-retried-failedEvents, failedEvents, time.Since(began))
+		deferred := map[string]int{}
+		for _, d := range written {
+			if d.Status == store.StatusDeferred {
+				deferred[d.Channel]++
+			}
+		}
+		for ch, n := range deferred {
+			r.cfg.Metrics.Delivery(ch, "", metrics.OutcomeDeferred, n)
+		}
 	}
 	if len(handed) > 0 {
 		r.cfg.Handoff.Offer(ctx, handoffID, handed)

@@ -35,6 +35,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/sdk"
@@ -160,6 +161,9 @@ type Config struct {
 	// neither its own lines nor the plugins' re-emitted ones carry them
 	// (default: a Redactor of the host's own).
 	Redactor *secret.Redactor
+	// Metrics records each Send call's duration by channel and provider
+	// (nil: none).
+	Metrics *metrics.Metrics
 }
 
 func (c *Config) setDefaults() {

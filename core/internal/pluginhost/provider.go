@@ -553,7 +553,9 @@ func (p *provider) send(ctx context.Context, inst *instance, batch []sdk.Deliver
 		// a provider that hangs past it has failed (and counts toward its
 		// breaker), while a caller's earlier deadline only ends the call.
 		callCtx, cancel := context.WithTimeout(ctx, p.h.cfg.SendTimeout)
+		called := time.Now()
 		resp, err := inst.ch.Send(callCtx, sdk.SendRequest{Deliveries: chunk})
+		p.h.cfg.Metrics.PluginSend(p.channel, p.name, time.Since(called))
 		res := resp.Results
 		cancel()
 		if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/inbox"
 	"github.com/heraldhq/herald/core/internal/live"
+	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/outbox"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
@@ -37,6 +38,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/webinbox"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Topology derives the broker topology from the config: the configured
@@ -167,6 +169,11 @@ type Public struct {
 // PublicAPI builds the public API. conn is the daemon's broker (the live
 // gateway consumes from it once Live runs).
 func PublicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.Conn, ruleset func() *rules.RuleSet, log hclog.Logger) (*Public, error) {
+	return publicAPI(ctx, d, pools, conn, ruleset, log, nil)
+}
+
+// publicAPI is PublicAPI counting the events it accepts in m (nil: none).
+func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.Conn, ruleset func() *rules.RuleSet, log hclog.Logger, m *metrics.Metrics) (*Public, error) {
 	cursorKey, err := store.Secret(ctx, pools.Worker, "cursor")
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
@@ -177,6 +184,7 @@ func PublicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 		SendBuffer: d.Live.SendBuffer}, pools.API, verifier, conn, log)
 	apiSrv := api.New(pools.API, ruleset, log)
 	apiSrv.Ready = readyErr(Readiness(pools, conn))
+	apiSrv.Metrics = m
 	apiSrv.SetRateLimits(api.RateLimits{PerKey: d.HTTP.RateLimit.PerKey, PerIP: d.HTTP.RateLimit.PerIP, Burst: d.HTTP.RateLimit.Burst})
 	apiSrv.Mount("/v1/admin/", admin.New(pools.Admin, cursorKey, log).Handler())
 	apiSrv.Mount("/v1/live", gw.Handler())
@@ -349,6 +357,10 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	}
 	defer pools.Close()
 	pool := pools.Worker
+	// One registry for the daemon, served on the admin listener; nothing
+	// goes to the process-wide default one.
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
 
 	topo := Topology(d, current())
 	amqpTLS, err := d.AMQP.TLSConfig()
@@ -360,6 +372,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 
 	hostCfg := PluginHostConfig(d.Plugins, log, current().Channels())
 	hostCfg.Redactor = redact
+	hostCfg.Metrics = m
 	host, err := pluginhost.New(hostCfg)
 	if err != nil {
 		return fmt.Errorf("plugins: %w", err)
@@ -368,7 +381,8 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	if err := host.Start(ctx); err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}
-	listener := delivery.NewListener(pool, conn, host, current, log, delivery.ListenerConfig{Lease: d.Retry.Lease})
+	RegisterStateCollectors(reg, pool, host, conn)
+	listener := delivery.NewListener(pool, conn, host, current, log, delivery.ListenerConfig{Lease: d.Retry.Lease, Metrics: m})
 	watcher.OnChange(func(rs *rules.RuleSet) {
 		if err := host.Reconfigure(rs.Channels()); err != nil {
 			log.Error("plugin providers not reconfigured for the new rules", "error", err)
@@ -402,19 +416,21 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	pub := delivery.NewPublisher(pool, conn, log, delivery.PublisherConfig{
 		BatchSize: d.Publisher.BatchSize, PerMessage: d.Publisher.PerMessage,
 		PollInterval: d.Publisher.PollInterval, ReclaimAfter: d.Publisher.ReclaimAfter, Workers: d.Publisher.Workers,
+		Metrics: m,
 	})
 	relayCfg := outbox.Config{
 		BatchSize: d.Relay.BatchSize, PollInterval: d.Relay.PollInterval, MaxAttempts: d.Relay.MaxAttempts, Workers: d.Relay.Workers,
+		Metrics: m,
 	}
 	var handoff *delivery.Handoff
 	if d.Publisher.Handoff {
-		handoff = delivery.NewHandoff(pool, conn, live, log, delivery.PublisherConfig{PerMessage: d.Publisher.PerMessage}, pub.Kick)
+		handoff = delivery.NewHandoff(pool, conn, live, log, delivery.PublisherConfig{PerMessage: d.Publisher.PerMessage, Metrics: m}, pub.Kick)
 		relayCfg.Handoff = handoff
 	}
 	relay := outbox.New(pool, current, pub.Kick, log, relayCfg)
 	poller := delivery.NewRetryPoller(pool, d.Retry.PollInterval, pub.Kick, log)
 
-	public, err := PublicAPI(ctx, d, pools, conn, current, log)
+	public, err := publicAPI(ctx, d, pools, conn, current, log, m)
 	if err != nil {
 		return err
 	}
@@ -430,6 +446,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		mux.Handle("POST /admin/v1/counters/repair", CountersRepairHandler(pools.Worker))
 		mux.Handle(AdminExplainPattern, ExplainHandler(pools.Worker, current))
 		mux.Handle("GET "+AdminReadyPath, ReadyHandler(Readiness(pools, conn), watcher.Status))
+		mux.Handle("GET "+MetricsPath, MetricsHandler(reg))
 		adminSrv, adminLn, err = NewAdminServer(mux, d.HTTP, adminToken, log)
 		if err != nil {
 			ln.Close()
