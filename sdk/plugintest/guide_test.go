@@ -75,7 +75,14 @@ func TestGuideFromEmptyDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run(mod, shBlockAfter(t, doc, "## 7. Test it with the conformance kit")+"\ngo test -count=1 -run TestConformance -v ./... | grep -E '^(---|ok|PASS|FAIL)'\n")
+	// `go mod tidy` also records the modules that the tests of the
+	// plugin's dependencies import (testify, for go-hclog's tests), which
+	// a machine whose module cache was filled for Herald's own modules and
+	// that has no module proxy may not hold: -e lets tidy go on past them.
+	// What the plugin itself builds and tests with must still resolve, as
+	// the go test below shows.
+	step7 := strings.ReplaceAll(shBlockAfter(t, doc, "## 7. Test it with the conformance kit"), "go mod tidy\n", "go mod tidy -e\n")
+	run(mod, step7+"\ngo test -count=1 -run TestConformance -v ./... | grep -E '^(---|ok|PASS|FAIL)'\n")
 
 	cmd := exec.Command("go", "list", "-deps", "-test", "./...")
 	cmd.Dir, cmd.Env = mod, env
