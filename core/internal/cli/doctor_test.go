@@ -24,6 +24,8 @@ import (
 // doctorSetup is what one doctor run checks.
 type doctorSetup struct {
 	dbURL, amqpURL, pluginDir string
+	// amqpURLs, when set, is written as amqp.urls instead of amqp.url.
+	amqpURLs []string
 	// provider is the HCL of the TEST channel's provider.
 	provider string
 }
@@ -51,12 +53,20 @@ event "ORDER_SHIPPED" {
 	if err := os.WriteFile(filepath.Join(dir, "rules.hcl"), []byte(rulesHCL), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	amqpHCL := fmt.Sprintf("url = %q", s.amqpURL)
+	if len(s.amqpURLs) > 0 {
+		quoted := make([]string, len(s.amqpURLs))
+		for i, u := range s.amqpURLs {
+			quoted[i] = fmt.Sprintf("%q", u)
+		}
+		amqpHCL = "urls = [" + strings.Join(quoted, ", ") + "]"
+	}
 	cfg := fmt.Sprintf(`
 database { url = %q }
-amqp { url = %q }
+amqp { %s }
 plugins { dir = %q }
 rules = ["rules.hcl"]
-`, s.dbURL, s.amqpURL, s.pluginDir)
+`, s.dbURL, amqpHCL, s.pluginDir)
 	path := filepath.Join(dir, "herald.hcl")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -235,6 +245,10 @@ func TestDoctorFailures(t *testing.T) {
 			setup: func(s *doctorSetup) { s.amqpURL = deadAMQP.String() },
 			check: "broker " + redactedAMQP(deadAMQP.String()), want: "unreachable",
 		},
+		"one of amqp.urls unreachable": {
+			setup: func(s *doctorSetup) { s.amqpURLs = []string{mq.URL, deadAMQP.String()} },
+			check: "broker " + redactedAMQP(deadAMQP.String()), want: "unreachable",
+		},
 		"missing plugin binary": {
 			setup: func(s *doctorSetup) { s.provider = `{ plugin = "absent", name = "primary" }` },
 			check: "plugin TEST/primary", want: "herald-plugin-absent",
@@ -258,6 +272,11 @@ func TestDoctorFailures(t *testing.T) {
 			l := checkLines(t, out)[tc.check]
 			if !strings.HasPrefix(l, "FAIL ") || !strings.Contains(l, tc.want) {
 				t.Errorf("%s line = %q, want a FAIL naming %q\n%s", tc.check, l, tc.want, out)
+			}
+			if len(s.amqpURLs) > 0 {
+				if l := checkLines(t, out)["broker "+redactedAMQP(mq.URL)]; !strings.HasPrefix(l, "ok   ") {
+					t.Errorf("the node that answers: %q, want ok", l)
+				}
 			}
 			for check, line := range checkLines(t, out) {
 				if check != tc.check && strings.HasPrefix(line, "FAIL ") && !(tc.check == "database" && check == "clock") {
