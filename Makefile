@@ -37,8 +37,9 @@ test: ## run the whole test suite against real servers
 test-chaos: ## network faults and broker node loss (root, Linux namespaces, tc netem)
 	scripts/test-chaos.sh
 
-check: ## gofmt, vet (root and sdk modules), sdk tests with -race, generated code in sync (installs protoc when missing)
+check: ## gofmt, go mod tidy -diff (every module), vet (root and sdk modules), sdk tests with -race, generated code in sync (installs protoc when missing)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1)
+	scripts/tidy-check.sh
 	$(GO) vet ./...
 	cd sdk && $(GO) vet ./... && $(GO) test -race -count=1 -timeout=6m ./...
 	@# protoc from Debian's packages when missing, as scripts/test.sh does

@@ -17,6 +17,9 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
+echo "== go mod tidy -diff (root, sdk, examples/plugins/*)"
+scripts/tidy-check.sh
+
 echo "== go vet"
 go vet ./...
 # The sdk is its own module (sdk/go.mod): ./... at the root does not reach it.

@@ -129,6 +129,10 @@ func (p *fcmPeer) send(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"name": fmt.Sprintf("projects/%s/messages/0:%d", peerProject, n)})
 }
 
+// jwtBearerGrant is the OAuth 2.0 grant type of RFC 7523, which the
+// plugin's token source (golang.org/x/oauth2/jwt) sends.
+const jwtBearerGrant = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
 // token is an RFC 7523 JWT-bearer token endpoint: it verifies the
 // assertion's signature and claims and issues p.bearer.
 func (p *fcmPeer) token(w http.ResponseWriter, r *http.Request) {

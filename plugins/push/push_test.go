@@ -221,6 +221,29 @@ func TestServiceAccountCredentials(t *testing.T) {
 	}
 }
 
+// TestServiceAccountRefused shows a token endpoint that refuses the
+// assertion (signed with a key it does not know) as a retryable result
+// that says the credentials were refused, and no message posted.
+func TestServiceAccountRefused(t *testing.T) {
+	t.Parallel()
+	peer := startFCMPeer(t)
+	stale := writeServiceAccount(t, peer)
+	_ = writeServiceAccount(t, peer) // the peer now knows only this key
+	p := configure(t, map[string]any{
+		FieldEndpoint: peer.srv.URL, FieldProjectID: peerProject, FieldCredentialsFile: stale,
+	})
+	got := send(t, p, delivery("d1", "tok-a"))
+	if diff := cmp.Diff([]sdk.Result{sdk.Retry("d1", "", 0)}, got, ignoreText); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(got[0].Reason, errTokenRejected.Error()) || !strings.Contains(got[0].Reason, "400") {
+		t.Errorf("reason = %q, want the refused credentials and the status", got[0].Reason)
+	}
+	if n := len(peer.received()); n != 0 {
+		t.Errorf("the peer received %d messages without a token", n)
+	}
+}
+
 func TestSendBeforeConfigure(t *testing.T) {
 	t.Parallel()
 	channeltest.SendBeforeConfigure(t, New(), delivery("d1", "tok"), ErrNotConfigured)

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,47 +12,47 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/google"
+	oauth2jwt "golang.org/x/oauth2/jwt"
 )
 
 // fcmScope is the OAuth 2.0 scope FCM's HTTP v1 API requires.
 const fcmScope = "https://www.googleapis.com/auth/firebase.messaging"
 
-// jwtBearerGrant is the OAuth 2.0 grant type of RFC 7523.
-const jwtBearerGrant = "urn:ietf:params:oauth:grant-type:jwt-bearer"
-
-// serviceAccount is the part of a Google service-account key file the
-// plugin uses.
+// serviceAccount is a Google service-account key file, read by
+// golang.org/x/oauth2/google: its token_uri is where assertions are traded
+// for access tokens (Google's, or a test peer's).
 type serviceAccount struct {
-	Type         string `json:"type"`
-	ClientEmail  string `json:"client_email"`
-	PrivateKeyID string `json:"private_key_id"`
-	PrivateKey   string `json:"private_key"`
-	TokenURI     string `json:"token_uri"`
-
-	key *rsa.PrivateKey
+	conf *oauth2jwt.Config
 }
 
 // parseServiceAccount reads a service-account key file.
 func parseServiceAccount(b []byte) (*serviceAccount, error) {
-	var sa serviceAccount
-	if err := json.Unmarshal(b, &sa); err != nil {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
 		return nil, fmt.Errorf("not a service-account JSON file: %w", err)
 	}
-	if sa.Type != "service_account" {
-		return nil, fmt.Errorf("type is %q, want \"service_account\"", sa.Type)
+	if head.Type != "service_account" {
+		return nil, fmt.Errorf("type is %q, want \"service_account\"", head.Type)
 	}
-	if sa.ClientEmail == "" || sa.TokenURI == "" {
+	conf, err := google.JWTConfigFromJSON(b, fcmScope)
+	if err != nil {
+		return nil, err
+	}
+	if conf.Email == "" || conf.TokenURL == "" {
 		return nil, errors.New("client_email and token_uri must be set")
 	}
-	if u, err := url.Parse(sa.TokenURI); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("token_uri %q is not an http(s) URL", sa.TokenURI)
+	if u, err := url.Parse(conf.TokenURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("token_uri %q is not an http(s) URL", conf.TokenURL)
 	}
-	key, err := jwt.ParseRSAPrivateKeyFromPEM([]byte(sa.PrivateKey))
-	if err != nil {
+	// The key is otherwise parsed at the first send: refuse a bad one now.
+	if _, err := jwt.ParseRSAPrivateKeyFromPEM(conf.PrivateKey); err != nil {
 		return nil, fmt.Errorf("private_key: %w", err)
 	}
-	sa.key = key
-	return &sa, nil
+	return &serviceAccount{conf: conf}, nil
 }
 
 // tokenSource hands out bearer tokens: a static one, or ones obtained from a
@@ -98,52 +96,30 @@ func (ts *tokenSource) Invalidate() {
 	ts.mu.Unlock()
 }
 
-// exchange signs an assertion and trades it for an access token (RFC 7523).
+// exchange signs an assertion and trades it for an access token (RFC 7523)
+// with golang.org/x/oauth2's JWT flow, over the plugin's HTTP client and
+// bounded by ctx (a token source of its own per exchange: the cache is
+// ts's, which Invalidate can drop).
 func (ts *tokenSource) exchange(ctx context.Context) (string, time.Duration, error) {
-	now := time.Now()
-	claims := jwt.MapClaims{
-		"iss":   ts.sa.ClientEmail,
-		"scope": fcmScope,
-		"aud":   ts.sa.TokenURI,
-		"iat":   now.Unix(),
-		"exp":   now.Add(time.Hour).Unix(),
-	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)
-	if ts.sa.PrivateKeyID != "" {
-		tok.Header["kid"] = ts.sa.PrivateKeyID
-	}
-	assertion, err := tok.SignedString(ts.sa.key)
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, ts.hc)
+	tok, err := ts.sa.conf.TokenSource(ctx).Token()
 	if err != nil {
-		return "", 0, fmt.Errorf("push: sign token assertion: %w", err)
-	}
-	form := url.Values{"grant_type": {jwtBearerGrant}, "assertion": {assertion}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.sa.TokenURI, strings.NewReader(form.Encode()))
-	if err != nil {
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) && re.Response != nil {
+			switch re.Response.StatusCode {
+			case http.StatusBadRequest, http.StatusUnauthorized:
+				return "", 0, fmt.Errorf("%w: %s: %s", errTokenRejected, re.Response.Status, strings.TrimSpace(string(re.Body)))
+			}
+			return "", 0, fmt.Errorf("push: token endpoint: %s", re.Response.Status)
+		}
 		return "", 0, fmt.Errorf("push: token request: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := ts.hc.Do(req)
-	if err != nil {
-		return "", 0, fmt.Errorf("push: token request: %w", err)
+	if tok.AccessToken == "" {
+		return "", 0, errors.New("push: token endpoint answered without an access_token")
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized {
-		return "", 0, fmt.Errorf("%w: %s: %s", errTokenRejected, resp.Status, strings.TrimSpace(string(body)))
+	ttl := time.Hour
+	if !tok.Expiry.IsZero() {
+		ttl = time.Until(tok.Expiry)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return "", 0, fmt.Errorf("push: token endpoint: %s", resp.Status)
-	}
-	var out struct {
-		AccessToken string `json:"access_token"`
-		ExpiresIn   int    `json:"expires_in"`
-	}
-	if err := json.Unmarshal(body, &out); err != nil || out.AccessToken == "" {
-		return "", 0, fmt.Errorf("push: token endpoint answered without an access_token")
-	}
-	ttl := time.Duration(out.ExpiresIn) * time.Second
-	if ttl <= 0 {
-		ttl = time.Hour
-	}
-	return out.AccessToken, ttl, nil
+	return tok.AccessToken, ttl, nil
 }

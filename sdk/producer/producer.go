@@ -192,7 +192,9 @@ var ErrDuplicate = errors.New("producer: event_id already enqueued")
 
 // Enqueue writes ev into the outbox using tx, the caller's transaction. It
 // returns ErrDuplicate when the tenant already has an event with this
-// EventID (the statement does not fail, so tx stays usable).
+// EventID (the statement does not fail, so tx stays usable). A PostgreSQL
+// error unwraps to its *pgconn.PgError: under SERIALIZABLE or REPEATABLE
+// READ, errors.As it and run the transaction again on SQLSTATE 40001.
 func Enqueue(ctx context.Context, tx Execer, ev Event) error {
 	_, err := EnqueueID(ctx, tx, ev)
 	return err
@@ -251,9 +253,10 @@ func EnqueueID(ctx context.Context, tx Execer, ev Event) (int64, error) {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
 			if pgErr.Code == "42501" { // insufficient_privilege: row-level security refused the row
-				return 0, fmt.Errorf("producer: enqueue %s for tenant %q, project %q: %w (%s)", ev.EventID, ev.TenantID, project, ErrNotPermitted, pgErr.Message)
+				return 0, &enqueueError{msg: fmt.Sprintf("producer: enqueue %s for tenant %q, project %q: %v (%s)", ev.EventID, ev.TenantID, project, ErrNotPermitted, pgErr.Message),
+					errs: []error{ErrNotPermitted, err}}
 			}
-			return 0, fmt.Errorf("producer: enqueue %s: %s", ev.EventID, pgErr.Message)
+			return 0, &enqueueError{msg: fmt.Sprintf("producer: enqueue %s: %s", ev.EventID, pgErr.Message), errs: []error{err}}
 		}
 		return 0, fmt.Errorf("producer: enqueue %s: %w", ev.EventID, err)
 	}
@@ -264,3 +267,16 @@ func EnqueueID(ctx context.Context, tx Execer, ev Event) (int64, error) {
 type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
+
+// enqueueError is a PostgreSQL error from Enqueue: its message is the
+// server's, and it unwraps to the *pgconn.PgError (and to ErrNotPermitted
+// when row-level security refused the row), so that a caller can read the
+// SQLSTATE with errors.As and, on 40001 (serialization_failure) or 40P01
+// (deadlock_detected), run its whole transaction again.
+type enqueueError struct {
+	msg  string
+	errs []error
+}
+
+func (e *enqueueError) Error() string   { return e.msg }
+func (e *enqueueError) Unwrap() []error { return e.errs }

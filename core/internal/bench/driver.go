@@ -16,7 +16,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -881,45 +880,24 @@ func heraldDatabase(ctx context.Context, adminURL, name string, maxConns int) (d
 	return dbURL, pool, drop, nil
 }
 
-// createDatabase creates name next to adminURL's database and returns its
+// createDatabase creates name next to adminURL's database
+// (store.CreateDatabase, which testenv.Postgres uses too) and returns its
 // URL and a function that drops it. drop works after ctx is done and gives
 // up after cleanupTimeout.
 func createDatabase(ctx context.Context, adminURL, name string) (string, func() error, error) {
-	admin, err := pgx.Connect(ctx, adminURL)
+	dbURL, dropDB, err := store.CreateDatabase(ctx, adminURL, name)
 	if err != nil {
-		return "", nil, fmt.Errorf("bench: connect %s: %w", redact(adminURL), err)
+		return "", nil, fmt.Errorf("bench: %w", err)
 	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", nil, fmt.Errorf("bench: create database: %w", err)
-	}
-	u, err := url.Parse(adminURL)
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
 	drop := func() error {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		conn, err := pgx.Connect(c, adminURL)
-		if err != nil {
-			return fmt.Errorf("bench: drop database %s: connect: %w", name, err)
-		}
-		defer conn.Close(c)
-		if _, err := conn.Exec(c, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			return fmt.Errorf("bench: drop database %s: %w", name, err)
+		if err := dropDB(c); err != nil {
+			return fmt.Errorf("bench: %w", err)
 		}
 		return nil
 	}
-	return u.String(), drop, nil
-}
-
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(database url)"
-	}
-	return u.Redacted()
+	return dbURL, drop, nil
 }
 
 // deleteTopology removes the run's exchange and queues.

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"slices"
 	"sort"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/heraldhq/herald/core/internal/backoff"
 )
 
 // Queue is one durable queue with its bindings and consumer settings.
@@ -228,9 +229,15 @@ func nodeName(raw string) string {
 	return u.Host
 }
 
+// redial is the backoff between rounds of redials: 100 ms doubling up to
+// 5 s, each wait drawn from [d, 1.5d) (1.25d ± 20 %).
+var redial = backoff.Policy{Initial: 125 * time.Millisecond, Max: 6250 * time.Millisecond, Multiplier: 2, Jitter: 0.2}
+
 func (c *Conn) run() {
 	defer close(c.stopped)
-	backoff := 100 * time.Millisecond
+	// rounds counts the rounds of every URL failing in a row; wait is the
+	// delay after the current one.
+	rounds, wait := 0, redial.Delay(1)
 	next, failed := 0, 0 // the URL to try next; URLs failed in a row
 	for {
 		u := c.urls[next]
@@ -242,14 +249,14 @@ func (c *Conn) run() {
 			case errors.As(err, &qte):
 				// Not a broker that is down: retrying the next node
 				// will not help, the queue is the cluster's.
-				c.log.Error("broker queue type mismatch; deliveries wait in the database until it is resolved", "error", err, "node", nodeName(u), "in", backoff)
+				c.log.Error("broker queue type mismatch; deliveries wait in the database until it is resolved", "error", err, "node", nodeName(u), "in", wait)
 			case certErr(err):
 				// Not a broker that is down: this one is not who the
 				// URL says, or is not signed by the CA configured.
 				c.log.Error("broker TLS certificate refused (check amqp.tls_ca_file, and that the certificate names the host of amqp.url); retrying",
-					"error", err, "node", nodeName(u), "in", backoff)
+					"error", err, "node", nodeName(u), "in", wait)
 			default:
-				c.log.Warn("broker unavailable, retrying", "error", err, "node", nodeName(u), "in", backoff)
+				c.log.Warn("broker unavailable, retrying", "error", err, "node", nodeName(u), "in", wait)
 			}
 			c.mu.Lock()
 			c.mismatch = qte
@@ -262,12 +269,13 @@ func (c *Conn) run() {
 			select {
 			case <-c.stop:
 				return
-			case <-time.After(backoff + rand.N(backoff/2)):
+			case <-time.After(wait):
 			}
-			backoff = min(backoff*2, 5*time.Second)
+			rounds++
+			wait = redial.Delay(rounds + 1)
 			continue
 		}
-		backoff, failed = 100*time.Millisecond, 0
+		rounds, wait, failed = 0, redial.Delay(1), 0
 		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 		c.mu.Lock()
 		c.conn, c.mismatch = conn, nil

@@ -1,10 +1,9 @@
 package delivery
 
 import (
-	"math"
-	"math/rand/v2"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/backoff"
 	"github.com/heraldhq/herald/core/internal/rules"
 )
 
@@ -24,17 +23,7 @@ func Backoff(p rules.RetryPolicy, attempt int, retryAfter time.Duration) time.Du
 	if p.Multiplier < 1 {
 		p.Multiplier = DefaultRetry.Multiplier
 	}
-	d := float64(p.Initial) * math.Pow(p.Multiplier, float64(max(attempt-1, 0)))
-	if d > float64(p.Max) {
-		d = float64(p.Max)
-	}
-	if p.Jitter > 0 {
-		d += d * p.Jitter * (2*rand.Float64() - 1)
-	}
-	delay := time.Duration(d)
-	if delay < 0 {
-		delay = 0
-	}
+	delay := backoff.Policy{Initial: p.Initial, Max: p.Max, Multiplier: p.Multiplier, Jitter: p.Jitter}.Delay(attempt)
 	if retryAfter > delay {
 		delay = retryAfter
 	}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/heraldhq/herald/core/internal/backoff"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/secret"
@@ -89,15 +90,12 @@ func (b *Backoff) setDefaults() {
 	}
 }
 
+// delay is the wait before restart attempt+1; none before the first.
 func (b Backoff) delay(attempt int) time.Duration {
 	if attempt <= 0 {
 		return 0
 	}
-	d := float64(b.Initial)
-	for i := 1; i < attempt && d < float64(b.Max); i++ {
-		d *= b.Multiplier
-	}
-	return min(time.Duration(d), b.Max)
+	return backoff.Policy{Initial: b.Initial, Max: b.Max, Multiplier: b.Multiplier}.Delay(attempt)
 }
 
 // Config configures a Host.

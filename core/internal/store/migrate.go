@@ -91,3 +91,33 @@ func MigrateTo(ctx context.Context, databaseURL, command string, w io.Writer) er
 func NewPool(ctx context.Context, databaseURL string, maxConns int) (*pgxpool.Pool, error) {
 	return NewPoolWith(ctx, databaseURL, PoolOptions{MaxConns: maxConns})
 }
+
+// MigrationLevel reports the highest migration version applied to the
+// database at databaseURL and the highest one embedded in this binary
+// (`herald doctor`). A database goose never touched is at version 0.
+func MigrationLevel(ctx context.Context, databaseURL string) (applied, latest int64, err error) {
+	db, err := sql.Open("pgx", databaseURL)
+	if err != nil {
+		return 0, 0, fmt.Errorf("migrate: open: %w", err)
+	}
+	defer db.Close()
+	p, err := newProvider(db)
+	if err != nil {
+		return 0, 0, fmt.Errorf("migrate: %w", err)
+	}
+	for _, s := range p.ListSources() {
+		latest = max(latest, s.Version)
+	}
+	var table sql.NullString
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass('goose_db_version')::text`).Scan(&table); err != nil {
+		return 0, latest, fmt.Errorf("migrate: %w", err)
+	}
+	if !table.Valid {
+		return 0, latest, nil
+	}
+	applied, err = p.GetDBVersion(ctx)
+	if err != nil {
+		return 0, latest, fmt.Errorf("migrate: version: %w", err)
+	}
+	return applied, latest, nil
+}

@@ -75,31 +75,27 @@ func Postgres(t testing.TB) *DB {
 	admin, err := pgxpool.New(ctx, adminURL)
 	if err == nil {
 		err = admin.Ping(ctx)
+		admin.Close()
 	}
 	if err != nil {
 		unavailable(t, "PostgreSQL", err)
 	}
 	name := RandomName("herald_test_")
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		admin.Close()
-		t.Fatalf("create database: %v", err)
-	}
-	u, err := url.Parse(adminURL)
+	// The same helper makes the benchmark's databases (core/internal/bench).
+	dbURL, drop, err := store.CreateDatabase(ctx, adminURL, name)
 	if err != nil {
-		t.Fatalf("parse HERALD_PG_ADMIN_URL: %v", err)
+		t.Fatalf("%v", err)
 	}
-	u.Path = "/" + name
-	db := &DB{URL: u.String(), Name: name}
+	db := &DB{URL: dbURL, Name: name}
 	t.Cleanup(func() {
 		if db.Pool != nil {
 			db.Pool.Close()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop database %s: %v", name, err)
+		if err := drop(ctx); err != nil {
+			t.Logf("%v", err)
 		}
-		admin.Close()
 	})
 	if err := store.Migrate(ctx, db.URL, "up"); err != nil {
 		t.Fatalf("migrate: %v", err)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# tidy-check.sh fails when `go mod tidy` would change the go.mod or go.sum of
+# the root module, the sdk module or a Go module under examples/plugins/
+# (printing the change to make). make check and scripts/test.sh run it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+status=0
+for mod in . sdk examples/plugins/*/; do
+	mod=${mod%/}
+	[ -f "$mod/go.mod" ] || continue
+	if ! diff=$(cd "$mod" && go mod tidy -diff 2>&1); then
+		echo "go mod tidy would change $mod (run: cd $mod && go mod tidy):"
+		echo "$diff"
+		status=1
+	fi
+done
+exit $status
