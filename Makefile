@@ -34,7 +34,7 @@ run: ## bring everything up and run herald serve with the example config
 test: ## run the whole test suite against real servers
 	scripts/test.sh
 
-test-chaos: ## network faults and broker node loss (root, Linux namespaces, tc netem)
+test-chaos: ## network faults and broker node loss (root: Linux namespaces, iptables; this kernel has no tc netem)
 	scripts/test-chaos.sh
 
 check: ## gofmt, go mod tidy -diff (every module), vet (root and sdk modules), sdk tests with -race, generated code in sync (installs protoc when missing)
