@@ -4,9 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
-	"github.com/heraldhq/herald/sdk"
+	"github.com/heraldhq/herald/plugins/internal/channeltest"
 )
 
 // TestTagDefaultsMatchConstants checks that the defaults written in
@@ -14,14 +12,5 @@ import (
 // the code and docs name.
 func TestTagDefaultsMatchConstants(t *testing.T) {
 	t.Parallel()
-	got := map[string]string{}
-	for _, s := range sdk.MustConfigFields(Config{}) {
-		if s.Default != "" {
-			got[s.Name] = s.Default
-		}
-	}
-	want := map[string]string{FieldPort: strconv.Itoa(DefaultPort), FieldTLS: DefaultTLS, FieldTimeout: DefaultTimeout.String()}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("tag defaults (-want +got):\n%s", diff)
-	}
+	channeltest.TagDefaults(t, Config{}, map[string]string{FieldPort: strconv.Itoa(DefaultPort), FieldTLS: DefaultTLS, FieldTimeout: DefaultTimeout.String()})
 }

@@ -74,3 +74,19 @@ func RefusesBadConfig(t *testing.T, newChannel func() sdk.Channel, good func() m
 		})
 	}
 }
+
+// TagDefaults checks that the defaults written in the tags of cfg's type
+// (what the host shows and applies, sdk.ConfigFields) are want: the
+// Default constants the plugin's code and docs name.
+func TagDefaults(t *testing.T, cfg any, want map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	for _, s := range sdk.MustConfigFields(cfg) {
+		if s.Default != "" {
+			got[s.Name] = s.Default
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tag defaults (-want +got):\n%s", diff)
+	}
+}
