@@ -90,17 +90,7 @@ func (n *ClusterNode) tool(name string, timeout time.Duration, args ...string) (
 // The user guest/guest may connect to every node from 127.0.0.1.
 func PrivateRabbitCluster(t testing.TB, size int) *RabbitCluster {
 	t.Helper()
-	bin := "/usr/lib/rabbitmq/bin"
-	if d := os.Getenv("HERALD_RABBITMQ_BINDIR"); d != "" {
-		bin = d
-	}
-	if _, err := os.Stat(filepath.Join(bin, "rabbitmq-server")); err != nil {
-		missing(t, "RabbitMQ server ("+bin+"/rabbitmq-server)", "rabbitmq-server")
-	}
-	epmd, err := exec.LookPath("epmd")
-	if err != nil {
-		missing(t, "epmd (Erlang)", "erlang-base")
-	}
+	bin, epmd := rabbitTools(t)
 	size = max(size, 1)
 	dir, err := os.MkdirTemp("", "herald-rabbit-cluster-")
 	if err != nil {

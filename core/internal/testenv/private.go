@@ -294,17 +294,7 @@ func (s *RabbitServer) Ctl(timeout time.Duration, args ...string) (string, error
 // ends.
 func PrivateRabbitMQ(t testing.TB, opts RabbitOptions) *RabbitServer {
 	t.Helper()
-	bin := "/usr/lib/rabbitmq/bin"
-	if d := os.Getenv("HERALD_RABBITMQ_BINDIR"); d != "" {
-		bin = d
-	}
-	if _, err := os.Stat(filepath.Join(bin, "rabbitmq-server")); err != nil {
-		missing(t, "RabbitMQ server ("+bin+"/rabbitmq-server)", "rabbitmq-server")
-	}
-	epmd, err := exec.LookPath("epmd")
-	if err != nil {
-		missing(t, "epmd (Erlang)", "erlang-base")
-	}
+	bin, epmd := rabbitTools(t)
 	if len(opts.Listen) == 0 {
 		opts.Listen = []string{"127.0.0.1"}
 	}
@@ -484,4 +474,23 @@ func tailString(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// rabbitTools finds the RabbitMQ server's bin directory
+// (HERALD_RABBITMQ_BINDIR, else Debian's) and epmd, or fails the test
+// naming the Debian package to install.
+func rabbitTools(t testing.TB) (bin, epmd string) {
+	t.Helper()
+	bin = "/usr/lib/rabbitmq/bin"
+	if d := os.Getenv("HERALD_RABBITMQ_BINDIR"); d != "" {
+		bin = d
+	}
+	if _, err := os.Stat(filepath.Join(bin, "rabbitmq-server")); err != nil {
+		missing(t, "RabbitMQ server ("+bin+"/rabbitmq-server)", "rabbitmq-server")
+	}
+	epmd, err := exec.LookPath("epmd")
+	if err != nil {
+		missing(t, "epmd (Erlang)", "erlang-base")
+	}
+	return bin, epmd
 }
