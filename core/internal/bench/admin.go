@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,19 +57,14 @@ type AdminScenario struct {
 
 // setDefaults fills the fields left zero.
 func (sc *AdminScenario) setDefaults() {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&sc.Rows, 1_000_000)
-	def(&sc.Tenants, 20)
-	def(&sc.UsersPerTenant, 2000)
-	def(&sc.Days, 60)
-	def(&sc.Requests, 200)
-	def(&sc.Warmup, 10)
-	def(&sc.StatsRequests, max(5, sc.Requests/10))
-	def(&sc.Limit, 50)
+	sc.Rows = cmp.Or(sc.Rows, 1_000_000)
+	sc.Tenants = cmp.Or(sc.Tenants, 20)
+	sc.UsersPerTenant = cmp.Or(sc.UsersPerTenant, 2000)
+	sc.Days = cmp.Or(sc.Days, 60)
+	sc.Requests = cmp.Or(sc.Requests, 200)
+	sc.Warmup = cmp.Or(sc.Warmup, 10)
+	sc.StatsRequests = cmp.Or(sc.StatsRequests, max(5, sc.Requests/10))
+	sc.Limit = cmp.Or(sc.Limit, 50)
 }
 
 // Validate checks the scenario after defaults.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,23 +92,18 @@ type InboxScenario struct {
 
 // setDefaults fills the fields left zero.
 func (sc *InboxScenario) setDefaults() {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&sc.Rows, 1_000_000)
-	def(&sc.Tenants, 10)
-	def(&sc.Users, 10_000)
-	def(&sc.Days, 60)
-	def(&sc.SharedEvents, max(1, sc.Rows/500))
-	def(&sc.Sharers, 5)
-	def(&sc.Baseline, 200)
-	def(&sc.Readers, 50)
-	def(&sc.Limit, 20)
-	def(&sc.Writers, 20)
-	def(&sc.MaxWrites, 50_000)
-	def(&sc.APIConns, config.DefaultDaemon().Database.APIMaxConns)
+	sc.Rows = cmp.Or(sc.Rows, 1_000_000)
+	sc.Tenants = cmp.Or(sc.Tenants, 10)
+	sc.Users = cmp.Or(sc.Users, 10_000)
+	sc.Days = cmp.Or(sc.Days, 60)
+	sc.SharedEvents = cmp.Or(sc.SharedEvents, max(1, sc.Rows/500))
+	sc.Sharers = cmp.Or(sc.Sharers, 5)
+	sc.Baseline = cmp.Or(sc.Baseline, 200)
+	sc.Readers = cmp.Or(sc.Readers, 50)
+	sc.Limit = cmp.Or(sc.Limit, 20)
+	sc.Writers = cmp.Or(sc.Writers, 20)
+	sc.MaxWrites = cmp.Or(sc.MaxWrites, 50_000)
+	sc.APIConns = cmp.Or(sc.APIConns, config.DefaultDaemon().Database.APIMaxConns)
 	if sc.Warmup == 0 {
 		sc.Warmup = 2 * time.Second
 	}
