@@ -374,7 +374,7 @@ func guiltyField(body []byte) string {
 }
 
 func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
-	if !knownID(r.PathValue("event_id")) {
+	if !KnownID(r.PathValue("event_id")) {
 		Problem(w, http.StatusNotFound, "event not found", "no event has this event_id", "event_id")
 		return
 	}

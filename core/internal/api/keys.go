@@ -111,7 +111,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("key_id")
-	if !knownID(id) {
+	if !KnownID(id) {
 		Problem(w, http.StatusNotFound, "key not found", "no key has this key_id", "key_id")
 		return
 	}
@@ -151,7 +151,7 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
 		grace = g
 	}
 	id := r.PathValue("key_id")
-	if !knownID(id) {
+	if !KnownID(id) {
 		Problem(w, http.StatusNotFound, "key not found", "no key has this key_id", "key_id")
 		return
 	}
@@ -186,9 +186,10 @@ func checkName(name string) string {
 	return ""
 }
 
-// knownID reports whether id (from the path) could name a row: valid UTF-8
-// without NUL, which PostgreSQL would refuse.
-func knownID(id string) bool { return utf8.ValidString(id) && !strings.ContainsRune(id, 0) }
+// KnownID reports whether id could name a stored row: valid UTF-8 without
+// NUL, which PostgreSQL refuses in text (a 5xx otherwise). An id that cannot
+// is one no row has.
+func KnownID(id string) bool { return utf8.ValidString(id) && !strings.ContainsRune(id, 0) }
 
 // maxKeyBody bounds the body of a key management request.
 const maxKeyBody = 64 << 10

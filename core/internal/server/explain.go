@@ -58,12 +58,12 @@ func ExplainHandler(pool *pgxpool.Pool, current func() *rules.RuleSet) http.Hand
 			api.Problem(w, http.StatusBadRequest, "invalid tenant", err.Error(), "tenant")
 			return
 		}
-		if eventID == "" || len(eventID) > 200 {
-			api.Problem(w, http.StatusBadRequest, "invalid event_id", "event_id: 1-200 bytes", "event_id")
+		if eventID == "" || len(eventID) > 200 || !api.KnownID(eventID) {
+			api.Problem(w, http.StatusBadRequest, "invalid event_id", "event_id: 1-200 bytes of UTF-8 without NUL", "event_id")
 			return
 		}
-		if len(user) > 200 {
-			api.Problem(w, http.StatusBadRequest, "invalid user", "user: at most 200 bytes", "user")
+		if len(user) > 200 || !api.KnownID(user) {
+			api.Problem(w, http.StatusBadRequest, "invalid user", "user: at most 200 bytes of UTF-8 without NUL", "user")
 			return
 		}
 		ctx := r.Context()

@@ -119,4 +119,16 @@ func TestExplainStoredEvent(t *testing.T) {
 	if code, body = get("/admin/v1/events/a%2Fb/evt-x/explain"); code != 400 {
 		t.Errorf("bad tenant: %d %s", code, body)
 	}
+	// Invalid UTF-8 and NUL never reach PostgreSQL (which would refuse
+	// them with a 5xx): 400 naming the field.
+	for _, path := range []string{
+		"/admin/v1/events/a/evt%ff/explain",
+		"/admin/v1/events/a/evt%00x/explain",
+		"/admin/v1/events/a/evt-x/explain?user=%ff",
+		"/admin/v1/events/a/evt-x/explain?user=a%00b",
+	} {
+		if code, body = get(path); code != 400 {
+			t.Errorf("%s: %d %s, want 400", path, code, body)
+		}
+	}
 }
