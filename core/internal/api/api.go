@@ -94,6 +94,7 @@ func (s *Server) Handler() http.Handler {
 	for p, h := range s.mounts {
 		mux.Handle(p, h)
 	}
+	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

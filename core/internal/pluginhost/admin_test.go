@@ -53,7 +53,7 @@ func TestAdminHandler(t *testing.T) {
 			setup: func() { installPlugin(t, sinkVariant(t, "version=9.9.9-broken", "brokenHealth=true"), env.dir, "sink") },
 			check: func(t *testing.T, body []byte) {
 				var ae AdminError
-				if err := json.Unmarshal(body, &ae); err != nil || !strings.Contains(ae.Error, "health check failed") {
+				if err := json.Unmarshal(body, &ae); err != nil || !strings.Contains(ae.Detail, "health check failed") {
 					t.Errorf("body = %s", body)
 				}
 				if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateServing || st.Version != "1.0.0" {
