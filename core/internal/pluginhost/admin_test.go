@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/rules"
 )
 
@@ -16,6 +17,7 @@ func TestAdminHandler(t *testing.T) {
 	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, nil)
 	srv := httptest.NewServer(AdminHandler(env.h))
 	defer srv.Close()
+	openapitest.Watch(t, srv.URL)
 	before := statusOf(t, env.h, "TEST", "sink")
 
 	tests := []struct {
