@@ -291,19 +291,38 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var respBody []byte
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		respBody, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
-		resp.Body.Close()
-		resp.Body = io.NopCloser(bytes.NewReader(respBody))
-		if err != nil {
-			// The body broke off (the daemon stopped, ...): nothing to check.
+		body := resp.Body
+		respBody, err = io.ReadAll(io.LimitReader(body, maxBody+1))
+		switch {
+		case err != nil:
+			// The body broke off (the daemon stopped, ...): the caller
+			// gets what came and the error; nothing to check.
+			body.Close()
+			resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(respBody), errReader{err}))
+			return resp, nil
+		case len(respBody) > maxBody:
+			// Too large to check here: the caller reads it all.
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(respBody), body), body}
+			fail(&Mismatch{Method: req.Method, Path: req.URL.Path, Status: resp.StatusCode,
+				Problem: fmt.Sprintf("the response body is larger than %d bytes; the validator cannot check it", maxBody)})
 			return resp, nil
 		}
+		body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(respBody))
 	}
 	if err := t.v.Check(req, reqBody, resp, respBody); err != nil {
 		fail(err)
 	}
 	return resp, nil
 }
+
+// errReader fails every read with its error.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 var (
 	watchMu sync.Mutex

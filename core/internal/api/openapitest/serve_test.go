@@ -9,13 +9,15 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/api"
+	"github.com/heraldhq/herald/core/internal/httpguard"
 )
 
 // TestServedDocument: GET /v1/openapi.json answers the document without
 // credentials, cacheable, and 304 to a request that holds its ETag.
 func TestServedDocument(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(api.New(nil, nil, hclog.NewNullLogger()).Handler())
+	// As the API listener serves it: behind the headers of every response.
+	srv := httptest.NewServer(httpguard.Headers(api.New(nil, nil, hclog.NewNullLogger()).Handler()))
 	defer srv.Close()
 	c := Client(t)
 	resp, err := c.Get(srv.URL + api.OpenAPIPath)
