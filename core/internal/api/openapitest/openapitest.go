@@ -275,11 +275,22 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var reqBody []byte
 	if req.Body != nil && req.Body != http.NoBody {
-		b, err := io.ReadAll(io.LimitReader(req.Body, maxBody))
-		req.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(req.Body, maxBody+1))
 		if err != nil {
+			req.Body.Close()
 			return nil, err
 		}
+		if len(b) > maxBody {
+			// Too large to check: sent whole, unchecked.
+			req = req.Clone(req.Context())
+			req.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(b), req.Body), req.Body}
+			req.GetBody = nil
+			return t.base.RoundTrip(req)
+		}
+		req.Body.Close()
 		reqBody = b
 		req = req.Clone(req.Context())
 		req.Body = io.NopCloser(bytes.NewReader(b))
