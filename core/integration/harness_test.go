@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
@@ -294,6 +295,9 @@ func (d *daemon) Log() string {
 // start runs herald serve and waits until its API is ready.
 func (e *env) start() *daemon {
 	e.t.Helper()
+	// Every request a test makes to this daemon through http.DefaultClient
+	// (or producer.Client) is checked against the OpenAPI document.
+	openapitest.Watch(e.t, e.apiURL, e.admin)
 	d := &daemon{log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	d.cmd = exec.Command(heraldBinary(e.t), "serve", "--config", e.cfgPath)
 	d.cmd.Env = append(append(os.Environ(), e.daemonEnv...), e.extraEnv...)

@@ -94,6 +94,7 @@ func (s *Server) Handler() http.Handler {
 	for p, h := range s.mounts {
 		mux.Handle(p, h)
 	}
+	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -325,7 +326,7 @@ func parseEvent(body []byte, pr store.Principal) (producer.Event, *problem) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		detail, field := describeJSONError(err)
+		detail, field := describeJSONError(err, body)
 		return producer.Event{}, &problem{http.StatusBadRequest, "malformed body", detail, field}
 	}
 	if dec.More() {
@@ -400,12 +401,25 @@ func (s *Server) internal(w http.ResponseWriter, err error) {
 	Problem(w, http.StatusInternalServerError, "internal error", "the request could not be completed; it is safe to retry", "")
 }
 
-// describeJSONError turns a decode error into a message and the field it
-// concerns.
-func describeJSONError(err error) (string, string) {
+// describeJSONError turns a decode error of body into a message and the
+// field it concerns.
+func describeJSONError(err error, body []byte) (string, string) {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
+	var pe *time.ParseError
 	switch {
+	case errors.As(err, &pe):
+		// A time field's own error does not name the field: the top-level
+		// field holding the refused text does.
+		var fields map[string]json.RawMessage
+		_ = json.Unmarshal(body, &fields)
+		for name, raw := range fields {
+			var v string
+			if json.Unmarshal(raw, &v) == nil && v == pe.Value {
+				return fmt.Sprintf("%s must be an RFC 3339 time such as 2026-11-22T10:00:00Z, got %q", name, pe.Value), name
+			}
+		}
+		return fmt.Sprintf("a time must be RFC 3339, such as 2026-11-22T10:00:00Z, got %q", pe.Value), ""
 	case errors.As(err, &te):
 		return fmt.Sprintf("%s must be %s, got %s", te.Field, te.Type.String(), te.Value), te.Field
 	case errors.As(err, &se):

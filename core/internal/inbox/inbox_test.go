@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
@@ -75,6 +76,7 @@ func newWorld(t *testing.T) *world {
 	srv := httptest.NewServer(w.pub.Handler)
 	t.Cleanup(srv.Close)
 	w.url = srv.URL
+	openapitest.Watch(t, srv.URL)
 	return w
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldhq/herald/core/internal/api"
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
@@ -78,6 +79,7 @@ func TestReadinessFollowsBroker(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	readyz := "http://" + ln.Addr().String() + "/readyz"
+	openapitest.Watch(t, "http://"+ln.Addr().String())
 
 	mux := http.NewServeMux()
 	mux.Handle("GET "+server.AdminReadyPath, server.ReadyHandler(server.Readiness(w.pools, conn), nil))
@@ -88,6 +90,7 @@ func TestReadinessFollowsBroker(t *testing.T) {
 	go func() { _ = asrv.Serve(aln) }()
 	t.Cleanup(func() { _ = asrv.Close() })
 	adminReady := "http://" + aln.Addr().String() + server.AdminReadyPath
+	openapitest.Watch(t, "http://"+aln.Addr().String())
 
 	wantAdmin := func(code int, reasons ...string) func() bool {
 		return func() bool {
@@ -144,6 +147,7 @@ func TestReadyzHidesDatabaseError(t *testing.T) {
 		a := api.New(pool, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
 		a.Ready = ready
 		ts := httptest.NewServer(a.Handler())
+		openapitest.Watch(t, ts.URL)
 		code, body := getReady(t, ts.URL+"/readyz", "")
 		ts.Close()
 		if code != http.StatusServiceUnavailable || body != `{"status":"not ready"}` {

@@ -202,16 +202,20 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 
 // AdminHandler is the admin API's routes: the plugin host's under /admin/,
 // POST /admin/v1/rules/reload (reload), and /debug/pprof/ when pprof is
-// set. NewAdminServer puts them behind the admin guard.
+// set; any other path is a 404 problem document. NewAdminServer puts them
+// behind the admin guard.
 func AdminHandler(host *pluginhost.Host, reload func() error, pprofOn bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", pluginhost.AdminHandler(host))
 	mux.HandleFunc("POST /admin/v1/rules/reload", func(w http.ResponseWriter, r *http.Request) {
 		if err := reload(); err != nil {
-			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			api.Problem(w, http.StatusUnprocessableEntity, "rules refused", err.Error()+"; the last good rules keep serving", "")
 			return
 		}
-		fmt.Fprintln(w, "rules reloaded")
+		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		api.Problem(w, http.StatusNotFound, "not found", "no route for "+r.Method+" "+r.URL.Path+" on the admin listener", "")
 	})
 	if pprofOn {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
