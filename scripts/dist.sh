@@ -78,12 +78,19 @@ umask 022
 echo "dist: herald $VERSION (package $PKG_VERSION, commit $COMMIT, built $BUILD_DATE)" >&2
 install -d "$root/usr/bin" "$root/usr/lib/herald/plugins" "$root/etc/herald/rules" \
 	"$root/lib/systemd/system" "$root/usr/share/doc/herald/examples"
-echo "dist: build herald (a first build compiles every dependency: minutes on two cores)" >&2
-"$GO" build "${buildflags[@]}" -ldflags "$LDFLAGS" -o "$root/usr/bin/herald" ./core/cmd/herald
+# One go build for the six binaries: the package graph is loaded once and
+# the links run in parallel. Each plugin's main.Version is its
+# PluginVersion (Describe, herald plugins ls); the plugins have no Commit
+# or BuildDate, which the linker then ignores.
+echo "dist: build herald and herald-plugin-{${PLUGINS// /,}} (a first build compiles every dependency: minutes on two cores)" >&2
+pkgs=(./core/cmd/herald)
 for p in $PLUGINS; do
-	echo "dist: build herald-plugin-$p" >&2
-	# Each plugin's main.Version is its PluginVersion (Describe, herald plugins ls).
-	"$GO" build "${buildflags[@]}" -ldflags "-s -w -X main.Version=$VERSION" -o "$root/usr/lib/herald/plugins/herald-plugin-$p" "./plugins/$p"
+	pkgs+=("./plugins/$p")
+done
+"$GO" build "${buildflags[@]}" -ldflags "$LDFLAGS" -o "$work/bin/" "${pkgs[@]}"
+mv "$work/bin/herald" "$root/usr/bin/herald"
+for p in $PLUGINS; do
+	mv "$work/bin/$p" "$root/usr/lib/herald/plugins/herald-plugin-$p"
 done
 chmod 0755 "$root/usr/bin/herald" "$root"/usr/lib/herald/plugins/herald-plugin-*
 

@@ -248,9 +248,11 @@ func TestDistPackage(t *testing.T) {
 	t.Run("config", func(t *testing.T) {
 		cfg := filepath.Join(root, "etc/herald/herald.hcl")
 		// postinst writes the admin token the config names.
-		if err := os.WriteFile(filepath.Join(root, "etc/herald/admin.token"), []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		token := filepath.Join(root, "etc/herald/admin.token")
+		if err := os.WriteFile(token, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { os.Remove(token) })
 		for _, k := range []string{"HERALD_PLUGINS_DIR", "HERALD_RULES", "HERALD_HTTP_ADMIN_TOKEN_FILE"} {
 			t.Setenv(k, "")
 			os.Unsetenv(k)
@@ -280,6 +282,18 @@ func TestDistPackage(t *testing.T) {
 		}
 		if checks[0].Check != "config" || checks[0].Status != "ok" {
 			t.Errorf("herald doctor's config check: %+v", checks[0])
+		}
+	})
+	t.Run("maintainer scripts", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("the maintainer scripts run as root, in a private mount namespace: not root")
+		}
+		variants := []string{"useradd"}
+		if _, err := os.Stat("/usr/sbin/adduser"); err == nil {
+			variants = append(variants, "adduser")
+		}
+		for _, v := range variants {
+			t.Run(v, func(t *testing.T) { distMaintainerScripts(t, ctrl, filepath.Join(root, "etc/herald"), v) })
 		}
 	})
 	t.Run("unit", func(t *testing.T) {
@@ -440,4 +454,88 @@ func unitDirectives(t *testing.T, path string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// distMaintainerScriptsSh runs the package's maintainer scripts as dpkg
+// would on install, upgrade, remove and purge, in a mount namespace of its
+// own where /etc is a copy and /var/lib and /run are empty: the herald user
+// they create, the files they write and remove never reach the machine.
+// With VARIANT=useradd, adduser is hidden so that postinst falls back to
+// useradd.
+const distMaintainerScriptsSh = `set -eu
+mount --make-rprivate /
+mount --bind "$ETC" /etc
+mount -t tmpfs tmpfs /var/lib
+mount -t tmpfs tmpfs /run
+if [ "$VARIANT" = useradd ] && [ -e /usr/sbin/adduser ]; then
+	mount --bind /dev/null /usr/sbin/adduser
+fi
+cp -a "$PKGETC" /etc/herald
+"$CTRL/postinst" configure
+echo "user $(getent passwd herald | cut -d: -f1,6,7)"
+echo "group $(getent group herald | cut -d: -f1)"
+stat -c 'mode %n %a %U:%G' /etc/herald/admin.token /etc/herald/herald.env /var/lib/herald
+echo "token $(cat /etc/herald/admin.token)"
+"$CTRL/postinst" configure 0.0.1
+echo "kept $(cat /etc/herald/admin.token)"
+"$CTRL/prerm" remove
+"$CTRL/postrm" purge
+[ -e /etc/herald/admin.token ] || echo "purged token"
+[ -e /var/lib/herald ] || echo "purged state"
+echo "user after purge $(getent passwd herald | cut -d: -f1)"
+`
+
+// distMaintainerScripts runs distMaintainerScriptsSh with the control files
+// in ctrl and the package's /etc/herald in pkgEtc, and checks what the
+// scripts did.
+func distMaintainerScripts(t *testing.T, ctrl, pkgEtc, variant string) {
+	dir := t.TempDir()
+	etc := filepath.Join(dir, "etc")
+	distRun(t, "cp", "-a", "/etc", etc)
+	if _, err := os.Stat(filepath.Join(etc, "herald")); err == nil {
+		t.Fatalf("this machine has /etc/herald: the scripts would meet its files")
+	}
+	cmd := exec.Command("unshare", "--mount", "sh", "-c", distMaintainerScriptsSh)
+	cmd.Env = append(os.Environ(), "ETC="+etc, "PKGETC="+pkgEtc, "CTRL="+ctrl, "VARIANT="+variant)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("maintainer scripts (%s): %v\n%s", variant, err, out)
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		switch {
+		case strings.HasPrefix(l, "mode "):
+			f := strings.Fields(l)
+			lines[f[1]] = strings.Join(f[2:], " ")
+		case strings.HasPrefix(l, "token "), strings.HasPrefix(l, "kept "), strings.HasPrefix(l, "user after purge "):
+			k, v, _ := strings.Cut(l, " ")
+			if strings.HasPrefix(l, "user after purge ") {
+				k, v = "user after purge", strings.TrimPrefix(l, "user after purge ")
+			}
+			lines[k] = v
+		default:
+			lines[l] = "seen"
+		}
+	}
+	for k, want := range map[string]string{
+		"user herald:/var/lib/herald:/usr/sbin/nologin": "seen",
+		"group herald":            "seen",
+		"/etc/herald/admin.token": "600 herald:herald",
+		"/etc/herald/herald.env":  "640 root:herald",
+		"/var/lib/herald":         "750 herald:herald",
+		"purged token":            "seen",
+		"purged state":            "seen",
+		"user after purge":        "herald",
+	} {
+		if lines[k] != want {
+			t.Errorf("%s: %q, want %q; the scripts printed\n%s", k, lines[k], want, out)
+		}
+	}
+	tok := lines["token"]
+	if len(tok) != 64 || strings.Trim(tok, "0123456789abcdef") != "" {
+		t.Errorf("admin token %q, want 64 hex digits", tok)
+	}
+	if lines["kept"] != tok {
+		t.Errorf("an upgrade's postinst replaced the admin token %q with %q", tok, lines["kept"])
+	}
 }
