@@ -40,9 +40,10 @@ var distPlugins = map[string]string{
 // reused), checks the .deb with dpkg-deb and dpkg, installs it into a
 // throw-away root with dpkg-deb -x, and runs what it installed: herald
 // version and doctor --help, every plugin through the real go-plugin
-// handshake, the packaged config through the config loader, the unit
-// through systemd-analyze verify when the machine has it. The tarball must
-// hold the same files.
+// handshake, the packaged config through the config loader, the
+// maintainer scripts in a private mount namespace (the herald user, the
+// admin token, purge), the unit through systemd-analyze verify when the
+// machine has it. The tarball must hold the same files.
 func TestDistPackage(t *testing.T) {
 	for _, tool := range []string{"dpkg-deb", "dpkg", "tar"} {
 		if _, err := exec.LookPath(tool); err != nil {
