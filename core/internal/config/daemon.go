@@ -53,6 +53,24 @@ type Daemon struct {
 	Auth AuthConfig `koanf:"auth"`
 	// Live tunes the live (WebSocket) gateway.
 	Live LiveConfig `koanf:"live"`
+	// Supervisor bounds the daemon's shutdown and how long it runs
+	// without its liveness lock.
+	Supervisor SupervisorConfig `koanf:"supervisor"`
+}
+
+// SupervisorConfig tunes the supervisor every stage of `herald serve`
+// runs under.
+type SupervisorConfig struct {
+	// ShutdownGrace bounds an orderly stop (SIGTERM, SIGINT or a failed
+	// stage): the HTTP listeners close, the relay stops claiming, handoffs
+	// finish or are left due, listeners finish their in-flight batches and
+	// the plugins close within it. Past it the daemon exits non-zero,
+	// naming the stages still running.
+	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
+	// LivenessTimeout is how long the daemon runs without its liveness
+	// lock (its PostgreSQL session lost and not taken again) before it
+	// stops as a failed stage.
+	LivenessTimeout time.Duration `koanf:"liveness_timeout"`
 }
 
 // AuthConfig is how end users' tokens are checked (keys: `herald tokens
@@ -304,6 +322,7 @@ func DefaultDaemon() Daemon {
 		Auth:      AuthConfig{Audience: "herald", MaxTokenLifetime: 15 * time.Minute},
 		Live: LiveConfig{Exchange: "herald.live", TicketTTL: 30 * time.Second, AllowedOrigins: []string{}, MaxSessionsPerUser: 16,
 			PingInterval: 30 * time.Second, WriteTimeout: 10 * time.Second, SendBuffer: 64},
+		Supervisor: SupervisorConfig{ShutdownGrace: 30 * time.Second, LivenessTimeout: time.Minute},
 	}
 }
 
@@ -504,6 +523,8 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"publisher.handoff":            d.Publisher.Handoff,
 		"retry.poll_interval":          d.Retry.PollInterval.String(),
 		"retry.lease":                  d.Retry.Lease.String(),
+		"supervisor.shutdown_grace":    d.Supervisor.ShutdownGrace.String(),
+		"supervisor.liveness_timeout":  d.Supervisor.LivenessTimeout.String(),
 		"log.level":                    d.Log.Level,
 		"log.json":                     d.Log.JSON,
 		"auth.audience":                d.Auth.Audience,
@@ -632,7 +653,8 @@ func (d Daemon) Validate() error {
 		"http.write_timeout": d.HTTP.WriteTimeout, "http.admin_write_timeout": d.HTTP.AdminWriteTimeout,
 		"http.idle_timeout":       d.HTTP.IdleTimeout,
 		"auth.max_token_lifetime": d.Auth.MaxTokenLifetime, "live.ticket_ttl": d.Live.TicketTTL, "live.ping_interval": d.Live.PingInterval,
-		"live.write_timeout": d.Live.WriteTimeout,
+		"live.write_timeout":        d.Live.WriteTimeout,
+		"supervisor.shutdown_grace": d.Supervisor.ShutdownGrace, "supervisor.liveness_timeout": d.Supervisor.LivenessTimeout,
 	}
 	for _, f := range sortedKeys(durations) {
 		if durations[f] <= 0 {
