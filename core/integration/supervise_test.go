@@ -31,7 +31,7 @@ func (d *daemon) exitCode(t *testing.T, deadline time.Duration) (int, time.Time)
 }
 
 // TestDaemonSIGTERMMidBurst sends SIGTERM to `herald serve` while a burst
-// of 4,000 deliveries goes out through two real plugins (sms to a
+// of 2,000 deliveries goes out through two real plugins (sms to a
 // recording Twilio-shaped peer, the recording sink for EMAIL): the
 // daemon stops in order (the relay stops claiming, handoffs finish or are
 // left due, listeners record their in-flight batches, plugins close) and
@@ -41,7 +41,7 @@ func (d *daemon) exitCode(t *testing.T, deadline time.Duration) (int, time.Time)
 func TestDaemonSIGTERMMidBurst(t *testing.T) {
 	const (
 		recipients = 20
-		events     = 100
+		events     = 50
 		grace      = 15 * time.Second
 		// slack is what the test allows past the grace period for the
 		// process to be reaped and seen: the daemon itself exits non-zero
@@ -104,96 +104,30 @@ func TestDaemonSIGTERMMidBurst(t *testing.T) {
 		handoffsAtStop, smsDup, emailDup)
 }
 
-// TestDaemonExitsWhenAStageFails kills the daemon's liveness session
-// (pg_terminate_backend) while its database refuses new connections, so
-// the lock cannot be taken again: past supervisor.liveness_timeout the
-// liveness stage fails, and herald serve logs one line naming the stage
-// and the error, stops the other stages and exits non-zero. Losing the
-// session alone is retried inside the stage: with connections allowed
-// again the daemon keeps serving.
-func TestDaemonExitsWhenAStageFails(t *testing.T) {
+// TestSupervisedDaemon follows one daemon through what its supervisor
+// and readiness answer for:
+//
+//  1. EMAIL's only plugin is pinned to a checksum its binary does not
+//     have (refused): /readyz says not ready and nothing else, the admin
+//     readiness names the channel with no provider up; fixing the pin
+//     makes the daemon ready.
+//  2. Its liveness session is killed (pg_terminate_backend): retried
+//     inside the stage, the lock is taken again on a new session.
+//  3. Killed again while the database refuses new connections, so the
+//     lock cannot be taken again: past supervisor.liveness_timeout the
+//     liveness stage fails, and herald serve logs one line naming the
+//     stage and the error, stops the other stages and exits non-zero.
+func TestSupervisedDaemon(t *testing.T) {
 	e := newEnv(t, "sent")
 	e.daemonEnv = append(e.daemonEnv, "HERALD_SUPERVISOR_LIVENESS_TIMEOUT=2s")
-	d := e.start()
-	ctx := context.Background()
-	livenessPID := func() int {
-		var pid int
-		err := e.db.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'herald liveness'`).Scan(&pid)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			t.Fatal(err)
-		}
-		return pid
-	}
-	kill := func(pid int) {
-		var ok bool
-		if err := e.db.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
-			t.Fatalf("terminate the liveness session %d: %v %v", pid, ok, err)
-		}
-	}
-
-	// 1. A lost session is taken again: no failure.
-	first := livenessPID()
-	if first == 0 {
-		t.Fatal("no liveness session in pg_stat_activity")
-	}
-	kill(first)
-	e.until(30*time.Second, func() bool {
-		return logHasLine(d.Log(), "liveness lock held again")
-	}, func() string { return "the liveness lock taken again on a new session:\n" + tail(d.Log(), 10) })
-	if pid := livenessPID(); pid == 0 || pid == first {
-		t.Fatalf("liveness session pid %d after the lock was taken again, want a new one (was %d)", pid, first)
-	}
-
-	// 2. Lost for good: the database takes no new session.
-	admin, err := pgx.Connect(ctx, testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	db := pgx.Identifier{e.db.Name}.Sanitize()
-	if _, err := admin.Exec(ctx, "ALTER DATABASE "+db+" ALLOW_CONNECTIONS false"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { // before the admin connection closes and the database is dropped
-		if _, err := admin.Exec(context.Background(), "ALTER DATABASE "+db+" ALLOW_CONNECTIONS true"); err != nil {
-			t.Errorf("allow connections again: %v", err)
-		}
-	})
-	kill(livenessPID())
-	code, _ := d.exitCode(t, 60*time.Second)
-	log := d.Log()
-	if code == 0 {
-		t.Fatalf("herald serve exited 0 after its liveness stage failed:\n%s", tail(log, 40))
-	}
-	var failed []string
-	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, "stage failed; stopping the daemon") {
-			failed = append(failed, line)
-		}
-	}
-	if len(failed) != 1 || !strings.Contains(failed[0], "[ERROR]") || !strings.Contains(failed[0], "stage=liveness") ||
-		!strings.Contains(failed[0], "liveness lock lost and not taken again") || !strings.Contains(failed[0], "supervisor.liveness_timeout 2s") {
-		t.Fatalf("want one error line naming stage=liveness and its error, got %q:\n%s", failed, tail(log, 40))
-	}
-	if !logHasLine(log, "herald: stage liveness failed: liveness lock lost") {
-		t.Errorf("herald's last words do not name the failed stage:\n%s", tail(log, 10))
-	}
-	t.Logf("exit code %d; %s", code, strings.TrimSpace(failed[0]))
-}
-
-// TestReadyzFollowsProviders configures EMAIL with a plugin pinned to a
-// checksum its binary does not have (refused), PUSH and WEBSOCKET
-// unpinned: /readyz says not ready and nothing else, the admin readiness names
-// the channel with no provider up; fixing the pin makes the daemon ready.
-func TestReadyzFollowsProviders(t *testing.T) {
-	e := newEnv(t, "sent")
+	// 1. Readiness follows the providers.
 	good := sha256File(t, filepath.Join(e.pluginDir, "herald-plugin-sink"))
 	rulesWith := func(emailSum string) string {
 		return strings.Replace(fmt.Sprintf(sinkRules, e.record, "sent"), "channel \"EMAIL\" {\n  providers = [{ plugin = \"sink\",",
 			fmt.Sprintf("channel \"EMAIL\" {\n  providers = [{ plugin = \"sink\", checksum = %q,", emailSum), 1)
 	}
 	e.writeRules(rulesWith(strings.Repeat("0f", 32)))
-	e.start()
+	d := e.start()
 	readyz := func() (int, string) {
 		resp, err := http.Get(e.apiURL + "/readyz")
 		if err != nil {
@@ -224,4 +158,69 @@ func TestReadyzFollowsProviders(t *testing.T) {
 	if code, st := e.adminReady(); code != http.StatusOK || len(st.Reasons) != 0 {
 		t.Errorf("admin ready after the fix = %d %q, want 200 and no reasons", code, st.Reasons)
 	}
+
+	ctx := context.Background()
+	livenessPID := func() int {
+		var pid int
+		err := e.db.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'herald liveness'`).Scan(&pid)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	kill := func(pid int) {
+		var ok bool
+		if err := e.db.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
+			t.Fatalf("terminate the liveness session %d: %v %v", pid, ok, err)
+		}
+	}
+
+	// 2. A lost session is taken again: no failure.
+	first := livenessPID()
+	if first == 0 {
+		t.Fatal("no liveness session in pg_stat_activity")
+	}
+	kill(first)
+	e.until(30*time.Second, func() bool {
+		return logHasLine(d.Log(), "liveness lock held again")
+	}, func() string { return "the liveness lock taken again on a new session:\n" + tail(d.Log(), 10) })
+	if pid := livenessPID(); pid == 0 || pid == first {
+		t.Fatalf("liveness session pid %d after the lock was taken again, want a new one (was %d)", pid, first)
+	}
+
+	// 3. Lost for good: the database takes no new session.
+	admin, err := pgx.Connect(ctx, testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	db := pgx.Identifier{e.db.Name}.Sanitize()
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+db+" ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // before the admin connection closes and the database is dropped
+		if _, err := admin.Exec(context.Background(), "ALTER DATABASE "+db+" ALLOW_CONNECTIONS true"); err != nil {
+			t.Errorf("allow connections again: %v", err)
+		}
+	})
+	kill(livenessPID())
+	code, _ = d.exitCode(t, 60*time.Second)
+	log := d.Log()
+	if code == 0 {
+		t.Fatalf("herald serve exited 0 after its liveness stage failed:\n%s", tail(log, 40))
+	}
+	var failed []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "stage failed; stopping the daemon") {
+			failed = append(failed, line)
+		}
+	}
+	if len(failed) != 1 || !strings.Contains(failed[0], "[ERROR]") || !strings.Contains(failed[0], "stage=liveness") ||
+		!strings.Contains(failed[0], "liveness lock lost and not taken again") || !strings.Contains(failed[0], "supervisor.liveness_timeout 2s") {
+		t.Fatalf("want one error line naming stage=liveness and its error, got %q:\n%s", failed, tail(log, 40))
+	}
+	if !logHasLine(log, "herald: stage liveness failed: liveness lock lost") {
+		t.Errorf("herald's last words do not name the failed stage:\n%s", tail(log, 10))
+	}
+	t.Logf("exit code %d; %s", code, strings.TrimSpace(failed[0]))
 }
