@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -426,6 +427,7 @@ func LoadDaemon(path string) (Daemon, error) {
 	var d Daemon
 	err := k.UnmarshalWithConf("", &d, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			numberNotDuration,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 		),
@@ -924,4 +926,18 @@ func (d Daemon) SecretValues() []string {
 		}
 	}
 	return out
+}
+
+// numberNotDuration refuses a bare number where a duration goes: read
+// weakly it would be nanoseconds (shutdown_grace = 30 meaning 30ns).
+func numberNotDuration(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(time.Duration(0)) {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16,
+		reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return nil, fmt.Errorf("%v is not a duration: write it with a unit, such as \"%vs\"", data, data)
+	}
+	return data, nil
 }
