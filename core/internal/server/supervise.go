@@ -54,6 +54,11 @@ const (
 // Shutdown (the context of Run ends, or a stage failed) is bounded by the
 // grace period: when stages still run at its end, Run logs which and
 // returns an error without waiting for them.
+//
+// It is errgroup's shape (first failure cancels, one error back) with two
+// things errgroup and oklog/run do not do: stop in phases rather than all
+// at once, and give up waiting at a deadline (their Wait waits for every
+// goroutine, however long a plugin Send hangs).
 type Supervisor struct {
 	log    hclog.Logger
 	grace  time.Duration
