@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -113,18 +114,31 @@ func TestDaemonSIGTERMMidBurst(t *testing.T) {
 //     makes the daemon ready.
 //  2. Its liveness session is killed (pg_terminate_backend): retried
 //     inside the stage, the lock is taken again on a new session.
-//  3. Killed again while the database refuses new connections, so the
-//     lock cannot be taken again: past supervisor.liveness_timeout the
-//     liveness stage fails, and herald serve logs one line naming the
-//     stage and the error, stops the other stages and exits non-zero.
+//  3. SIGTERM while the EMAIL plugin holds a batch past the grace period:
+//     herald serve exits 1 with a line naming the stages still running;
+//     started again, it sends the held deliveries, each once.
+//  4. The liveness session killed again while the database refuses new
+//     connections, so the lock cannot be taken again: past
+//     supervisor.liveness_timeout the liveness stage fails, and herald
+//     serve logs one line naming the stage and the error, stops the other
+//     stages and exits non-zero.
 func TestSupervisedDaemon(t *testing.T) {
+	const grace = 2 * time.Second
 	e := newEnv(t, "sent")
-	e.daemonEnv = append(e.daemonEnv, "HERALD_SUPERVISOR_LIVENESS_TIMEOUT=2s")
+	e.daemonEnv = append(e.daemonEnv, "HERALD_SUPERVISOR_LIVENESS_TIMEOUT=2s", "HERALD_SUPERVISOR_SHUTDOWN_GRACE="+grace.String())
+	e.lease = "2m" // a plugin's Send may take a minute: longer than the grace period
+	e.writeConfig()
+	ctx := context.Background()
+
 	// 1. Readiness follows the providers.
 	good := sha256File(t, filepath.Join(e.pluginDir, "herald-plugin-sink"))
+	// While holdFile exists the EMAIL sink holds every batch it gets.
+	holdFile := filepath.Join(e.dir, "hold")
 	rulesWith := func(emailSum string) string {
-		return strings.Replace(fmt.Sprintf(sinkRules, e.record, "sent"), "channel \"EMAIL\" {\n  providers = [{ plugin = \"sink\",",
-			fmt.Sprintf("channel \"EMAIL\" {\n  providers = [{ plugin = \"sink\", checksum = %q,", emailSum), 1)
+		return strings.Replace(fmt.Sprintf(sinkRules, e.record, "sent"),
+			fmt.Sprintf("channel \"EMAIL\" {\n  providers = [{ plugin = \"sink\", config = { record_file = \"%s\",", e.record),
+			fmt.Sprintf("channel \"EMAIL\" {\n  providers = [{ plugin = \"sink\", checksum = %q, config = { hold_file = %q, record_file = \"%s\",",
+				emailSum, holdFile, e.record), 1)
 	}
 	e.writeRules(rulesWith(strings.Repeat("0f", 32)))
 	d := e.start()
@@ -159,7 +173,7 @@ func TestSupervisedDaemon(t *testing.T) {
 		t.Errorf("admin ready after the fix = %d %q, want 200 and no reasons", code, st.Reasons)
 	}
 
-	ctx := context.Background()
+	// 2. A lost liveness session is taken again: no failure.
 	livenessPID := func() int {
 		var pid int
 		err := e.db.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'herald liveness'`).Scan(&pid)
@@ -174,8 +188,6 @@ func TestSupervisedDaemon(t *testing.T) {
 			t.Fatalf("terminate the liveness session %d: %v %v", pid, ok, err)
 		}
 	}
-
-	// 2. A lost session is taken again: no failure.
 	first := livenessPID()
 	if first == 0 {
 		t.Fatal("no liveness session in pg_stat_activity")
@@ -188,7 +200,40 @@ func TestSupervisedDaemon(t *testing.T) {
 		t.Fatalf("liveness session pid %d after the lock was taken again, want a new one (was %d)", pid, first)
 	}
 
-	// 3. Lost for good: the database takes no new session.
+	// 3. SIGTERM while a Send outlasts the grace period.
+	emailPID := e.plugin("EMAIL", "sink").PID
+	if err := os.WriteFile(holdFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.client().Emit(ctx, reservation("held-1")); err != nil {
+		t.Fatal(err)
+	}
+	e.until(30*time.Second, func() bool { return len(heldBy(t, holdFile+".held", emailPID)) > 0 },
+		func() string { return "an EMAIL batch held inside the plugin: " + e.statusSummary() })
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, _ = d.exitCode(t, grace+10*time.Second)
+	if code == 0 {
+		t.Fatalf("herald serve exited 0 with a Send held past its grace period:\n%s", tail(d.Log(), 40))
+	}
+	if !logHasLine(d.Log(), "[ERROR]", "shutdown grace period exceeded", "listener") ||
+		!logHasLine(d.Log(), "herald: shutdown: grace period 2s exceeded; still running: listener") {
+		t.Fatalf("herald log does not say the grace period ran out with the listener still running:\n%s", tail(d.Log(), 20))
+	}
+	for _, line := range strings.Split(d.Log(), "\n") {
+		if strings.Contains(line, "grace period") {
+			t.Logf("exit code %d; %s", code, strings.TrimSpace(line))
+		}
+	}
+	if err := os.Remove(holdFile); err != nil {
+		t.Fatal(err)
+	}
+	d = e.start()
+	e.waitAllSent(deliveriesPerEvent, 60*time.Second)
+	e.assertExactlyOnce(deliveriesPerEvent)
+
+	// 4. The liveness lock lost for good: the database takes no new session.
 	admin, err := pgx.Connect(ctx, testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL))
 	if err != nil {
 		t.Fatal(err)
