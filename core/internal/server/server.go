@@ -503,6 +503,9 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	sup.Add(PhasePublish, "retry poller", poller.Run)
 	sup.Add(PhaseDeliver, "listener", listener.Run)
 	sup.Add(PhasePlugins, "plugin host", WaitThen(host.Close))
+	// The broker connection reconnects inside; it closes once nothing
+	// acks or publishes on it any more.
+	sup.Add(PhasePlugins, "broker", WaitThen(func() error { conn.Close(); return nil }))
 	sup.Add(PhasePlugins, "liveness", live.Run)
 	adminAddr := ""
 	if adminLn != nil {

@@ -34,8 +34,9 @@ const (
 	// PhaseDeliver: the listeners stop consuming, finish the batches in
 	// flight, record their outcomes and ack (or nack) their messages.
 	PhaseDeliver
-	// PhasePlugins: the plugin host closes its plugins; the liveness lock
-	// is held until here and dropped once every stage stopped.
+	// PhasePlugins: the plugin host closes its plugins and the broker
+	// connection closes; the liveness lock is held until here and dropped
+	// once every stage stopped.
 	PhasePlugins
 	numPhases
 )
