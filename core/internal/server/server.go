@@ -525,7 +525,25 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 			}
 		}
 	}()
+	// A second SIGTERM or SIGINT during the shutdown stops waiting.
+	running := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-running:
+			return
+		}
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(again)
+		select {
+		case <-again:
+			sup.Hurry()
+		case <-running:
+		}
+	}()
 	err = sup.Run(ctx)
+	close(running)
 	var ge *GraceError
 	abandoned = errors.As(err, &ge)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -64,6 +65,8 @@ type Supervisor struct {
 	log    hclog.Logger
 	grace  time.Duration
 	stages []*stage
+	hurry  chan struct{}
+	once   sync.Once
 }
 
 type stage struct {
@@ -76,7 +79,14 @@ type stage struct {
 
 // NewSupervisor returns a supervisor whose shutdown takes at most grace.
 func NewSupervisor(log hclog.Logger, grace time.Duration) *Supervisor {
-	return &Supervisor{log: log, grace: grace}
+	return &Supervisor{log: log, grace: grace, hurry: make(chan struct{})}
+}
+
+// Hurry ends the grace period of a shutdown at once (an operator's second
+// SIGTERM or SIGINT): Run returns a *GraceError naming what still runs.
+// Before the shutdown it only marks the grace period as spent.
+func (s *Supervisor) Hurry() {
+	s.once.Do(func() { close(s.hurry) })
 }
 
 // Add adds a stage named name (the name the log and the errors use) that
@@ -99,9 +109,14 @@ type GraceError struct {
 	Grace time.Duration
 	// Running names the stages that had not returned.
 	Running []string
+	// Hurried says Hurry cut the grace period short.
+	Hurried bool
 }
 
 func (e *GraceError) Error() string {
+	if e.Hurried {
+		return fmt.Sprintf("shutdown: cut short by a second signal; still running: %s", strings.Join(e.Running, ", "))
+	}
 	return fmt.Sprintf("shutdown: grace period %s exceeded; still running: %s", e.Grace, strings.Join(e.Running, ", "))
 }
 
@@ -152,6 +167,12 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			}
 			select {
 			case <-st.done:
+			case <-s.hurry:
+				if !isDone(st.done) {
+					ge := &GraceError{Grace: s.grace, Running: s.running(), Hurried: true}
+					s.log.Error("shutdown cut short by a second signal; exiting with stages still running", "running", strings.Join(ge.Running, ", "))
+					return errors.Join(append(errs, ge)...)
+				}
 			case <-deadline.C:
 				ge := &GraceError{Grace: s.grace, Running: s.running()}
 				s.log.Error("shutdown grace period exceeded; exiting with stages still running",
@@ -167,13 +188,21 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// isDone reports whether done is closed.
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
 // running names the stages that have not returned.
 func (s *Supervisor) running() []string {
 	var names []string
 	for _, st := range s.stages {
-		select {
-		case <-st.done:
-		default:
+		if !isDone(st.done) {
 			names = append(names, st.name)
 		}
 	}

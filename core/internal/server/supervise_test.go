@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heraldhq/herald/core/internal/server"
+	"github.com/heraldhq/herald/core/internal/testenv"
 )
 
 // stopLog records the order stages saw their context end in.
@@ -189,5 +191,44 @@ func TestSupervisorGraceExceeded(t *testing.T) {
 	// may follow.)
 	if got := l.order(); len(got) < 5 || got[4] != "listener" {
 		t.Errorf("stopped %v, want the stages up to the deliver phase", got)
+	}
+}
+
+// TestSupervisorHurry: a second signal (Hurry) during a shutdown stops
+// waiting for a stage that hangs, long before the grace period would.
+func TestSupervisorHurry(t *testing.T) {
+	t.Parallel()
+	log, logged := bufLogger()
+	s := server.NewSupervisor(log, time.Hour)
+	var l stopLog
+	addPipeline(s, &l)
+	release := make(chan struct{})
+	defer close(release)
+	s.Add(server.PhaseDeliver, "stuck listener", func(ctx context.Context) error {
+		l.stage("stuck listener", nil)(ctx)
+		<-release
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	cancel()
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		return slices.Contains(l.order(), "stuck listener")
+	}, "the shutdown reaches the stuck stage")
+	s.Hurry()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run still waits for the stuck stage after Hurry")
+	}
+	var ge *server.GraceError
+	if !errors.As(err, &ge) || !ge.Hurried || !slices.Contains(ge.Running, "stuck listener") {
+		t.Fatalf("Run after Hurry = %v, want a hurried *GraceError naming the stuck listener", err)
+	}
+	if !strings.Contains(err.Error(), "cut short by a second signal; still running: ") ||
+		!strings.Contains(logged(), "shutdown cut short by a second signal") {
+		t.Errorf("error %q or log does not say the shutdown was cut short:\n%s", err, logged())
 	}
 }
