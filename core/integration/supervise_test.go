@@ -218,7 +218,7 @@ func TestSupervisedDaemon(t *testing.T) {
 		t.Fatalf("herald serve exited 0 with a Send held past its grace period:\n%s", tail(d.Log(), 40))
 	}
 	if !logHasLine(d.Log(), "[ERROR]", "shutdown grace period exceeded", "listener") ||
-		!logHasLine(d.Log(), "herald: shutdown: grace period 2s exceeded; still running: listener") {
+		!logHasLine(d.Log(), "herald: shutdown: grace period 2s exceeded; still running: listener (not yet told to stop: plugin host, broker, liveness)") {
 		t.Fatalf("herald log does not say the grace period ran out with the listener still running:\n%s", tail(d.Log(), 20))
 	}
 	for _, line := range strings.Split(d.Log(), "\n") {

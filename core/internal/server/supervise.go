@@ -107,17 +107,24 @@ var ErrStoppedEarly = errors.New("stopped on its own while the daemon runs")
 type GraceError struct {
 	// Grace is the grace period.
 	Grace time.Duration
-	// Running names the stages that had not returned.
+	// Running names the stages told to stop that had not returned: what
+	// held the shutdown up.
 	Running []string
+	// Waiting names the stages of later phases, not told to stop yet.
+	Waiting []string
 	// Hurried says Hurry cut the grace period short.
 	Hurried bool
 }
 
 func (e *GraceError) Error() string {
+	msg := fmt.Sprintf("shutdown: grace period %s exceeded; still running: %s", e.Grace, strings.Join(e.Running, ", "))
 	if e.Hurried {
-		return fmt.Sprintf("shutdown: cut short by a second signal; still running: %s", strings.Join(e.Running, ", "))
+		msg = "shutdown: cut short by a second signal; still running: " + strings.Join(e.Running, ", ")
 	}
-	return fmt.Sprintf("shutdown: grace period %s exceeded; still running: %s", e.Grace, strings.Join(e.Running, ", "))
+	if len(e.Waiting) > 0 {
+		msg += " (not yet told to stop: " + strings.Join(e.Waiting, ", ") + ")"
+	}
+	return msg
 }
 
 // Run starts every stage and waits until ctx ends or a stage fails, then
@@ -169,14 +176,15 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			case <-st.done:
 			case <-s.hurry:
 				if !isDone(st.done) {
-					ge := &GraceError{Grace: s.grace, Running: s.running(), Hurried: true}
-					s.log.Error("shutdown cut short by a second signal; exiting with stages still running", "running", strings.Join(ge.Running, ", "))
+					ge := s.graceError(p, true)
+					s.log.Error("shutdown cut short by a second signal; exiting with stages still running",
+						"running", strings.Join(ge.Running, ", "), "waiting", strings.Join(ge.Waiting, ", "))
 					return errors.Join(append(errs, ge)...)
 				}
 			case <-deadline.C:
-				ge := &GraceError{Grace: s.grace, Running: s.running()}
+				ge := s.graceError(p, false)
 				s.log.Error("shutdown grace period exceeded; exiting with stages still running",
-					"grace", s.grace, "running", strings.Join(ge.Running, ", "))
+					"grace", s.grace, "running", strings.Join(ge.Running, ", "), "waiting", strings.Join(ge.Waiting, ", "))
 				return errors.Join(append(errs, ge)...)
 			}
 			if st != first && st.err != nil && !errors.Is(st.err, context.Canceled) {
@@ -198,15 +206,20 @@ func isDone(done <-chan struct{}) bool {
 	}
 }
 
-// running names the stages that have not returned.
-func (s *Supervisor) running() []string {
-	var names []string
+// graceError names the stages that have not returned while the shutdown
+// is at phase p: those up to p are running, later ones waiting.
+func (s *Supervisor) graceError(p Phase, hurried bool) *GraceError {
+	ge := &GraceError{Grace: s.grace, Hurried: hurried}
 	for _, st := range s.stages {
-		if !isDone(st.done) {
-			names = append(names, st.name)
+		switch {
+		case isDone(st.done):
+		case st.phase <= p:
+			ge.Running = append(ge.Running, st.name)
+		default:
+			ge.Waiting = append(ge.Waiting, st.name)
 		}
 	}
-	return names
+	return ge
 }
 
 // runStage runs fn, turning a panic into its error.

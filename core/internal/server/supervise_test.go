@@ -178,13 +178,13 @@ func TestSupervisorGraceExceeded(t *testing.T) {
 	if !errors.As(err, &ge) {
 		t.Fatalf("Run = %v, want a *GraceError", err)
 	}
-	if ge.Grace != grace || !cmp.Equal(ge.Running, []string{"plugins", "stuck listener"}) {
-		t.Errorf("GraceError = %+v, want grace %s and [plugins stuck listener] running (plugins never told to stop)", ge, grace)
+	if ge.Grace != grace || !cmp.Equal(ge.Running, []string{"stuck listener"}) || !cmp.Equal(ge.Waiting, []string{"plugins"}) {
+		t.Errorf("GraceError = %+v, want grace %s, [stuck listener] running and [plugins] waiting", ge, grace)
 	}
-	if !strings.Contains(err.Error(), "grace period 200ms exceeded; still running: plugins, stuck listener") {
+	if !strings.Contains(err.Error(), "grace period 200ms exceeded; still running: stuck listener (not yet told to stop: plugins)") {
 		t.Errorf("error %q does not say what still ran", err)
 	}
-	if !strings.Contains(logged(), `running="plugins, stuck listener"`) {
+	if !strings.Contains(logged(), `running="stuck listener" waiting=plugins`) {
 		t.Errorf("log does not name the stages still running:\n%s", logged())
 	}
 	// (Run's return ends the plugins phase's context too, so "plugins"
@@ -224,7 +224,7 @@ func TestSupervisorHurry(t *testing.T) {
 		t.Fatal("Run still waits for the stuck stage after Hurry")
 	}
 	var ge *server.GraceError
-	if !errors.As(err, &ge) || !ge.Hurried || !slices.Contains(ge.Running, "stuck listener") {
+	if !errors.As(err, &ge) || !ge.Hurried || !cmp.Equal(ge.Running, []string{"stuck listener"}) {
 		t.Fatalf("Run after Hurry = %v, want a hurried *GraceError naming the stuck listener", err)
 	}
 	if !strings.Contains(err.Error(), "cut short by a second signal; still running: ") ||
