@@ -112,8 +112,9 @@ func TestDaemonSIGTERMMidBurst(t *testing.T) {
 //     have (refused): /readyz says not ready and nothing else, the admin
 //     readiness names the channel with no provider up; fixing the pin
 //     makes the daemon ready.
-//  2. Its liveness session is killed (pg_terminate_backend): retried
-//     inside the stage, the lock is taken again on a new session.
+//  2. Its liveness session and the relay's LISTEN session are killed
+//     (pg_terminate_backend): retried inside their stages, the lock is
+//     taken again and the relay listens again, on new sessions.
 //  3. SIGTERM while the EMAIL plugin holds a batch past the grace period:
 //     herald serve exits 1 with a line naming the stages still running;
 //     started again, it sends the held deliveries, each once.
@@ -185,7 +186,7 @@ func TestSupervisedDaemon(t *testing.T) {
 	kill := func(pid int) {
 		var ok bool
 		if err := e.db.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
-			t.Fatalf("terminate the liveness session %d: %v %v", pid, ok, err)
+			t.Fatalf("terminate session %d: %v %v", pid, ok, err)
 		}
 	}
 	first := livenessPID()
@@ -199,6 +200,19 @@ func TestSupervisedDaemon(t *testing.T) {
 	if pid := livenessPID(); pid == 0 || pid == first {
 		t.Fatalf("liveness session pid %d after the lock was taken again, want a new one (was %d)", pid, first)
 	}
+	// So is the relay's LISTEN session: it listens again, polling
+	// meanwhile.
+	var listenPID int
+	if err := e.db.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN herald_events'`).Scan(&listenPID); err != nil {
+		t.Fatalf("the relay's LISTEN session: %v", err)
+	}
+	kill(listenPID)
+	e.until(30*time.Second, func() bool {
+		return logHasLine(d.Log(), "listen for notifications failed; polling until it is back", "herald_events")
+	}, func() string { return "the relay notices its LISTEN session is gone:\n" + tail(d.Log(), 10) })
+	e.until(30*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN herald_events' AND pid <> $1`, listenPID) == 1
+	}, func() string { return "the relay listens again on a new session" })
 
 	// 3. SIGTERM while a Send outlasts the grace period.
 	emailPID := e.plugin("EMAIL", "sink").PID
