@@ -106,9 +106,17 @@ func (r *Relay) Kick() {
 }
 
 // Run relays until ctx ends, woken by LISTEN/NOTIFY on new events, by Kick
-// and, as a fallback, every PollInterval.
+// and, as a fallback, every PollInterval. It returns once every worker and
+// the LISTEN session stopped. A lost LISTEN session is taken again inside
+// (the poll covers the gap), a failed batch is retried: nothing here is
+// fatal to the daemon.
 func (r *Relay) Run(ctx context.Context) error {
-	go store.Listen(ctx, r.pool, "herald_events", r.log, r.Kick)
+	listened := make(chan struct{})
+	go func() {
+		defer close(listened)
+		store.Listen(ctx, r.pool, "herald_events", r.log, r.Kick)
+	}()
+	defer func() { <-listened }()
 	done := make(chan struct{})
 	for i := range r.cfg.Workers {
 		go func() {
