@@ -209,34 +209,54 @@ func redactURLError(err error) string {
 }
 
 // healthWebhooks probes every webhook by posting an empty message, which
-// Slack refuses (400 no_text or invalid_payload) without posting anything.
-// A revoked hook answers 404, 410 or no_service and its kin, and an outage
-// 5xx: those, and transport errors, make the provider unhealthy; any other
-// answer proves the hook is there.
+// Slack refuses (400 no_text or invalid_payload) without posting anything:
+// any such answer proves the hook is there. A revoked hook answers 404,
+// 410 or no_service and its kin, an outage 5xx. The provider is healthy
+// while at least one webhook is live (one revoked hook must not stop the
+// others' deliveries, which fail on their own with webhook_revoked); the
+// message names the webhooks that failed.
 func healthWebhooks(ctx context.Context, cfg Config, hc *http.Client) sdk.HealthResponse {
 	names := make([]string, 0, len(cfg.hooks))
 	for name := range cfg.hooks {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	var live, failed []string
 	for _, name := range names {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.hooks[name].String(), strings.NewReader("{}"))
-		if err != nil {
-			return sdk.HealthResponse{Message: "slack: webhook " + name + ": " + redactURLError(err)}
+		if err := probeWebhook(ctx, hc, cfg.hooks[name]); err != nil {
+			failed = append(failed, name+" ("+err.Error()+")")
+			continue
 		}
-		req.Header.Set("Content-Type", "application/json; charset=utf-8")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return sdk.HealthResponse{Message: "slack: webhook " + name + ": " + redactURLError(err)}
-		}
-		answer, _ := io.ReadAll(io.LimitReader(resp.Body, MaxWebhookResponse))
-		_ = resp.Body.Close()
-		code := slackCode(strings.TrimSpace(string(answer)))
-		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone || revokedAnswers[code] {
-			return sdk.HealthResponse{Message: fmt.Sprintf("slack: webhook %s: probe answered HTTP %d %q", name, resp.StatusCode, clip(string(answer), 100))}
-		}
+		live = append(live, name)
 	}
-	return sdk.HealthResponse{Healthy: true, Message: fmt.Sprintf("slack: %d incoming webhook(s) answer: %s", len(names), strings.Join(names, ", "))}
+	msg := fmt.Sprintf("slack: %d of %d incoming webhooks answer", len(live), len(names))
+	if len(live) > 0 {
+		msg += ": " + strings.Join(live, ", ")
+	}
+	if len(failed) > 0 {
+		msg += "; failing: " + strings.Join(failed, ", ")
+	}
+	return sdk.HealthResponse{Healthy: len(live) > 0, Message: msg}
+}
+
+// probeWebhook posts an empty message to one webhook.
+func probeWebhook(ctx context.Context, hc *http.Client, hook *url.URL) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.String(), strings.NewReader("{}"))
+	if err != nil {
+		return errors.New(redactURLError(err))
+	}
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return errors.New(redactURLError(err))
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, MaxWebhookResponse))
+	code := slackCode(strings.TrimSpace(string(answer)))
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone || revokedAnswers[code] {
+		return fmt.Errorf("HTTP %d %q", resp.StatusCode, clip(string(answer), 100))
+	}
+	return nil
 }
 
 func clip(s string, n int) string {

@@ -357,10 +357,11 @@ func TestWebhookHealth(t *testing.T) {
 		hooks   map[string]string
 		healthy bool
 	}{
-		"live hooks":   {hooks: map[string]string{"ops": hookOK, "alerts": hookAlerts}, healthy: true},
-		"revoked hook": {hooks: map[string]string{"ops": hookOK, "old": hookRevoked}, healthy: false},
-		"gone hook":    {hooks: map[string]string{"old": hookGone}, healthy: false},
-		"hook down":    {hooks: map[string]string{"ops": hookDown}, healthy: false},
+		"live hooks":  {hooks: map[string]string{"ops": hookOK, "alerts": hookAlerts}, healthy: true},
+		"one revoked": {hooks: map[string]string{"ops": hookOK, "old": hookRevoked}, healthy: true},
+		"all revoked": {hooks: map[string]string{"old": hookRevoked, "older": hookNotFound}, healthy: false},
+		"gone hook":   {hooks: map[string]string{"old": hookGone}, healthy: false},
+		"hook down":   {hooks: map[string]string{"ops": hookDown}, healthy: false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -371,6 +372,11 @@ func TestWebhookHealth(t *testing.T) {
 			}
 			if h.Healthy != tc.healthy || h.Message == "" {
 				t.Errorf("Health = %+v, want healthy=%v with a message", h, tc.healthy)
+			}
+			for name, path := range tc.hooks {
+				if path != hookOK && path != hookAlerts && !strings.Contains(h.Message, name+" (HTTP ") {
+					t.Errorf("Health message %q does not name failing webhook %s", h.Message, name)
+				}
 			}
 		})
 	}
