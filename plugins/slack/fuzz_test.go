@@ -18,7 +18,7 @@ func FuzzRenderMessage(f *testing.F) {
 	f.Add(`{"blocks":"[{\"type\":\"unknown_kind\",\"x\":1}]"}`, "", "b")
 	f.Add(`{"webhook":5}`, "t", "")
 	f.Add(`[1,2]`, "\xff", "\x00")
-	f.Add(`{"blocks":"[` + strings.Repeat(`{\"type\":\"divider\"},`, 60) + `{\"type\":\"divider\"}]"}`, "", "")
+	f.Add(`{"blocks":"[`+strings.Repeat(`{\"type\":\"divider\"},`, 60)+`{\"type\":\"divider\"}]"}`, "", "")
 	f.Fuzz(func(t *testing.T, data, title, body string) {
 		d := sdk.Delivery{DeliveryID: "d1", Content: sdk.Content{Title: title, Body: body, Data: json.RawMessage(data)}}
 		m, err := renderMessage(d)
