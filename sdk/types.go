@@ -29,7 +29,7 @@ func (c Class) String() string {
 type FieldType string
 
 // Field types a plugin may declare. CheckConfig turns values into string,
-// int, bool, time.Duration and []string respectively; ConfigFields derives
+// int, bool, time.Duration, []string and map[string]string respectively; ConfigFields derives
 // them from the Go types of a config struct's fields.
 const (
 	// FieldString is a string (Go type string).
@@ -42,6 +42,10 @@ const (
 	FieldDuration FieldType = "duration"
 	// FieldList is a list of strings (Go type []string).
 	FieldList FieldType = "list"
+	// FieldMap is a map of names to strings (Go type map[string]string),
+	// such as named webhook URLs. A map field has no default. Hosts older
+	// than this type refuse a plugin that declares one.
+	FieldMap FieldType = "map"
 )
 
 // FieldSpec declares one config field of a plugin. Plugins usually derive

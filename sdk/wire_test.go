@@ -223,7 +223,11 @@ func TestConfigValues(t *testing.T) {
 		"json float":    {in: json.Number("1.25"), want: 1.25},
 		"bad any list":  {in: []any{1}, wantErr: true},
 		"nil":           {in: nil, wantErr: true},
-		"map":           {in: map[string]any{}, wantErr: true},
+		"map":           {in: map[string]string{"a": "x"}, want: map[string]string{"a": "x"}},
+		"empty map":     {in: map[string]any{}, want: map[string]string{}},
+		"any map":       {in: map[string]any{"a": "x"}, want: map[string]string{"a": "x"}},
+		"bad any map":   {in: map[string]any{"a": 1}, wantErr: true},
+		"map of maps":   {in: map[string]map[string]string{}, wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -252,7 +256,8 @@ func TestConfigureRequest(t *testing.T) {
 		"zero":          {in: ConfigureRequest{}, want: ConfigureRequest{}},
 		"empty map":     {in: ConfigureRequest{Config: map[string]any{}}, want: ConfigureRequest{}},
 		"typed values":  {in: ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}, want: ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}},
-		"bad value key": {in: ConfigureRequest{Config: map[string]any{"nested": map[string]any{}}}, wantErr: `config "nested": unsupported config value type map[string]interface {}`},
+		"map value":     {in: ConfigureRequest{Config: map[string]any{"hooks": map[string]any{"ops": "https://x"}}}, want: ConfigureRequest{Config: map[string]any{"hooks": map[string]string{"ops": "https://x"}}}},
+		"bad value key": {in: ConfigureRequest{Config: map[string]any{"nested": map[string]any{"a": map[string]any{}}}}, wantErr: `config "nested": map entry "a" is map[string]interface {}, not a string`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

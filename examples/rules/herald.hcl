@@ -70,10 +70,27 @@ channel "SMS" {
   }
 }
 
+# Slack through incoming webhooks (mode "webhook"): no bot token, one URL per
+# Slack channel, by name. A delivery goes to the webhook its template's
+# data.webhook names, else to its recipient's slack_webhook attribute, else to
+# default_webhook. Webhook URLs are secrets: in production write them as
+# "env:NAME" or "file:PATH" (docs/plugins.md, "Slack incoming webhooks").
+# With a bot token instead: config = { token = "env:SLACK_BOT_TOKEN", default_channel = "#ops" }.
 channel "SLACK" {
   best_effort = true
   user_types  = ["STAFF", "AGENT", "ADMIN"]
-  providers   = [{ plugin = "slack", config = { channel = "#ops", endpoint = "https://slack.example.com/api" } }]
+  providers = [{
+    plugin = "slack"
+    name   = "slack-webhooks"
+    config = {
+      mode = "webhook"
+      webhooks = {
+        ops    = "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+        alerts = "https://hooks.slack.com/services/T00000000/B00000001/XXXXXXXXXXXXXXXXXXXXXXXX"
+      }
+      default_webhook = "ops"
+    }
+  }]
 }
 
 channel "WEBSOCKET" {
@@ -240,5 +257,23 @@ event "SYSTEM_ANNOUNCEMENT" {
   template "EMAIL" {
     subject = "[Herald] {{ .payload.title }}"
     body    = "{{ .payload.message }}"
+  }
+
+  # Admin alerts go to the alerts webhook as Block Kit; title and body are
+  # the notification's text fallback. Every admin who has SLACK gets a post;
+  # to post once per event, address one recipient that stands for the room
+  # (examples/slack-webhook).
+  template "SLACK" {
+    title = "{{ .payload.title }}"
+    body  = "{{ .payload.message }}"
+    data = {
+      webhook = "alerts"
+      blocks  = <<JSON
+[
+  {"type": "header", "text": {"type": "plain_text", "text": {{ json .payload.title }}}},
+  {"type": "section", "text": {"type": "mrkdwn", "text": {{ json .payload.message }}}}
+]
+JSON
+    }
   }
 }

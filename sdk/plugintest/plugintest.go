@@ -333,7 +333,7 @@ func CheckDescription(d sdk.Description, f Features) []string {
 			p = append(p, fmt.Sprintf("config field %q is declared twice", s.Name))
 		}
 		names[s.Name] = true
-		if !slices.Contains([]sdk.FieldType{sdk.FieldString, sdk.FieldInt, sdk.FieldBool, sdk.FieldDuration, sdk.FieldList}, s.Type) {
+		if !slices.Contains([]sdk.FieldType{sdk.FieldString, sdk.FieldInt, sdk.FieldBool, sdk.FieldDuration, sdk.FieldList, sdk.FieldMap}, s.Type) {
 			p = append(p, fmt.Sprintf("config field %q has unknown type %q", s.Name, s.Type))
 			continue
 		}
@@ -402,6 +402,7 @@ func generatedBadConfigs(specs []sdk.FieldSpec, good map[string]any) []BadConfig
 		sdk.FieldBool:     "maybe",
 		sdk.FieldDuration: "forever",
 		sdk.FieldList:     42,
+		sdk.FieldMap:      []string{"not", "a", "map"},
 	}
 	for _, s := range specs {
 		if v, ok := wrong[s.Type]; ok {

@@ -27,6 +27,10 @@ to, so the quick start works on a machine with no provider accounts:
                   POST /v1/projects/{project}/messages:send   FCM HTTP v1 (push plugin, endpoint)
                   POST /2010-04-01/Accounts/{sid}/Messages.json  Twilio (sms plugin, base url)
                   POST /api/chat.postMessage, /api/auth.test  Slack Web API (slack plugin, api url .../api/)
+                  POST /services/T…/B…/<secret>              Slack incoming webhooks (slack plugin,
+                                                              mode "webhook"; the secrets "revoked",
+                                                              "archived" and "ratelimited" answer
+                                                              Slack's 404 no_service, 410 and 429)
 
 Requests are checked the way the real services check them (credentials present,
 required fields present) and answered with the services' success and error
@@ -61,6 +65,7 @@ runs until interrupted (SIGINT or SIGTERM).`,
 				fmt.Fprintf(out, "  fcm    %s/v1/projects/{project}/messages:send  (push plugin endpoint %s)\n", u, u)
 				fmt.Fprintf(out, "  twilio %s/2010-04-01/Accounts/{sid}/Messages.json  (sms plugin base url %s)\n", u, u)
 				fmt.Fprintf(out, "  slack  %s/api/chat.postMessage  (slack plugin api url %s/api/)\n", u, u)
+				fmt.Fprintf(out, "  slack  %s/services/T0HERALDDEV/B0ALERTS/demo  (slack plugin webhook URL, mode \"webhook\")\n", u)
 			}
 			fmt.Fprintln(out, "waiting for messages; Ctrl-C stops")
 			<-ctx.Done()

@@ -159,8 +159,8 @@ func TestRulesCheckPluginDir(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (websocket binary missing); stdout %q", code, stdout)
 	}
-	want := `rules/herald.hcl:81: channel "WEBSOCKET": providers.0.plugin: plugin binary ` + filepath.Join(dir, "herald-plugin-websocket") + ": no such file or directory\n" +
-		`   81 |   providers   = [{ plugin = "websocket" }]
+	want := `rules/herald.hcl:98: channel "WEBSOCKET": providers.0.plugin: plugin binary ` + filepath.Join(dir, "herald-plugin-websocket") + ": no such file or directory\n" +
+		`   98 |   providers   = [{ plugin = "websocket" }]
       |                    ^
 1 problem
 `
