@@ -318,10 +318,30 @@ func (l *Listener) sendAndRecord(ctx context.Context, claimed []store.Claimed) e
 			if err := l.record(ctx, outs); err != nil {
 				return err
 			}
+			l.removeGone(ctx, outs)
 			l.count(chName, outs)
 		}
 	}
 	return nil
+}
+
+// removeGone deletes the devices the provider reported gone
+// (sdk.Result.GoneDevices) from the directory, so no later delivery tries
+// them. A failure is logged, not returned: the outcome is recorded, and
+// the provider reports the device gone again next time.
+func (l *Listener) removeGone(ctx context.Context, outs []store.Outcome) {
+	for _, o := range outs {
+		if len(o.GoneDevices) == 0 {
+			continue
+		}
+		n, err := store.RemoveDevices(ctx, l.pool, o.TenantID, o.UserID, o.GoneDevices)
+		if err != nil {
+			l.log.Warn("could not remove gone devices", "delivery", o.ID, "error", err)
+			continue
+		}
+		l.log.Info("removed devices the provider reported gone", "delivery", o.ID, "tenant", o.TenantID,
+			"user", o.UserID, "devices", n)
+	}
 }
 
 // count adds the recorded outcomes of channel to the metrics.
@@ -401,6 +421,9 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 			default:
 				o.Kind, o.Error, o.RetryAfter = r.Outcome.String(), r.Reason, r.RetryAfter
 				o.ProviderMessageID = r.ProviderMessageID
+				if len(r.GoneDevices) > 0 {
+					o.TenantID, o.UserID, o.GoneDevices = c.TenantID, userOf(c), r.GoneDevices
+				}
 			}
 			switch {
 			case notAttempted(err):
@@ -454,4 +477,11 @@ func toSDK(c store.Claimed) sdk.Delivery {
 	_ = json.Unmarshal(c.Recipient, &d.Recipient)
 	_ = json.Unmarshal(c.Content, &d.Content)
 	return d
+}
+
+// userOf is the user id of a claimed delivery's recipient.
+func userOf(c store.Claimed) string {
+	var r struct{ UserID string }
+	_ = json.Unmarshal(c.Recipient, &r)
+	return r.UserID
 }
