@@ -17,6 +17,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/ecdh"
+	"crypto/rand"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/hkdf"
@@ -366,4 +367,19 @@ func Decrypt(body []byte, priv *ecdh.PrivateKey, auth []byte) ([]byte, error) {
 		out = append(out, plain[:end]...)
 	}
 	return out, nil
+}
+
+// VAPIDKeys is an application server's key pair, base64url.
+type VAPIDKeys struct {
+	Public, Private string
+}
+
+// GenerateVAPIDKeys makes a VAPID key pair.
+func GenerateVAPIDKeys() (VAPIDKeys, error) {
+	priv, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		return VAPIDKeys{}, err
+	}
+	return VAPIDKeys{Public: base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes()),
+		Private: base64.RawURLEncoding.EncodeToString(priv.Bytes())}, nil
 }
