@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/internal/pushpeer"
 	"github.com/heraldhq/herald/sdk"
@@ -96,5 +97,40 @@ func TestTLSPeerNeedsADirectory(t *testing.T) {
 	}
 	if _, err := Start(context.Background(), Config{TLSAddr: "0.0.0.0:0", TLSDir: t.TempDir()}); err == nil {
 		t.Fatal("Start on a non-loopback TLS address succeeded")
+	}
+}
+
+// TestExampleRulesPushConfigConfigures: the PUSH provider of the example
+// rules (fcm, webpush and apns with demo keys), in both syntaxes, passes
+// the real push plugin's field check and Configure.
+func TestExampleRulesPushConfigConfigures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the plugin binary")
+	}
+	bin := filepath.Join(testenv.PluginBinaries(t, "push"), "herald-plugin-push")
+	for _, name := range []string{"herald.hcl", "herald.yaml"} {
+		rs, err := config.LoadRules(filepath.Join(testenv.RepoRoot(t), "examples", "rules", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, ok := rs.Channel("PUSH")
+		if !ok || len(ch.Providers) != 1 {
+			t.Fatalf("%s: PUSH providers %+v", name, ch.Providers)
+		}
+		plug, logs := launchPlugin(t, bin)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		desc, err := plug.Describe(ctx, sdk.DescribeRequest{})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		checked, err := sdk.CheckConfig(desc.Description.Config, ch.Providers[0].Config)
+		if err == nil {
+			_, err = plug.Configure(ctx, sdk.ConfigureRequest{ProviderName: "example", Config: checked})
+		}
+		cancel()
+		if err != nil {
+			t.Errorf("%s: the PUSH provider config: %v\n%s", name, err, logs)
+		}
 	}
 }
