@@ -422,7 +422,8 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 				o.Kind, o.Error, o.RetryAfter = r.Outcome.String(), r.Reason, r.RetryAfter
 				o.ProviderMessageID = r.ProviderMessageID
 				if len(r.GoneDevices) > 0 {
-					o.TenantID, o.UserID, o.GoneDevices = c.TenantID, userOf(c), r.GoneDevices
+					o.TenantID = c.TenantID
+					o.UserID, o.GoneDevices = goneOf(c, r.GoneDevices)
 				}
 			}
 			switch {
@@ -479,9 +480,26 @@ func toSDK(c store.Claimed) sdk.Delivery {
 	return d
 }
 
-// userOf is the user id of a claimed delivery's recipient.
-func userOf(c store.Claimed) string {
-	var r struct{ UserID string }
+// goneOf returns the user id of a claimed delivery's recipient and those
+// of the gone addresses a plugin reported that are the recipient's own
+// devices (as the delivery carried them): a plugin cannot have anybody
+// else's devices removed, nor send the host a list of any length.
+func goneOf(c store.Claimed, gone []string) (string, []string) {
+	var r sdk.Recipient
 	_ = json.Unmarshal(c.Recipient, &r)
-	return r.UserID
+	own := map[string]bool{}
+	for _, t := range r.DeviceTokens {
+		own[t] = true
+	}
+	for _, d := range r.Devices {
+		own[d.Token] = true
+	}
+	var out []string
+	for _, g := range gone {
+		if own[g] {
+			out = append(out, g)
+			delete(own, g)
+		}
+	}
+	return r.UserID, out
 }
