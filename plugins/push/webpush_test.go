@@ -249,3 +249,21 @@ func TestConfigureRefusesBadWebPushConfig(t *testing.T) {
 		"ca file not pem":       {Edit: func(m map[string]any) { m[FieldCAFile] = "/etc/hostname" }, WantField: FieldCAFile},
 	})
 }
+
+// TestWebPushBadSubscriptionKeys: a subscription whose keys do not decode
+// to a P-256 point (from a directory imported before kinds were checked,
+// say) is permanent, and nothing is posted.
+func TestWebPushBadSubscriptionKeys(t *testing.T) {
+	t.Parallel()
+	w := startWebPush(t)
+	p := configure(t, w.config())
+	dev := w.device("s1")
+	dev.P256dh = "BAAA"
+	got := send(t, p, deviceDelivery("d1", dev))
+	if diff := cmp.Diff([]sdk.Result{sdk.Permanent("d1", "", CodeInvalidSubscription)}, got, ignoreText); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if n := len(w.peer.Messages()); n != 0 {
+		t.Errorf("peer accepted %d messages", n)
+	}
+}
