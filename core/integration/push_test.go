@@ -59,6 +59,7 @@ func TestPushWebPushAndAPNsEndToEnd(t *testing.T) {
     providers = ["webpush", "apns"]
     ca_file = %q
     vapid_subject = "mailto:ops@example.com"
+    webpush_private_endpoints = true
     vapid_public_key = %q
     vapid_private_key = %q
     apns_endpoint = %q

@@ -16,5 +16,5 @@ func TestTagDefaultsMatchConstants(t *testing.T) {
 	channeltest.TagDefaults(t, Config{}, map[string]string{FieldEndpoint: DefaultEndpoint, FieldTimeout: DefaultTimeout.String(), FieldConcurrency: strconv.Itoa(DefaultConcurrency), FieldValidateOnly: "false",
 		FieldProviders: ProviderFCM, FieldWebPushTTL: strings.TrimSuffix(DefaultWebPushTTL.String(), "0m0s"), FieldWebPushUrgency: DefaultWebPushUrgency,
 		FieldAPNsEndpoint: DefaultAPNsEndpoint, FieldAPNsPushType: DefaultAPNsPushType, FieldAPNsPriority: strconv.Itoa(DefaultAPNsPriority),
-		FieldAPNsExpiration: "0s"})
+		FieldAPNsExpiration: "0s", FieldWebPushPrivate: "false"})
 }

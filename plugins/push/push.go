@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -54,6 +55,7 @@ type Push struct {
 	mu     sync.RWMutex
 	cfg    Config
 	hc     *http.Client
+	whc    *http.Client // Web Push: public addresses only (see Configure)
 	tokens *tokenSource
 	apns   *apnsTokens
 }
@@ -90,11 +92,25 @@ func (p *Push) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.Con
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	hc := &http.Client{Timeout: cfg.Timeout, Transport: tr}
+	// Subscription endpoints come from browsers, that is from users: the
+	// Web Push client dials only public addresses unless the operator
+	// allows private ones, so a subscription cannot make Herald post to
+	// its own network (SSRF). The check runs on the address dialled, after
+	// DNS, so a name that resolves to a private address is refused too.
+	wtr := tr.Clone()
+	if !cfg.WebPushPrivateEndpoints {
+		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: publicOnly}
+		wtr.DialContext = d.DialContext
+	}
+	whc := &http.Client{Timeout: cfg.Timeout, Transport: wtr, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse // a push service answers, it does not redirect
+	}}
 	p.mu.Lock()
 	if p.hc != nil {
 		p.hc.CloseIdleConnections()
+		p.whc.CloseIdleConnections()
 	}
-	p.cfg, p.hc = cfg, hc
+	p.cfg, p.hc, p.whc = cfg, hc, whc
 	p.tokens = &tokenSource{static: cfg.AccessToken, sa: cfg.creds, hc: hc}
 	p.apns = nil
 	if cfg.apnsKey != nil {
@@ -108,6 +124,7 @@ func (p *Push) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.Con
 type sender struct {
 	cfg    Config
 	hc     *http.Client
+	whc    *http.Client
 	tokens *tokenSource
 	apns   *apnsTokens
 }
@@ -118,7 +135,7 @@ func (p *Push) configured() (sender, error) {
 	if p.hc == nil {
 		return sender{}, ErrNotConfigured
 	}
-	return sender{p.cfg, p.hc, p.tokens, p.apns}, nil
+	return sender{p.cfg, p.hc, p.whc, p.tokens, p.apns}, nil
 }
 
 // Health checks every configured provider: FCM validates (validate_only)

@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/SherClockHolmes/webpush-go"
@@ -39,7 +42,34 @@ const (
 	CodeInvalidOption       = "invalid_option"
 	CodePayloadTooLarge     = "payload_too_large"
 	CodeInvalidSubscription = "invalid_subscription"
+	CodeEndpointRefused     = "endpoint_refused"
 )
+
+// errPrivateAddress is why the Web Push client refuses to connect to a
+// subscription endpoint: the address is not public.
+var errPrivateAddress = errors.New("resolves to a loopback, private, link-local or unspecified address")
+
+// publicOnly is a net.Dialer Control that refuses every address that is
+// not a public unicast address.
+func publicOnly(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return err
+	}
+	ip = ip.Unmap()
+	if !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || cgnat.Contains(ip) {
+		return errPrivateAddress
+	}
+	return nil
+}
+
+// cgnat is the shared address space of RFC 6598, private in practice.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
 // optionKeys are the data keys that are options, not data.
 var optionKeys = []string{OptWebPushTTL, OptWebPushUrgency, OptWebPushTopic, OptAPNsPushType,
@@ -171,7 +201,7 @@ func (s sender) sendWebPush(ctx context.Context, d sdk.Delivery, dev sdk.Device)
 	}
 	sub := &webpush.Subscription{Endpoint: endpoint, Keys: webpush.Keys{Auth: dev.Auth, P256dh: dev.P256dh}}
 	resp, err := webpush.SendNotificationWithContext(ctx, payload, sub, &webpush.Options{
-		HTTPClient: s.hc,
+		HTTPClient: s.whc,
 		// webpush-go adds "mailto:" to a subject that is not https:.
 		Subscriber:      strings.TrimPrefix(cfg.VAPIDSubject, "mailto:"),
 		TTL:             int(ttl / time.Second),
@@ -182,6 +212,9 @@ func (s sender) sendWebPush(ctx context.Context, d sdk.Delivery, dev sdk.Device)
 	})
 	if err != nil {
 		switch {
+		case errors.Is(err, errPrivateAddress):
+			return tokenOutcome{kind: sdk.OutcomePermanent, code: CodeEndpointRefused,
+				reason: fmt.Sprintf("push: webpush: endpoint %s: %v (set webpush_private_endpoints to allow it)", endpoint, errPrivateAddress)}
 		case errors.Is(err, webpush.ErrMaxPadExceeded):
 			return tokenOutcome{kind: sdk.OutcomePermanent, code: CodePayloadTooLarge,
 				reason: fmt.Sprintf("push: webpush: payload of %d bytes does not fit one 4096-byte record", len(payload))}

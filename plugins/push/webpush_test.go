@@ -59,6 +59,7 @@ func (w webPushSetup) config() map[string]any {
 		FieldVAPIDPrivateKey: w.key,
 		FieldCAFile:          w.ca,
 		FieldTimeout:         "5s",
+		FieldWebPushPrivate:  true, // the peer listens on loopback
 	}
 }
 
@@ -265,5 +266,45 @@ func TestWebPushBadSubscriptionKeys(t *testing.T) {
 	}
 	if n := len(w.peer.Messages()); n != 0 {
 		t.Errorf("peer accepted %d messages", n)
+	}
+}
+
+// TestWebPushRefusesPrivateEndpoints: without webpush_private_endpoints, a
+// subscription on a loopback address (a user pointing Herald at its own
+// network) is refused before anything is sent, and the device is kept.
+func TestWebPushRefusesPrivateEndpoints(t *testing.T) {
+	t.Parallel()
+	w := startWebPush(t)
+	cfg := w.config()
+	delete(cfg, FieldWebPushPrivate)
+	p := configure(t, cfg)
+	local := func(id, host string) sdk.Device {
+		d := w.device(id)
+		d.Endpoint = strings.Replace(d.Endpoint, "127.0.0.1", host, 1)
+		d.Token = d.Endpoint
+		return d
+	}
+	for _, host := range []string{"127.0.0.1", "localhost", "[::1]"} {
+		got := send(t, p, deviceDelivery("d1", local("s1", host)))
+		if diff := cmp.Diff([]sdk.Result{sdk.Permanent("d1", "", CodeEndpointRefused)}, got, ignoreText); diff != "" {
+			t.Errorf("%s: results (-want +got):\n%s", host, diff)
+		}
+	}
+	if n := len(w.peer.Messages()); n != 0 {
+		t.Errorf("peer accepted %d messages", n)
+	}
+}
+
+func TestPublicOnly(t *testing.T) {
+	t.Parallel()
+	for addr, public := range map[string]bool{
+		"8.8.8.8:443": true, "[2001:4860:4860::8888]:443": true,
+		"127.0.0.1:443": false, "10.1.2.3:443": false, "192.168.0.1:443": false, "172.16.0.1:443": false,
+		"169.254.169.254:80": false, "0.0.0.0:443": false, "[::1]:443": false, "[fe80::1]:443": false,
+		"[fd00::1]:443": false, "100.64.0.1:443": false, "[::ffff:127.0.0.1]:443": false, "224.0.0.1:443": false,
+	} {
+		if err := publicOnly("tcp", addr, nil); (err == nil) != public {
+			t.Errorf("publicOnly(%s) = %v, want public %v", addr, err, public)
+		}
 	}
 }

@@ -50,16 +50,17 @@ func TestPushStandInsDecryptAndLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := sdk.CheckConfig(desc.Description.Config, map[string]any{
-		"providers":         []any{"webpush", "apns"},
-		"ca_file":           filepath.Join(dir, FileCA),
-		"vapid_subject":     "mailto:dev@herald.example",
-		"vapid_public_key":  read(FileVAPIDPublicKey),
-		"vapid_private_key": read(FileVAPIDPrivateKey),
-		"apns_endpoint":     p.TLSURL(),
-		"apns_key":          read(FileAPNsKey),
-		"apns_key_id":       "DEVPEER001",
-		"apns_team_id":      "DEVPEERTM1",
-		"apns_topic":        "example.herald.quickstart",
+		"providers":                 []any{"webpush", "apns"},
+		"ca_file":                   filepath.Join(dir, FileCA),
+		"vapid_subject":             "mailto:dev@herald.example",
+		"webpush_private_endpoints": true,
+		"vapid_public_key":          read(FileVAPIDPublicKey),
+		"vapid_private_key":         read(FileVAPIDPrivateKey),
+		"apns_endpoint":             p.TLSURL(),
+		"apns_key":                  read(FileAPNsKey),
+		"apns_key_id":               "DEVPEER001",
+		"apns_team_id":              "DEVPEERTM1",
+		"apns_topic":                "example.herald.quickstart",
 	})
 	if err != nil {
 		t.Fatal(err)
