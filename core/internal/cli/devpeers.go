@@ -37,7 +37,8 @@ to, so the quick start works on a machine with no provider accounts:
                 It writes its CA and throw-away keys into --tls-dir for the push
                 plugin's config: ca.pem (ca_file), vapid-public-key and
                 vapid-private-key (vapid_*_key = "file:..."), apns-key.p8
-                (apns_key = "file:..."), all new at every start.
+                (apns_key = "file:..."), all new at every start. Set the push
+                plugin's webpush_private_endpoints = true: it listens on loopback.
 
 Requests are checked the way the real services check them (credentials present,
 required fields present) and answered with the services' success and error
