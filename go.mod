@@ -3,6 +3,7 @@ module github.com/heraldhq/herald
 go 1.26.8
 
 require (
+	github.com/SherClockHolmes/webpush-go v1.4.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/hashicorp/hcl/v2 v2.25.0

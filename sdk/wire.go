@@ -317,6 +317,9 @@ func recipientToProto(r Recipient) *pb.Recipient {
 			out.Attributes[k] = v
 		}
 	}
+	for _, d := range r.Devices {
+		out.Devices = append(out.Devices, &pb.Device{Kind: d.Kind, Token: d.Token, Endpoint: d.Endpoint, P256Dh: d.P256dh, Auth: d.Auth})
+	}
 	return out
 }
 
@@ -339,6 +342,9 @@ func recipientFromProto(in *pb.Recipient) Recipient {
 		for k, v := range in.GetAttributes() {
 			out.Attributes[k] = v
 		}
+	}
+	for _, d := range in.GetDevices() {
+		out.Devices = append(out.Devices, Device{Kind: d.GetKind(), Token: d.GetToken(), Endpoint: d.GetEndpoint(), P256dh: d.GetP256Dh(), Auth: d.GetAuth()})
 	}
 	return out
 }
@@ -398,6 +404,7 @@ func resultToProto(r Result) *pb.Result {
 		Reason:            r.Reason,
 		Code:              r.Code,
 		Unclassified:      r.Unclassified,
+		GoneDevices:       cloneStrings(r.GoneDevices),
 	}
 }
 
@@ -414,6 +421,7 @@ func resultFromProto(in *pb.Result) Result {
 		Reason:            in.GetReason(),
 		Code:              in.GetCode(),
 		Unclassified:      in.GetUnclassified(),
+		GoneDevices:       cloneStrings(in.GetGoneDevices()),
 	}
 }
 

@@ -30,6 +30,8 @@ func fullDelivery() Delivery {
 			UserID: "u1", UserType: "customer", Email: "a@example.org", Phone: "+39",
 			Locale: "it-IT", TimeZone: "Europe/Rome", DeviceTokens: []string{"tok"},
 			Attributes: map[string]string{"slack_user_id": "U1"},
+			Devices: []Device{{Kind: DeviceFCM, Token: "tok"}, {Kind: DeviceAPNs, Token: "abcd"},
+				{Kind: DeviceWebPush, Token: "https://push.example/s/1", Endpoint: "https://push.example/s/1", P256dh: "BKey", Auth: "auth"}},
 		},
 		Content: Content{
 			Subject: "s", Title: "t", Body: "b", HTML: "<p>b</p>", Data: json.RawMessage(`{"k":1}`),
@@ -70,7 +72,7 @@ func TestDeliveryToProto(t *testing.T) {
 			want: &pb.Delivery{Recipient: &pb.Recipient{}, Content: &pb.Content{}},
 		},
 		"empty collections travel as absent": {
-			in: Delivery{Recipient: Recipient{DeviceTokens: []string{}, Attributes: map[string]string{}},
+			in: Delivery{Recipient: Recipient{DeviceTokens: []string{}, Attributes: map[string]string{}, Devices: []Device{}},
 				Content: Content{Data: json.RawMessage{}}},
 			want: &pb.Delivery{Recipient: &pb.Recipient{}, Content: &pb.Content{}},
 		},
@@ -132,6 +134,7 @@ func TestResultRoundTrip(t *testing.T) {
 		"rate limited":   {in: Result{DeliveryID: "d", Outcome: OutcomeRateLimited, RetryAfter: time.Minute, Reason: "429"}},
 		"permanent":      {in: Result{DeliveryID: "d", Outcome: OutcomePermanent, Reason: "bad address", Code: "550"}},
 		"unclassified":   {in: Result{DeliveryID: "d", Outcome: OutcomeRetryable, Unclassified: true}},
+		"gone devices":   {in: Gone("d", "push: subscription gone", "https://push.example/s/1", "tok")},
 		"large duration": {in: Result{Outcome: OutcomeRetryable, RetryAfter: 72 * time.Hour}},
 		"unspecified":    {in: Result{DeliveryID: "d"}},
 	}

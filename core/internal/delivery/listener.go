@@ -318,10 +318,30 @@ func (l *Listener) sendAndRecord(ctx context.Context, claimed []store.Claimed) e
 			if err := l.record(ctx, outs); err != nil {
 				return err
 			}
+			l.removeGone(ctx, outs)
 			l.count(chName, outs)
 		}
 	}
 	return nil
+}
+
+// removeGone deletes the devices the provider reported gone
+// (sdk.Result.GoneDevices) from the directory, so no later delivery tries
+// them. A failure is logged, not returned: the outcome is recorded, and
+// the provider reports the device gone again next time.
+func (l *Listener) removeGone(ctx context.Context, outs []store.Outcome) {
+	for _, o := range outs {
+		if len(o.GoneDevices) == 0 {
+			continue
+		}
+		n, err := store.RemoveDevices(ctx, l.pool, o.TenantID, o.UserID, o.GoneDevices)
+		if err != nil {
+			l.log.Warn("could not remove gone devices", "delivery", o.ID, "error", err)
+			continue
+		}
+		l.log.Info("removed devices the provider reported gone", "delivery", o.ID, "tenant", o.TenantID,
+			"user", o.UserID, "devices", n)
+	}
 }
 
 // count adds the recorded outcomes of channel to the metrics.
@@ -401,6 +421,10 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 			default:
 				o.Kind, o.Error, o.RetryAfter = r.Outcome.String(), r.Reason, r.RetryAfter
 				o.ProviderMessageID = r.ProviderMessageID
+				if len(r.GoneDevices) > 0 {
+					o.TenantID = c.TenantID
+					o.UserID, o.GoneDevices = goneOf(c, r.GoneDevices)
+				}
 			}
 			switch {
 			case notAttempted(err):
@@ -454,4 +478,28 @@ func toSDK(c store.Claimed) sdk.Delivery {
 	_ = json.Unmarshal(c.Recipient, &d.Recipient)
 	_ = json.Unmarshal(c.Content, &d.Content)
 	return d
+}
+
+// goneOf returns the user id of a claimed delivery's recipient and those
+// of the gone addresses a plugin reported that are the recipient's own
+// devices (as the delivery carried them): a plugin cannot have anybody
+// else's devices removed, nor send the host a list of any length.
+func goneOf(c store.Claimed, gone []string) (string, []string) {
+	var r sdk.Recipient
+	_ = json.Unmarshal(c.Recipient, &r)
+	own := map[string]bool{}
+	for _, t := range r.DeviceTokens {
+		own[t] = true
+	}
+	for _, d := range r.Devices {
+		own[d.Token] = true
+	}
+	var out []string
+	for _, g := range gone {
+		if own[g] {
+			out = append(out, g)
+			delete(own, g)
+		}
+	}
+	return r.UserID, out
 }

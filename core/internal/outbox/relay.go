@@ -381,7 +381,7 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 		notes = append(notes, note)
 		recipient, err := json.Marshal(sdk.Recipient{UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType,
 			Email: rd.Recipient.Email, Phone: rd.Recipient.Phone, Locale: rd.Recipient.Locale, TimeZone: rd.Recipient.TimeZone,
-			DeviceTokens: rd.Recipient.DeviceTokens, Attributes: rd.Recipient.Attributes})
+			Attributes: rd.Recipient.Attributes, DeviceTokens: deviceTokens(rd.Recipient), Devices: sdkDevices(rd.Recipient)})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -430,4 +430,30 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// deviceTokens is the recipient's DeviceTokens for plugins built before
+// Devices: the tokens of every device that is not a web push subscription.
+func deviceTokens(r rules.Recipient) []string {
+	toks := append([]string(nil), r.DeviceTokens...)
+	for _, d := range r.Devices {
+		if d.Kind != rules.DeviceWebPush {
+			toks = append(toks, d.Token)
+		}
+	}
+	return toks
+}
+
+// sdkDevices is the recipient's devices for plugins: tokens of no declared
+// kind first, then the typed devices; a web push subscription's Token is
+// its endpoint.
+func sdkDevices(r rules.Recipient) []sdk.Device {
+	var out []sdk.Device
+	for _, t := range r.DeviceTokens {
+		out = append(out, sdk.Device{Token: t})
+	}
+	for _, d := range r.Devices {
+		out = append(out, sdk.Device{Kind: d.Kind, Token: d.Address(), Endpoint: d.Endpoint, P256dh: d.P256dh, Auth: d.Auth})
+	}
+	return out
 }

@@ -327,6 +327,12 @@ type Outcome struct {
 	NotAttempted  bool
 	NextAttemptAt time.Time
 	StartedAt     time.Time
+	// GoneDevices are the addresses of the recipient's devices the
+	// provider reported gone (sdk.Result.GoneDevices), with the tenant and
+	// user they belong to; RecordOutcomes ignores them, the listener
+	// removes them with RemoveDevices.
+	GoneDevices      []string
+	TenantID, UserID string
 }
 
 // RecordOutcomes stores attempt outcomes: a delivery still waiting for that

@@ -1066,7 +1066,11 @@ type Recipient struct {
 	// device_tokens are push tokens registered for the user.
 	DeviceTokens []string `protobuf:"bytes,7,rep,name=device_tokens,json=deviceTokens,proto3" json:"device_tokens,omitempty"`
 	// attributes holds further channel addresses, e.g. "slack_user_id".
-	Attributes    map[string]string `protobuf:"bytes,8,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Attributes map[string]string `protobuf:"bytes,8,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// devices are the user's push devices with their kind; device_tokens
+	// repeats the tokens of the devices that are not web push
+	// subscriptions, for plugins built before devices existed.
+	Devices       []*Device `protobuf:"bytes,9,rep,name=devices,proto3" json:"devices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1157,6 +1161,99 @@ func (x *Recipient) GetAttributes() map[string]string {
 	return nil
 }
 
+func (x *Recipient) GetDevices() []*Device {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+// Device is one push device of a recipient.
+type Device struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is the push service the device belongs to: "fcm", "apns",
+	// "webpush", or empty for a token of no declared kind.
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// token is the device's address: the push token, or for "webpush" the
+	// subscription's endpoint URL. Result.gone_devices names devices by it.
+	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	// endpoint is a web push subscription's endpoint URL (https).
+	Endpoint string `protobuf:"bytes,3,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	// p256dh is a web push subscription's public key: base64url of an
+	// uncompressed P-256 point (65 bytes).
+	P256Dh string `protobuf:"bytes,4,opt,name=p256dh,proto3" json:"p256dh,omitempty"`
+	// auth is a web push subscription's authentication secret: base64url of
+	// 16 bytes.
+	Auth          string `protobuf:"bytes,5,opt,name=auth,proto3" json:"auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Device) Reset() {
+	*x = Device{}
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Device) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Device) ProtoMessage() {}
+
+func (x *Device) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Device.ProtoReflect.Descriptor instead.
+func (*Device) Descriptor() ([]byte, []int) {
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Device) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Device) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *Device) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *Device) GetP256Dh() string {
+	if x != nil {
+		return x.P256Dh
+	}
+	return ""
+}
+
+func (x *Device) GetAuth() string {
+	if x != nil {
+		return x.Auth
+	}
+	return ""
+}
+
 // Content is the rendered message for one channel.
 type Content struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1176,7 +1273,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[12]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1285,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[12]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1298,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{12}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Content) GetSubject() string {
@@ -1253,7 +1350,7 @@ type SendResponse struct {
 
 func (x *SendResponse) Reset() {
 	*x = SendResponse{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[13]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1362,7 @@ func (x *SendResponse) String() string {
 func (*SendResponse) ProtoMessage() {}
 
 func (x *SendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[13]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1375,7 @@ func (x *SendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResponse.ProtoReflect.Descriptor instead.
 func (*SendResponse) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{13}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SendResponse) GetResults() []*Result {
@@ -1313,14 +1410,19 @@ type Result struct {
 	Code string `protobuf:"bytes,6,opt,name=code,proto3" json:"code,omitempty"`
 	// unclassified is set when the outcome came from a Go error the plugin
 	// did not classify; it then counts as retryable.
-	Unclassified  bool `protobuf:"varint,7,opt,name=unclassified,proto3" json:"unclassified,omitempty"`
+	Unclassified bool `protobuf:"varint,7,opt,name=unclassified,proto3" json:"unclassified,omitempty"`
+	// gone_devices lists tokens (Device.token) of the recipient's devices the
+	// provider said no longer exist (web push 404/410, APNs 410
+	// Unregistered, FCM UNREGISTERED). The host removes them from the
+	// directory so that no later delivery tries them again.
+	GoneDevices   []string `protobuf:"bytes,8,rep,name=gone_devices,json=goneDevices,proto3" json:"gone_devices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[14]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1434,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[14]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1447,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{14}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Result) GetDeliveryId() string {
@@ -1397,6 +1499,13 @@ func (x *Result) GetUnclassified() bool {
 	return false
 }
 
+func (x *Result) GetGoneDevices() []string {
+	if x != nil {
+		return x.GoneDevices
+	}
+	return nil
+}
+
 // BatchError describes a Send call that failed as a whole.
 type BatchError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1417,7 +1526,7 @@ type BatchError struct {
 
 func (x *BatchError) Reset() {
 	*x = BatchError{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[15]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1538,7 @@ func (x *BatchError) String() string {
 func (*BatchError) ProtoMessage() {}
 
 func (x *BatchError) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[15]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1551,7 @@ func (x *BatchError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchError.ProtoReflect.Descriptor instead.
 func (*BatchError) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{15}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BatchError) GetMessage() string {
@@ -1489,7 +1598,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[16]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1610,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[16]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1623,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{16}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{17}
 }
 
 // HealthResponse is the plugin's view of its provider.
@@ -1530,7 +1639,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[17]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1651,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[17]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1664,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{17}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HealthResponse) GetHealthy() bool {
@@ -1652,7 +1761,7 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	" \x01(\v2\x1c.herald.channel.v2.RecipientR\trecipient\x124\n" +
 	"\acontent\x18\v \x01(\v2\x1a.herald.channel.v2.ContentR\acontent\x129\n" +
 	"\n" +
-	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xd4\x02\n" +
+	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x89\x03\n" +
 	"\tRecipient\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
 	"\tuser_type\x18\x02 \x01(\tR\buserType\x12\x14\n" +
@@ -1663,10 +1772,17 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	"\rdevice_tokens\x18\a \x03(\tR\fdeviceTokens\x12L\n" +
 	"\n" +
 	"attributes\x18\b \x03(\v2,.herald.channel.v2.Recipient.AttributesEntryR\n" +
-	"attributes\x1a=\n" +
+	"attributes\x123\n" +
+	"\adevices\x18\t \x03(\v2\x19.herald.channel.v2.DeviceR\adevices\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"u\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"z\n" +
+	"\x06Device\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12\x1a\n" +
+	"\bendpoint\x18\x03 \x01(\tR\bendpoint\x12\x16\n" +
+	"\x06p256dh\x18\x04 \x01(\tR\x06p256dh\x12\x12\n" +
+	"\x04auth\x18\x05 \x01(\tR\x04auth\"u\n" +
 	"\aContent\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x12\n" +
@@ -1676,7 +1792,7 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	"\fSendResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.herald.channel.v2.ResultR\aresults\x12>\n" +
 	"\vbatch_error\x18\x02 \x01(\v2\x1d.herald.channel.v2.BatchErrorR\n" +
-	"batchError\"\x9b\x02\n" +
+	"batchError\"\xbe\x02\n" +
 	"\x06Result\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x124\n" +
@@ -1686,7 +1802,8 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	"retryAfter\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
 	"\x04code\x18\x06 \x01(\tR\x04code\x12\"\n" +
-	"\funclassified\x18\a \x01(\bR\funclassified\"\xd0\x01\n" +
+	"\funclassified\x18\a \x01(\bR\funclassified\x12!\n" +
+	"\fgone_devices\x18\b \x03(\tR\vgoneDevices\"\xd0\x01\n" +
 	"\n" +
 	"BatchError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x124\n" +
@@ -1727,7 +1844,7 @@ func file_herald_channel_v2_channel_proto_rawDescGZIP() []byte {
 }
 
 var file_herald_channel_v2_channel_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_herald_channel_v2_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_herald_channel_v2_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_herald_channel_v2_channel_proto_goTypes = []any{
 	(Class)(0),                    // 0: herald.channel.v2.Class
 	(Outcome)(0),                  // 1: herald.channel.v2.Outcome
@@ -1743,52 +1860,54 @@ var file_herald_channel_v2_channel_proto_goTypes = []any{
 	(*SendRequest)(nil),           // 11: herald.channel.v2.SendRequest
 	(*Delivery)(nil),              // 12: herald.channel.v2.Delivery
 	(*Recipient)(nil),             // 13: herald.channel.v2.Recipient
-	(*Content)(nil),               // 14: herald.channel.v2.Content
-	(*SendResponse)(nil),          // 15: herald.channel.v2.SendResponse
-	(*Result)(nil),                // 16: herald.channel.v2.Result
-	(*BatchError)(nil),            // 17: herald.channel.v2.BatchError
-	(*HealthRequest)(nil),         // 18: herald.channel.v2.HealthRequest
-	(*HealthResponse)(nil),        // 19: herald.channel.v2.HealthResponse
-	nil,                           // 20: herald.channel.v2.ConfigureRequest.ConfigEntry
-	nil,                           // 21: herald.channel.v2.StringMap.ValuesEntry
-	nil,                           // 22: herald.channel.v2.Recipient.AttributesEntry
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*Device)(nil),                // 14: herald.channel.v2.Device
+	(*Content)(nil),               // 15: herald.channel.v2.Content
+	(*SendResponse)(nil),          // 16: herald.channel.v2.SendResponse
+	(*Result)(nil),                // 17: herald.channel.v2.Result
+	(*BatchError)(nil),            // 18: herald.channel.v2.BatchError
+	(*HealthRequest)(nil),         // 19: herald.channel.v2.HealthRequest
+	(*HealthResponse)(nil),        // 20: herald.channel.v2.HealthResponse
+	nil,                           // 21: herald.channel.v2.ConfigureRequest.ConfigEntry
+	nil,                           // 22: herald.channel.v2.StringMap.ValuesEntry
+	nil,                           // 23: herald.channel.v2.Recipient.AttributesEntry
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_herald_channel_v2_channel_proto_depIdxs = []int32{
 	0,  // 0: herald.channel.v2.DescribeResponse.class:type_name -> herald.channel.v2.Class
 	4,  // 1: herald.channel.v2.DescribeResponse.config:type_name -> herald.channel.v2.FieldSpec
-	20, // 2: herald.channel.v2.ConfigureRequest.config:type_name -> herald.channel.v2.ConfigureRequest.ConfigEntry
-	23, // 3: herald.channel.v2.ConfigValue.duration_value:type_name -> google.protobuf.Duration
+	21, // 2: herald.channel.v2.ConfigureRequest.config:type_name -> herald.channel.v2.ConfigureRequest.ConfigEntry
+	24, // 3: herald.channel.v2.ConfigValue.duration_value:type_name -> google.protobuf.Duration
 	7,  // 4: herald.channel.v2.ConfigValue.list_value:type_name -> herald.channel.v2.StringList
 	8,  // 5: herald.channel.v2.ConfigValue.map_value:type_name -> herald.channel.v2.StringMap
-	21, // 6: herald.channel.v2.StringMap.values:type_name -> herald.channel.v2.StringMap.ValuesEntry
+	22, // 6: herald.channel.v2.StringMap.values:type_name -> herald.channel.v2.StringMap.ValuesEntry
 	10, // 7: herald.channel.v2.ConfigureResponse.config_error:type_name -> herald.channel.v2.ConfigError
 	12, // 8: herald.channel.v2.SendRequest.deliveries:type_name -> herald.channel.v2.Delivery
 	13, // 9: herald.channel.v2.Delivery.recipient:type_name -> herald.channel.v2.Recipient
-	14, // 10: herald.channel.v2.Delivery.content:type_name -> herald.channel.v2.Content
-	24, // 11: herald.channel.v2.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	22, // 12: herald.channel.v2.Recipient.attributes:type_name -> herald.channel.v2.Recipient.AttributesEntry
-	16, // 13: herald.channel.v2.SendResponse.results:type_name -> herald.channel.v2.Result
-	17, // 14: herald.channel.v2.SendResponse.batch_error:type_name -> herald.channel.v2.BatchError
-	1,  // 15: herald.channel.v2.Result.outcome:type_name -> herald.channel.v2.Outcome
-	23, // 16: herald.channel.v2.Result.retry_after:type_name -> google.protobuf.Duration
-	1,  // 17: herald.channel.v2.BatchError.outcome:type_name -> herald.channel.v2.Outcome
-	23, // 18: herald.channel.v2.BatchError.retry_after:type_name -> google.protobuf.Duration
-	6,  // 19: herald.channel.v2.ConfigureRequest.ConfigEntry.value:type_name -> herald.channel.v2.ConfigValue
-	2,  // 20: herald.channel.v2.ChannelPlugin.Describe:input_type -> herald.channel.v2.DescribeRequest
-	5,  // 21: herald.channel.v2.ChannelPlugin.Configure:input_type -> herald.channel.v2.ConfigureRequest
-	11, // 22: herald.channel.v2.ChannelPlugin.Send:input_type -> herald.channel.v2.SendRequest
-	18, // 23: herald.channel.v2.ChannelPlugin.Health:input_type -> herald.channel.v2.HealthRequest
-	3,  // 24: herald.channel.v2.ChannelPlugin.Describe:output_type -> herald.channel.v2.DescribeResponse
-	9,  // 25: herald.channel.v2.ChannelPlugin.Configure:output_type -> herald.channel.v2.ConfigureResponse
-	15, // 26: herald.channel.v2.ChannelPlugin.Send:output_type -> herald.channel.v2.SendResponse
-	19, // 27: herald.channel.v2.ChannelPlugin.Health:output_type -> herald.channel.v2.HealthResponse
-	24, // [24:28] is the sub-list for method output_type
-	20, // [20:24] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	15, // 10: herald.channel.v2.Delivery.content:type_name -> herald.channel.v2.Content
+	25, // 11: herald.channel.v2.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	23, // 12: herald.channel.v2.Recipient.attributes:type_name -> herald.channel.v2.Recipient.AttributesEntry
+	14, // 13: herald.channel.v2.Recipient.devices:type_name -> herald.channel.v2.Device
+	17, // 14: herald.channel.v2.SendResponse.results:type_name -> herald.channel.v2.Result
+	18, // 15: herald.channel.v2.SendResponse.batch_error:type_name -> herald.channel.v2.BatchError
+	1,  // 16: herald.channel.v2.Result.outcome:type_name -> herald.channel.v2.Outcome
+	24, // 17: herald.channel.v2.Result.retry_after:type_name -> google.protobuf.Duration
+	1,  // 18: herald.channel.v2.BatchError.outcome:type_name -> herald.channel.v2.Outcome
+	24, // 19: herald.channel.v2.BatchError.retry_after:type_name -> google.protobuf.Duration
+	6,  // 20: herald.channel.v2.ConfigureRequest.ConfigEntry.value:type_name -> herald.channel.v2.ConfigValue
+	2,  // 21: herald.channel.v2.ChannelPlugin.Describe:input_type -> herald.channel.v2.DescribeRequest
+	5,  // 22: herald.channel.v2.ChannelPlugin.Configure:input_type -> herald.channel.v2.ConfigureRequest
+	11, // 23: herald.channel.v2.ChannelPlugin.Send:input_type -> herald.channel.v2.SendRequest
+	19, // 24: herald.channel.v2.ChannelPlugin.Health:input_type -> herald.channel.v2.HealthRequest
+	3,  // 25: herald.channel.v2.ChannelPlugin.Describe:output_type -> herald.channel.v2.DescribeResponse
+	9,  // 26: herald.channel.v2.ChannelPlugin.Configure:output_type -> herald.channel.v2.ConfigureResponse
+	16, // 27: herald.channel.v2.ChannelPlugin.Send:output_type -> herald.channel.v2.SendResponse
+	20, // 28: herald.channel.v2.ChannelPlugin.Health:output_type -> herald.channel.v2.HealthResponse
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_herald_channel_v2_channel_proto_init() }
@@ -1811,7 +1930,7 @@ func file_herald_channel_v2_channel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_channel_v2_channel_proto_rawDesc), len(file_herald_channel_v2_channel_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
