@@ -129,7 +129,10 @@ func (s *grpcServer) Send(ctx context.Context, in *pb.SendRequest) (resp *pb.Sen
 	// A host that dies cancels the batch (see hostWatch).
 	ctx, done := s.host.bind(ctx)
 	defer done()
+	d, _ := s.describe(ctx)
+	ctx, span := startSendSpan(ctx, d, len(batch))
 	out, sendErr := s.impl.Send(ctx, SendRequest{Deliveries: batch})
+	endSendSpan(span, out.Results, sendErr)
 	if sendErr != nil {
 		outcome, classified := Classify(sendErr)
 		if outcome == OutcomeSent {
