@@ -53,6 +53,18 @@ type Daemon struct {
 	Auth AuthConfig `koanf:"auth"`
 	// Live tunes the live (WebSocket) gateway.
 	Live LiveConfig `koanf:"live"`
+	// Tracing turns OpenTelemetry tracing on (see package tracing).
+	Tracing TracingConfig `koanf:"tracing"`
+}
+
+// TracingConfig is OpenTelemetry tracing. Everything about the exporter
+// but the choice to export (endpoint, headers, protocol, sampler, service
+// name) comes from the standard OTEL_* environment variables.
+type TracingConfig struct {
+	// Exporter is "none" (the default: no spans recorded) or "otlp".
+	// OTEL_TRACES_EXPORTER, when set, overrides it; OTEL_SDK_DISABLED=true
+	// turns tracing off whatever both say.
+	Exporter string `koanf:"exporter"`
 }
 
 // AuthConfig is how end users' tokens are checked (keys: `herald tokens
@@ -304,6 +316,7 @@ func DefaultDaemon() Daemon {
 		Auth:      AuthConfig{Audience: "herald", MaxTokenLifetime: 15 * time.Minute},
 		Live: LiveConfig{Exchange: "herald.live", TicketTTL: 30 * time.Second, AllowedOrigins: []string{}, MaxSessionsPerUser: 16,
 			PingInterval: 30 * time.Second, WriteTimeout: 10 * time.Second, SendBuffer: 64},
+		Tracing: TracingConfig{Exporter: "none"},
 	}
 }
 
@@ -522,6 +535,7 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"amqp.tls_cert_file":           d.AMQP.TLSCertFile,
 		"amqp.tls_key_file":            d.AMQP.TLSKeyFile,
 		"amqp.tls_server_name":         d.AMQP.TLSServerName,
+		"tracing.exporter":             d.Tracing.Exporter,
 	}
 }
 
@@ -553,6 +567,11 @@ func (d Daemon) Validate() error {
 		bad("amqp.url", "must not be empty")
 	} else if err := d.AMQP.checkURL(d.AMQP.URL); err != nil {
 		bad("amqp.url", "%v", err)
+	}
+	switch d.Tracing.Exporter {
+	case "none", "otlp":
+	default:
+		bad("tracing.exporter", "unknown exporter %q (want \"none\" or \"otlp\")", d.Tracing.Exporter)
 	}
 	switch d.AMQP.QueueType {
 	case QueueClassic, QueueQuorum:

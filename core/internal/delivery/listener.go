@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,9 +16,12 @@ import (
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/heraldhq/herald/sdk"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Sender hands a batch of deliveries of one channel to its plugin. The
@@ -377,7 +381,8 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 				latency(started.Sub(c.CreatedAt))
 			}
 		}
-		sendCtx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
+		spanCtx, spans := startDeliverSpans(ctx, chName, group)
+		sendCtx, cancel := context.WithTimeout(spanCtx, l.cfg.SendTimeout)
 		results, provider, err := l.sender.Send(sendCtx, chName, batch)
 		cancel()
 		if notAttempted(err) {
@@ -390,7 +395,7 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 				byID[r.DeliveryID] = r
 			}
 		}
-		for _, c := range group {
+		for i, c := range group {
 			o := store.Outcome{ID: c.ID, Attempt: c.Attempt, Provider: provider, StartedAt: started}
 			r, ok := byID[c.ID]
 			switch {
@@ -425,10 +430,35 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 				o.Status = store.StatusRetry
 				o.NextAttemptAt = time.Now().Add(Backoff(policy, c.Attempt, o.RetryAfter))
 			}
+			if spans[i].IsRecording() {
+				spans[i].SetAttributes(tracing.Provider.String(provider))
+			}
+			tracing.End(spans[i], strings.ToLower(o.Status), o.Status == store.StatusFailed)
 			outs = append(outs, o)
 		}
 	}
 	return outs
+}
+
+// startDeliverSpans starts a consumer span for each delivery of group,
+// child of the trace context its message (or row) carried. It returns the
+// context the plugin's Send is called with: the first delivery's span,
+// linked to the others' (a Send span has one parent).
+func startDeliverSpans(ctx context.Context, channel string, group []store.Claimed) (context.Context, []trace.Span) {
+	spans := make([]trace.Span, len(group))
+	sendCtx := ctx
+	var links []trace.Link
+	for i, c := range group {
+		sctx, span := tracing.Start(ctx, c.TraceParent, c.TraceState, "herald.deliver", trace.SpanKindConsumer,
+			tracing.Tenant.String(c.TenantID), tracing.Channel.String(channel), attribute.Int("herald.attempt", c.Attempt))
+		spans[i] = span
+		if i == 0 {
+			sendCtx = sctx
+		} else if sc := trace.SpanContextFromContext(sctx); sc.IsValid() && span.IsRecording() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	return tracing.WithLinks(sendCtx, links), spans
 }
 
 // notAttempted reports a Send error that means no provider was handed

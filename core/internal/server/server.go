@@ -351,6 +351,12 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	}
 	current := watcher.Current
 
+	stopTracing, err := initTracing(ctx, d, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+
 	pools, err := OpenPools(ctx, d.Database)
 	if err != nil {
 		return err
