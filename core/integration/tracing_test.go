@@ -132,9 +132,10 @@ func TestTraceFromRequestToPluginSend(t *testing.T) {
 	t.Setenv("OTEL_TRACES_EXPORTER", "none") // the recorder below, not an exporter
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prev := otel.GetTracerProvider()
+	// The global provider delegates to tp from now on, for the rest of
+	// the process (an OpenTelemetry rule); nothing else here traces.
 	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 
 	e := newEnv(t, "sent")
 	e.runInProcess()

@@ -98,7 +98,7 @@ func (c *Client) Emit(ctx context.Context, ev Event) (status EventStatus, create
 	if err != nil {
 		return EventStatus{}, false, err
 	}
-	if ev.TraceParent == "" {
+	if ev.TraceParent == "" && ev.TraceState == "" {
 		ev.TraceParent, ev.TraceState = TraceFromContext(ctx)
 	}
 	if err := checkTrace(ev.TraceParent, ev.TraceState); err != nil {

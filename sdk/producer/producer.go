@@ -289,7 +289,7 @@ func Enqueue(ctx context.Context, tx Execer, ev Event) error {
 
 // EnqueueID is Enqueue that also returns the outbox row id.
 func EnqueueID(ctx context.Context, tx Execer, ev Event) (int64, error) {
-	if ev.TraceParent == "" {
+	if ev.TraceParent == "" && ev.TraceState == "" {
 		ev.TraceParent, ev.TraceState = TraceFromContext(ctx)
 	}
 	if err := ev.Validate(); err != nil {

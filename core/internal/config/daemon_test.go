@@ -88,6 +88,8 @@ func TestLoadDaemonErrorsNameTheField(t *testing.T) {
 		"negative rate":                            {`http { rate_limit { per_ip = -1 } }`, "http.rate_limit"},
 		"rate without burst":                       {`http { rate_limit { burst = 0 } }`, "http.rate_limit.burst"},
 		"misspelt rate key":                        {`http { rate_limit { per_keys = 1 } }`, "per_keys"},
+		"unknown traces exporter":                  {`tracing { exporter = "zipkin" }`, "tracing.exporter"},
+		"misspelt tracing key":                     {`tracing { exporters = "otlp" }`, "exporters"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
