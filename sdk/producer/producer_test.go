@@ -73,7 +73,7 @@ func TestValidateRefusesHostileStrings(t *testing.T) {
 		"traceparent huge":            {edit: func(e *producer.Event) { e.TraceParent = "01" + tp[2:] + "-" + strings.Repeat("a", 1<<20) }, field: "traceparent"},
 		"tracestate without parent":   {edit: func(e *producer.Event) { e.TraceState = "a=1" }, field: "tracestate"},
 		"tracestate malformed":        {edit: func(e *producer.Event) { e.TraceParent, e.TraceState = tp, "a=1,,=" }, field: "tracestate"},
-		"tracestate too long":         {edit: func(e *producer.Event) { e.TraceParent, e.TraceState = tp, "a=" + strings.Repeat("b", 600) }, field: "tracestate"},
+		"tracestate too long":         {edit: func(e *producer.Event) { e.TraceParent, e.TraceState = tp, "a="+strings.Repeat("b", 600) }, field: "tracestate"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
