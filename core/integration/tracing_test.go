@@ -120,34 +120,22 @@ func (e *env) runInProcess() {
 	}, "in-process herald ready at %s", e.apiURL)
 }
 
-// TestTraceFromRequestToPluginSend shows one trace from POST /v1/events to
-// the plugin's Send: the daemon runs in this process with an in-memory
-// span recorder, the sink plugin (a separate process) records the trace
-// and parent span its Send context held, and those must be the request's
-// trace and the host's Send span, whose ancestors are the listener's,
-// the publish's, the relay's and the HTTP accept spans, the last one
-// child of the request's traceparent. A producer's own traceparent given
-// to sdk/producer.Enqueue travels the same way.
-func TestTraceFromRequestToPluginSend(t *testing.T) {
-	t.Setenv("OTEL_TRACES_EXPORTER", "none") // the recorder below, not an exporter
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	// The global provider delegates to tp from now on, for the rest of
-	// the process (an OpenTelemetry rule); nothing else here traces.
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-
-	e := newEnv(t, "sent")
-	e.runInProcess()
-
+// emitTraced posts a reservation eventID with a new traceparent and a
+// tracestate and checks that the sink plugin's Send context held the
+// request's trace with the host's Send span as parent, whose ancestors,
+// recorded in rec, are the listener's, the publish's (by stage), the
+// relay's and the HTTP accept spans, the last one child of the request's
+// traceparent.
+func emitTraced(t *testing.T, e *env, rec *tracetest.SpanRecorder, eventID, stage string) {
+	t.Helper()
 	header, traceID, requestSpan := traceparent(t)
-	ev := reservation("traced-1")
+	ev := reservation(eventID)
 	ev.TraceParent, ev.TraceState = header, "vendor=opaque"
 	if _, created, err := e.client().Emit(context.Background(), ev); err != nil || !created {
 		t.Fatalf("emit: created=%t err=%v", created, err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() bool { return len(e.sinkTraces("traced-1")) == deliveriesPerEvent },
-		"%d deliveries of traced-1 at the sink (now %d; %s)", deliveriesPerEvent, len(e.sinkTraces("traced-1")), e.statusSummary())
+	testenv.Eventually(t, 30*time.Second, func() bool { return len(e.sinkTraces(eventID)) == deliveriesPerEvent },
+		"%d deliveries of %s at the sink (now %d; %s)", deliveriesPerEvent, eventID, len(e.sinkTraces(eventID)), e.statusSummary())
 
 	// The spans of a delivery end once its outcome is known, just after
 	// the plugin answered: wait for every one of them.
@@ -174,7 +162,7 @@ func TestTraceFromRequestToPluginSend(t *testing.T) {
 
 	spans := byID()
 	wantChain := []string{"herald.plugin.send", "herald.deliver", "herald.publish", "herald.relay.event", "POST /v1/events"}
-	for _, st := range e.sinkTraces("traced-1") {
+	for _, st := range e.sinkTraces(eventID) {
 		if st.TraceID != traceID {
 			t.Fatalf("the plugin's Send context of delivery %s held trace %q, want the request's %s", st.DeliveryID, st.TraceID, traceID)
 		}
@@ -213,6 +201,10 @@ func TestTraceFromRequestToPluginSend(t *testing.T) {
 				if kv.Value.AsString() != e.tenant {
 					t.Errorf("span %s: herald.tenant = %q, want %q", s.Name(), kv.Value.AsString(), e.tenant)
 				}
+			case "herald.stage":
+				if kv.Value.AsString() != stage {
+					t.Errorf("span %s: herald.stage = %q, want %q", s.Name(), kv.Value.AsString(), stage)
+				}
 			case "herald.outcome":
 				want := map[string]string{"POST /v1/events": "accepted", "herald.relay.event": "processed", "herald.publish": "published",
 					"herald.deliver": "sent", "herald.plugin.send": "sent"}[s.Name()]
@@ -220,11 +212,43 @@ func TestTraceFromRequestToPluginSend(t *testing.T) {
 					t.Errorf("span %s: herald.outcome = %q, want %q", s.Name(), kv.Value.AsString(), want)
 				}
 			}
-			if v := kv.Value.Emit(); strings.Contains(v, "staff") || strings.Contains(v, "Rossi") || strings.Contains(v, "traced-1") {
+			if v := kv.Value.Emit(); strings.Contains(v, "staff") || strings.Contains(v, "Rossi") || strings.Contains(v, eventID) {
 				t.Errorf("span %s: attribute %s = %q names a user, an event id or a payload value", s.Name(), kv.Key, v)
 			}
 		}
 	}
+}
+
+// TestTraceFromRequestToPluginSend shows one trace from POST /v1/events to
+// the plugin's Send: the daemon runs in this process with an in-memory
+// span recorder, the sink plugin (a separate process) records the trace
+// and parent span its Send context held, and those must be the request's
+// trace and the host's Send span, whose ancestors are the listener's,
+// the publish's, the relay's and the HTTP accept spans, the last one
+// child of the request's traceparent. A producer's own traceparent given
+// to sdk/producer.Enqueue travels the same way.
+func TestTraceFromRequestToPluginSend(t *testing.T) {
+	t.Setenv("OTEL_TRACES_EXPORTER", "none") // the recorder below, not an exporter
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	// The global provider delegates to tp from now on, for the rest of
+	// the process (an OpenTelemetry rule); nothing else here traces.
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	// Without the relay's handoff the publisher claims the rows and
+	// publishes version-1 messages, whose deliveries the listener reads
+	// from the database: the trace must survive that path too.
+	t.Run("publisher", func(t *testing.T) {
+		t.Setenv("HERALD_PUBLISHER_HANDOFF", "false")
+		e := newEnv(t, "sent")
+		e.runInProcess()
+		emitTraced(t, e, rec, "traced-pub", "publisher")
+	})
+
+	e := newEnv(t, "sent")
+	e.runInProcess()
+	emitTraced(t, e, rec, "traced-1", "handoff")
 
 	// A producer writing straight into the outbox passes its trace through
 	// sdk/producer: the plugin sees that trace too.

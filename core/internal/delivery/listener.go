@@ -256,7 +256,24 @@ func (l *Listener) load(ctx context.Context, v int, wires []Wire) ([]store.Claim
 		refs[i] = w.Ref
 	}
 	if v == 1 {
-		return store.LoadForSend(ctx, l.pool, refs)
+		claimed, err := store.LoadForSend(ctx, l.pool, refs)
+		// The message's trace context is the publish span's, a child of
+		// the one stored with the row.
+		var traced map[string]Wire
+		for _, w := range wires {
+			if w.TraceParent != "" {
+				if traced == nil {
+					traced = make(map[string]Wire, len(wires))
+				}
+				traced[w.ID] = w
+			}
+		}
+		for i := range claimed {
+			if w, ok := traced[claimed[i].ID]; ok {
+				claimed[i].TraceParent, claimed[i].TraceState = w.TraceParent, w.TraceState
+			}
+		}
+		return claimed, err
 	}
 	due, err := store.Sendable(ctx, l.pool, refs)
 	if err != nil {

@@ -72,8 +72,16 @@ func Remote(ctx context.Context, parent, state string) context.Context {
 }
 
 // Header returns the W3C traceparent and tracestate of the span context
-// in ctx, or two empty strings.
-func Header(ctx context.Context) (parent, state string) { return producer.TraceFromContext(ctx) }
+// in ctx, or two empty strings. A tracestate longer than
+// producer.MaxTraceStateBytes is dropped (the W3C spec lets a vendor
+// drop members): it is stored with the event and every delivery.
+func Header(ctx context.Context) (parent, state string) {
+	parent, state = producer.TraceFromContext(ctx)
+	if len(state) > producer.MaxTraceStateBytes {
+		state = ""
+	}
+	return parent, state
+}
 
 // Start starts a span named name as a child of the stored trace context
 // (parent, state), or of ctx's span when parent is empty. It returns the

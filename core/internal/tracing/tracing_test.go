@@ -73,6 +73,7 @@ func TestRemoteAndHeader(t *testing.T) {
 		"zero trace id":      {"00-00000000000000000000000000000000-00f067aa0ba902b7-01", "", "", ""},
 		"bad state dropped":  {tp, "=,=", tp, ""},
 		"upper case refused": {strings.ToUpper(tp), "", "", ""},
+		"huge state dropped": {tp, "a=" + strings.Repeat("b", 250) + ",c=" + strings.Repeat("d", 250) + ",e=" + strings.Repeat("f", 250), tp, ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
