@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -114,5 +115,42 @@ func TestPluginSendSpanIsAChildOfTheHosts(t *testing.T) {
 		if attrs[k] != v {
 			t.Errorf("attribute %s = %q, want %q (all: %v)", k, attrs[k], v, attrs)
 		}
+	}
+}
+
+// panicChannel panics in Send.
+type panicChannel struct{ fakeChannel }
+
+func (*panicChannel) Send(context.Context, SendRequest) (SendResponse, error) { panic("boom") }
+
+// TestPanickingSendEndsItsSpan checks that a plugin that panics in Send
+// answers the host with a retryable batch error and still ends its span,
+// marked failed. It runs after TestPluginSendSpanIsAChildOfTheHosts
+// installed a TracerProvider.
+func TestPanickingSendEndsItsSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	ch, _ := connect(t, &panicChannel{})
+	want := hostSpan(t)
+	_, err := ch.Send(trace.ContextWithSpanContext(context.Background(), want),
+		SendRequest{Deliveries: []Delivery{{DeliveryID: "d1", IdempotencyKey: "k1"}}})
+	if err == nil || !IsRetryable(err) {
+		t.Fatalf("Send = %v, want a retryable batch error", err)
+	}
+	var found bool
+	for _, s := range rec.Ended() {
+		if s.SpanContext().TraceID() != want.TraceID() {
+			continue
+		}
+		found = true
+		if s.Status().Code != codes.Error {
+			t.Errorf("span %s status %v, want Error", s.Name(), s.Status())
+		}
+	}
+	if !found {
+		t.Error("the panicking Send's span was not ended")
 	}
 }
