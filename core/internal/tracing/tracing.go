@@ -54,9 +54,13 @@ const (
 	BatchSize = attribute.Key("herald.batch_size")
 )
 
+// tracer is taken once: the global provider's tracers delegate to the
+// provider SetTracerProvider installs first, later too.
+var tracer = otel.Tracer(ScopeName)
+
 // Tracer is the daemon's tracer, through the global TracerProvider (a
 // no-op one unless Init turned tracing on, or a test installed its own).
-func Tracer() trace.Tracer { return otel.Tracer(ScopeName) }
+func Tracer() trace.Tracer { return tracer }
 
 // w3c is the W3C Trace Context propagator.
 var w3c = propagation.TraceContext{}
