@@ -108,3 +108,21 @@ func endSendSpan(span trace.Span, results []Result, err error) {
 	span.SetAttributes(attribute.String("herald.outcome", outcome))
 	span.End()
 }
+
+// DeliveryContext returns the context to send d under, for a plugin that
+// sends each delivery of a batch on its own (SendEach does this for you):
+// ctx itself when d carries no trace context or is in ctx's trace already
+// (a batch of one, or the batch's first delivery: ctx's span is the
+// Send's), otherwise ctx with d's own trace context as the remote parent,
+// the host's span for d.
+func DeliveryContext(ctx context.Context, d Delivery) context.Context {
+	if d.TraceParent == "" {
+		return ctx
+	}
+	dctx := traceContext.Extract(context.Background(), propagation.MapCarrier{"traceparent": d.TraceParent, "tracestate": d.TraceState})
+	sc := trace.SpanContextFromContext(dctx)
+	if !sc.IsValid() || sc.TraceID() == trace.SpanContextFromContext(ctx).TraceID() {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}

@@ -259,6 +259,8 @@ func deliveryToProto(d Delivery) *pb.Delivery {
 		Recipient:      recipientToProto(d.Recipient),
 		Content:        contentToProto(d.Content),
 		CreatedAt:      timeToProto(d.CreatedAt),
+		Traceparent:    d.TraceParent,
+		Tracestate:     d.TraceState,
 	}
 }
 
@@ -280,6 +282,8 @@ func deliveryFromProto(in *pb.Delivery) Delivery {
 		Recipient:      recipientFromProto(in.GetRecipient()),
 		Content:        contentFromProto(in.GetContent()),
 		CreatedAt:      timeFromProto(in.GetCreatedAt()),
+		TraceParent:    in.GetTraceparent(),
+		TraceState:     in.GetTracestate(),
 	}
 }
 

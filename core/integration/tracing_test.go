@@ -42,12 +42,25 @@ func traceparent(t *testing.T) (header, traceID, spanID string) {
 	return "00-" + traceID + "-" + spanID + "-01", traceID, spanID
 }
 
+// spanIDOf is the parent span id of a traceparent (zero if malformed).
+func spanIDOf(t *testing.T, traceparent string) trace.SpanID {
+	t.Helper()
+	parts := strings.Split(traceparent, "-")
+	if len(parts) != 4 {
+		return trace.SpanID{}
+	}
+	id, _ := trace.SpanIDFromHex(parts[2])
+	return id
+}
+
 // sinkTrace is what the sink plugin saw of one delivery's trace.
 type sinkTrace struct {
 	DeliveryID   string `json:"delivery_id"`
 	EventID      string `json:"event_id"`
 	TraceID      string `json:"trace_id"`
 	ParentSpanID string `json:"parent_span_id"`
+	// DeliveryTraceParent is sdk.Delivery.TraceParent as the plugin got it.
+	DeliveryTraceParent string `json:"delivery_traceparent"`
 }
 
 // sinkTraces reads the sink's records of event eventID.
@@ -191,6 +204,12 @@ func emitTraced(t *testing.T, e *env, rec *tracetest.SpanRecorder, eventID, stag
 		}
 		if strings.Join(names, " < ") != strings.Join(wantChain, " < ") {
 			t.Fatalf("delivery %s: the spans from the plugin's parent up are %q, want %q", st.DeliveryID, names, wantChain)
+		}
+		// The delivery itself carries its own listener span's context
+		// (a batch may mix traces; sdk.DeliveryContext uses it).
+		own, ok := spans[spanIDOf(t, st.DeliveryTraceParent)]
+		if !ok || own.Name() != "herald.deliver" || !strings.Contains(st.DeliveryTraceParent, traceID) {
+			t.Fatalf("delivery %s: its traceparent %q is not a herald.deliver span of the trace", st.DeliveryID, st.DeliveryTraceParent)
 		}
 	}
 	// Attributes: low cardinality only, and the outcome of each stage.

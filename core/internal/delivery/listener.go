@@ -399,6 +399,11 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 			}
 		}
 		spanCtx, spans := startDeliverSpans(ctx, chName, group)
+		for i := range batch {
+			// Each delivery's own trace, for plugins that send them one by
+			// one (sdk.DeliveryContext); the call's context is the first's.
+			batch[i].TraceParent, batch[i].TraceState = tracing.Header(trace.ContextWithSpan(ctx, spans[i]))
+		}
 		sendCtx, cancel := context.WithTimeout(spanCtx, l.cfg.SendTimeout)
 		results, provider, err := l.sender.Send(sendCtx, chName, batch)
 		cancel()

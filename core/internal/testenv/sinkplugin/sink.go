@@ -57,6 +57,9 @@ type Record struct {
 	// parent a span the plugin started would have. Empty: none.
 	TraceID      string `json:"trace_id,omitempty"`
 	ParentSpanID string `json:"parent_span_id,omitempty"`
+	// DeliveryTraceParent is the delivery's own trace context
+	// (sdk.Delivery.TraceParent).
+	DeliveryTraceParent string `json:"delivery_traceparent,omitempty"`
 }
 
 // HeldBatch is one line of <hold_file>.held: a batch Send is holding.
@@ -235,7 +238,8 @@ func (s *Sink) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse,
 			continue
 		}
 		rec := Record{DeliveryID: d.DeliveryID, EventID: d.EventID, Attempt: d.Attempt,
-			PID: os.Getpid(), Outcome: outcome, At: at, TraceID: traceID, ParentSpanID: parentID}
+			PID: os.Getpid(), Outcome: outcome, At: at, TraceID: traceID, ParentSpanID: parentID,
+			DeliveryTraceParent: d.TraceParent}
 		if !c.recordBrief {
 			content := d.Content
 			rec.IdempotencyKey, rec.Channel, rec.User, rec.Content = d.IdempotencyKey, d.Channel, d.Recipient.UserID, &content
