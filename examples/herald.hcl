@@ -126,3 +126,10 @@ supervisor {
 log {
   level = "info"
 }
+
+# OpenTelemetry tracing, off by default. "otlp" exports spans to the
+# collector the OTEL_EXPORTER_OTLP_* variables name; OTEL_TRACES_EXPORTER
+# overrides this setting (README › Operations › Tracing).
+tracing {
+  exporter = "none"
+}

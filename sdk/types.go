@@ -222,6 +222,11 @@ type Delivery struct {
 	Content Content
 	// CreatedAt is when the delivery was created.
 	CreatedAt time.Time
+	// TraceParent and TraceState are the W3C trace context of the host's
+	// span for this delivery ("" when it carries no trace). Send's ctx
+	// holds the trace of the batch's first delivery; DeliveryContext
+	// gives a ctx in this delivery's own trace (SendEach passes it).
+	TraceParent, TraceState string
 }
 
 // Outcome is the kind of a Result. Its zero value, OutcomeUnspecified,

@@ -276,6 +276,8 @@ func deliveryToProto(d Delivery) *pb.Delivery {
 		Recipient:      recipientToProto(d.Recipient),
 		Content:        contentToProto(d.Content),
 		CreatedAt:      timeToProto(d.CreatedAt),
+		Traceparent:    d.TraceParent,
+		Tracestate:     d.TraceState,
 	}
 }
 
@@ -297,6 +299,8 @@ func deliveryFromProto(in *pb.Delivery) Delivery {
 		Recipient:      recipientFromProto(in.GetRecipient()),
 		Content:        contentFromProto(in.GetContent()),
 		CreatedAt:      timeFromProto(in.GetCreatedAt()),
+		TraceParent:    in.GetTraceparent(),
+		TraceState:     in.GetTracestate(),
 	}
 }
 

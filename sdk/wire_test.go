@@ -36,7 +36,9 @@ func fullDelivery() Delivery {
 		Content: Content{
 			Subject: "s", Title: "t", Body: "b", HTML: "<p>b</p>", Data: json.RawMessage(`{"k":1}`),
 		},
-		CreatedAt: created,
+		CreatedAt:   created,
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		TraceState:  "vendor=x",
 	}
 }
 

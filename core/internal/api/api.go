@@ -22,10 +22,12 @@ import (
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/heraldhq/herald/sdk/producer/jsonguard"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // MaxBody bounds a request body.
@@ -85,7 +87,9 @@ func (s *Server) Mount(pattern string, h http.Handler) { s.mounts[pattern] = h }
 // Handler returns the API's routes.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/events", s.auth(s.postEvent))
+	// The accept span's context is what the event keeps (its trace
+	// continues in the relay, the broker and the plugin).
+	mux.Handle("POST /v1/events", tracing.HTTP("POST /v1/events", s.auth(s.postEvent)))
 	mux.HandleFunc("GET /v1/events/{event_id}", s.auth(s.getEvent))
 	mux.HandleFunc("GET /v1/apikeys", s.keyManager(s.listKeys))
 	mux.HandleFunc("POST /v1/apikeys", s.keyManager(s.createKey))
@@ -260,6 +264,9 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	span := trace.SpanFromContext(r.Context())
+	span.SetAttributes(tracing.Tenant.String(pr.Tenant), tracing.EventType.String(ev.Type))
+	ev.TraceParent, ev.TraceState = tracing.Header(r.Context())
 	var st producer.EventStatus
 	var created, conflict, noProject bool
 	err = s.inTenant(r, func(tx pgx.Tx) error {
@@ -300,6 +307,11 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := http.StatusOK
+	outcome := "duplicate"
+	if created {
+		outcome = "accepted"
+	}
+	span.SetAttributes(tracing.Outcome.String(outcome))
 	if created {
 		s.Metrics.EventAccepted()
 		code = http.StatusCreated

@@ -57,6 +57,8 @@ type Daemon struct {
 	// Supervisor bounds the daemon's shutdown and how long it runs
 	// without its liveness lock.
 	Supervisor SupervisorConfig `koanf:"supervisor"`
+	// Tracing turns OpenTelemetry tracing on (see package tracing).
+	Tracing TracingConfig `koanf:"tracing"`
 }
 
 // SupervisorConfig tunes the supervisor every stage of `herald serve`
@@ -72,6 +74,16 @@ type SupervisorConfig struct {
 	// lock (its PostgreSQL session lost and not taken again) before it
 	// stops as a failed stage.
 	LivenessTimeout time.Duration `koanf:"liveness_timeout"`
+}
+
+// TracingConfig is OpenTelemetry tracing. Everything about the exporter
+// but the choice to export (endpoint, headers, protocol, sampler, service
+// name) comes from the standard OTEL_* environment variables.
+type TracingConfig struct {
+	// Exporter is "none" (the default: no spans recorded) or "otlp".
+	// OTEL_TRACES_EXPORTER, when set, overrides it; OTEL_SDK_DISABLED=true
+	// turns tracing off whatever both say.
+	Exporter string `koanf:"exporter"`
 }
 
 // AuthConfig is how end users' tokens are checked (keys: `herald tokens
@@ -324,6 +336,7 @@ func DefaultDaemon() Daemon {
 		Live: LiveConfig{Exchange: "herald.live", TicketTTL: 30 * time.Second, AllowedOrigins: []string{}, MaxSessionsPerUser: 16,
 			PingInterval: 30 * time.Second, WriteTimeout: 10 * time.Second, SendBuffer: 64},
 		Supervisor: SupervisorConfig{ShutdownGrace: 30 * time.Second, LivenessTimeout: time.Minute},
+		Tracing:    TracingConfig{Exporter: "none"},
 	}
 }
 
@@ -545,6 +558,7 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"amqp.tls_cert_file":           d.AMQP.TLSCertFile,
 		"amqp.tls_key_file":            d.AMQP.TLSKeyFile,
 		"amqp.tls_server_name":         d.AMQP.TLSServerName,
+		"tracing.exporter":             d.Tracing.Exporter,
 	}
 }
 
@@ -576,6 +590,11 @@ func (d Daemon) Validate() error {
 		bad("amqp.url", "must not be empty")
 	} else if err := d.AMQP.checkURL(d.AMQP.URL); err != nil {
 		bad("amqp.url", "%v", err)
+	}
+	switch d.Tracing.Exporter {
+	case "none", "otlp":
+	default:
+		bad("tracing.exporter", "unknown exporter %q (want \"none\" or \"otlp\")", d.Tracing.Exporter)
 	}
 	switch d.AMQP.QueueType {
 	case QueueClassic, QueueQuorum:

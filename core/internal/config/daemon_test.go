@@ -92,6 +92,8 @@ func TestLoadDaemonErrorsNameTheField(t *testing.T) {
 		"negative liveness timeout":                {`supervisor { liveness_timeout = "-1s" }`, "supervisor.liveness_timeout"},
 		"shutdown grace not a duration":            {`supervisor { shutdown_grace = 30 }`, "shutdown_grace"},
 		"misspelt supervisor key":                  {`supervisor { grace = "1s" }`, "grace"},
+		"unknown traces exporter":                  {`tracing { exporter = "zipkin" }`, "tracing.exporter"},
+		"misspelt tracing key":                     {`tracing { exporters = "otlp" }`, "exporters"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

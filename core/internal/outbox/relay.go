@@ -18,9 +18,12 @@ import (
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/heraldhq/herald/sdk"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes the relay.
@@ -251,14 +254,42 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		}
 		dirs[tenant] = rules.IndexDirectory(dir)
 	}
+	// One span per event, child of the trace context the event came
+	// with; its deliveries carry the span's context on. The spans end
+	// once the batch committed or rolled back.
+	spans := make([]trace.Span, len(events))
+	outcomes := make([]string, len(events))
+	committed := false
+	defer func() {
+		for i, sp := range spans {
+			if sp == nil {
+				continue
+			}
+			if !committed {
+				outcomes[i] = "rolled_back"
+			}
+			tracing.End(sp, outcomes[i], outcomes[i] != "processed")
+		}
+	}()
 	for i, e := range events {
 		var (
 			n   []store.NewNotification
 			d   []store.NewDelivery
 			err = needErr[i]
 		)
+		sctx, span := tracing.Start(ctx, e.TraceParent, e.TraceState, "herald.relay.event", trace.SpanKindConsumer,
+			tracing.Tenant.String(e.TenantID), tracing.EventType.String(e.Type))
+		spans[i], outcomes[i] = span, "processed"
 		if err == nil {
 			n, d, err = r.fanout(rs, e, dirs[e.TenantID], now)
+		}
+		if tp, ts := tracing.Header(sctx); tp != "" {
+			for j := range d {
+				d[j].TraceParent, d[j].TraceState = tp, ts
+			}
+		}
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int("herald.deliveries", len(d)))
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -273,8 +304,10 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			if failed {
 				lvl = r.log.Error
 				failedEvents++
+				outcomes[i] = "failed"
 			} else {
 				retried++
+				outcomes[i] = "retry"
 			}
 			lvl("event could not be processed", "tenant", e.TenantID, "event_id", e.EventID, "type", e.Type,
 				"attempt", e.Attempts+1, "failed", failed, "error", err)
@@ -319,6 +352,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit relay batch: %w", err)
 	}
+	committed = true
 	if r.cfg.Metrics != nil {
 		r.cfg.Metrics.RelayBatch(len(events), len(events)-retried-failedEvents, failedEvents, time.Since(began))
 		deferred := map[string]int{}

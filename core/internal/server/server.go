@@ -364,6 +364,12 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	}
 	current := watcher.Current
 
+	stopTracing, err := initTracing(ctx, d, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+
 	// After a shutdown that ran out of grace, stages may still use what
 	// the deferred closes would wait for (a pool waits for its
 	// connections): the process exits without them.

@@ -929,7 +929,14 @@ type Delivery struct {
 	// content is the rendered message.
 	Content *Content `protobuf:"bytes,11,opt,name=content,proto3" json:"content,omitempty"`
 	// created_at is when the delivery was created.
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// traceparent is the W3C traceparent of the host's span for this
+	// delivery ("" when it carries no trace). The Send call's own context
+	// (gRPC metadata) is the host's Send span, in the first delivery's
+	// trace; a batch may hold deliveries of several traces.
+	Traceparent string `protobuf:"bytes,13,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// tracestate is the W3C tracestate that goes with traceparent.
+	Tracestate    string `protobuf:"bytes,14,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1046,6 +1053,20 @@ func (x *Delivery) GetCreatedAt() *timestamppb.Timestamp {
 		return x.CreatedAt
 	}
 	return nil
+}
+
+func (x *Delivery) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *Delivery) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 // Recipient is who a delivery goes to, with the addresses a channel needs.
@@ -1744,7 +1765,7 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	"\vSendRequest\x12;\n" +
 	"\n" +
 	"deliveries\x18\x01 \x03(\v2\x1b.herald.channel.v2.DeliveryR\n" +
-	"deliveries\"\xd1\x03\n" +
+	"deliveries\"\x93\x04\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12'\n" +
@@ -1761,7 +1782,11 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	" \x01(\v2\x1c.herald.channel.v2.RecipientR\trecipient\x124\n" +
 	"\acontent\x18\v \x01(\v2\x1a.herald.channel.v2.ContentR\acontent\x129\n" +
 	"\n" +
-	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x89\x03\n" +
+	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12 \n" +
+	"\vtraceparent\x18\r \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x0e \x01(\tR\n" +
+	"tracestate\"\x89\x03\n" +
 	"\tRecipient\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
 	"\tuser_type\x18\x02 \x01(\tR\buserType\x12\x14\n" +
