@@ -97,6 +97,10 @@ chmod 0755 "$root/usr/bin/herald" "$root"/usr/lib/herald/plugins/herald-plugin-*
 install -m 0644 packaging/herald.hcl "$root/etc/herald/herald.hcl"
 install -m 0640 packaging/herald.env "$root/etc/herald/herald.env"
 install -m 0644 examples/rules/herald.hcl "$root/etc/herald/rules/herald.hcl"
+# The example rules' APNs provider reads this throw-away demo key (it is in
+# the public repository; replace it, and the rules' demo VAPID pair, with
+# your own before enabling PUSH).
+install -D -m 0644 examples/keys/AuthKey_DEMOKEY001.p8 "$root/etc/herald/keys/AuthKey_DEMOKEY001.p8"
 install -m 0644 packaging/herald.service "$root/lib/systemd/system/herald.service"
 install -m 0644 README.md "$root/usr/share/doc/herald/README.md"
 # The examples as the repository has them (the quick start's config, both

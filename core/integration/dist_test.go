@@ -100,7 +100,7 @@ func TestDistPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff("/etc/herald/herald.env\n/etc/herald/herald.hcl\n/etc/herald/rules/herald.hcl\n", string(conffiles)); d != "" {
+	if d := cmp.Diff("/etc/herald/herald.env\n/etc/herald/herald.hcl\n/etc/herald/keys/AuthKey_DEMOKEY001.p8\n/etc/herald/rules/herald.hcl\n", string(conffiles)); d != "" {
 		t.Errorf("conffiles (-want +got):\n%s", d)
 	}
 	for _, s := range []string{"postinst", "prerm", "postrm"} {
@@ -119,6 +119,7 @@ func TestDistPackage(t *testing.T) {
 		"./etc/herald/herald.hcl":                           "-rw-r--r--",
 		"./etc/herald/herald.env":                           "-rw-r-----",
 		"./etc/herald/rules/herald.hcl":                     "-rw-r--r--",
+		"./etc/herald/keys/AuthKey_DEMOKEY001.p8":           "-rw-r--r--",
 		"./lib/systemd/system/herald.service":               "-rw-r--r--",
 		"./usr/share/doc/herald/README.md":                  "-rw-r--r--",
 		"./usr/lib/herald/plugins/":                         "drwxr-xr-x",
