@@ -9,6 +9,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,6 +69,10 @@ type Scenario struct {
 	// this version instead of the latest, to measure an older schema with
 	// the same binary.
 	MigrationLevel int64 `json:"migration_level,omitempty"`
+	// Herald, when set, is the herald binary the run's daemons are
+	// (Env.Herald otherwise): a build of an older commit, whose queries
+	// match the older schema of MigrationLevel.
+	Herald string `json:"herald,omitempty"`
 }
 
 // Deliveries is how many deliveries the scenario expects per event.
@@ -789,13 +794,13 @@ log { level = "warn" }
 	if err != nil {
 		return nil, err
 	}
-	d.cmd = exec.Command(env.Herald, "serve", "--config", cfgPath)
+	d.cmd = exec.Command(cmp.Or(sc.Herald, env.Herald), "serve", "--config", cfgPath)
 	d.cmd.Env = daemonEnv(sc.Serve)
 	d.cmd.Stdout, d.cmd.Stderr = d.logFile, d.logFile
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {
 		_ = d.logFile.Close()
-		return nil, fmt.Errorf("bench: start %s serve: %w", env.Herald, err)
+		return nil, fmt.Errorf("bench: start %s serve: %w", cmp.Or(sc.Herald, env.Herald), err)
 	}
 	go func() {
 		d.err = d.cmd.Wait()

@@ -50,6 +50,7 @@ type benchFlags struct {
 	deliveries int
 	window     int
 	baseline   int64
+	baseHerald string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -88,7 +89,10 @@ reporting every --soak-window deliveries that window's deliveries/s, the
 hot tables' and their indexes' sizes, live and dead tuples, updates and HOT
 updates, and the daemon's RSS, and the ratio of the last window's rate to
 the first's (target ≥ 0.9). --soak-baseline N runs it first on a database
-migrated only up to migration N, then on the latest schema, back to back.
+migrated only up to migration N, then on the latest schema, back to back;
+--soak-baseline-herald names the herald binary of the first run's daemons
+(one built from a commit of that schema: this binary's queries may need
+the latest).
 --scenario rls runs the three fanout runs only.
 --scenario admin runs the superadmin API benchmark only: --admin-rows
 notifications in a database of its own, the real API served in-process, and
@@ -116,6 +120,7 @@ matches its rows. It measures no ceilings.
 	fl.IntVar(&f.deliveries, "deliveries", 2_000_000, "deliveries of the soak run (soak)")
 	fl.IntVar(&f.window, "soak-window", 1_000_000, "deliveries per reported window (soak)")
 	fl.Int64Var(&f.baseline, "soak-baseline", 0, "also run the soak first on a database migrated only up to this migration (soak; 0: no)")
+	fl.StringVar(&f.baseHerald, "soak-baseline-herald", "", "herald binary of the baseline soak run's daemons, built from a commit whose queries match that migration (soak; default: this binary)")
 	fl.IntVar(&f.events, "events", 0, "events per run (0: the scenario's default)")
 	fl.IntVar(&f.recipients, "recipients", 10, "recipients per event (custom)")
 	fl.IntVar(&f.channels, "channels", 3, "channels per recipient (custom)")
@@ -218,6 +223,11 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.deliveries < 1 || f.window < 1 || f.window > f.deliveries {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--deliveries and --soak-window: want 1 ≤ --soak-window (%d) ≤ --deliveries (%d)", f.window, f.deliveries)}
 	}
+	if f.baseHerald != "" {
+		if _, err := os.Stat(f.baseHerald); err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline-herald: %w", err)}
+		}
+	}
 	if f.baseline < 0 {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline: %d is not a migration version", f.baseline)}
 	}
@@ -246,7 +256,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	case "soak":
 		if f.baseline > 0 {
 			old := soak
-			old.Name, old.MigrationLevel = fmt.Sprintf("soak-%04d", f.baseline), f.baseline
+			old.Name, old.MigrationLevel, old.Herald = fmt.Sprintf("soak-%04d", f.baseline), f.baseline, f.baseHerald
 			runs = append(runs, old)
 		}
 		runs = append(runs, soak)
