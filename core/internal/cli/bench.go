@@ -157,6 +157,17 @@ matches its rows. It measures no ceilings.
 }
 
 func runBench(cmd *cobra.Command, f benchFlags) error {
+	if f.deliveries < 1 || f.window < 1 || f.window > f.deliveries {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--deliveries and --soak-window: want 1 ≤ --soak-window (%d) ≤ --deliveries (%d)", f.window, f.deliveries)}
+	}
+	if f.baseHerald != "" {
+		if _, err := os.Stat(f.baseHerald); err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline-herald: %w", err)}
+		}
+	}
+	if f.baseline < 0 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline: %d is not a migration version", f.baseline)}
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	self, err := os.Executable()
@@ -220,17 +231,6 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	rls := []bench.Scenario{fanout, fanout, fanout}
 	rls[1].Name, rls[1].RLS = "fanout-rls-policies", bench.RLSPolicies
 	rls[2].Name, rls[2].RLS = "fanout-no-rls", bench.RLSOff
-	if f.deliveries < 1 || f.window < 1 || f.window > f.deliveries {
-		return &ExitError{Code: 2, Err: fmt.Errorf("--deliveries and --soak-window: want 1 ≤ --soak-window (%d) ≤ --deliveries (%d)", f.window, f.deliveries)}
-	}
-	if f.baseHerald != "" {
-		if _, err := os.Stat(f.baseHerald); err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline-herald: %w", err)}
-		}
-	}
-	if f.baseline < 0 {
-		return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline: %d is not a migration version", f.baseline)}
-	}
 	soakDuration := f.duration
 	if !cmd.Flags().Changed("duration") {
 		soakDuration = max(f.duration, time.Hour)
