@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -34,6 +35,10 @@ type SoakWindow struct {
 	// DaemonRSS is the resident memory of each herald serve process at
 	// the end of the window, in bytes.
 	DaemonRSS []int64 `json:"daemon_rss_bytes"`
+	// Checkpoints is how many checkpoints the server completed since the
+	// run started (timed and requested; the whole server's, whoever caused
+	// them); -1 when unknown.
+	Checkpoints int64 `json:"checkpoints"`
 	// Err says why Tables is empty, when reading them failed.
 	Err string `json:"error,omitempty"`
 }
@@ -79,6 +84,7 @@ type soakWatch struct {
 	mu      sync.Mutex
 	next    int
 	last    time.Time
+	cp0     int64
 	windows []SoakWindow
 
 	cancel context.CancelFunc
@@ -88,7 +94,7 @@ type soakWatch struct {
 func watchSoak(ctx context.Context, pool *pgxpool.Pool, window int, start time.Time, count func() int, daemons []int) *soakWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &soakWatch{pool: pool, window: window, count: count, daemons: daemons, start: start,
-		next: window, last: start, cancel: cancel, done: make(chan struct{})}
+		next: window, last: start, cp0: checkpoints(ctx, pool), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(250 * time.Millisecond)
@@ -128,6 +134,10 @@ func (w *soakWatch) poll(ctx context.Context) {
 			win.DaemonRSS = append(win.DaemonRSS, m.rss)
 		}
 	}
+	win.Checkpoints = -1
+	if n := checkpoints(ctx, w.pool); n >= 0 && w.cp0 >= 0 {
+		win.Checkpoints = n - w.cp0
+	}
 	if stats, err := tableStats(ctx, w.pool); err != nil {
 		win.Err = err.Error()
 	} else {
@@ -154,6 +164,19 @@ func (w *soakWatch) finish(ctx context.Context) *SoakSummary {
 		s.Ratio = s.Windows[len(s.Windows)-1].DeliveriesPerS / s.Windows[0].DeliveriesPerS
 	}
 	return s
+}
+
+// checkpoints returns the server's checkpoint count (-1 when unknown):
+// pg_stat_checkpointer from PostgreSQL 17, pg_stat_bgwriter before.
+func checkpoints(ctx context.Context, pool *pgxpool.Pool) int64 {
+	var n int64
+	if pool.QueryRow(ctx, `SELECT num_timed + num_requested FROM pg_stat_checkpointer`).Scan(&n) == nil {
+		return n
+	}
+	if pool.QueryRow(ctx, `SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`).Scan(&n) == nil {
+		return n
+	}
+	return -1
 }
 
 // tableStats reads the sizes and statistics of soakTables, each summed
@@ -198,19 +221,23 @@ func (s *SoakSummary) print(w io.Writer, name string) {
 	}
 	fmt.Fprintf(w, "\nSoak %s (%s): per window of deliveries, sampled when the window's last delivery was recorded\n", name, level)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "deliveries\tat s\tdeliveries/s\tdaemon RSS\ttable\ttotal\tindexes\tlive\tdead\tupdates\tHOT\tvacuums\t")
+	fmt.Fprintln(tw, "deliveries\tat s\tdeliveries/s\tdaemon RSS\tcheckpoints\ttable\ttotal\tindexes\tlive\tdead\tupdates\tHOT\tvacuums\t")
 	for _, win := range s.Windows {
 		if win.Err != "" {
-			fmt.Fprintf(tw, "%s\t%.0f\t%s\t\t%s\t\n", num(float64(win.Deliveries)), win.Elapsed.Seconds(), num(win.DeliveriesPerS), win.Err)
+			fmt.Fprintf(tw, "%s\t%.0f\t%s\t\t\t%s\t\n", num(float64(win.Deliveries)), win.Elapsed.Seconds(), num(win.DeliveriesPerS), win.Err)
 		}
 		var rss int64
 		for _, r := range win.DaemonRSS {
 			rss = max(rss, r)
 		}
 		for i, t := range win.Tables {
-			lead := "\t\t\t\t"
+			lead := "\t\t\t\t\t"
 			if i == 0 {
-				lead = fmt.Sprintf("%s\t%.0f\t%s\t%s\t", num(float64(win.Deliveries)), win.Elapsed.Seconds(), num(win.DeliveriesPerS), mib(rss))
+				cp := "-"
+				if win.Checkpoints >= 0 {
+					cp = strconv.FormatInt(win.Checkpoints, 10)
+				}
+				lead = fmt.Sprintf("%s\t%.0f\t%s\t%s\t%s\t", num(float64(win.Deliveries)), win.Elapsed.Seconds(), num(win.DeliveriesPerS), mib(rss), cp)
 			}
 			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", lead, t.Name, mib(t.TotalBytes), mib(t.IndexBytes),
 				num(float64(t.LiveTuples)), num(float64(t.DeadTuples)), num(float64(t.Updates)), num(float64(t.HOTUpdates)), t.Vacuums)

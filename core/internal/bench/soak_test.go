@@ -50,6 +50,9 @@ func TestSoakWatch(t *testing.T) {
 		if win.Err != "" {
 			t.Fatalf("window error: %s", win.Err)
 		}
+		if win.Checkpoints < 0 {
+			t.Errorf("checkpoints = %d, want the server's count since the start", win.Checkpoints)
+		}
 		if len(win.DaemonRSS) != 1 || win.DaemonRSS[0] <= 0 {
 			t.Errorf("daemon RSS = %v, want this process's", win.DaemonRSS)
 		}
