@@ -6,9 +6,12 @@ PLUGINS := email push sms slack websocket
 # plugin (main.Version, the PluginVersion that Describe and `herald plugins ls`
 # report) from git.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.Version=$(VERSION)
+# herald version also reports the commit and the build date.
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -X main.Version=$(VERSION) -X main.Commit=$(COMMIT) -X main.BuildDate=$(BUILD_DATE)
 
-.PHONY: help build plugins bench-plugins run up test test-chaos check proto bench clean
+.PHONY: help build plugins bench-plugins run up test test-chaos check proto bench dist clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -56,5 +59,10 @@ bench-plugins: ## build the recording sink plugin the benchmark uses
 bench: build bench-plugins up ## run the pipeline benchmark (BENCH_ARGS="--json" etc.)
 	$(BIN)/herald bench --plugins-dir $(BIN)/bench-plugins $(BENCH_ARGS)
 
+# VERSION given on the command line or in the environment is stamped as it
+# is; otherwise scripts/dist.sh takes git describe (0.0.0-dev outside git).
+dist: ## build dist/herald_<version>_linux_amd64.tar.gz and dist/herald_<version>_amd64.deb (static, -trimpath; dpkg-deb)
+	@VERSION='$(if $(filter command line environment,$(origin VERSION)),$(VERSION))' scripts/dist.sh
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

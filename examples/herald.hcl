@@ -114,6 +114,22 @@ retry {
   lease         = "2m"
 }
 
+# SIGTERM stops the stages in order (HTTP, relay, publishing, listeners,
+# plugins) within shutdown_grace; past it herald exits 1 naming what still
+# ran. A stage that fails stops the daemon with exit 1 (systemd:
+# Restart=on-failure; TimeoutStopSec a little above shutdown_grace).
+supervisor {
+  shutdown_grace   = "30s"
+  liveness_timeout = "1m" # the liveness lock lost this long: exit 1
+}
+
 log {
   level = "info"
+}
+
+# OpenTelemetry tracing, off by default. "otlp" exports spans to the
+# collector the OTEL_EXPORTER_OTLP_* variables name; OTEL_TRACES_EXPORTER
+# overrides this setting (README › Operations › Tracing).
+tracing {
+  exporter = "none"
 }

@@ -89,7 +89,7 @@ func (c *grpcClient) Configure(ctx context.Context, req ConfigureRequest) (Confi
 }
 
 func (c *grpcClient) Send(ctx context.Context, req SendRequest) (SendResponse, error) {
-	resp, err := c.rpc.Send(ctx, &pb.SendRequest{Deliveries: deliveriesToProto(req.Deliveries)})
+	resp, err := c.rpc.Send(withOutgoingTrace(ctx), &pb.SendRequest{Deliveries: deliveriesToProto(req.Deliveries)})
 	if err != nil {
 		return SendResponse{}, c.transportErr(ctx, "send", err)
 	}

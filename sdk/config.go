@@ -3,6 +3,7 @@ package sdk
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -14,7 +15,7 @@ import (
 
 // CheckConfig checks an operator's config against a plugin's field specs and
 // returns it with defaults applied and every value converted to its Go type:
-// string, int, bool, time.Duration or []string. It refuses unknown keys,
+// string, int, bool, time.Duration, []string or map[string]string. It refuses unknown keys,
 // values of the wrong type, missing required fields and values outside an
 // enum, with a *ConfigError naming the field; the error never repeats the
 // value of a Secret field. Absent optional fields without a default are
@@ -23,7 +24,7 @@ import (
 // Values are accepted in the shapes config loaders produce: integers of any
 // Go type, float64 holding a whole number and json.Number for int fields;
 // strings for int, bool and duration fields ("587", "true", "5s"); []any of
-// strings for list fields. CheckConfig runs on the host before Configure and
+// strings for list fields; map[string]any of strings for map fields. CheckConfig runs on the host before Configure and
 // again inside the plugin, so a plugin's Configure always sees checked,
 // typed values.
 func CheckConfig(specs []FieldSpec, cfg map[string]any) (map[string]any, error) {
@@ -88,7 +89,7 @@ func CheckConfig(specs []FieldSpec, cfg map[string]any) (map[string]any, error) 
 // value it was given.
 func secretFieldError(s FieldSpec) error {
 	want := map[FieldType]string{FieldString: "a string", FieldInt: "an int", FieldBool: "a bool",
-		FieldDuration: "a duration", FieldList: "a list of strings"}[s.Type]
+		FieldDuration: "a duration", FieldList: "a list of strings", FieldMap: "a map of strings"}[s.Type]
 	if want == "" {
 		want = "a " + string(s.Type)
 	}
@@ -122,6 +123,8 @@ func convertField(s FieldSpec, raw any) (any, error) {
 		v, err = toDuration(raw)
 	case FieldList:
 		v, err = toList(raw)
+	case FieldMap:
+		v, err = toMap(raw)
 	default:
 		return nil, fmt.Errorf("unknown field type %q (plugin bug)", s.Type)
 	}
@@ -223,6 +226,24 @@ func toList(raw any) ([]string, error) {
 	return nil, fmt.Errorf("must be a list of strings, got %s", typeName(raw))
 }
 
+func toMap(raw any) (map[string]string, error) {
+	switch x := raw.(type) {
+	case map[string]string:
+		return maps.Clone(x), nil
+	case map[string]any:
+		out := make(map[string]string, len(x))
+		for k, e := range x {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("entry %q must be a string, got %s", k, typeName(e))
+			}
+			out[k] = s
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("must be a map of strings, got %s", typeName(raw))
+}
+
 func splitList(s string) []string {
 	parts := strings.Split(s, ",")
 	out := make([]string, 0, len(parts))
@@ -244,7 +265,7 @@ func typeName(v any) string {
 		return "number"
 	case []any, []string:
 		return "list"
-	case map[string]any:
+	case map[string]any, map[string]string:
 		return "map"
 	case time.Duration:
 		return "duration"

@@ -140,3 +140,46 @@ func TestConfigErrorMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckConfigMap covers map fields: string values only, cloned, and
+// errors that never repeat a secret map's values.
+func TestCheckConfigMap(t *testing.T) {
+	t.Parallel()
+	specs := []FieldSpec{{Name: "hooks", Type: FieldMap}, {Name: "keys", Type: FieldMap, Secret: true}}
+	tests := map[string]struct {
+		cfg     map[string]any
+		want    map[string]any
+		wantErr *ConfigError
+	}{
+		"absent":     {cfg: map[string]any{}, want: map[string]any{}},
+		"any map":    {cfg: map[string]any{"hooks": map[string]any{"ops": "https://x"}}, want: map[string]any{"hooks": map[string]string{"ops": "https://x"}}},
+		"string map": {cfg: map[string]any{"hooks": map[string]string{"ops": "y"}}, want: map[string]any{"hooks": map[string]string{"ops": "y"}}},
+		"empty map":  {cfg: map[string]any{"hooks": map[string]any{}}, want: map[string]any{"hooks": map[string]string{}}},
+		"not a map":  {cfg: map[string]any{"hooks": "ops"}, wantErr: &ConfigError{Field: "hooks", Msg: "must be a map of strings, got string"}},
+		"list":       {cfg: map[string]any{"hooks": []any{"ops"}}, wantErr: &ConfigError{Field: "hooks", Msg: "must be a map of strings, got list"}},
+		"int entry":  {cfg: map[string]any{"hooks": map[string]any{"ops": 1}}, wantErr: &ConfigError{Field: "hooks", Msg: `entry "ops" must be a string, got int`}},
+		"secret bad": {cfg: map[string]any{"keys": map[string]any{"ops": 1, "dev": "hunter2hunter2"}}, wantErr: &ConfigError{Field: "keys", Msg: "must be a map of strings; the value is secret and not shown"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := CheckConfig(specs, tc.cfg)
+			if tc.wantErr != nil {
+				var ce *ConfigError
+				if !errors.As(err, &ce) {
+					t.Fatalf("error = %v, want %v", err, tc.wantErr)
+				}
+				if diff := cmp.Diff(tc.wantErr, ce); diff != "" {
+					t.Errorf("ConfigError (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -129,7 +129,16 @@ func (s *grpcServer) Send(ctx context.Context, in *pb.SendRequest) (resp *pb.Sen
 	// A host that dies cancels the batch (see hostWatch).
 	ctx, done := s.host.bind(ctx)
 	defer done()
+	d, _ := s.describe(ctx)
+	ctx, span := startSendSpan(ctx, d, len(batch))
+	defer func() {
+		if r := recover(); r != nil {
+			endSendSpan(span, nil, errors.New("plugin panicked"))
+			panic(r) // to the recover above, which answers the host
+		}
+	}()
 	out, sendErr := s.impl.Send(ctx, SendRequest{Deliveries: batch})
+	endSendSpan(span, out.Results, sendErr)
 	if sendErr != nil {
 		outcome, classified := Classify(sendErr)
 		if outcome == OutcomeSent {

@@ -13,7 +13,8 @@ type SendOneFunc func(ctx context.Context, d Delivery) (providerMessageID string
 // Channel.Send. It sends the deliveries in order and returns exactly one Result
 // per delivery. Once ctx is done, or a delivery is rate limited, the
 // remaining deliveries are not attempted and come back Retryable (rate
-// limited, with the same hint, after a rate limit).
+// limited, with the same hint, after a rate limit). Each call's ctx holds
+// its delivery's own trace context (DeliveryContext).
 //
 //	func (p *Plugin) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
 //		return sdk.SendEach(p.sendOne)(ctx, req)
@@ -35,7 +36,7 @@ func SendEach(fn SendOneFunc) func(ctx context.Context, req SendRequest) (SendRe
 				results = append(results, r)
 				continue
 			}
-			id, err := fn(ctx, d)
+			id, err := fn(DeliveryContext(ctx, d), d)
 			if err != nil {
 				r := ErrorResult(d.DeliveryID, err)
 				results = append(results, r)

@@ -28,7 +28,7 @@ import (
 // the key is absent, in the field's syntax ("587", "true", "10s", "a,b");
 // `enum` lists the allowed values separated by commas; `help` is the
 // description operators see. Field types are string, int, bool,
-// time.Duration and []string. Unexported fields are ignored, so a config
+// time.Duration, []string and map[string]string (no default). Unexported fields are ignored, so a config
 // struct can keep values its Validate method derives.
 const (
 	TagName     = "config"
@@ -40,11 +40,12 @@ const (
 )
 
 var fieldTypes = map[reflect.Type]FieldType{
-	reflect.TypeFor[string]():        FieldString,
-	reflect.TypeFor[int]():           FieldInt,
-	reflect.TypeFor[bool]():          FieldBool,
-	reflect.TypeFor[time.Duration](): FieldDuration,
-	reflect.TypeFor[[]string]():      FieldList,
+	reflect.TypeFor[string]():            FieldString,
+	reflect.TypeFor[int]():               FieldInt,
+	reflect.TypeFor[bool]():              FieldBool,
+	reflect.TypeFor[time.Duration]():     FieldDuration,
+	reflect.TypeFor[[]string]():          FieldList,
+	reflect.TypeFor[map[string]string](): FieldMap,
 }
 
 type structFields struct {
@@ -126,7 +127,7 @@ func (sf *structFields) build(t reflect.Type) error {
 		seen[name] = true
 		typ, ok := fieldTypes[f.Type]
 		if !ok {
-			return fmt.Errorf("sdk: config struct %s: field %s has type %s; use string, int, bool, time.Duration or []string", t, f.Name, f.Type)
+			return fmt.Errorf("sdk: config struct %s: field %s has type %s; use string, int, bool, time.Duration, []string or map[string]string", t, f.Name, f.Type)
 		}
 		spec := FieldSpec{Name: name, Type: typ, Default: f.Tag.Get(TagDefault), Description: f.Tag.Get(TagHelp)}
 		if opts != "" {
@@ -143,6 +144,9 @@ func (sf *structFields) build(t reflect.Type) error {
 		}
 		if e := f.Tag.Get(TagEnum); e != "" {
 			spec.Enum = splitList(e)
+		}
+		if spec.Type == FieldMap && spec.Default != "" {
+			return fmt.Errorf("sdk: config struct %s: field %s: a map field takes no default", t, f.Name)
 		}
 		if spec.Required && spec.Default != "" {
 			return fmt.Errorf("sdk: config struct %s: field %s is required and has a default", t, f.Name)

@@ -82,6 +82,9 @@ func TestConfigFieldsRefusesBadStructs(t *testing.T) {
 		"empty name": {v: struct {
 			A string `config:",secret"`
 		}{}, want: "empty name"},
+		"map default": {v: struct {
+			A map[string]string `config:"a" default:"x"`
+		}{}, want: "a map field takes no default"},
 		"nil":               {v: nil, want: "wants a struct, got <nil>"},
 		"pointer to nonstr": {v: new(int), want: "wants a struct, got *int"},
 	}

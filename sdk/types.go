@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -29,7 +30,7 @@ func (c Class) String() string {
 type FieldType string
 
 // Field types a plugin may declare. CheckConfig turns values into string,
-// int, bool, time.Duration and []string respectively; ConfigFields derives
+// int, bool, time.Duration, []string and map[string]string respectively; ConfigFields derives
 // them from the Go types of a config struct's fields.
 const (
 	// FieldString is a string (Go type string).
@@ -42,6 +43,10 @@ const (
 	FieldDuration FieldType = "duration"
 	// FieldList is a list of strings (Go type []string).
 	FieldList FieldType = "list"
+	// FieldMap is a map of names to strings (Go type map[string]string),
+	// such as named webhook URLs. A map field has no default. Hosts older
+	// than this type refuse a plugin that declares one.
+	FieldMap FieldType = "map"
 )
 
 // FieldSpec declares one config field of a plugin. Plugins usually derive
@@ -117,10 +122,63 @@ type Recipient struct {
 	Locale string
 	// TimeZone is the user's IANA time zone.
 	TimeZone string
-	// DeviceTokens are push tokens registered for the user.
+	// DeviceTokens are push tokens registered for the user: the Token of
+	// every device in Devices that is not a web push subscription. It is
+	// kept for plugins written before Devices; new plugins read Devices.
 	DeviceTokens []string
 	// Attributes holds further channel addresses (e.g. "slack_user_id").
 	Attributes map[string]string
+	// Devices are the user's push devices with their kind (and, for web
+	// push, the subscription's keys).
+	Devices []Device
+}
+
+// Device kinds, the push services a Device belongs to.
+const (
+	// DeviceFCM is a Firebase Cloud Messaging registration token.
+	DeviceFCM = "fcm"
+	// DeviceAPNs is an Apple Push Notification service device token (hex).
+	DeviceAPNs = "apns"
+	// DeviceWebPush is a browser's web push subscription (RFC 8030/8291).
+	DeviceWebPush = "webpush"
+)
+
+// Device is one push device of a recipient.
+type Device struct {
+	// Kind is DeviceFCM, DeviceAPNs, DeviceWebPush, or "" for a token of
+	// no declared kind (the FCM provider sends to those).
+	Kind string
+	// Token is the device's address: the push token, or for DeviceWebPush
+	// the subscription's endpoint URL. Result.GoneDevices names devices by
+	// their Token.
+	Token string
+	// Endpoint is a web push subscription's endpoint URL (https).
+	Endpoint string
+	// P256dh is a web push subscription's public key: base64url of an
+	// uncompressed P-256 point (65 bytes).
+	P256dh string
+	// Auth is a web push subscription's authentication secret: base64url
+	// of 16 bytes.
+	Auth string
+}
+
+// DevicesOf returns the recipient's devices of the given kinds (every
+// device when kinds is empty). A recipient from a host that sends only
+// DeviceTokens yields those tokens as devices of kind "".
+func (r Recipient) DevicesOf(kinds ...string) []Device {
+	devs := r.Devices
+	if len(devs) == 0 {
+		for _, t := range r.DeviceTokens {
+			devs = append(devs, Device{Token: t})
+		}
+	}
+	var out []Device
+	for _, d := range devs {
+		if len(kinds) == 0 || slices.Contains(kinds, d.Kind) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // Content is the rendered message for one channel.
@@ -164,6 +222,11 @@ type Delivery struct {
 	Content Content
 	// CreatedAt is when the delivery was created.
 	CreatedAt time.Time
+	// TraceParent and TraceState are the W3C trace context of the host's
+	// span for this delivery ("" when it carries no trace). Send's ctx
+	// holds the trace of the batch's first delivery; DeliveryContext
+	// gives a ctx in this delivery's own trace (SendEach passes it).
+	TraceParent, TraceState string
 }
 
 // Outcome is the kind of a Result. Its zero value, OutcomeUnspecified,
@@ -223,6 +286,26 @@ type Result struct {
 	// carried no classification; it then counts as Retryable, the SDK logs
 	// it as "unclassified" and plugintest flags it.
 	Unclassified bool
+	// GoneDevices lists the Tokens of the recipient's devices that the
+	// provider says no longer exist (web push 404/410, APNs 410
+	// Unregistered, FCM UNREGISTERED). The host removes them from the
+	// directory, so no later delivery tries them again, whatever the
+	// Outcome. A delivery whose every device is gone is Permanent with
+	// CodeDeviceGone (see Gone).
+	GoneDevices []string
+}
+
+// CodeDeviceGone is the Permanent code of a delivery whose devices the
+// provider said no longer exist.
+const CodeDeviceGone = "device_gone"
+
+// Gone reports a delivery that failed because the provider said the given
+// devices (their Tokens) no longer exist: Permanent with CodeDeviceGone,
+// and GoneDevices so the host removes them from the directory.
+func Gone(deliveryID, reason string, tokens ...string) Result {
+	r := Permanent(deliveryID, reason, CodeDeviceGone)
+	r.GoneDevices = tokens
+	return r
 }
 
 // Sent reports a delivery accepted by the provider.

@@ -11,6 +11,7 @@ package sdk
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"time"
@@ -150,7 +151,7 @@ func configureRequestFromProto(in *pb.ConfigureRequest) ConfigureRequest {
 }
 
 // configValueToProto converts one config value: strings, integers, bools,
-// time.Duration, floats and lists of strings travel; anything else is an
+// time.Duration, floats, lists of strings and maps of strings travel; anything else is an
 // error.
 func configValueToProto(v any) (*pb.ConfigValue, error) {
 	switch x := v.(type) {
@@ -176,6 +177,18 @@ func configValueToProto(v any) (*pb.ConfigValue, error) {
 			list = append(list, s)
 		}
 		return &pb.ConfigValue{Kind: &pb.ConfigValue_ListValue{ListValue: &pb.StringList{Values: list}}}, nil
+	case map[string]string:
+		return &pb.ConfigValue{Kind: &pb.ConfigValue_MapValue{MapValue: &pb.StringMap{Values: maps.Clone(x)}}}, nil
+	case map[string]any:
+		m := make(map[string]string, len(x))
+		for k, e := range x {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("map entry %q is %T, not a string", k, e)
+			}
+			m[k] = s
+		}
+		return &pb.ConfigValue{Kind: &pb.ConfigValue_MapValue{MapValue: &pb.StringMap{Values: m}}}, nil
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
 			return &pb.ConfigValue{Kind: &pb.ConfigValue_IntValue{IntValue: i}}, nil
@@ -201,7 +214,7 @@ func configValueToProto(v any) (*pb.ConfigValue, error) {
 }
 
 // configValueFromProto converts one config value to string, int, bool,
-// time.Duration, float64 or []string; nil and an empty value become nil.
+// time.Duration, float64, []string or map[string]string; nil and an empty value become nil.
 func configValueFromProto(in *pb.ConfigValue) any {
 	switch k := in.GetKind().(type) {
 	case *pb.ConfigValue_StringValue:
@@ -216,6 +229,10 @@ func configValueFromProto(in *pb.ConfigValue) any {
 		return k.FloatValue
 	case *pb.ConfigValue_ListValue:
 		return cloneStringsNonNil(k.ListValue.GetValues())
+	case *pb.ConfigValue_MapValue:
+		m := make(map[string]string, len(k.MapValue.GetValues()))
+		maps.Copy(m, k.MapValue.GetValues())
+		return m
 	}
 	return nil
 }
@@ -259,6 +276,8 @@ func deliveryToProto(d Delivery) *pb.Delivery {
 		Recipient:      recipientToProto(d.Recipient),
 		Content:        contentToProto(d.Content),
 		CreatedAt:      timeToProto(d.CreatedAt),
+		Traceparent:    d.TraceParent,
+		Tracestate:     d.TraceState,
 	}
 }
 
@@ -280,6 +299,8 @@ func deliveryFromProto(in *pb.Delivery) Delivery {
 		Recipient:      recipientFromProto(in.GetRecipient()),
 		Content:        contentFromProto(in.GetContent()),
 		CreatedAt:      timeFromProto(in.GetCreatedAt()),
+		TraceParent:    in.GetTraceparent(),
+		TraceState:     in.GetTracestate(),
 	}
 }
 
@@ -299,6 +320,9 @@ func recipientToProto(r Recipient) *pb.Recipient {
 		for k, v := range r.Attributes {
 			out.Attributes[k] = v
 		}
+	}
+	for _, d := range r.Devices {
+		out.Devices = append(out.Devices, &pb.Device{Kind: d.Kind, Token: d.Token, Endpoint: d.Endpoint, P256Dh: d.P256dh, Auth: d.Auth})
 	}
 	return out
 }
@@ -322,6 +346,9 @@ func recipientFromProto(in *pb.Recipient) Recipient {
 		for k, v := range in.GetAttributes() {
 			out.Attributes[k] = v
 		}
+	}
+	for _, d := range in.GetDevices() {
+		out.Devices = append(out.Devices, Device{Kind: d.GetKind(), Token: d.GetToken(), Endpoint: d.GetEndpoint(), P256dh: d.GetP256Dh(), Auth: d.GetAuth()})
 	}
 	return out
 }
@@ -381,6 +408,7 @@ func resultToProto(r Result) *pb.Result {
 		Reason:            r.Reason,
 		Code:              r.Code,
 		Unclassified:      r.Unclassified,
+		GoneDevices:       cloneStrings(r.GoneDevices),
 	}
 }
 
@@ -397,6 +425,7 @@ func resultFromProto(in *pb.Result) Result {
 		Reason:            in.GetReason(),
 		Code:              in.GetCode(),
 		Unclassified:      in.GetUnclassified(),
+		GoneDevices:       cloneStrings(in.GetGoneDevices()),
 	}
 }
 

@@ -30,11 +30,15 @@ func fullDelivery() Delivery {
 			UserID: "u1", UserType: "customer", Email: "a@example.org", Phone: "+39",
 			Locale: "it-IT", TimeZone: "Europe/Rome", DeviceTokens: []string{"tok"},
 			Attributes: map[string]string{"slack_user_id": "U1"},
+			Devices: []Device{{Kind: DeviceFCM, Token: "tok"}, {Kind: DeviceAPNs, Token: "abcd"},
+				{Kind: DeviceWebPush, Token: "https://push.example/s/1", Endpoint: "https://push.example/s/1", P256dh: "BKey", Auth: "auth"}},
 		},
 		Content: Content{
 			Subject: "s", Title: "t", Body: "b", HTML: "<p>b</p>", Data: json.RawMessage(`{"k":1}`),
 		},
-		CreatedAt: created,
+		CreatedAt:   created,
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		TraceState:  "vendor=x",
 	}
 }
 
@@ -70,7 +74,7 @@ func TestDeliveryToProto(t *testing.T) {
 			want: &pb.Delivery{Recipient: &pb.Recipient{}, Content: &pb.Content{}},
 		},
 		"empty collections travel as absent": {
-			in: Delivery{Recipient: Recipient{DeviceTokens: []string{}, Attributes: map[string]string{}},
+			in: Delivery{Recipient: Recipient{DeviceTokens: []string{}, Attributes: map[string]string{}, Devices: []Device{}},
 				Content: Content{Data: json.RawMessage{}}},
 			want: &pb.Delivery{Recipient: &pb.Recipient{}, Content: &pb.Content{}},
 		},
@@ -132,6 +136,7 @@ func TestResultRoundTrip(t *testing.T) {
 		"rate limited":   {in: Result{DeliveryID: "d", Outcome: OutcomeRateLimited, RetryAfter: time.Minute, Reason: "429"}},
 		"permanent":      {in: Result{DeliveryID: "d", Outcome: OutcomePermanent, Reason: "bad address", Code: "550"}},
 		"unclassified":   {in: Result{DeliveryID: "d", Outcome: OutcomeRetryable, Unclassified: true}},
+		"gone devices":   {in: Gone("d", "push: subscription gone", "https://push.example/s/1", "tok")},
 		"large duration": {in: Result{Outcome: OutcomeRetryable, RetryAfter: 72 * time.Hour}},
 		"unspecified":    {in: Result{DeliveryID: "d"}},
 	}
@@ -223,7 +228,11 @@ func TestConfigValues(t *testing.T) {
 		"json float":    {in: json.Number("1.25"), want: 1.25},
 		"bad any list":  {in: []any{1}, wantErr: true},
 		"nil":           {in: nil, wantErr: true},
-		"map":           {in: map[string]any{}, wantErr: true},
+		"map":           {in: map[string]string{"a": "x"}, want: map[string]string{"a": "x"}},
+		"empty map":     {in: map[string]any{}, want: map[string]string{}},
+		"any map":       {in: map[string]any{"a": "x"}, want: map[string]string{"a": "x"}},
+		"bad any map":   {in: map[string]any{"a": 1}, wantErr: true},
+		"map of maps":   {in: map[string]map[string]string{}, wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -252,7 +261,8 @@ func TestConfigureRequest(t *testing.T) {
 		"zero":          {in: ConfigureRequest{}, want: ConfigureRequest{}},
 		"empty map":     {in: ConfigureRequest{Config: map[string]any{}}, want: ConfigureRequest{}},
 		"typed values":  {in: ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}, want: ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}},
-		"bad value key": {in: ConfigureRequest{Config: map[string]any{"nested": map[string]any{}}}, wantErr: `config "nested": unsupported config value type map[string]interface {}`},
+		"map value":     {in: ConfigureRequest{Config: map[string]any{"hooks": map[string]any{"ops": "https://x"}}}, want: ConfigureRequest{Config: map[string]any{"hooks": map[string]string{"ops": "https://x"}}}},
+		"bad value key": {in: ConfigureRequest{Config: map[string]any{"nested": map[string]any{"a": map[string]any{}}}}, wantErr: `config "nested": map entry "a" is map[string]interface {}, not a string`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +29,10 @@ import (
 // and herald's HTTP API through dialInNetns.
 type netLab struct {
 	t *testing.T
-	// heraldNS and serverNS are the namespaces' names (hrld-h-<id> and
-	// hrld-s-<id>, <id> random per test, so concurrent runs never meet).
+	// heraldNS and serverNS are the namespaces' names (hrld-h-<pid>-<id>
+	// and hrld-s-<pid>-<id>: <pid> is the test binary's, so a later run can
+	// tell a dead run's leftovers; <id> is random per test, so concurrent
+	// runs never meet).
 	heraldNS, serverNS string
 	// heraldIP and serverIP are the two ends of the veth, in a /30 of
 	// 10.200.0.0/13 derived from <id>.
@@ -40,8 +43,8 @@ type netLab struct {
 
 // newNetLab creates the namespaces and the veth and removes both when the
 // test ends, pass or fail (a test binary killed outright, by go test's
-// -timeout say, runs no cleanup: `ip netns list | grep hrld-` shows what
-// it left, and `ip netns del` removes it). Where namespaces cannot be created (not root,
+// -timeout say, runs no cleanup: the next lab removes what it left, see
+// sweepDeadLabs). Where namespaces cannot be created (not root,
 // no CAP_SYS_ADMIN, a kernel without network namespaces) the test is
 // skipped with the reason; missing tools (iproute2, iptables) fail it,
 // since scripts/test-chaos.sh installs them.
@@ -55,12 +58,14 @@ func newNetLab(t *testing.T) *netLab {
 			t.Fatalf("chaos: %s not installed: install the Debian package %s (scripts/test-chaos.sh does)", tool, pkg)
 		}
 	}
+	sweepDeadLabs(t)
 	b := make([]byte, 3)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
 	id := hex.EncodeToString(b)
-	l := &netLab{t: t, heraldNS: "hrld-h-" + id, serverNS: "hrld-s-" + id, heraldVeth: "hv" + id}
+	pid := fmt.Sprint(os.Getpid())
+	l := &netLab{t: t, heraldNS: "hrld-h-" + pid + "-" + id, serverNS: "hrld-s-" + pid + "-" + id, heraldVeth: "hv" + id}
 	// A /30 inside 10.200.0.0/13 from the id: addresses only have to
 	// differ from the host's own, since each lab's veth joins only its
 	// two namespaces.
@@ -88,6 +93,40 @@ func newNetLab(t *testing.T) *netLab {
 	}
 	t.Logf("chaos: herald in %s (%s), servers in %s (%s), joined by veth %s", l.heraldNS, l.heraldIP, l.serverNS, l.serverIP, l.heraldVeth)
 	return l
+}
+
+// sweepDeadLabs removes the namespaces of labs whose test binary is gone
+// (killed by go test's -timeout, say, so its cleanups never ran), after
+// killing what still runs inside them (a herald, a PostgreSQL). A lab whose
+// process still exists is left alone, whoever it is.
+func sweepDeadLabs(t *testing.T) {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		ns, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		var role, id string
+		var pid int
+		if n, _ := fmt.Sscanf(strings.ReplaceAll(ns, "-", " "), "hrld %s %d %s", &role, &pid, &id); n != 3 || pid <= 0 {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue
+		}
+		if pids, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
+			for _, p := range strings.Fields(string(pids)) {
+				if n, err := strconv.Atoi(p); err == nil {
+					_ = unix.Kill(n, unix.SIGKILL)
+				}
+			}
+		}
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Logf("chaos: removing %s, left by dead test binary %d: %v: %s", ns, pid, err, out)
+		} else {
+			t.Logf("chaos: removed %s, left by dead test binary %d", ns, pid)
+		}
+	}
 }
 
 // remove deletes namespace ns (and with it its end of the veth, which
@@ -235,4 +274,43 @@ func netnsHTTP(ns string) *http.Client {
 			return dialInNetns(ctx, ns, network, addr)
 		},
 	}}
+}
+
+// TestChaosLabSweepsDeadRuns leaves a namespace named as a lab of a test
+// binary that has exited, with a process inside, and shows the next lab
+// removes both.
+func TestChaosLabSweepsDeadRuns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chaos: creating network namespaces needs root")
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ns := fmt.Sprintf("hrld-s-%d-000000", dead.Process.Pid)
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("chaos: ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // when the sweep failed
+	inside := exec.Command("ip", "netns", "exec", ns, "sleep", "600")
+	if err := inside.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- inside.Wait() }()
+
+	newNetLab(t)
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), ns) {
+		t.Fatalf("%s (left by dead pid %d) is still there:\n%s", ns, dead.Process.Pid, out)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = inside.Process.Kill()
+		t.Fatal("the process inside the dead run's namespace was not killed")
+	}
 }

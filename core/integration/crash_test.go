@@ -119,6 +119,77 @@ event "BURST" {
 `, peerURL, twilioSID, twilioToken, record)
 }
 
+// crashBurst is a burst test's world: the env (sms to peer, EMAIL to the
+// recording sink, restaurant 9's staff) and the burst going into the
+// outbox.
+type crashBurst struct {
+	e    *env
+	peer *twilioRecorder
+	// want is the burst's deliveries: events × recipients × 2.
+	want int
+	// enqueued gets the burst's enqueuing error (nil) once every event
+	// is in the outbox.
+	enqueued chan error
+}
+
+// startCrashBurst starts herald serve (with daemonEnv added to its
+// environment) for a burst of events BURST events to recipients staff
+// members, SMS and EMAIL each, and enqueues them in the background
+// directly into the outbox, as a service sharing the database would, so
+// the burst does not depend on the daemon's API.
+func startCrashBurst(t *testing.T, recipients, events int, daemonEnv ...string) (*crashBurst, *daemon) {
+	t.Helper()
+	b := &crashBurst{peer: newTwilioRecorder(t, 10*time.Millisecond), want: events * recipients * 2, enqueued: make(chan error, 1)}
+	e := newEnv(t, "sent")
+	b.e = e
+	e.pluginDir = testenv.PluginBinaries(t, "sink", "sms")
+	e.daemonEnv = append(e.daemonEnv, daemonEnv...)
+	e.writeConfig()
+	ctx := context.Background()
+	if err := store.ImportDirectory(ctx, e.db.Pool, e.tenant, crashStaff(recipients)); err != nil {
+		t.Fatal(err)
+	}
+	e.writeRules(crashRules(b.peer.URL, e.record))
+	d := e.start()
+	go func() {
+		for i := range events {
+			ev := producer.Event{TenantID: e.tenant, EventID: fmt.Sprintf("burst-%d", i), Type: "BURST",
+				Payload: json.RawMessage(fmt.Sprintf(`{"restaurant_id": 9, "n": %d}`, i))}
+			if err := producer.Enqueue(ctx, e.db.Pool, ev); err != nil {
+				b.enqueued <- err
+				return
+			}
+		}
+		b.enqueued <- nil
+	}()
+	return b, d
+}
+
+// duplicates counts what the providers received more than once, per
+// channel, and fails the test when a provider misses a delivery.
+func (b *crashBurst) duplicates() (sms, email int) {
+	t := b.e.t
+	t.Helper()
+	perKey := map[string]int{}
+	for _, r := range b.peer.requests() {
+		perKey[r.key]++
+	}
+	for _, n := range perKey {
+		sms += n - 1
+	}
+	if len(perKey) != b.want/2 {
+		t.Errorf("the SMS peer received %d distinct deliveries, want %d", len(perKey), b.want/2)
+	}
+	sent := sentRecords(b.e.records())
+	for _, rs := range sent {
+		email += len(rs) - 1
+	}
+	if len(sent) != b.want/2 {
+		t.Errorf("the EMAIL sink recorded %d distinct deliveries, want %d", len(sent), b.want/2)
+	}
+	return sms, email
+}
+
 // TestDaemonSIGKILLMidBurst kills `herald serve` with SIGKILL while a
 // burst of 4,000 deliveries goes out through two real plugins (sms to a
 // recording Twilio-shaped peer, the recording sink for EMAIL), then starts
@@ -136,35 +207,14 @@ func TestDaemonSIGKILLMidBurst(t *testing.T) {
 		// of the burst drains in well under that.
 		maxWait = 5 * time.Second
 	)
-	peer := newTwilioRecorder(t, 10*time.Millisecond)
-	e := newEnv(t, "sent")
-	e.pluginDir = testenv.PluginBinaries(t, "sink", "sms")
-	e.writeConfig()
+	b, d := startCrashBurst(t, recipients, events)
+	e, peer := b.e, b.peer
 	ctx := context.Background()
-	if err := store.ImportDirectory(ctx, e.db.Pool, e.tenant, crashStaff(recipients)); err != nil {
-		t.Fatal(err)
-	}
-	e.writeRules(crashRules(peer.URL, e.record))
-	d := e.start()
 	var pids []int
 	for _, st := range e.plugins() {
 		pids = append(pids, st.PID)
 	}
 
-	// The burst goes into the outbox directly, as a service sharing the
-	// database would, so it does not depend on the daemon's API.
-	enqueued := make(chan error, 1)
-	go func() {
-		for i := range events {
-			ev := producer.Event{TenantID: e.tenant, EventID: fmt.Sprintf("burst-%d", i), Type: "BURST",
-				Payload: json.RawMessage(fmt.Sprintf(`{"restaurant_id": 9, "n": %d}`, i))}
-			if err := producer.Enqueue(ctx, e.db.Pool, ev); err != nil {
-				enqueued <- err
-				return
-			}
-		}
-		enqueued <- nil
-	}()
 	// Kill mid-burst: a quarter sent, and (when the timing allows) while
 	// the relay's handoffs wait for their confirms.
 	e.until(60*time.Second, func() bool {
@@ -183,7 +233,7 @@ func TestDaemonSIGKILLMidBurst(t *testing.T) {
 	sentAtKill := e.count(`SELECT count(*) FROM deliveries WHERE status = 'SENT'`)
 	handoffsAtKill := e.count(`SELECT count(*) FROM delivery_handoffs`)
 	handedAtKill := e.count(`SELECT coalesce(sum(cardinality(delivery_ids)), 0) FROM delivery_handoffs`)
-	if err := <-enqueued; err != nil {
+	if err := <-b.enqueued; err != nil {
 		t.Fatal(err)
 	}
 	// The killed daemon's plugins notice their host is gone and exit.
@@ -245,26 +295,7 @@ func TestDaemonSIGKILLMidBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// What the providers received twice.
-	perKey := map[string]int{}
-	for _, r := range peer.requests() {
-		perKey[r.key]++
-	}
-	smsDup := 0
-	for _, n := range perKey {
-		smsDup += n - 1
-	}
-	if len(perKey) != want/2 {
-		t.Errorf("the SMS peer received %d distinct deliveries, want %d", len(perKey), want/2)
-	}
-	emailDup := 0
-	sent := sentRecords(e.records())
-	for _, rs := range sent {
-		emailDup += len(rs) - 1
-	}
-	if len(sent) != want/2 {
-		t.Errorf("the EMAIL sink recorded %d distinct deliveries, want %d", len(sent), want/2)
-	}
+	smsDup, emailDup := b.duplicates()
 	t.Logf("crash mid-burst: %d deliveries, %d SENT at the kill, %d handoff rows (%d deliveries) left by the killed daemon",
 		want, sentAtKill, handoffsAtKill, handedAtKill)
 	t.Logf("provider-side duplicates: SMS %d, EMAIL %d, total %d of %d", smsDup, emailDup, smsDup+emailDup, want)

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
@@ -294,6 +295,9 @@ func (d *daemon) Log() string {
 // start runs herald serve and waits until its API is ready.
 func (e *env) start() *daemon {
 	e.t.Helper()
+	// Every request a test makes to this daemon through http.DefaultClient
+	// (or producer.Client) is checked against the OpenAPI document.
+	openapitest.Watch(e.t, e.apiURL, e.admin)
 	d := &daemon{log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	d.cmd = exec.Command(heraldBinary(e.t), "serve", "--config", e.cfgPath)
 	d.cmd.Env = append(append(os.Environ(), e.daemonEnv...), e.extraEnv...)
@@ -320,9 +324,26 @@ func (e *env) start() *daemon {
 			return false
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		if resp.StatusCode == http.StatusOK {
+			return true
+		}
+		// A channel with no provider up (a test's refused plugin) keeps
+		// the daemon not ready; it runs all the same.
+		code, st := e.adminReady()
+		return code == http.StatusServiceUnavailable && onlyChannelReasons(st.Reasons)
 	}, "herald serve ready at %s", e.apiURL)
 	return d
+}
+
+// onlyChannelReasons reports whether every readiness reason is a channel
+// with no provider up.
+func onlyChannelReasons(reasons []string) bool {
+	for _, r := range reasons {
+		if !strings.HasPrefix(r, "channel ") {
+			return false
+		}
+	}
+	return len(reasons) > 0
 }
 
 // stop signals the daemon and waits for it to exit.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/testenv"
+	"github.com/heraldhq/herald/sdk/producer"
 )
 
 func sha256Hex(s string) string {
@@ -253,7 +254,9 @@ func TestSecretsFromEnvAndFilesNeverShown(t *testing.T) {
 	}
 }
 
-// reloadRules asks the daemon to reload its rules through the admin API.
+// reloadRules asks the daemon to reload its rules through the admin API;
+// it returns the status and the problem's detail (the body when it is no
+// problem document).
 func (e *env) reloadRules() (int, string) {
 	e.t.Helper()
 	req, _ := http.NewRequest("POST", e.admin+"/admin/v1/rules/reload", nil)
@@ -264,6 +267,10 @@ func (e *env) reloadRules() (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	var p producer.Problem
+	if resp.Header.Get("Content-Type") == "application/problem+json" && json.Unmarshal(b, &p) == nil {
+		return resp.StatusCode, p.Detail
+	}
 	return resp.StatusCode, string(b)
 }
 

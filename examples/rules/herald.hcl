@@ -55,8 +55,32 @@ channel "EMAIL" {
   }
 }
 
+# One push provider for the three push services: each sends to the
+# recipient's devices of its kind (directory "devices"), so a user with an
+# Android phone, an iPhone and a browser gets the message on all three.
+# The VAPID pair comes from `herald webpush keys` and the .p8 from Apple;
+# both here are throw-away demo keys: give yours as "file:..." references.
 channel "PUSH" {
-  providers = [{ plugin = "push", config = { project_id = "herald-demo", endpoint = "https://push.example.com" } }]
+  providers = [{
+    plugin = "push"
+    config = {
+      providers  = ["fcm", "webpush", "apns"]
+      project_id   = "herald-demo"
+      endpoint     = "https://push.example.com"
+      access_token = "demo-access-token" # production: credentials_file
+
+      vapid_subject     = "mailto:ops@example.com"
+      vapid_public_key  = "BEDJ_bJFwPv-mg-esB3TL8t3W9bEe5P7iz0TpgvD8iIMdre4jA4jXrmkQxEX3O59u5jcd6uZAPRsSG-uFlrg3tY"
+      vapid_private_key = "2FFaLyH4rLrCJKu6Sg162Wrj_mH_eTEeL5NaOwq0SSY"
+      webpush_ttl       = "12h"
+
+      apns_endpoint = "https://api.sandbox.push.apple.com"
+      apns_key      = "file:../keys/AuthKey_DEMOKEY001.p8"
+      apns_key_id   = "DEMOKEY001"
+      apns_team_id  = "DEMOTEAM01"
+      apns_topic    = "com.example.herald"
+    }
+  }]
   retry {
     max_attempts = 3
   }
@@ -70,10 +94,27 @@ channel "SMS" {
   }
 }
 
+# Slack through incoming webhooks (mode "webhook"): no bot token, one URL per
+# Slack channel, by name. A delivery goes to the webhook its template's
+# data.webhook names, else to its recipient's slack_webhook attribute, else to
+# default_webhook. Webhook URLs are secrets: in production write them as
+# "env:NAME" or "file:PATH" (docs/plugins.md, "Slack incoming webhooks").
+# With a bot token instead: config = { token = "env:SLACK_BOT_TOKEN", default_channel = "#ops" }.
 channel "SLACK" {
   best_effort = true
   user_types  = ["STAFF", "AGENT", "ADMIN"]
-  providers   = [{ plugin = "slack", config = { channel = "#ops", endpoint = "https://slack.example.com/api" } }]
+  providers = [{
+    plugin = "slack"
+    name   = "slack-webhooks"
+    config = {
+      mode = "webhook"
+      webhooks = {
+        ops    = "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+        alerts = "https://hooks.slack.com/services/T00000000/B00000001/XXXXXXXXXXXXXXXXXXXXXXXX"
+      }
+      default_webhook = "ops"
+    }
+  }]
 }
 
 channel "WEBSOCKET" {
@@ -166,6 +207,19 @@ event "RESERVATION_CONFIRMED" {
     body = "Confirmed: table for {{ .payload.pax }} at {{ .payload.time }}."
   }
 
+  # The webpush_* and apns_* data keys set the push services' headers for
+  # this message (docs/plugins.md); the plugin takes them out of the data.
+  template "PUSH" {
+    title = "Reservation confirmed"
+    body  = "Your table for {{ .payload.pax }} at {{ .payload.time }} is confirmed."
+    data = {
+      reservation_id   = "{{ .payload.reservation_id }}"
+      webpush_urgency  = "high"
+      webpush_ttl      = "30m"
+      apns_collapse_id = "reservation-{{ .payload.reservation_id }}"
+    }
+  }
+
   payload_schema = <<JSON
 {
   "type": "object",
@@ -240,5 +294,23 @@ event "SYSTEM_ANNOUNCEMENT" {
   template "EMAIL" {
     subject = "[Herald] {{ .payload.title }}"
     body    = "{{ .payload.message }}"
+  }
+
+  # Admin alerts go to the alerts webhook as Block Kit; title and body are
+  # the notification's text fallback. Every admin who has SLACK gets a post;
+  # to post once per event, address one recipient that stands for the room
+  # (examples/slack-webhook).
+  template "SLACK" {
+    title = "{{ .payload.title }}"
+    body  = "{{ .payload.message }}"
+    data = {
+      webhook = "alerts"
+      blocks  = <<JSON
+[
+  {"type": "header", "text": {"type": "plain_text", "text": {{ json .payload.title }}}},
+  {"type": "section", "text": {"type": "mrkdwn", "text": {{ json .payload.message }}}}
+]
+JSON
+    }
   }
 }

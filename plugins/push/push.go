@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -47,12 +50,14 @@ const DefaultRateLimitWait = time.Minute
 // ErrNotConfigured prompts the host to call Configure before Send or Health.
 var ErrNotConfigured = errors.New("push: not configured")
 
-// Push is the PUSH channel over the FCM HTTP v1 API.
+// Push is the PUSH channel over FCM HTTP v1, Web Push (VAPID) and APNs.
 type Push struct {
 	mu     sync.RWMutex
 	cfg    Config
 	hc     *http.Client
+	whc    *http.Client // Web Push: public addresses only (see Configure)
 	tokens *tokenSource
+	apns   *apnsTokens
 }
 
 var _ sdk.Channel = (*Push)(nil)
@@ -72,77 +77,137 @@ func (p *Push) Describe(ctx context.Context, _ sdk.DescribeRequest) (sdk.Describ
 	}}, nil
 }
 
-// Configure checks the config and prepares the HTTP client.
+// Configure checks the config and prepares the HTTP client (HTTP/2 where
+// the server speaks it, as APNs requires).
 func (p *Push) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.ConfigureResponse, error) {
 	cfg, err := configFromParsed(req.Config)
 	if err != nil {
 		return sdk.ConfigureResponse{}, err
 	}
-	hc := &http.Client{Timeout: cfg.Timeout}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ForceAttemptHTTP2 = true
+	if cfg.caPEM != nil {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(cfg.caPEM)
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	hc := &http.Client{Timeout: cfg.Timeout, Transport: tr}
+	// Subscription endpoints come from browsers, that is from users: the
+	// Web Push client dials only public addresses unless the operator
+	// allows private ones, so a subscription cannot make Herald post to
+	// its own network (SSRF). The check runs on the address dialled, after
+	// DNS, so a name that resolves to a private address is refused too.
+	wtr := tr.Clone()
+	if !cfg.WebPushPrivateEndpoints {
+		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: publicOnly}
+		wtr.DialContext = d.DialContext
+	}
+	whc := &http.Client{Timeout: cfg.Timeout, Transport: wtr, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse // a push service answers, it does not redirect
+	}}
 	p.mu.Lock()
-	p.cfg, p.hc = cfg, hc
+	if p.hc != nil {
+		p.hc.CloseIdleConnections()
+		p.whc.CloseIdleConnections()
+	}
+	p.cfg, p.hc, p.whc = cfg, hc, whc
 	p.tokens = &tokenSource{static: cfg.AccessToken, sa: cfg.creds, hc: hc}
+	p.apns = nil
+	if cfg.apnsKey != nil {
+		p.apns = &apnsTokens{key: cfg.apnsKey, keyID: cfg.APNsKeyID, teamID: cfg.APNsTeamID}
+	}
 	p.mu.Unlock()
 	return sdk.ConfigureResponse{}, nil
 }
 
-func (p *Push) configured() (Config, *http.Client, *tokenSource, error) {
+// sender is the configured plugin, as one Send or Health sees it.
+type sender struct {
+	cfg    Config
+	hc     *http.Client
+	whc    *http.Client
+	tokens *tokenSource
+	apns   *apnsTokens
+}
+
+func (p *Push) configured() (sender, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.hc == nil {
-		return Config{}, nil, nil, ErrNotConfigured
+		return sender{}, ErrNotConfigured
 	}
-	return p.cfg, p.hc, p.tokens, nil
+	return sender{p.cfg, p.hc, p.whc, p.tokens, p.apns}, nil
 }
 
-// Health validates (validate_only) a message to the "herald-health" topic:
-// it proves the endpoint answers and accepts the credentials for the
-// project, and delivers nothing.
+// Health checks every configured provider: FCM validates (validate_only)
+// a message to the "herald-health" topic, which proves the endpoint, the
+// credentials and the project and delivers nothing; APNs and Web Push
+// have no such call, so their keys (checked by Configure) and, for APNs,
+// a fresh signed token are what Health reports.
 func (p *Push) Health(ctx context.Context, _ sdk.HealthRequest) (sdk.HealthResponse, error) {
-	cfg, hc, tokens, err := p.configured()
+	s, err := p.configured()
 	if err != nil {
 		return sdk.HealthResponse{Healthy: false, Message: err.Error()}, nil
 	}
-	msg := fcmMessage{Topic: "herald-health", Data: map[string]string{"herald_health": "1"}}
-	out := post(ctx, cfg, hc, tokens, fcmRequest{ValidateOnly: true, Message: msg})
-	if out.kind != sdk.OutcomeSent {
-		return sdk.HealthResponse{Healthy: false, Message: out.reason}, nil
+	var msgs []string
+	if s.cfg.has(ProviderFCM) {
+		msg := fcmMessage{Topic: "herald-health", Data: map[string]string{"herald_health": "1"}}
+		out := post(ctx, s.cfg, s.hc, s.tokens, fcmRequest{ValidateOnly: true, Message: msg})
+		if out.kind != sdk.OutcomeSent {
+			return sdk.HealthResponse{Healthy: false, Message: out.reason}, nil
+		}
+		msgs = append(msgs, "fcm accepted a validate-only message for project "+s.cfg.ProjectID)
 	}
-	return sdk.HealthResponse{Healthy: true, Message: "fcm accepted a validate-only message for project " + cfg.ProjectID}, nil
+	if s.cfg.has(ProviderAPNs) {
+		if _, err := s.apns.token(time.Now()); err != nil {
+			return sdk.HealthResponse{Healthy: false, Message: err.Error()}, nil
+		}
+		msgs = append(msgs, "apns signing key "+s.cfg.APNsKeyID+" signs provider tokens")
+	}
+	if s.cfg.has(ProviderWebPush) {
+		msgs = append(msgs, "webpush VAPID keys loaded")
+	}
+	return sdk.HealthResponse{Healthy: true, Message: strings.Join(msgs, "; ")}, nil
 }
 
-// Send posts one FCM message per device token, at most cfg.Concurrency at a
-// time, and folds each delivery's token outcomes into one Result: Sent when
-// any token accepted the message (the failed tokens are not retried, so the
-// devices that got it are not notified twice), otherwise the most hopeful
-// failure: rate limited, then retryable, then permanent.
+// Send sends one message per device of each delivery's recipient, through
+// the configured provider of the device's kind (FCM for tokens of no
+// kind), at most cfg.Concurrency at a time, and folds each delivery's
+// device outcomes into one Result: Sent when any device accepted the
+// message (the failed devices are not retried, so the devices that got it
+// are not notified twice), otherwise the most hopeful failure: rate
+// limited, then retryable, then permanent. Devices the provider reported
+// gone are listed in the Result's GoneDevices.
 func (p *Push) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
 	batch := req.Deliveries
-	cfg, hc, tokens, err := p.configured()
+	s, err := p.configured()
 	if err != nil {
 		return sdk.SendResponse{}, err
 	}
 	type job struct {
-		delivery, token int
+		delivery, device int
 	}
+	devices := make([][]sdk.Device, len(batch))
 	outcomes := make([][]tokenOutcome, len(batch))
 	var jobs []job
 	for i, d := range batch {
-		outcomes[i] = make([]tokenOutcome, len(d.Recipient.DeviceTokens))
-		for j := range d.Recipient.DeviceTokens {
+		for _, dev := range d.Recipient.DevicesOf() {
+			if s.serves(dev.Kind) {
+				devices[i] = append(devices[i], dev)
+			}
+		}
+		outcomes[i] = make([]tokenOutcome, len(devices[i]))
+		for j := range devices[i] {
 			jobs = append(jobs, job{i, j})
 		}
 	}
 	work := make(chan job)
 	var wg sync.WaitGroup
-	for range min(cfg.Concurrency, len(jobs)) {
+	for range min(s.cfg.Concurrency, len(jobs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for jb := range work {
-				d := batch[jb.delivery]
-				req := fcmRequest{ValidateOnly: cfg.ValidateOnly, Message: buildMessage(d, d.Recipient.DeviceTokens[jb.token])}
-				outcomes[jb.delivery][jb.token] = post(ctx, cfg, hc, tokens, req)
+				outcomes[jb.delivery][jb.device] = s.sendTo(ctx, batch[jb.delivery], devices[jb.delivery][jb.device])
 			}
 		}()
 	}
@@ -154,30 +219,67 @@ func (p *Push) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse,
 
 	results := make([]sdk.Result, len(batch))
 	for i, d := range batch {
-		results[i] = fold(d.DeliveryID, outcomes[i])
+		results[i] = fold(d.DeliveryID, outcomes[i], s.cfg.Providers)
 	}
 	return sdk.SendResponse{Results: results}, nil
 }
 
-// tokenOutcome is what FCM said about one device token.
+// serves reports whether a configured provider sends to devices of kind.
+func (s sender) serves(kind string) bool {
+	switch kind {
+	case "", sdk.DeviceFCM:
+		return s.cfg.has(ProviderFCM)
+	case sdk.DeviceWebPush:
+		return s.cfg.has(ProviderWebPush)
+	case sdk.DeviceAPNs:
+		return s.cfg.has(ProviderAPNs)
+	}
+	return false
+}
+
+// sendTo sends a delivery to one device through its kind's provider.
+func (s sender) sendTo(ctx context.Context, d sdk.Delivery, dev sdk.Device) tokenOutcome {
+	var out tokenOutcome
+	switch dev.Kind {
+	case sdk.DeviceWebPush:
+		out = s.sendWebPush(ctx, d, dev)
+	case sdk.DeviceAPNs:
+		out = s.sendAPNs(ctx, d, dev)
+	default:
+		out = post(ctx, s.cfg, s.hc, s.tokens, fcmRequest{ValidateOnly: s.cfg.ValidateOnly, Message: buildMessage(d, dev.Token)})
+		if out.code == "UNREGISTERED" {
+			out.gone = true
+		}
+	}
+	out.token = dev.Token
+	return out
+}
+
+// tokenOutcome is what a provider said about one device.
 type tokenOutcome struct {
 	kind       sdk.Outcome
-	name       string // FCM message name, when sent
+	name       string // provider message id, when sent
 	reason     string
 	code       string
 	retryAfter time.Duration
+	// gone is set when the provider said the device no longer exists.
+	gone  bool
+	token string
 }
 
-// fold turns the outcomes of a delivery's tokens into its Result.
-func fold(id string, outs []tokenOutcome) sdk.Result {
+// fold turns the outcomes of a delivery's devices into its Result.
+func fold(id string, outs []tokenOutcome, providers []string) sdk.Result {
 	if len(outs) == 0 {
-		return sdk.Permanent(id, "push: recipient has no device tokens", CodeNoAddress)
+		return sdk.Permanent(id, "push: recipient has no device for "+strings.Join(providers, ", "), CodeNoAddress)
 	}
-	var names []string
+	var names, gone []string
 	best := -1
 	rank := map[sdk.Outcome]int{sdk.OutcomePermanent: 0, sdk.OutcomeRetryable: 1, sdk.OutcomeRateLimited: 2}
 	var reasons []string
 	for i, o := range outs {
+		if o.gone {
+			gone = append(gone, o.token)
+		}
 		if o.kind == sdk.OutcomeSent {
 			names = append(names, o.name)
 			continue
@@ -188,18 +290,23 @@ func fold(id string, outs []tokenOutcome) sdk.Result {
 			best = i
 		}
 	}
-	if len(names) > 0 {
-		return sdk.Sent(id, strings.Join(names, ","))
-	}
-	o := outs[best]
+	var r sdk.Result
+	o := outs[max(best, 0)]
 	reason := strings.Join(reasons, "; ")
-	switch o.kind {
-	case sdk.OutcomeRateLimited:
-		return sdk.RateLimited(id, reason, o.retryAfter)
-	case sdk.OutcomeRetryable:
-		return sdk.Retry(id, reason, o.retryAfter)
+	switch {
+	case len(names) > 0:
+		r = sdk.Sent(id, strings.Join(names, ","))
+	case len(gone) == len(outs):
+		r = sdk.Gone(id, reason)
+	case o.kind == sdk.OutcomeRateLimited:
+		r = sdk.RateLimited(id, reason, o.retryAfter)
+	case o.kind == sdk.OutcomeRetryable:
+		r = sdk.Retry(id, reason, o.retryAfter)
+	default:
+		r = sdk.Permanent(id, reason, o.code)
 	}
-	return sdk.Permanent(id, reason, o.code)
+	r.GoneDevices = gone
+	return r
 }
 
 // fcmRequest is the body of messages:send.

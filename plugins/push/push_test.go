@@ -65,6 +65,12 @@ func send(t *testing.T, p *Push, batch ...sdk.Delivery) []sdk.Result {
 
 var ignoreText = cmpopts.IgnoreFields(sdk.Result{}, "Reason", "ProviderMessageID")
 
+// withGone is r listing the given devices as gone.
+func withGone(r sdk.Result, tokens ...string) sdk.Result {
+	r.GoneDevices = tokens
+	return r
+}
+
 func TestSendClassifiesFCMAnswers(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
@@ -72,15 +78,15 @@ func TestSendClassifiesFCMAnswers(t *testing.T) {
 		want   sdk.Result
 	}{
 		"accepted":              {tokens: []string{"tok-a"}, want: sdk.Sent("d1", "")},
-		"unregistered":          {tokens: []string{tokUnregistered}, want: sdk.Permanent("d1", "", "UNREGISTERED")},
+		"unregistered":          {tokens: []string{tokUnregistered}, want: sdk.Gone("d1", "", tokUnregistered)},
 		"invalid argument":      {tokens: []string{tokInvalid}, want: sdk.Permanent("d1", "", "INVALID_ARGUMENT")},
 		"quota 429":             {tokens: []string{tokQuota}, want: sdk.RateLimited("d1", "", 7*time.Second)},
 		"unavailable 503":       {tokens: []string{tokUnavailable}, want: sdk.Retry("d1", "", 3*time.Second)},
 		"internal 500":          {tokens: []string{tokInternal}, want: sdk.Retry("d1", "", 0)},
 		"no device tokens":      {tokens: nil, want: sdk.Permanent("d1", "", CodeNoAddress)},
-		"one of two accepted":   {tokens: []string{tokUnregistered, "tok-b"}, want: sdk.Sent("d1", "")},
+		"one of two accepted":   {tokens: []string{tokUnregistered, "tok-b"}, want: withGone(sdk.Sent("d1", ""), tokUnregistered)},
 		"rate limit wins":       {tokens: []string{tokInvalid, tokUnavailable, tokQuota}, want: sdk.RateLimited("d1", "", 7*time.Second)},
-		"retry beats permanent": {tokens: []string{tokUnregistered, tokUnavailable}, want: sdk.Retry("d1", "", 3*time.Second)},
+		"retry beats permanent": {tokens: []string{tokUnregistered, tokUnavailable}, want: withGone(sdk.Retry("d1", "", 3*time.Second), tokUnregistered)},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -111,7 +117,7 @@ func TestSendBatchOneMessagePerToken(t *testing.T) {
 	got := send(t, p, batch...)
 	want := []sdk.Result{
 		sdk.Sent("d1", ""),
-		sdk.Permanent("d2", "", "UNREGISTERED"),
+		sdk.Gone("d2", "", tokUnregistered),
 		sdk.Permanent("d3", "", CodeNoAddress),
 		sdk.Sent("d4", ""),
 	}

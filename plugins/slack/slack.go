@@ -59,11 +59,15 @@ var configErrors = map[string]bool{
 	"ekm_access_denied":      true,
 }
 
-// Slack is the SLACK channel over the Slack Web API (chat.postMessage).
+// Slack is the SLACK channel over the Slack Web API (chat.postMessage, bot
+// mode) or Slack's incoming webhooks (webhook mode).
 type Slack struct {
-	mu     sync.RWMutex
-	cfg    Config
+	mu  sync.RWMutex
+	cfg Config
+	// client is the Web API client (bot mode).
 	client *slack.Client
+	// hc posts to webhooks (webhook mode).
+	hc *http.Client
 }
 
 var _ sdk.Channel = (*Slack)(nil)
@@ -83,35 +87,47 @@ func (s *Slack) Describe(ctx context.Context, _ sdk.DescribeRequest) (sdk.Descri
 	}}, nil
 }
 
-// Configure checks the config and prepares the Slack client.
+// Configure checks the config and prepares the Slack client (bot mode) or
+// the webhooks' HTTP client (webhook mode).
 func (s *Slack) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.ConfigureResponse, error) {
 	cfg, err := configFromParsed(req.Config)
 	if err != nil {
 		return sdk.ConfigureResponse{}, err
 	}
-	client := slack.New(cfg.Token,
-		slack.OptionAPIURL(cfg.APIURL),
-		slack.OptionHTTPClient(&http.Client{Timeout: cfg.Timeout}))
+	hc := &http.Client{Timeout: cfg.Timeout}
+	var client *slack.Client
+	if cfg.Mode == ModeBot {
+		client = slack.New(cfg.Token, slack.OptionAPIURL(cfg.APIURL), slack.OptionHTTPClient(hc))
+	} else {
+		// A webhook's answer is final: a redirect is not followed (Slack
+		// sends none), so the URL's secret never goes to another host.
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
 	s.mu.Lock()
-	s.cfg, s.client = cfg, client
+	s.cfg, s.client, s.hc = cfg, client, hc
 	s.mu.Unlock()
 	return sdk.ConfigureResponse{}, nil
 }
 
-func (s *Slack) configured() (Config, *slack.Client, error) {
+func (s *Slack) configured() (Config, *slack.Client, *http.Client, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.client == nil {
-		return Config{}, nil, ErrNotConfigured
+	if s.hc == nil {
+		return Config{}, nil, nil, ErrNotConfigured
 	}
-	return s.cfg, s.client, nil
+	return s.cfg, s.client, s.hc, nil
 }
 
-// Health calls auth.test: it proves the API answers and the token is valid.
+// Health calls auth.test in bot mode: it proves the API answers and the
+// token is valid. In webhook mode it probes every webhook
+// (healthWebhooks).
 func (s *Slack) Health(ctx context.Context, _ sdk.HealthRequest) (sdk.HealthResponse, error) {
-	_, client, err := s.configured()
+	cfg, client, hc, err := s.configured()
 	if err != nil {
 		return sdk.HealthResponse{Healthy: false, Message: err.Error()}, nil
+	}
+	if cfg.Mode == ModeWebhook {
+		return healthWebhooks(ctx, cfg, hc), nil
 	}
 	resp, err := client.AuthTestContext(ctx)
 	if err != nil {
@@ -121,14 +137,17 @@ func (s *Slack) Health(ctx context.Context, _ sdk.HealthRequest) (sdk.HealthResp
 }
 
 // Send posts one message per delivery, one at a time (Slack limits
-// chat.postMessage per channel to about one a second). Once Slack rate
-// limits the app, the rest of the batch is reported rate limited without
-// being posted.
+// chat.postMessage per channel, and each webhook, to about one a second).
+// Once Slack rate limits the app, the rest of the batch is reported rate
+// limited without being posted.
 func (s *Slack) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
 	batch := req.Deliveries
-	cfg, client, err := s.configured()
+	cfg, client, hc, err := s.configured()
 	if err != nil {
 		return sdk.SendResponse{}, err
+	}
+	if cfg.Mode == ModeWebhook {
+		return sdk.SendResponse{Results: s.sendWebhooks(ctx, cfg, hc, batch)}, nil
 	}
 	results := make([]sdk.Result, len(batch))
 	var limited *sdk.Result
@@ -148,7 +167,13 @@ func (s *Slack) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse
 			results[i] = sdk.Retry(d.DeliveryID, "slack: "+ctx.Err().Error(), 0)
 			continue
 		}
-		channel, ts, err := client.PostMessageContext(ctx, target, messageOptions(d)...)
+		opts, err := messageOptions(d)
+		var me *messageError
+		if errors.As(err, &me) {
+			results[i] = sdk.Permanent(d.DeliveryID, me.Error(), me.code)
+			continue
+		}
+		channel, ts, err := client.PostMessageContext(ctx, target, opts...)
 		if err != nil {
 			results[i] = classify(d.DeliveryID, err)
 			if results[i].Outcome == sdk.OutcomeRateLimited {
@@ -161,35 +186,22 @@ func (s *Slack) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse
 	return sdk.SendResponse{Results: results}, nil
 }
 
-// messageOptions renders a delivery as chat.postMessage arguments: the
-// title in bold over the body, and Herald's ids in the message metadata.
-func messageOptions(d sdk.Delivery) []slack.MsgOption {
-	title := d.Content.Title
-	if title == "" {
-		title = d.Content.Subject
+// messageOptions renders a delivery as chat.postMessage arguments
+// (renderMessage): text, the template's blocks, and Herald's ids in the
+// message metadata.
+func messageOptions(d sdk.Delivery) ([]slack.MsgOption, error) {
+	m, err := renderMessage(d)
+	if err != nil {
+		return nil, err
 	}
-	text := d.Content.Body
-	if title != "" {
-		text = "*" + title + "*\n" + text
+	opts := []slack.MsgOption{
+		slack.MsgOptionText(m.text, false),
+		slack.MsgOptionMetadata(m.metadata),
 	}
-	key := d.IdempotencyKey
-	if key == "" {
-		key = d.DeliveryID
+	if len(m.blocks) > 0 {
+		opts = append(opts, slack.MsgOptionBlocks(m.blocks...))
 	}
-	payload := map[string]any{
-		"idempotency_key": key,
-		"delivery_id":     d.DeliveryID,
-	}
-	if d.NotificationID != "" {
-		payload["notification_id"] = d.NotificationID
-	}
-	if d.EventType != "" {
-		payload["event_type"] = d.EventType
-	}
-	return []slack.MsgOption{
-		slack.MsgOptionText(strings.TrimSpace(text), false),
-		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType, EventPayload: payload}),
-	}
+	return opts, nil
 }
 
 // classify turns a slack-go error into a Result.

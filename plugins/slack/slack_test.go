@@ -34,6 +34,7 @@ const (
 type posted struct {
 	Channel  string
 	Text     string
+	Blocks   string
 	Metadata slack.SlackMetadata
 }
 
@@ -127,7 +128,7 @@ func (p *slackPeer) postMessage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.mu.Lock()
-	p.posts = append(p.posts, posted{Channel: channel, Text: r.PostForm.Get("text"), Metadata: md})
+	p.posts = append(p.posts, posted{Channel: channel, Text: r.PostForm.Get("text"), Blocks: r.PostForm.Get("blocks"), Metadata: md})
 	ts := fmt.Sprintf("1700000000.%06d", len(p.posts))
 	p.mu.Unlock()
 	// chat.postMessage to a user id answers with the DM channel's id.

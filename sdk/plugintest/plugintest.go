@@ -333,7 +333,7 @@ func CheckDescription(d sdk.Description, f Features) []string {
 			p = append(p, fmt.Sprintf("config field %q is declared twice", s.Name))
 		}
 		names[s.Name] = true
-		if !slices.Contains([]sdk.FieldType{sdk.FieldString, sdk.FieldInt, sdk.FieldBool, sdk.FieldDuration, sdk.FieldList}, s.Type) {
+		if !slices.Contains([]sdk.FieldType{sdk.FieldString, sdk.FieldInt, sdk.FieldBool, sdk.FieldDuration, sdk.FieldList, sdk.FieldMap}, s.Type) {
 			p = append(p, fmt.Sprintf("config field %q has unknown type %q", s.Name, s.Type))
 			continue
 		}
@@ -351,16 +351,22 @@ func CheckDescription(d sdk.Description, f Features) []string {
 
 // CheckResults returns how results break the contract for batch: exactly
 // one result per delivery, keyed by DeliveryID, every outcome set, none
-// unclassified, and
-// retry hints only on retryable or rate-limited outcomes.
+// unclassified, retry hints only on retryable or rate-limited outcomes,
+// and GoneDevices naming only the delivery's own devices.
 func CheckResults(batch []sdk.Delivery, results []sdk.Result) []string {
 	var p []string
 	if len(results) != len(batch) {
 		p = append(p, fmt.Sprintf("%d results for %d deliveries", len(results), len(batch)))
 	}
 	want := map[string]bool{}
+	devices := map[string]map[string]bool{}
 	for _, d := range batch {
 		want[d.DeliveryID] = true
+		own := map[string]bool{}
+		for _, dev := range d.Recipient.DevicesOf() {
+			own[dev.Token] = true
+		}
+		devices[d.DeliveryID] = own
 	}
 	got := map[string]bool{}
 	for _, r := range results {
@@ -379,6 +385,11 @@ func CheckResults(batch []sdk.Delivery, results []sdk.Result) []string {
 		}
 		if r.RetryAfter < 0 {
 			p = append(p, fmt.Sprintf("delivery %s: negative RetryAfter %s", r.DeliveryID, r.RetryAfter))
+		}
+		for _, g := range r.GoneDevices {
+			if !devices[r.DeliveryID][g] {
+				p = append(p, fmt.Sprintf("delivery %s: GoneDevices lists %q, which is not one of the recipient's devices", r.DeliveryID, g))
+			}
 		}
 		if r.Outcome == sdk.OutcomeSent && (r.Reason != "" || r.Code != "") {
 			p = append(p, fmt.Sprintf("delivery %s: sent with a failure reason %q / code %q", r.DeliveryID, r.Reason, r.Code))
@@ -402,6 +413,7 @@ func generatedBadConfigs(specs []sdk.FieldSpec, good map[string]any) []BadConfig
 		sdk.FieldBool:     "maybe",
 		sdk.FieldDuration: "forever",
 		sdk.FieldList:     42,
+		sdk.FieldMap:      []string{"not", "a", "map"},
 	}
 	for _, s := range specs {
 		if v, ok := wrong[s.Type]; ok {

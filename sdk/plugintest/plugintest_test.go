@@ -11,7 +11,8 @@ import (
 
 func TestCheckResults(t *testing.T) {
 	t.Parallel()
-	batch := []sdk.Delivery{{DeliveryID: "a"}, {DeliveryID: "b"}}
+	batch := []sdk.Delivery{{DeliveryID: "a", Recipient: sdk.Recipient{DeviceTokens: []string{"tok-a"}}},
+		{DeliveryID: "b", Recipient: sdk.Recipient{Devices: []sdk.Device{{Kind: sdk.DeviceWebPush, Token: "https://push.example/b"}}}}}
 	tests := map[string]struct {
 		results []sdk.Result
 		want    []string
@@ -26,6 +27,9 @@ func TestCheckResults(t *testing.T) {
 			want: []string{"delivery a: result with no outcome (OutcomeUnspecified); build results with sdk.Sent, Retry, RateLimited, Permanent or ErrorResult"}},
 		"sent with reason": {results: []sdk.Result{{DeliveryID: "a", Outcome: sdk.OutcomeSent, Reason: "hmm"}, sdk.Sent("b", "")},
 			want: []string{`delivery a: sent with a failure reason "hmm" / code ""`}},
+		"own devices gone": {results: []sdk.Result{sdk.Gone("a", "gone", "tok-a"), sdk.Gone("b", "gone", "https://push.example/b")}},
+		"someone else's device gone": {results: []sdk.Result{sdk.Gone("a", "gone", "https://push.example/b"), sdk.Sent("b", "")},
+			want: []string{`delivery a: GoneDevices lists "https://push.example/b", which is not one of the recipient's devices`}},
 		"nil results": {results: nil, want: []string{"0 results for 2 deliveries", `no result for delivery "a"`, `no result for delivery "b"`}},
 	}
 	for name, tc := range tests {

@@ -98,21 +98,37 @@ func (c *Client) Emit(ctx context.Context, ev Event) (status EventStatus, create
 	if err != nil {
 		return EventStatus{}, false, err
 	}
-	code, err := c.do(ctx, http.MethodPost, "/v1/events", body, &status)
+	if ev.TraceParent == "" && ev.TraceState == "" {
+		ev.TraceParent, ev.TraceState = TraceFromContext(ctx)
+	}
+	if err := checkTrace(ev.TraceParent, ev.TraceState); err != nil {
+		return EventStatus{}, false, fmt.Errorf("producer: %w", err)
+	}
+	var hdr http.Header
+	if ev.TraceParent != "" {
+		hdr = http.Header{"Traceparent": {ev.TraceParent}}
+		if ev.TraceState != "" {
+			hdr.Set("Tracestate", ev.TraceState)
+		}
+	}
+	code, err := c.do(ctx, http.MethodPost, "/v1/events", body, &status, hdr)
 	return status, code == http.StatusCreated, err
 }
 
 // Event fetches an event's status and deliveries.
 func (c *Client) Event(ctx context.Context, eventID string) (EventStatus, error) {
 	var st EventStatus
-	_, err := c.do(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(eventID), nil, &st)
+	_, err := c.do(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(eventID), nil, &st, nil)
 	return st, err
 }
 
-func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any, hdr http.Header) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	if body != nil {

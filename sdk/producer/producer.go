@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Event is one business event. EventID is the idempotency key: enqueuing
@@ -45,6 +46,16 @@ type Event struct {
 	Payload json.RawMessage `json:"payload"`
 	// AvailableAt delays processing until then (zero: now).
 	AvailableAt time.Time `json:"available_at,omitzero"`
+	// TraceParent is the W3C traceparent of the trace the event belongs to
+	// ("00-<32 hex trace id>-<16 hex parent span id>-<2 hex flags>"). It
+	// is kept with the event and follows each of its deliveries into the
+	// plugin's Send. Empty: Enqueue and Client.Emit take the span context
+	// of their ctx, if it holds one (OpenTelemetry). Client sends it as the
+	// traceparent header, not in the body.
+	TraceParent string `json:"-"`
+	// TraceState is the W3C tracestate that goes with TraceParent (at most
+	// 32 list members, 512 bytes); ignored without a TraceParent.
+	TraceState string `json:"-"`
 }
 
 // FieldError names the field of an Event that is not valid.
@@ -107,7 +118,83 @@ func (e Event) Validate() error {
 			return err
 		}
 	}
-	return checkPayload(e.Payload)
+	if err := checkPayload(e.Payload); err != nil {
+		return err
+	}
+	return checkTrace(e.TraceParent, e.TraceState)
+}
+
+// MaxTraceStateBytes bounds Event.TraceState.
+const MaxTraceStateBytes = 512
+
+// checkTrace checks a W3C trace context: traceparent version 00 (or a
+// later version's first four fields, as the spec has a receiver do), with
+// a trace id and a parent span id that are not all zeros.
+func checkTrace(parent, state string) error {
+	if parent == "" {
+		if state != "" {
+			return &FieldError{Field: "tracestate", Msg: "is set without a traceparent"}
+		}
+		return nil
+	}
+	if !ValidTraceParent(parent) {
+		return &FieldError{Field: "traceparent", Msg: fmt.Sprintf("%q is not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, ids not all zeros)", clip(parent, 80))}
+	}
+	if len(state) > MaxTraceStateBytes {
+		return &FieldError{Field: "tracestate", Msg: fmt.Sprintf("is %d bytes, more than %d", len(state), MaxTraceStateBytes)}
+	}
+	if _, err := trace.ParseTraceState(state); err != nil {
+		return &FieldError{Field: "tracestate", Msg: "is not a W3C tracestate: " + err.Error()}
+	}
+	return nil
+}
+
+// ValidTraceParent reports whether s is a W3C traceparent Herald keeps:
+// lower-case hex fields, version 00 with exactly four fields (a later
+// version may add fields after a dash; ff is invalid), a trace id and a
+// parent id that are not all zeros.
+func ValidTraceParent(s string) bool {
+	if len(s) < 55 || (len(s) > 55 && (s[:2] == "00" || s[55] != '-')) || s[:2] == "ff" {
+		return false
+	}
+	if s[2] != '-' || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	zeroTrace, zeroSpan := true, true
+	for i := 0; i < 55; i++ {
+		if i == 2 || i == 35 || i == 52 {
+			continue
+		}
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+		if c != '0' && i > 2 && i < 35 {
+			zeroTrace = false
+		}
+		if c != '0' && i > 35 && i < 52 {
+			zeroSpan = false
+		}
+	}
+	return !zeroTrace && !zeroSpan && utf8.ValidString(s) && len(s) <= 512
+}
+
+// TraceFromContext returns the W3C traceparent and tracestate of the span
+// context ctx holds (OpenTelemetry), or two empty strings.
+func TraceFromContext(ctx context.Context) (parent, state string) {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return "", ""
+	}
+	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags()), sc.TraceState().String()
+}
+
+// clip shortens s to at most n bytes for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 func checkID(field, v string, required bool) error {
@@ -202,6 +289,9 @@ func Enqueue(ctx context.Context, tx Execer, ev Event) error {
 
 // EnqueueID is Enqueue that also returns the outbox row id.
 func EnqueueID(ctx context.Context, tx Execer, ev Event) (int64, error) {
+	if ev.TraceParent == "" && ev.TraceState == "" {
+		ev.TraceParent, ev.TraceState = TraceFromContext(ctx)
+	}
 	if err := ev.Validate(); err != nil {
 		return 0, fmt.Errorf("producer: %w", err)
 	}
@@ -222,10 +312,11 @@ func EnqueueID(ctx context.Context, tx Execer, ev Event) (int64, error) {
 	// spaces dropped), so a repeated event_id can be told apart from a
 	// repeated event (Herald's API answers 409 for the former).
 	const insert = `INSERT INTO event_outbox (tenant_id, event_id, event_type, aggregate_type, aggregate_id, payload, available_at, project_id,
-			payload_sha256)
-		VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7::timestamptz, now()), $8, sha256(convert_to($6::jsonb::text, 'UTF8')))
+			payload_sha256, traceparent, tracestate)
+		VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7::timestamptz, now()), $8, sha256(convert_to($6::jsonb::text, 'UTF8')),
+			NULLIF($9, ''), NULLIF($10, ''))
 		ON CONFLICT (tenant_id, event_id) DO NOTHING RETURNING id`
-	args := []any{ev.TenantID, ev.EventID, ev.Type, ev.AggregateType, ev.AggregateID, payload, avail, project}
+	args := []any{ev.TenantID, ev.EventID, ev.Type, ev.AggregateType, ev.AggregateID, payload, avail, project, ev.TraceParent, ev.TraceState}
 	var id int64
 	var err error
 	if b, ok := tx.(batcher); ok {

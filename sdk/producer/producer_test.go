@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // noDB fails the test if Enqueue touches the database.
@@ -23,6 +26,7 @@ func TestValidateRefusesHostileStrings(t *testing.T) {
 	t.Parallel()
 	valid := producer.Event{TenantID: "t1", ProjectID: "default", EventID: "evt-1", Type: "ORDER_PLACED",
 		AggregateType: "order", AggregateID: "o-1", Payload: json.RawMessage(`{"a":{"b":[1,"x"]}}`)}
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	deep := strings.Repeat(`{"a":`, producer.MaxPayloadDepth) + "1" + strings.Repeat("}", producer.MaxPayloadDepth)
 	tests := map[string]struct {
 		edit  func(e *producer.Event)
@@ -57,6 +61,19 @@ func TestValidateRefusesHostileStrings(t *testing.T) {
 		"payload number out of range": {edit: func(e *producer.Event) { e.Payload = json.RawMessage(`{"a":1e400}`) }, field: "payload"},
 		"payload not an object":       {edit: func(e *producer.Event) { e.Payload = json.RawMessage(`[1]`) }, field: "payload"},
 		"payload null":                {edit: func(e *producer.Event) { e.Payload = json.RawMessage(`null`) }, field: "payload"},
+		"traceparent":                 {edit: func(e *producer.Event) { e.TraceParent, e.TraceState = tp, "a=1,b@v=2" }},
+		"traceparent future version":  {edit: func(e *producer.Event) { e.TraceParent = "01" + tp[2:] + "-extra" }},
+		"traceparent upper case":      {edit: func(e *producer.Event) { e.TraceParent = strings.ToUpper(tp) }, field: "traceparent"},
+		"traceparent zero trace id":   {edit: func(e *producer.Event) { e.TraceParent = "00-" + strings.Repeat("0", 32) + tp[35:] }, field: "traceparent"},
+		"traceparent zero span id":    {edit: func(e *producer.Event) { e.TraceParent = tp[:36] + strings.Repeat("0", 16) + "-01" }, field: "traceparent"},
+		"traceparent version ff":      {edit: func(e *producer.Event) { e.TraceParent = "ff" + tp[2:] }, field: "traceparent"},
+		"traceparent 00 with extra":   {edit: func(e *producer.Event) { e.TraceParent = tp + "-x" }, field: "traceparent"},
+		"traceparent short":           {edit: func(e *producer.Event) { e.TraceParent = tp[:54] }, field: "traceparent"},
+		"traceparent invalid utf-8":   {edit: func(e *producer.Event) { e.TraceParent = tp[:54] + "\xff" }, field: "traceparent"},
+		"traceparent huge":            {edit: func(e *producer.Event) { e.TraceParent = "01" + tp[2:] + "-" + strings.Repeat("a", 1<<20) }, field: "traceparent"},
+		"tracestate without parent":   {edit: func(e *producer.Event) { e.TraceState = "a=1" }, field: "tracestate"},
+		"tracestate malformed":        {edit: func(e *producer.Event) { e.TraceParent, e.TraceState = tp, "a=1,,=" }, field: "tracestate"},
+		"tracestate too long":         {edit: func(e *producer.Event) { e.TraceParent, e.TraceState = tp, "a="+strings.Repeat("b", 600) }, field: "tracestate"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -86,4 +103,51 @@ func TestValidateRefusesHostileStrings(t *testing.T) {
 // bigPayload is a JSON object of exactly n bytes.
 func bigPayload(n int) json.RawMessage {
 	return json.RawMessage(`{"a":"` + strings.Repeat("x", n-8) + `"}`)
+}
+
+// TestTraceFromContext checks that an event without a
+// TraceParent takes the span context of Enqueue's ctx, and that Client
+// sends it as the traceparent header.
+func TestTraceFromContext(t *testing.T) {
+	t.Parallel()
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ts, _ := trace.ParseTraceState("vendor=x")
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: ts, Remote: true}))
+	parent, state := producer.TraceFromContext(ctx)
+	if parent != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" || state != "vendor=x" {
+		t.Fatalf("TraceFromContext = %q, %q", parent, state)
+	}
+	if p, s := producer.TraceFromContext(context.Background()); p != "" || s != "" {
+		t.Fatalf("TraceFromContext(no span) = %q, %q, want empty", p, s)
+	}
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"event_id":"e1","deliveries":[]}`))
+	}))
+	defer srv.Close()
+	c := &producer.Client{BaseURL: srv.URL, APIKey: "k"}
+	ev := producer.Event{EventID: "e1", Type: "T", Payload: json.RawMessage(`{}`)}
+	if _, _, err := c.Emit(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if got.Get("Traceparent") != parent || got.Get("Tracestate") != "vendor=x" {
+		t.Errorf("Emit sent traceparent %q tracestate %q, want %q %q", got.Get("Traceparent"), got.Get("Tracestate"), parent, "vendor=x")
+	}
+	// The event's own wins over the context's; a bad one is refused
+	// before anything is sent.
+	ev.TraceParent = "00-11111111111111111111111111111111-2222222222222222-00"
+	if _, _, err := c.Emit(ctx, ev); err != nil || got.Get("Traceparent") != ev.TraceParent || got.Get("Tracestate") != "" {
+		t.Errorf("Emit with its own traceparent: err %v, sent %q %q", err, got.Get("Traceparent"), got.Get("Tracestate"))
+	}
+	got = nil
+	ev.TraceParent = "garbage"
+	var fe *producer.FieldError
+	if _, _, err := c.Emit(ctx, ev); !errors.As(err, &fe) || fe.Field != "traceparent" || got != nil {
+		t.Errorf("Emit with a bad traceparent = %v (request sent: %t), want a *FieldError on traceparent and no request", err, got != nil)
+	}
 }

@@ -7,11 +7,16 @@ import (
 	"github.com/heraldhq/herald/core/internal/cli"
 )
 
-// Version is herald's version; make stamps it from git with
-// -ldflags "-X main.Version=$(git describe --tags --always --dirty)".
-var Version = "dev"
+// Version, Commit and BuildDate describe the build; make stamps them from
+// git with -ldflags "-X main.Version=$(git describe --tags --always
+// --dirty) -X main.Commit=... -X main.BuildDate=...".
+var (
+	Version   = "dev"
+	Commit    = ""
+	BuildDate = ""
+)
 
 func main() {
-	cli.Version = Version
+	cli.Version, cli.Commit, cli.BuildDate = Version, Commit, BuildDate
 	os.Exit(cli.Main(os.Args[1:]))
 }

@@ -22,10 +22,12 @@ import (
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/heraldhq/herald/sdk/producer/jsonguard"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // MaxBody bounds a request body.
@@ -85,7 +87,9 @@ func (s *Server) Mount(pattern string, h http.Handler) { s.mounts[pattern] = h }
 // Handler returns the API's routes.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/events", s.auth(s.postEvent))
+	// The accept span's context is what the event keeps (its trace
+	// continues in the relay, the broker and the plugin).
+	mux.Handle("POST /v1/events", tracing.HTTP("POST /v1/events", s.auth(s.postEvent)))
 	mux.HandleFunc("GET /v1/events/{event_id}", s.auth(s.getEvent))
 	mux.HandleFunc("GET /v1/apikeys", s.keyManager(s.listKeys))
 	mux.HandleFunc("POST /v1/apikeys", s.keyManager(s.createKey))
@@ -94,6 +98,7 @@ func (s *Server) Handler() http.Handler {
 	for p, h := range s.mounts {
 		mux.Handle(p, h)
 	}
+	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -259,6 +264,9 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	span := trace.SpanFromContext(r.Context())
+	span.SetAttributes(tracing.Tenant.String(pr.Tenant), tracing.EventType.String(ev.Type))
+	ev.TraceParent, ev.TraceState = tracing.Header(r.Context())
 	var st producer.EventStatus
 	var created, conflict, noProject bool
 	err = s.inTenant(r, func(tx pgx.Tx) error {
@@ -299,6 +307,11 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := http.StatusOK
+	outcome := "duplicate"
+	if created {
+		outcome = "accepted"
+	}
+	span.SetAttributes(tracing.Outcome.String(outcome))
 	if created {
 		s.Metrics.EventAccepted()
 		code = http.StatusCreated
@@ -325,7 +338,7 @@ func parseEvent(body []byte, pr store.Principal) (producer.Event, *problem) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		detail, field := describeJSONError(err)
+		detail, field := describeJSONError(err, body)
 		return producer.Event{}, &problem{http.StatusBadRequest, "malformed body", detail, field}
 	}
 	if dec.More() {
@@ -400,12 +413,25 @@ func (s *Server) internal(w http.ResponseWriter, err error) {
 	Problem(w, http.StatusInternalServerError, "internal error", "the request could not be completed; it is safe to retry", "")
 }
 
-// describeJSONError turns a decode error into a message and the field it
-// concerns.
-func describeJSONError(err error) (string, string) {
+// describeJSONError turns a decode error of body into a message and the
+// field it concerns.
+func describeJSONError(err error, body []byte) (string, string) {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
+	var pe *time.ParseError
 	switch {
+	case errors.As(err, &pe):
+		// A time field's own error does not name the field: the top-level
+		// field holding the refused text does.
+		var fields map[string]json.RawMessage
+		_ = json.Unmarshal(body, &fields)
+		for name, raw := range fields {
+			var v string
+			if json.Unmarshal(raw, &v) == nil && v == pe.Value {
+				return fmt.Sprintf("%s must be an RFC 3339 time such as 2026-11-22T10:00:00Z, got %q", name, pe.Value), name
+			}
+		}
+		return fmt.Sprintf("a time must be RFC 3339, such as 2026-11-22T10:00:00Z, got %q", pe.Value), ""
 	case errors.As(err, &te):
 		return fmt.Sprintf("%s must be %s, got %s", te.Field, te.Type.String(), te.Value), te.Field
 	case errors.As(err, &se):

@@ -215,7 +215,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		detail, field := describeJSONError(err)
+		detail, field := describeJSONError(err, body)
 		Problem(w, http.StatusBadRequest, "malformed body", detail, field)
 		return false
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -96,28 +95,10 @@ func TestProgressPlain(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that the test may read while Progress writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestProgressTerminal checks redraws with \r in terminal mode.
 func TestProgressTerminal(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testenv.LogBuffer
 	var cur atomic.Int64
 	p := newProgress(&buf, "events", 20000, time.Millisecond, func() int { return int(cur.Load()) }, true)
 	// The first state is drawn at once.

@@ -1,13 +1,11 @@
 package broker_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +14,6 @@ import (
 	"github.com/heraldhq/herald/core/internal/testenv"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
-
-// syncBuffer is a log sink several goroutines write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func channel(t *testing.T, url string) *amqp.Channel {
 	t.Helper()
@@ -126,7 +106,7 @@ func TestConnLogsQueueTypeMismatch(t *testing.T) {
 	if _, err := ch.QueueDeclare("herald.email", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
 	conn := broker.Dial(b.URL, broker.Topology{Exchange: "herald.test", Queues: []broker.Queue{{Name: "herald.email", Bindings: []string{"*.EMAIL"}, Quorum: true}}}, log)
 	defer conn.Close()
@@ -148,7 +128,7 @@ func TestConnLogsQueueTypeMismatch(t *testing.T) {
 func TestDialNodesSkipsDeadNode(t *testing.T) {
 	b := testenv.RabbitMQ(t)
 	dead := fmt.Sprintf("amqp://guest:secretpw@127.0.0.1:%d/", testenv.FreePort(t))
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
 	conn := broker.DialNodes([]string{dead, b.URL}, nil, broker.Topology{Exchange: "herald.test"}, log)
 	defer conn.Close()

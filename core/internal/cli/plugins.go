@@ -170,11 +170,11 @@ func adminCall(ctx context.Context, method string, at adminTarget, path string, 
 	}
 	if resp.StatusCode/100 != 2 {
 		var ae pluginhost.AdminError
-		if json.Unmarshal(body, &ae) == nil && ae.Error != "" {
+		if json.Unmarshal(body, &ae) == nil && ae.Detail != "" {
 			if resp.StatusCode == http.StatusUnauthorized {
-				return fmt.Errorf("%s; name the token file with --admin-token-file, HERALD_ADMIN_TOKEN_FILE or http.admin_token_file in --config", ae.Error)
+				return fmt.Errorf("%s; name the token file with --admin-token-file, HERALD_ADMIN_TOKEN_FILE or http.admin_token_file in --config", ae.Detail)
 			}
-			return errors.New(ae.Error)
+			return errors.New(ae.Detail)
 		}
 		return fmt.Errorf("admin API: %s: %s", resp.Status, bytes.TrimSpace(body))
 	}

@@ -24,11 +24,6 @@ func (e *ExitError) Error() string {
 
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// Version is herald's version, which `herald version` and `herald
-// --version` print; the herald command sets it from its own main.Version,
-// which make stamps from git.
-var Version = "dev"
-
 // NewRoot returns the herald command tree.
 func NewRoot() *cobra.Command {
 	root := &cobra.Command{
@@ -39,15 +34,7 @@ func NewRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("herald {{.Version}}\n")
-	root.AddCommand(&cobra.Command{
-		Use:   "version",
-		Short: "Print herald's version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "herald %s\n", Version)
-			return err
-		},
-	})
+	root.AddCommand(newVersionCmd())
 	for _, add := range commands {
 		root.AddCommand(add())
 	}

@@ -69,6 +69,7 @@ func newRulesCheckCmd() *cobra.Command {
 		pluginDir string
 		together  bool
 		noResolve bool
+		configure bool
 	)
 	cmd := &cobra.Command{
 		Use:   "check FILE...",
@@ -85,19 +86,28 @@ event type or channel defined twice is an error.
 Secret references in providers' config (env:NAME, file:PATH) are resolved
 as herald serve resolves them, so an unset variable or an unreadable file
 is reported at its field; values are never printed. With --no-resolve only
-their syntax is checked (for a machine that does not hold the secrets).`,
+their syntax is checked (for a machine that does not hold the secrets).
+
+With --configure (and --plugin-dir) every provider's plugin is launched and
+configured with the provider's config, as herald serve does, so config the
+plugin refuses (a Slack webhook URL that is not https, a missing token...)
+is reported naming the field rather than at start-up. Nothing is sent.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRulesCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, pluginDir, together, noResolve)
+			if configure && (pluginDir == "" || noResolve) {
+				return &ExitError{Code: 2, Err: errors.New("rules check: --configure needs --plugin-dir, and resolved secrets (not --no-resolve)")}
+			}
+			return runRulesCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, pluginDir, together, noResolve, configure)
 		},
 	}
 	cmd.Flags().StringVar(&pluginDir, "plugin-dir", "", "also check that every provider's binary herald-plugin-<plugin> is in `DIR`")
 	cmd.Flags().BoolVar(&together, "together", false, "load the files as one rule set, as herald serve does")
+	cmd.Flags().BoolVar(&configure, "configure", false, "also launch every provider's plugin from --plugin-dir and Configure it with the provider's config (sends nothing)")
 	cmd.Flags().BoolVar(&noResolve, "no-resolve", false, "check env:/file: references in provider config for syntax only, without reading the environment or the files")
 	return cmd
 }
 
-func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, together, noResolve bool) error {
+func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, together, noResolve, configure bool) error {
 	sets := [][]string{args}
 	if !together {
 		sets = sets[:0]
@@ -135,6 +145,12 @@ func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, to
 				problems++
 			}
 			continue
+		}
+		if configure {
+			for _, p := range checkProviderConfigs(context.Background(), read, rs, pluginDir) {
+				fmt.Fprintln(stderr, p)
+				problems++
+			}
 		}
 		for _, t := range rs.EventTypes() {
 			eventTypes[t] = true

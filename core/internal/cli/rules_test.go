@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,9 +160,20 @@ func TestRulesCheckPluginDir(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (websocket binary missing); stdout %q", code, stdout)
 	}
-	want := `rules/herald.hcl:81: channel "WEBSOCKET": providers.0.plugin: plugin binary ` + filepath.Join(dir, "herald-plugin-websocket") + ": no such file or directory\n" +
-		`   81 |   providers   = [{ plugin = "websocket" }]
-      |                    ^
+	// The line of the WEBSOCKET provider in the example (found, so that
+	// edits above it do not break the test).
+	src, err := os.ReadFile(examples + "rules/herald.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wsLine = `  providers   = [{ plugin = "websocket" }]`
+	before, _, ok := strings.Cut(string(src), wsLine+"\n")
+	if !ok {
+		t.Fatalf("examples/rules/herald.hcl has no line %q", wsLine)
+	}
+	n := strings.Count(before, "\n") + 1
+	want := fmt.Sprintf(`rules/herald.hcl:%d: channel "WEBSOCKET": providers.0.plugin: plugin binary `, n) + filepath.Join(dir, "herald-plugin-websocket") + ": no such file or directory\n" +
+		fmt.Sprintf("%5d | %s\n", n, wsLine) + `      |                    ^
 1 problem
 `
 	if !strings.HasSuffix(stderr, want) {

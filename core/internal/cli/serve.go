@@ -28,6 +28,7 @@ func newServeCmd() *cobra.Command {
 			// secret fields before configuring it.
 			redact := secret.NewRedactor()
 			redact.Add(d.SecretValues()...)
+			server.Version = Version
 			err = server.Run(cmd.Context(), d, newLoggerTo(d, redact.Writer(os.Stderr)), redact)
 			if err != nil && redact.String(err.Error()) != err.Error() {
 				return errors.New(redact.String(err.Error()))

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +54,36 @@ type Daemon struct {
 	Auth AuthConfig `koanf:"auth"`
 	// Live tunes the live (WebSocket) gateway.
 	Live LiveConfig `koanf:"live"`
+	// Supervisor bounds the daemon's shutdown and how long it runs
+	// without its liveness lock.
+	Supervisor SupervisorConfig `koanf:"supervisor"`
+	// Tracing turns OpenTelemetry tracing on (see package tracing).
+	Tracing TracingConfig `koanf:"tracing"`
+}
+
+// SupervisorConfig tunes the supervisor every stage of `herald serve`
+// runs under.
+type SupervisorConfig struct {
+	// ShutdownGrace bounds an orderly stop (SIGTERM, SIGINT or a failed
+	// stage): the HTTP listeners close, the relay stops claiming, handoffs
+	// finish or are left due, listeners finish their in-flight batches and
+	// the plugins close within it. Past it the daemon exits non-zero,
+	// naming the stages still running.
+	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
+	// LivenessTimeout is how long the daemon runs without its liveness
+	// lock (its PostgreSQL session lost and not taken again) before it
+	// stops as a failed stage.
+	LivenessTimeout time.Duration `koanf:"liveness_timeout"`
+}
+
+// TracingConfig is OpenTelemetry tracing. Everything about the exporter
+// but the choice to export (endpoint, headers, protocol, sampler, service
+// name) comes from the standard OTEL_* environment variables.
+type TracingConfig struct {
+	// Exporter is "none" (the default: no spans recorded) or "otlp".
+	// OTEL_TRACES_EXPORTER, when set, overrides it; OTEL_SDK_DISABLED=true
+	// turns tracing off whatever both say.
+	Exporter string `koanf:"exporter"`
 }
 
 // AuthConfig is how end users' tokens are checked (keys: `herald tokens
@@ -304,6 +335,8 @@ func DefaultDaemon() Daemon {
 		Auth:      AuthConfig{Audience: "herald", MaxTokenLifetime: 15 * time.Minute},
 		Live: LiveConfig{Exchange: "herald.live", TicketTTL: 30 * time.Second, AllowedOrigins: []string{}, MaxSessionsPerUser: 16,
 			PingInterval: 30 * time.Second, WriteTimeout: 10 * time.Second, SendBuffer: 64},
+		Supervisor: SupervisorConfig{ShutdownGrace: 30 * time.Second, LivenessTimeout: time.Minute},
+		Tracing:    TracingConfig{Exporter: "none"},
 	}
 }
 
@@ -407,6 +440,7 @@ func LoadDaemon(path string) (Daemon, error) {
 	var d Daemon
 	err := k.UnmarshalWithConf("", &d, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			numberNotDuration,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 		),
@@ -504,6 +538,8 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"publisher.handoff":            d.Publisher.Handoff,
 		"retry.poll_interval":          d.Retry.PollInterval.String(),
 		"retry.lease":                  d.Retry.Lease.String(),
+		"supervisor.shutdown_grace":    d.Supervisor.ShutdownGrace.String(),
+		"supervisor.liveness_timeout":  d.Supervisor.LivenessTimeout.String(),
 		"log.level":                    d.Log.Level,
 		"log.json":                     d.Log.JSON,
 		"auth.audience":                d.Auth.Audience,
@@ -522,6 +558,7 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"amqp.tls_cert_file":           d.AMQP.TLSCertFile,
 		"amqp.tls_key_file":            d.AMQP.TLSKeyFile,
 		"amqp.tls_server_name":         d.AMQP.TLSServerName,
+		"tracing.exporter":             d.Tracing.Exporter,
 	}
 }
 
@@ -553,6 +590,11 @@ func (d Daemon) Validate() error {
 		bad("amqp.url", "must not be empty")
 	} else if err := d.AMQP.checkURL(d.AMQP.URL); err != nil {
 		bad("amqp.url", "%v", err)
+	}
+	switch d.Tracing.Exporter {
+	case "none", "otlp":
+	default:
+		bad("tracing.exporter", "unknown exporter %q (want \"none\" or \"otlp\")", d.Tracing.Exporter)
 	}
 	switch d.AMQP.QueueType {
 	case QueueClassic, QueueQuorum:
@@ -632,7 +674,8 @@ func (d Daemon) Validate() error {
 		"http.write_timeout": d.HTTP.WriteTimeout, "http.admin_write_timeout": d.HTTP.AdminWriteTimeout,
 		"http.idle_timeout":       d.HTTP.IdleTimeout,
 		"auth.max_token_lifetime": d.Auth.MaxTokenLifetime, "live.ticket_ttl": d.Live.TicketTTL, "live.ping_interval": d.Live.PingInterval,
-		"live.write_timeout": d.Live.WriteTimeout,
+		"live.write_timeout":        d.Live.WriteTimeout,
+		"supervisor.shutdown_grace": d.Supervisor.ShutdownGrace, "supervisor.liveness_timeout": d.Supervisor.LivenessTimeout,
 	}
 	for _, f := range sortedKeys(durations) {
 		if durations[f] <= 0 {
@@ -902,4 +945,18 @@ func (d Daemon) SecretValues() []string {
 		}
 	}
 	return out
+}
+
+// numberNotDuration refuses a bare number where a duration goes: read
+// weakly it would be nanoseconds (shutdown_grace = 30 meaning 30ns).
+func numberNotDuration(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(time.Duration(0)) {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16,
+		reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return nil, fmt.Errorf("%v is not a duration: write it with a unit, such as \"%vs\"", data, data)
+	}
+	return data, nil
 }

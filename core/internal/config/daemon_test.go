@@ -88,6 +88,12 @@ func TestLoadDaemonErrorsNameTheField(t *testing.T) {
 		"negative rate":                            {`http { rate_limit { per_ip = -1 } }`, "http.rate_limit"},
 		"rate without burst":                       {`http { rate_limit { burst = 0 } }`, "http.rate_limit.burst"},
 		"misspelt rate key":                        {`http { rate_limit { per_keys = 1 } }`, "per_keys"},
+		"zero shutdown grace":                      {`supervisor { shutdown_grace = "0s" }`, "supervisor.shutdown_grace"},
+		"negative liveness timeout":                {`supervisor { liveness_timeout = "-1s" }`, "supervisor.liveness_timeout"},
+		"shutdown grace not a duration":            {`supervisor { shutdown_grace = 30 }`, "shutdown_grace"},
+		"misspelt supervisor key":                  {`supervisor { grace = "1s" }`, "grace"},
+		"unknown traces exporter":                  {`tracing { exporter = "zipkin" }`, "tracing.exporter"},
+		"misspelt tracing key":                     {`tracing { exporters = "otlp" }`, "exporters"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -159,6 +165,38 @@ database {
 	_, err = LoadDaemon(writeFile(t, "bad2.hcl", `database { api_max_conns = 0 }`))
 	if err == nil || !strings.Contains(err.Error(), "database.api_max_conns") {
 		t.Fatalf("api_max_conns 0: %v", err)
+	}
+}
+
+// TestLoadDaemonSupervisor: the supervisor's bounds from HCL, YAML and the
+// environment, with their defaults when absent.
+func TestLoadDaemonSupervisor(t *testing.T) {
+	d, err := LoadDaemon("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Supervisor != (SupervisorConfig{ShutdownGrace: 30 * time.Second, LivenessTimeout: time.Minute}) {
+		t.Fatalf("defaults: %+v", d.Supervisor)
+	}
+	for _, p := range []string{
+		writeFile(t, "herald.hcl", "supervisor {\n  shutdown_grace = \"45s\"\n}\n"),
+		writeFile(t, "herald.yaml", "supervisor:\n  shutdown_grace: 45s\n"),
+	} {
+		d, err := LoadDaemon(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if d.Supervisor != (SupervisorConfig{ShutdownGrace: 45 * time.Second, LivenessTimeout: time.Minute}) {
+			t.Fatalf("%s: %+v", p, d.Supervisor)
+		}
+	}
+	t.Setenv("HERALD_SUPERVISOR_SHUTDOWN_GRACE", "5s")
+	t.Setenv("HERALD_SUPERVISOR_LIVENESS_TIMEOUT", "2s")
+	if d, err = LoadDaemon(""); err != nil {
+		t.Fatal(err)
+	}
+	if d.Supervisor != (SupervisorConfig{ShutdownGrace: 5 * time.Second, LivenessTimeout: 2 * time.Second}) {
+		t.Fatalf("env overrides: %+v", d.Supervisor)
 	}
 }
 

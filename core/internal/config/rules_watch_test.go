@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -16,24 +15,6 @@ import (
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
-
-// syncBuffer is a log sink tests can read while the watcher writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func rulesWithEvents(types ...string) string {
 	var b strings.Builder
@@ -57,9 +38,9 @@ func replaceFile(t *testing.T, path, body string) {
 	}
 }
 
-func newTestWatcher(t *testing.T, paths []string) (*RulesWatcher, *syncBuffer) {
+func newTestWatcher(t *testing.T, paths []string) (*RulesWatcher, *testenv.LogBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})
 	w, err := NewRulesWatcher(paths, logger)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,9 +16,12 @@ import (
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/heraldhq/herald/sdk"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Sender hands a batch of deliveries of one channel to its plugin. The
@@ -252,7 +256,24 @@ func (l *Listener) load(ctx context.Context, v int, wires []Wire) ([]store.Claim
 		refs[i] = w.Ref
 	}
 	if v == 1 {
-		return store.LoadForSend(ctx, l.pool, refs)
+		claimed, err := store.LoadForSend(ctx, l.pool, refs)
+		// The message's trace context is the publish span's, a child of
+		// the one stored with the row.
+		var traced map[string]Wire
+		for _, w := range wires {
+			if w.TraceParent != "" {
+				if traced == nil {
+					traced = make(map[string]Wire, len(wires))
+				}
+				traced[w.ID] = w
+			}
+		}
+		for i := range claimed {
+			if w, ok := traced[claimed[i].ID]; ok {
+				claimed[i].TraceParent, claimed[i].TraceState = w.TraceParent, w.TraceState
+			}
+		}
+		return claimed, err
 	}
 	due, err := store.Sendable(ctx, l.pool, refs)
 	if err != nil {
@@ -318,10 +339,30 @@ func (l *Listener) sendAndRecord(ctx context.Context, claimed []store.Claimed) e
 			if err := l.record(ctx, outs); err != nil {
 				return err
 			}
+			l.removeGone(ctx, outs)
 			l.count(chName, outs)
 		}
 	}
 	return nil
+}
+
+// removeGone deletes the devices the provider reported gone
+// (sdk.Result.GoneDevices) from the directory, so no later delivery tries
+// them. A failure is logged, not returned: the outcome is recorded, and
+// the provider reports the device gone again next time.
+func (l *Listener) removeGone(ctx context.Context, outs []store.Outcome) {
+	for _, o := range outs {
+		if len(o.GoneDevices) == 0 {
+			continue
+		}
+		n, err := store.RemoveDevices(ctx, l.pool, o.TenantID, o.UserID, o.GoneDevices)
+		if err != nil {
+			l.log.Warn("could not remove gone devices", "delivery", o.ID, "error", err)
+			continue
+		}
+		l.log.Info("removed devices the provider reported gone", "delivery", o.ID, "tenant", o.TenantID,
+			"user", o.UserID, "devices", n)
+	}
 }
 
 // count adds the recorded outcomes of channel to the metrics.
@@ -377,7 +418,13 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 				latency(started.Sub(c.CreatedAt))
 			}
 		}
-		sendCtx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
+		spanCtx, spans := startDeliverSpans(ctx, chName, group)
+		for i := range batch {
+			// Each delivery's own trace, for plugins that send them one by
+			// one (sdk.DeliveryContext); the call's context is the first's.
+			batch[i].TraceParent, batch[i].TraceState = tracing.Header(trace.ContextWithSpan(ctx, spans[i]))
+		}
+		sendCtx, cancel := context.WithTimeout(spanCtx, l.cfg.SendTimeout)
 		results, provider, err := l.sender.Send(sendCtx, chName, batch)
 		cancel()
 		if notAttempted(err) {
@@ -390,7 +437,7 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 				byID[r.DeliveryID] = r
 			}
 		}
-		for _, c := range group {
+		for i, c := range group {
 			o := store.Outcome{ID: c.ID, Attempt: c.Attempt, Provider: provider, StartedAt: started}
 			r, ok := byID[c.ID]
 			switch {
@@ -401,6 +448,10 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 			default:
 				o.Kind, o.Error, o.RetryAfter = r.Outcome.String(), r.Reason, r.RetryAfter
 				o.ProviderMessageID = r.ProviderMessageID
+				if len(r.GoneDevices) > 0 {
+					o.TenantID = c.TenantID
+					o.UserID, o.GoneDevices = goneOf(c, r.GoneDevices)
+				}
 			}
 			switch {
 			case notAttempted(err):
@@ -425,10 +476,35 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 				o.Status = store.StatusRetry
 				o.NextAttemptAt = time.Now().Add(Backoff(policy, c.Attempt, o.RetryAfter))
 			}
+			if spans[i].IsRecording() {
+				spans[i].SetAttributes(tracing.Provider.String(provider))
+			}
+			tracing.End(spans[i], strings.ToLower(o.Status), o.Status == store.StatusFailed)
 			outs = append(outs, o)
 		}
 	}
 	return outs
+}
+
+// startDeliverSpans starts a consumer span for each delivery of group,
+// child of the trace context its message (or row) carried. It returns the
+// context the plugin's Send is called with: the first delivery's span,
+// linked to the others' (a Send span has one parent).
+func startDeliverSpans(ctx context.Context, channel string, group []store.Claimed) (context.Context, []trace.Span) {
+	spans := make([]trace.Span, len(group))
+	sendCtx := ctx
+	var links []trace.Link
+	for i, c := range group {
+		sctx, span := tracing.Start(ctx, c.TraceParent, c.TraceState, "herald.deliver", trace.SpanKindConsumer,
+			tracing.Tenant.String(c.TenantID), tracing.Channel.String(channel), attribute.Int("herald.attempt", c.Attempt))
+		spans[i] = span
+		if i == 0 {
+			sendCtx = sctx
+		} else if sc := trace.SpanContextFromContext(sctx); sc.IsValid() && span.IsRecording() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	return tracing.WithLinks(sendCtx, links), spans
 }
 
 // notAttempted reports a Send error that means no provider was handed
@@ -454,4 +530,28 @@ func toSDK(c store.Claimed) sdk.Delivery {
 	_ = json.Unmarshal(c.Recipient, &d.Recipient)
 	_ = json.Unmarshal(c.Content, &d.Content)
 	return d
+}
+
+// goneOf returns the user id of a claimed delivery's recipient and those
+// of the gone addresses a plugin reported that are the recipient's own
+// devices (as the delivery carried them): a plugin cannot have anybody
+// else's devices removed, nor send the host a list of any length.
+func goneOf(c store.Claimed, gone []string) (string, []string) {
+	var r sdk.Recipient
+	_ = json.Unmarshal(c.Recipient, &r)
+	own := map[string]bool{}
+	for _, t := range r.DeviceTokens {
+		own[t] = true
+	}
+	for _, d := range r.Devices {
+		own[d.Token] = true
+	}
+	var out []string
+	for _, g := range gone {
+		if own[g] {
+			out = append(out, g)
+			delete(own, g)
+		}
+	}
+	return r.UserID, out
 }

@@ -28,8 +28,15 @@ import (
 // If the session is lost while the daemon lives (a database restart), Run
 // takes the lock again on a new one; meanwhile other daemons may take its
 // handoffs over and publish their deliveries a second time, which the
-// listeners' attempt check makes harmless.
+// listeners' attempt check makes harmless. When the lock is not held again
+// within LostTimeout, Run fails with ErrLivenessLost: a daemon whose every
+// handoff is anyone's is limping, and its supervisor stops it.
 type Liveness struct {
+	// LostTimeout is how long Run keeps trying to take a lost lock again
+	// before it returns ErrLivenessLost (0: for as long as it runs). Set it
+	// before Run.
+	LostTimeout time.Duration
+
 	cfg *pgx.ConnConfig
 	log hclog.Logger
 	id  atomic.Int32
@@ -46,6 +53,10 @@ var livenessKeepalive = map[string]string{
 	"tcp_keepalives_interval": "1",
 	"tcp_keepalives_count":    "3",
 }
+
+// ErrLivenessLost is Run's failure when the liveness lock was lost and not
+// taken again within LostTimeout; it prompts the daemon to stop.
+var ErrLivenessLost = errors.New("liveness lock lost and not taken again")
 
 // livenessPing is how often Run checks the session.
 const livenessPing = time.Second
@@ -111,10 +122,13 @@ func (l *Liveness) acquire(ctx context.Context, id int32) error {
 
 // Run checks the session every second until ctx ends and takes the lock
 // again on a new session when it was lost. It keeps the session open when
-// it returns: Close drops it once every stage has stopped.
+// it returns: Close drops it once every stage has stopped. It returns
+// ErrLivenessLost (wrapped with the last error) when the lock stayed lost
+// for LostTimeout.
 func (l *Liveness) Run(ctx context.Context) error {
 	t := time.NewTicker(livenessPing)
 	defer t.Stop()
+	var lostAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -133,14 +147,24 @@ func (l *Liveness) Run(ctx context.Context) error {
 		if err == nil || ctx.Err() != nil {
 			continue
 		}
-		l.log.Warn("liveness session lost; other daemons may take this daemon's handoffs over until it is back", "id", l.ID(), "error", err)
+		if lostAt.IsZero() {
+			lostAt = time.Now()
+			l.log.Warn("liveness session lost; other daemons may take this daemon's handoffs over until it is back", "id", l.ID(), "error", err)
+		}
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err = l.acquire(actx, l.ID())
 		cancel()
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if lost := time.Since(lostAt); l.LostTimeout > 0 && lost >= l.LostTimeout {
+				return fmt.Errorf("%w for %s (supervisor.liveness_timeout %s): %w", ErrLivenessLost, lost.Round(time.Second), l.LostTimeout, err)
+			}
 			l.log.Warn("liveness lock not taken again; retrying", "error", err)
 			continue
 		}
+		lostAt = time.Time{}
 		l.log.Info("liveness lock held again", "id", l.ID())
 	}
 }

@@ -44,6 +44,11 @@ type Wire struct {
 	Recipient      json.RawMessage `json:"recipient,omitempty"`
 	Content        json.RawMessage `json:"content,omitempty"`
 	CreatedAt      time.Time       `json:"created_at,omitzero"`
+	// TraceParent and TraceState are the W3C trace context of the
+	// delivery's publish span (both versions; "": none): the listener's
+	// span continues it.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // wireOf is the version-2 form of a delivery the relay just wrote, for its
@@ -52,7 +57,7 @@ func wireOf(d store.NewDelivery) Wire {
 	return Wire{Ref: store.Ref{ID: d.ID, Attempt: 1}, TenantID: d.TenantID, NotificationID: d.NotificationID,
 		EventID: d.EventID, EventType: d.EventType, UserID: d.UserID, UserType: d.UserType, Channel: d.Channel,
 		Severity: d.Severity, MaxAttempts: d.MaxAttempts, BestEffort: d.BestEffort, Recipient: d.Recipient,
-		Content: d.Content, CreatedAt: d.CreatedAt}
+		Content: d.Content, CreatedAt: d.CreatedAt, TraceParent: d.TraceParent, TraceState: d.TraceState}
 }
 
 // claimed is the delivery a version-2 message describes.
@@ -60,7 +65,7 @@ func (w Wire) claimed() store.Claimed {
 	return store.Claimed{ID: w.ID, TenantID: w.TenantID, NotificationID: w.NotificationID, EventID: w.EventID,
 		EventType: w.EventType, UserID: w.UserID, UserType: w.UserType, Channel: w.Channel, Severity: w.Severity,
 		Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, BestEffort: w.BestEffort, Recipient: w.Recipient,
-		Content: w.Content, CreatedAt: w.CreatedAt}
+		Content: w.Content, CreatedAt: w.CreatedAt, TraceParent: w.TraceParent, TraceState: w.TraceState}
 }
 
 // Refs lists the attempts the message names.

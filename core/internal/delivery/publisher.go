@@ -13,8 +13,11 @@ import (
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // PublisherConfig tunes the publisher.
@@ -250,12 +253,18 @@ func publishGrouped(ctx context.Context, ch *amqp.Channel, topo broker.Topology,
 	}
 	sort.Strings(keys)
 	var sent []pending
+	stage := "publisher"
+	if v == 2 {
+		stage = "handoff"
+	}
 	for _, key := range keys {
 		wires := byKey[key]
 		for start := 0; start < len(wires); start += perMessage {
 			part := wires[start:min(start+perMessage, len(wires))]
+			spans := startPublishSpans(ctx, stage, key, part)
 			body, err := json.Marshal(Envelope{V: v, Deliveries: part})
 			if err != nil {
+				endSpans(spans, "error")
 				return sent, unroutable, err
 			}
 			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, topo.Exchange, key, true, false, amqp.Publishing{
@@ -266,12 +275,45 @@ func publishGrouped(ctx context.Context, ch *amqp.Channel, topo broker.Topology,
 				Body:         body,
 			})
 			if err != nil {
+				endSpans(spans, "error")
 				return sent, unroutable, fmt.Errorf("publish: %w", err)
 			}
+			endSpans(spans, "published")
 			sent = append(sent, pending{refs: part, dc: dc})
 		}
 	}
 	return sent, unroutable, nil
+}
+
+// startPublishSpans starts a producer span for each delivery of part that
+// continues a trace (recorded only when tracing is on) and gives the
+// delivery the span's context for the listener to continue.
+func startPublishSpans(ctx context.Context, stage, key string, part []Wire) []trace.Span {
+	var spans []trace.Span
+	for i := range part {
+		w := &part[i]
+		if w.TraceParent == "" {
+			continue
+		}
+		sctx, span := tracing.Start(ctx, w.TraceParent, w.TraceState, "herald.publish", trace.SpanKindProducer,
+			tracing.Stage.String(stage), attribute.String("messaging.rabbitmq.destination.routing_key", key))
+		if w.TenantID != "" { // version 2 carries them; version 1 names the delivery only
+			span.SetAttributes(tracing.Tenant.String(w.TenantID), tracing.Channel.String(w.Channel))
+		}
+		if !span.IsRecording() {
+			continue // tracing is off: the delivery keeps its context
+		}
+		w.TraceParent, w.TraceState = tracing.Header(sctx)
+		spans = append(spans, span)
+	}
+	return spans
+}
+
+// endSpans ends spans with outcome.
+func endSpans(spans []trace.Span, outcome string) {
+	for _, s := range spans {
+		tracing.End(s, outcome, outcome == "error")
+	}
 }
 
 // claimHandoffs is the publisher's claim of the relay's handoffs that
@@ -332,7 +374,8 @@ func (p *pubWorker) publishClaim(ctx context.Context, kind store.ClaimKind) (int
 	}
 	out := make([]outgoing, len(rows))
 	for i, r := range rows {
-		out[i] = outgoing{userType: r.UserType, channel: r.Channel, wire: Wire{Ref: store.Ref{ID: r.ID, Attempt: r.Attempt}}}
+		out[i] = outgoing{userType: r.UserType, channel: r.Channel, wire: Wire{Ref: store.Ref{ID: r.ID, Attempt: r.Attempt},
+			TraceParent: r.TraceParent, TraceState: r.TraceState}}
 	}
 	inflight, unroutable, err := publishGrouped(ctx, ch, p.conn.Topology(), 1, p.cfg.PerMessage, out)
 	if err != nil {

@@ -16,6 +16,7 @@ package devpeer
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 const (
 	DefaultSMTPAddr = "127.0.0.1:2525"
 	DefaultHTTPAddr = "127.0.0.1:4010"
+	DefaultTLSAddr  = "127.0.0.1:4443"
 )
 
 // Config says where the peers listen and where they report.
@@ -44,6 +46,13 @@ type Config struct {
 	// HTTPAddr is the HTTP server's loopback host:port; empty starts no
 	// HTTP server. Port 0 picks a free port (see Peers.HTTPURL).
 	HTTPAddr string
+	// TLSAddr is the TLS server's loopback host:port (Web Push and APNs,
+	// which need https and HTTP/2); empty starts no TLS server.
+	TLSAddr string
+	// TLSDir is where the TLS server writes its CA and the push plugin's
+	// dev keys (FileCA, FileAPNsKey, FileVAPIDPublicKey,
+	// FileVAPIDPrivateKey); required with TLSAddr.
+	TLSDir string
 	// Log receives one line per message or request; nil discards them.
 	// Writes are serialised, so any io.Writer will do.
 	Log io.Writer
@@ -58,6 +67,8 @@ type Peers struct {
 	smtpAddr string
 	httpSrv  *http.Server
 	httpAddr string
+	tlsSrv   *http.Server
+	tlsAddr  string
 
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -71,10 +82,13 @@ type Peers struct {
 // Close is called. It fails when an address is not a loopback address or
 // cannot be bound; nothing is left running then.
 func Start(ctx context.Context, cfg Config) (*Peers, error) {
-	if cfg.SMTPAddr == "" && cfg.HTTPAddr == "" {
-		return nil, errors.New("devpeer: neither an SMTP nor an HTTP address given")
+	if cfg.SMTPAddr == "" && cfg.HTTPAddr == "" && cfg.TLSAddr == "" {
+		return nil, errors.New("devpeer: no SMTP, HTTP or TLS address given")
 	}
-	for _, a := range []string{cfg.SMTPAddr, cfg.HTTPAddr} {
+	if cfg.TLSAddr != "" && cfg.TLSDir == "" {
+		return nil, errors.New("devpeer: a TLS address needs a directory for its CA and keys (TLSDir)")
+	}
+	for _, a := range []string{cfg.SMTPAddr, cfg.HTTPAddr, cfg.TLSAddr} {
 		if a == "" {
 			continue
 		}
@@ -105,6 +119,42 @@ func Start(ctx context.Context, cfg Config) (*Peers, error) {
 		p.httpAddr = l.Addr().String()
 	}
 
+	var tlsLn net.Listener
+	if cfg.TLSAddr != "" {
+		cert, err := writeTLSFiles(cfg.TLSDir)
+		if err == nil {
+			tlsLn, err = net.Listen("tcp", cfg.TLSAddr)
+			if err != nil {
+				err = fmt.Errorf("devpeer: tls listen: %w", err)
+			}
+		}
+		if err != nil {
+			for _, l := range []net.Listener{smtpLn, httpLn} {
+				if l != nil {
+					_ = l.Close()
+				}
+			}
+			return nil, err
+		}
+		p.tlsAddr = tlsLn.Addr().String()
+		p.tlsSrv = &http.Server{
+			Handler:           newTLSHandler(p.log),
+			TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+		}
+		// ServeTLS with certificates in TLSConfig enables HTTP/2 (h2 by
+		// ALPN), which APNs clients require.
+		p.serve("tls", func() error {
+			err := p.tlsSrv.ServeTLS(tlsLn, "", "")
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return err
+		})
+	}
 	if smtpLn != nil {
 		p.smtpSrv = newSMTPServer(p.log)
 		p.serve("smtp", func() error {
@@ -164,7 +214,16 @@ func (p *Peers) HTTPURL() string {
 	return "http://" + p.httpAddr
 }
 
-// Close stops both servers, dropping open connections, and waits for them to
+// TLSURL is the TLS server's base URL, such as "https://127.0.0.1:4443"
+// ("" when not started).
+func (p *Peers) TLSURL() string {
+	if p.tlsAddr == "" {
+		return ""
+	}
+	return "https://" + p.tlsAddr
+}
+
+// Close stops the servers, dropping open connections, and waits for them to
 // return. It returns the first error a server stopped with, if any. Calling
 // it again returns the same result.
 func (p *Peers) Close() error {
@@ -181,6 +240,9 @@ func (p *Peers) Close() error {
 		}
 		if p.httpSrv != nil {
 			_ = p.httpSrv.Close()
+		}
+		if p.tlsSrv != nil {
+			_ = p.tlsSrv.Close()
 		}
 	})
 	p.wg.Wait()

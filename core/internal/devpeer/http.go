@@ -14,6 +14,7 @@ const MaxBodyBytes = 1 << 20
 //	POST /2010-04-01/Accounts/{sid}/Messages.json      Twilio Messages
 //	GET  /2010-04-01/Accounts/{sid}.json               Twilio Accounts (credential check)
 //	POST /api/{method}                                 Slack Web API
+//	POST /services/{team}/{bot}/{secret}               Slack incoming webhooks
 //
 // Anything else is answered 404 and logged, so a plugin pointed at the
 // wrong path shows up in the log rather than as a silent failure.
@@ -26,6 +27,7 @@ func newHTTPHandler(log *lineLog) http.Handler {
 	mux.HandleFunc("GET /2010-04-01/Accounts/{file}", t.fetchAccount)
 	s := &slackPeer{log: log}
 	mux.HandleFunc("/api/{method}", s.call)
+	mux.HandleFunc("POST "+SlackWebhookPath, (&slackHookPeer{log: log}).post)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("herald devpeers: local stand-ins for FCM, Twilio and Slack (development only)\n"))

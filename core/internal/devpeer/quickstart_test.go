@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -227,29 +226,11 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the plugin's log goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // launchPlugin runs a plugin binary the way the host does (go-plugin, gRPC,
 // AutoMTLS, versioned plugin set) and returns its channel.
-func launchPlugin(t *testing.T, bin string) (sdk.Channel, *syncBuffer) {
+func launchPlugin(t *testing.T, bin string) (sdk.Channel, *testenv.LogBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	cmd := exec.Command(bin)
 	cmd.Env = []string{sdk.EnvHostPID + "=" + fmt.Sprint(os.Getpid()), sdk.EnvLogLevel + "=debug"}
 	client := plugin.NewClient(&plugin.ClientConfig{

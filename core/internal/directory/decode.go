@@ -84,6 +84,33 @@ func (d *decoder) decodeStruct(n *node, v reflect.Value, path string) {
 			d.fail(n.line, join(path, f.name), "missing (required)")
 		}
 	}
+	if dv, ok := v.Addr().Interface().(*rules.Device); ok && dv.Kind != "" {
+		for _, p := range rules.CheckDevice(*dv) {
+			d.fail(n.line, join(path, p.Field), "%s", p.Msg)
+		}
+	}
+	if r, ok := v.Addr().Interface().(*rules.Recipient); ok {
+		// One device once: the import keys devices by (user, address).
+		seen := map[string]string{}
+		note := func(addr, at string) {
+			if addr == "" {
+				return
+			}
+			if first, dup := seen[addr]; dup {
+				d.fail(n.line, join(path, at), "duplicate device: the same address as %s", first)
+				return
+			}
+			seen[addr] = at
+		}
+		for i, t := range r.DeviceTokens {
+			note(t, fmt.Sprintf("device_tokens[%d]", i))
+		}
+		for i, dv := range r.Devices {
+			if dv.Kind == rules.DeviceFCM || dv.Kind == rules.DeviceAPNs || dv.Kind == rules.DeviceWebPush {
+				note(dv.Address(), fmt.Sprintf("devices[%d]", i))
+			}
+		}
+	}
 	if qh, ok := v.Addr().Interface().(*rules.QuietHours); ok && qh.Start != "" && qh.End != "" {
 		if err := rules.ParseQuietHours(*qh); err != nil {
 			// The error reads "end: equals start ...": name the field in the path.

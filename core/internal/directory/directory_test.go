@@ -416,7 +416,8 @@ func compile(t *testing.T, jsonl bool) *jsonschema.Schema {
 // whatever it accepts as clean survives a round trip through JSON to the
 // same directory.
 func FuzzDirectory(f *testing.F) {
-	for _, p := range []string{"testdata/bad.json", "testdata/good.yaml", "testdata/good.jsonl", "../../../examples/directory/acme.json"} {
+	for _, p := range []string{"testdata/bad.json", "testdata/good.yaml", "testdata/good.jsonl", "../../../examples/directory/acme.json",
+		"../../../examples/directory/restaurant5.json"} {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
@@ -433,6 +434,7 @@ func FuzzDirectory(f *testing.F) {
 	f.Add([]byte("recipients:\n  - &a {user_id: u, user_type: T}\n  - *a\n"), uint8(1))
 	f.Add([]byte("{\"recipients\": [{\"user_id\": \"u\xff\", \"user_type\": \"T\"}]}"), uint8(0))
 	f.Add([]byte(`{"recipient": {"user_id": "u", "user_type": "T", "quiet_hours": {"start": "22:00", "end": "0`), uint8(2))
+	f.Add([]byte(`{"recipient": {"user_id": "u", "user_type": "T", "devices": [{"kind": "webpush", "endpoint": "https://p.example/1", "p256dh": "BA", "auth": "AA"}, {"kind": "apns", "token": "zz"}]}}`), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, fi uint8) {
 		format := []directory.Format{directory.JSON, directory.YAML, directory.JSONL}[int(fi)%3]
 		lim := directory.DefaultLimits()

@@ -147,6 +147,12 @@ func fieldSchema(t reflect.Type, f field, defs map[string]any) map[string]any {
 			defs[name] = structSchema(t.Elem(), defs)
 		}
 		s["oneOf"] = []any{map[string]any{"$ref": "#/$defs/" + name}, map[string]any{"type": "null"}}
+	case reflect.Struct:
+		name := f.name
+		if _, ok := defs[name]; !ok {
+			defs[name] = structSchema(t, defs)
+		}
+		s["$ref"] = "#/$defs/" + name
 	case reflect.Slice:
 		s["type"] = "array"
 		item := fieldSchema(t.Elem(), f, defs)

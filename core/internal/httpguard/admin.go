@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/heraldhq/herald/sdk/producer"
 )
 
 // MinTokenLen is the shortest admin token ReadTokenFile accepts.
@@ -104,8 +106,8 @@ func NewAdminGuard(bound net.Addr, configured string, token []byte) (*AdminGuard
 // Wrap returns h behind the guard. In order: a request from a browser page
 // (an Origin header, or Sec-Fetch-Site other than "none") is 403; a Host
 // header that does not name the listener is 421; a missing or wrong
-// "Authorization: Bearer <token>" is 401. Errors are JSON {"error": ...},
-// like the admin API's own.
+// "Authorization: Bearer <token>" is 401. Errors are RFC 9457 problem
+// documents, like the admin API's own.
 func (g *AdminGuard) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Origin") != "" || !slices.Contains([]string{"", "none"}, r.Header.Get("Sec-Fetch-Site")) {
@@ -142,10 +144,10 @@ func (g *AdminGuard) hostOK(hostport string) bool {
 	return g.anyIP && port == g.port && net.ParseIP(host) != nil
 }
 
+// adminError answers an RFC 9457 problem document (application/problem+json),
+// like every error of the API.
 func adminError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(struct {
-		Error string `json:"error"`
-	}{msg})
+	_ = json.NewEncoder(w).Encode(producer.Problem{Type: "about:blank", Title: strings.ToLower(http.StatusText(status)), Status: status, Detail: msg})
 }

@@ -285,6 +285,13 @@ func (p *Publisher) serve(ctx context.Context, ch *amqp.Channel) error {
 		if err != nil {
 			return err
 		}
+		if n < 0 {
+			// A quorum queue whose leader was lost keeps nacking this
+			// channel's publishes for seconds; a new channel reaches the
+			// new leader at once (as the delivery handoffs do). The nacked
+			// rows are still unpublished and go out on the new channel.
+			return errActionsNacked
+		}
 		if n > 0 {
 			continue
 		}
@@ -297,7 +304,12 @@ func (p *Publisher) serve(ctx context.Context, ch *amqp.Channel) error {
 	}
 }
 
-// round publishes one batch and returns its size.
+// errActionsNacked makes serve reopen the broker channel.
+var errActionsNacked = errors.New("broker nacked action messages; they stay unpublished and go out again on a new channel")
+
+// round publishes one batch and returns how many the broker confirmed, or
+// -1 when it nacked any (the confirmed ones are marked published all the
+// same).
 func (p *Publisher) round(ctx context.Context, ch *amqp.Channel) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
@@ -335,6 +347,9 @@ func (p *Publisher) round(ctx context.Context, ch *amqp.Channel) (int, error) {
 			return err
 		}
 		n = len(ids)
+		if n < len(acts) {
+			n = -1
+		}
 		return nil
 	})
 	return n, err

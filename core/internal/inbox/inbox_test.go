@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
@@ -75,6 +76,7 @@ func newWorld(t *testing.T) *world {
 	srv := httptest.NewServer(w.pub.Handler)
 	t.Cleanup(srv.Close)
 	w.url = srv.URL
+	openapitest.Watch(t, srv.URL)
 	return w
 }
 
@@ -630,5 +632,80 @@ func TestActionsArePublished(t *testing.T) {
 		var n int
 		_ = w.db.Pool.QueryRow(ctx, `SELECT count(*) FROM notification_actions WHERE published_at IS NOT NULL`).Scan(&n)
 		return n == 1
+	}, "the action row is marked published")
+}
+
+// TestNackedActionsGoOutOnANewChannel makes the broker nack the action
+// publisher's messages for real (a bound queue at its max length with
+// overflow reject-publish) and shows the publisher keeps the rows
+// unpublished, reopens its channel (as a quorum queue that lost its leader
+// needs), and publishes them once the queue takes messages again.
+func TestNackedActionsGoOutOnANewChannel(t *testing.T) {
+	w := newWorld(t)
+	b := testenv.RabbitMQ(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	sub, err := amqp.Dial(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ch, _ := sub.Channel()
+	if err := ch.ExchangeDeclare(inbox.ActionsExchange, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	full, err := ch.QueueDeclare("", false, true, true, false, amqp.Table{"x-max-length": int32(0), "x-overflow": "reject-publish"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(full.Name, "NACK_TEST.*", inbox.ActionsExchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	logs := &testenv.LogBuffer{}
+	conn := broker.Dial(b.URL, broker.Topology{Exchange: "herald.deliveries"}, hclog.NewNullLogger())
+	defer conn.Close()
+	pub := inbox.NewPublisher(w.pools.Worker, conn, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
+	pub.Poll = 100 * time.Millisecond
+	done := make(chan struct{})
+	go func() { _ = pub.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	ids := w.seed(t, note{tenant: "a", user: "m1", share: "k", eventType: "NACK_TEST"},
+		note{tenant: "a", user: "m2", share: "k", eventType: "NACK_TEST"})
+	if r := w.do(t, "POST", "/v1/inbox/"+ids[0]+"/actions", w.token(t, "a", "m1", ""), `{"type":"CONFIRMED"}`); r.code != 200 {
+		t.Fatalf("act: %d %s", r.code, r.body)
+	}
+	pub.Kick()
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		return strings.Count(logs.String(), "broker nacked action messages") >= 2
+	}, "the publisher saw the nacks and reopened its channel (twice)")
+	var published int
+	if err := w.db.Pool.QueryRow(ctx, `SELECT count(*) FROM notification_actions WHERE published_at IS NOT NULL`).Scan(&published); err != nil || published != 0 {
+		t.Fatalf("a nacked action was marked published: %d %v", published, err)
+	}
+
+	// The queue takes messages again: the same action goes out, once.
+	if _, err := ch.QueueDelete(full.Name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := ch.QueueDeclare("", false, true, true, false, nil)
+	if err := ch.QueueBind(q.Name, "NACK_TEST.*", inbox.ActionsExchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := ch.Consume(q.Name, "", true, true, false, false, nil)
+	select {
+	case m := <-msgs:
+		var a inbox.Action
+		if err := json.Unmarshal(m.Body, &a); err != nil || a.UserID != "m1" || a.Type != "CONFIRMED" {
+			t.Fatalf("message: %+v %s", m, m.Body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the nacked action was not published within 30s of the queue taking messages again")
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_ = w.db.Pool.QueryRow(ctx, `SELECT count(*) FROM notification_actions WHERE published_at IS NOT NULL`).Scan(&published)
+		return published == 1
 	}, "the action row is marked published")
 }

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -190,9 +191,19 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		api.Problem(w, http.StatusTooManyRequests, "too many sessions", fmt.Sprintf("at most %d open sessions per user", s.cfg.MaxSessionsPerUser), "")
 		return
 	}
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowedOrigins})
+	rw := &refusal{ResponseWriter: w}
+	conn, err := websocket.Accept(rw, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowedOrigins})
 	if err != nil {
-		return // Accept has answered
+		if rw.status != 0 {
+			// Accept refused the handshake (not an upgrade, a foreign
+			// Origin, ...): answer its refusal as a problem document.
+			field := ""
+			if rw.status == http.StatusForbidden {
+				field = "Origin"
+			}
+			api.Problem(w, rw.status, strings.ToLower(http.StatusText(rw.status)), err.Error(), field)
+		}
+		return
 	}
 	conn.SetReadLimit(readLimit)
 	sess := newSession(conn, s.cfg.SendBuffer)
@@ -378,3 +389,29 @@ func (s *Server) Notify(ctx context.Context, tenant, user string, frame []byte) 
 		s.log.Debug("live: notify failed", "error", err)
 	}
 }
+
+// refusal is the ResponseWriter websocket.Accept writes to: it holds back
+// an error status and its text body, so that connect answers a problem
+// document instead; the upgrade itself goes through (Unwrap, for Hijack).
+type refusal struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *refusal) WriteHeader(code int) {
+	if code >= http.StatusBadRequest {
+		r.status = code
+		return
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *refusal) Write(b []byte) (int, error) {
+	if r.status != 0 {
+		return len(b), nil
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets websocket.Accept reach the http.Hijacker.
+func (r *refusal) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/live"
@@ -68,6 +69,7 @@ func newCluster(t *testing.T, n int, cfg live.Config) *cluster {
 		rcancel()
 		srv := httptest.NewServer(gw.Handler())
 		t.Cleanup(srv.Close)
+		openapitest.Watch(t, srv.URL)
 		c.gws, c.urls = append(c.gws, gw), append(c.urls, srv.URL)
 	}
 	return c
@@ -302,7 +304,19 @@ func TestForeignOriginIsRefused(t *testing.T) {
 	defer cancel()
 	_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(c.urls[0], "http")+"/v1/live?ticket="+tk.Ticket,
 		&websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://evil.example"}}})
-	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden || resp.Header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("foreign origin: %v %v", err, resp)
+	}
+	// A plain GET (no upgrade) with a good ticket is a 426 problem document
+	// (checked against the OpenAPI document by the cluster's Watch).
+	tk, _ = c.ticket(t, 0, c.token(t, "a", "alice"))
+	resp, err = http.Get(c.urls[0] + "/v1/live?ticket=" + tk.Ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUpgradeRequired || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("GET /v1/live without an upgrade: %s %s %s", resp.Status, resp.Header.Get("Content-Type"), body)
 	}
 }

@@ -18,9 +18,12 @@ import (
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/heraldhq/herald/sdk"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes the relay.
@@ -106,9 +109,17 @@ func (r *Relay) Kick() {
 }
 
 // Run relays until ctx ends, woken by LISTEN/NOTIFY on new events, by Kick
-// and, as a fallback, every PollInterval.
+// and, as a fallback, every PollInterval. It returns once every worker and
+// the LISTEN session stopped. A lost LISTEN session is taken again inside
+// (the poll covers the gap), a failed batch is retried: nothing here is
+// fatal to the daemon.
 func (r *Relay) Run(ctx context.Context) error {
-	go store.Listen(ctx, r.pool, "herald_events", r.log, r.Kick)
+	listened := make(chan struct{})
+	go func() {
+		defer close(listened)
+		store.Listen(ctx, r.pool, "herald_events", r.log, r.Kick)
+	}()
+	defer func() { <-listened }()
 	done := make(chan struct{})
 	for i := range r.cfg.Workers {
 		go func() {
@@ -243,14 +254,42 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		}
 		dirs[tenant] = rules.IndexDirectory(dir)
 	}
+	// One span per event, child of the trace context the event came
+	// with; its deliveries carry the span's context on. The spans end
+	// once the batch committed or rolled back.
+	spans := make([]trace.Span, len(events))
+	outcomes := make([]string, len(events))
+	committed := false
+	defer func() {
+		for i, sp := range spans {
+			if sp == nil {
+				continue
+			}
+			if !committed {
+				outcomes[i] = "rolled_back"
+			}
+			tracing.End(sp, outcomes[i], outcomes[i] != "processed")
+		}
+	}()
 	for i, e := range events {
 		var (
 			n   []store.NewNotification
 			d   []store.NewDelivery
 			err = needErr[i]
 		)
+		sctx, span := tracing.Start(ctx, e.TraceParent, e.TraceState, "herald.relay.event", trace.SpanKindConsumer,
+			tracing.Tenant.String(e.TenantID), tracing.EventType.String(e.Type))
+		spans[i], outcomes[i] = span, "processed"
 		if err == nil {
 			n, d, err = r.fanout(rs, e, dirs[e.TenantID], now)
+		}
+		if tp, ts := tracing.Header(sctx); tp != "" {
+			for j := range d {
+				d[j].TraceParent, d[j].TraceState = tp, ts
+			}
+		}
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int("herald.deliveries", len(d)))
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -265,8 +304,10 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			if failed {
 				lvl = r.log.Error
 				failedEvents++
+				outcomes[i] = "failed"
 			} else {
 				retried++
+				outcomes[i] = "retry"
 			}
 			lvl("event could not be processed", "tenant", e.TenantID, "event_id", e.EventID, "type", e.Type,
 				"attempt", e.Attempts+1, "failed", failed, "error", err)
@@ -311,6 +352,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit relay batch: %w", err)
 	}
+	committed = true
 	if r.cfg.Metrics != nil {
 		r.cfg.Metrics.RelayBatch(len(events), len(events)-retried-failedEvents, failedEvents, time.Since(began))
 		deferred := map[string]int{}
@@ -373,7 +415,7 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 		notes = append(notes, note)
 		recipient, err := json.Marshal(sdk.Recipient{UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType,
 			Email: rd.Recipient.Email, Phone: rd.Recipient.Phone, Locale: rd.Recipient.Locale, TimeZone: rd.Recipient.TimeZone,
-			DeviceTokens: rd.Recipient.DeviceTokens, Attributes: rd.Recipient.Attributes})
+			Attributes: rd.Recipient.Attributes, DeviceTokens: deviceTokens(rd.Recipient), Devices: sdkDevices(rd.Recipient)})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -422,4 +464,30 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// deviceTokens is the recipient's DeviceTokens for plugins built before
+// Devices: the tokens of every device that is not a web push subscription.
+func deviceTokens(r rules.Recipient) []string {
+	toks := append([]string(nil), r.DeviceTokens...)
+	for _, d := range r.Devices {
+		if d.Kind != rules.DeviceWebPush {
+			toks = append(toks, d.Token)
+		}
+	}
+	return toks
+}
+
+// sdkDevices is the recipient's devices for plugins: tokens of no declared
+// kind first, then the typed devices; a web push subscription's Token is
+// its endpoint.
+func sdkDevices(r rules.Recipient) []sdk.Device {
+	var out []sdk.Device
+	for _, t := range r.DeviceTokens {
+		out = append(out, sdk.Device{Token: t})
+	}
+	for _, d := range r.Devices {
+		out = append(out, sdk.Device{Kind: d.Kind, Token: d.Address(), Endpoint: d.Endpoint, P256dh: d.P256dh, Auth: d.Auth})
+	}
+	return out
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/heraldhq/herald/sdk/producer"
 )
 
 // Admin API paths, served by AdminHandler.
@@ -17,10 +19,9 @@ const (
 	AdminReloadPattern = "/admin/v1/plugins/{name}/reload"
 )
 
-// AdminError is the JSON body of a failed admin request.
-type AdminError struct {
-	Error string `json:"error"`
-}
+// AdminError is the body of a failed admin request: an RFC 9457 problem
+// document (application/problem+json) whose Detail says what failed.
+type AdminError = producer.Problem
 
 // ReloadResponse is the JSON body of a successful reload: the status of
 // every provider the name matched.
@@ -34,6 +35,9 @@ type ReloadResponse struct {
 //	POST /admin/v1/plugins/{name}/reload  200 ReloadResponse
 //	                                      404 AdminError  no provider matches name
 //	                                      409 AdminError  the new plugin failed; the old one keeps serving
+//
+// Any other method on these paths is a 405, any other path a 404, both
+// problem documents.
 //
 // Mount it on the admin listener (loopback only): mux.Handle("/admin/v1/plugins", h)
 // and mux.Handle("/admin/v1/plugins/", h), or mux.Handle("/admin/", h).
@@ -49,13 +53,13 @@ func AdminHandler(h *Host) http.Handler {
 		err := h.Reload(ctx, name)
 		switch {
 		case errors.Is(err, ErrUnknownPlugin):
-			writeJSON(w, http.StatusNotFound, AdminError{Error: err.Error()})
+			writeProblem(w, http.StatusNotFound, "unknown plugin", err.Error(), "name")
 			return
 		case errors.Is(err, ErrClosed):
-			writeJSON(w, http.StatusServiceUnavailable, AdminError{Error: err.Error()})
+			writeProblem(w, http.StatusServiceUnavailable, "plugin host closed", err.Error(), "")
 			return
 		case err != nil:
-			writeJSON(w, http.StatusConflict, AdminError{Error: err.Error()})
+			writeProblem(w, http.StatusConflict, "reload failed", err.Error(), "")
 			return
 		}
 		var out ReloadResponse
@@ -66,7 +70,23 @@ func AdminHandler(h *Host) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, out)
 	})
+	for pattern, allow := range map[string]string{AdminPluginsPath: "GET", AdminReloadPattern: "POST"} {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeProblem(w, http.StatusMethodNotAllowed, "method not allowed", r.Method+" "+r.URL.Path+": use "+allow, "")
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, http.StatusNotFound, "not found", "no route for "+r.Method+" "+r.URL.Path, "")
+	})
 	return mux
+}
+
+// writeProblem answers an RFC 9457 problem document.
+func writeProblem(w http.ResponseWriter, status int, title, detail, field string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(AdminError{Type: "about:blank", Title: title, Status: status, Detail: detail, Field: field})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

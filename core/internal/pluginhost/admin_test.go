@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/rules"
 )
 
@@ -16,6 +17,7 @@ func TestAdminHandler(t *testing.T) {
 	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, nil)
 	srv := httptest.NewServer(AdminHandler(env.h))
 	defer srv.Close()
+	openapitest.Watch(t, srv.URL)
 	before := statusOf(t, env.h, "TEST", "sink")
 
 	tests := []struct {
@@ -53,7 +55,7 @@ func TestAdminHandler(t *testing.T) {
 			setup: func() { installPlugin(t, sinkVariant(t, "version=9.9.9-broken", "brokenHealth=true"), env.dir, "sink") },
 			check: func(t *testing.T, body []byte) {
 				var ae AdminError
-				if err := json.Unmarshal(body, &ae); err != nil || !strings.Contains(ae.Error, "health check failed") {
+				if err := json.Unmarshal(body, &ae); err != nil || !strings.Contains(ae.Detail, "health check failed") {
 					t.Errorf("body = %s", body)
 				}
 				if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateServing || st.Version != "1.0.0" {

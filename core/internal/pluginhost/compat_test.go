@@ -59,7 +59,7 @@ func TestProtocol1PluginFromOldSDK(t *testing.T) {
 	if err := os.Chmod(bin, 0o755); err != nil { // whatever the umask
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	h, err := New(Config{Dir: dir, WatchInterval: -1, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Channels: []rules.ChannelConfig{{
 		Name:      "OLDV1",
 		Providers: []rules.Provider{{Plugin: "oldv1", Config: map[string]any{"prefix": "old-"}}},

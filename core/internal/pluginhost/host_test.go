@@ -2,7 +2,6 @@ package pluginhost
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -32,24 +31,6 @@ import (
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"
 )
-
-// syncBuffer collects log output from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 var (
 	variantMu sync.Mutex
@@ -119,7 +100,7 @@ func sha256File(t *testing.T, path string) string {
 type hostEnv struct {
 	h    *Host
 	dir  string
-	logs *syncBuffer
+	logs *testenv.LogBuffer
 }
 
 // startHost runs a Host over a private plugin directory holding the sink.
@@ -127,7 +108,7 @@ func startHost(t *testing.T, channels []rules.ChannelConfig, tweak func(*Config)
 	t.Helper()
 	dir := t.TempDir()
 	installPlugin(t, sinkVariant(t), dir, "sink")
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	cfg := Config{
 		Dir:            dir,
 		Logger:         hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}),

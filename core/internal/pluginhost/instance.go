@@ -392,6 +392,14 @@ func secretValues(specs []sdk.FieldSpec, cfg map[string]any) []string {
 			out = append(out, v)
 		case []string:
 			out = append(out, v...)
+		case map[string]string:
+			for _, x := range v {
+				out = append(out, x)
+			}
+		case map[string]any:
+			for _, x := range v {
+				out = append(out, fmt.Sprint(x))
+			}
 		case []any:
 			for _, x := range v {
 				out = append(out, fmt.Sprint(x))

@@ -12,8 +12,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // State is a provider's state as `herald plugins ls` shows it.
@@ -553,11 +555,16 @@ func (p *provider) send(ctx context.Context, inst *instance, batch []sdk.Deliver
 		// a provider that hangs past it has failed (and counts toward its
 		// breaker), while a caller's earlier deadline only ends the call.
 		callCtx, cancel := context.WithTimeout(ctx, p.h.cfg.SendTimeout)
+		// The host's span of the call; the sdk sends its context to the
+		// plugin as gRPC metadata, where the plugin's Send continues it.
+		callCtx, span := tracing.StartLinked(callCtx, "herald.plugin.send", trace.SpanKindClient,
+			tracing.Channel.String(p.channel), tracing.Provider.String(p.name), tracing.BatchSize.Int(len(chunk)))
 		called := time.Now()
 		resp, err := inst.ch.Send(callCtx, sdk.SendRequest{Deliveries: chunk})
 		p.h.cfg.Metrics.PluginSend(p.channel, p.name, time.Since(called))
 		res := resp.Results
 		cancel()
+		tracing.End(span, sendOutcome(res, err), err != nil)
 		if err != nil {
 			sendErr = err
 			switch {
@@ -603,6 +610,24 @@ func (p *provider) send(ctx context.Context, inst *instance, batch []sdk.Deliver
 	}
 	p.mu.Unlock()
 	return results, sendErr
+}
+
+// sendOutcome sums up a Send call for its span: "error" when the call
+// failed, else the outcome its results share, or "mixed".
+func sendOutcome(res []sdk.Result, err error) string {
+	if err != nil {
+		return "error"
+	}
+	out := ""
+	for _, r := range res {
+		switch o := r.Outcome.String(); {
+		case out == "":
+			out = o
+		case out != o:
+			return "mixed"
+		}
+	}
+	return out
 }
 
 // throttle holds the provider back for d (1s when the plugin gave none).

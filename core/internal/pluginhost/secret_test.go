@@ -24,12 +24,12 @@ func TestSecretFieldsRedacted(t *testing.T) {
 	const token, leaky = "sink-token-0123456789abcdef", "another-token-fedcba9876543210"
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
 	red := secret.NewRedactor()
-	var logs *syncBuffer
+	var logs *testenv.LogBuffer
 	env := startHost(t, []rules.ChannelConfig{
 		sinkChannel("SECRET", map[string]any{"record_file": rec, "token": token, "log_token": true}),
 		sinkChannel("LEAKY", map[string]any{"token": leaky, "log_token": true, "fail_health": true}),
 	}, func(c *Config) {
-		logs = &syncBuffer{}
+		logs = &testenv.LogBuffer{}
 		c.Logger = hclog.New(&hclog.LoggerOptions{Output: red.Writer(logs), Level: hclog.Debug})
 		c.Redactor = red
 	})

@@ -1,8 +1,11 @@
 package rules
 
 import (
+	"crypto/ecdh"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -47,8 +50,142 @@ type Recipient struct {
 	// QuietHours is the user's own window; nil falls back to group and
 	// configured defaults.
 	QuietHours   *QuietHours       `json:"quiet_hours,omitempty" doc:"the user's own quiet hours, in their time zone"`
-	DeviceTokens []string          `json:"device_tokens,omitempty" dir:"nonempty" doc:"push device tokens"`
+	DeviceTokens []string          `json:"device_tokens,omitempty" dir:"nonempty" doc:"push device tokens of no declared kind (the FCM provider sends to them); prefer devices"`
 	Attributes   map[string]string `json:"attributes,omitempty" doc:"free-form attributes templates and plugins read, such as slack_user_id"`
+	// Devices are push devices with their kind; a web push subscription
+	// carries its keys.
+	Devices []Device `json:"devices,omitempty" doc:"push devices with their kind: FCM and APNs tokens, web push subscriptions"`
+}
+
+// Device kinds a directory accepts.
+const (
+	DeviceFCM     = "fcm"
+	DeviceAPNs    = "apns"
+	DeviceWebPush = "webpush"
+)
+
+// Device is one push device of a recipient. FCM and APNs devices have a
+// token; a web push subscription has an endpoint and the browser's keys,
+// as PushSubscription.toJSON() gives them.
+type Device struct {
+	Kind     string `json:"kind" dir:"required,name" doc:"the push service: fcm, apns or webpush"`
+	Token    string `json:"token,omitempty" doc:"fcm: the registration token; apns: the device token (hex); not for webpush"`
+	Endpoint string `json:"endpoint,omitempty" doc:"webpush: the subscription's endpoint, an https URL"`
+	P256dh   string `json:"p256dh,omitempty" doc:"webpush: the subscription's keys.p256dh, base64url of an uncompressed P-256 point (65 bytes)"`
+	Auth     string `json:"auth,omitempty" doc:"webpush: the subscription's keys.auth, base64url of 16 bytes"`
+}
+
+// Address is the device's key in the directory and in a plugin's
+// Result.GoneDevices: the token, or a web push subscription's endpoint.
+func (d Device) Address() string {
+	if d.Kind == DeviceWebPush {
+		return d.Endpoint
+	}
+	return d.Token
+}
+
+// DeviceProblem is one problem of a device entry: the field and what is
+// wrong with it.
+type DeviceProblem struct {
+	Field, Msg string
+}
+
+// Bounds of device values.
+const (
+	maxDeviceToken    = 4096
+	maxDeviceEndpoint = 2048
+)
+
+// CheckDevice returns every problem of a device entry: an unknown kind, a
+// token missing or malformed for its kind (APNs tokens are hex), a web
+// push endpoint that is not https, p256dh that is not base64url of an
+// uncompressed P-256 point, auth that is not base64url of 16 bytes.
+func CheckDevice(d Device) []DeviceProblem {
+	var probs []DeviceProblem
+	bad := func(field, format string, args ...any) {
+		probs = append(probs, DeviceProblem{field, fmt.Sprintf(format, args...)})
+	}
+	notFor := func(field, value string) {
+		if value != "" {
+			bad(field, "not used by kind %s", d.Kind)
+		}
+	}
+	switch d.Kind {
+	case DeviceFCM, DeviceAPNs:
+		switch {
+		case d.Token == "":
+			bad("token", "missing (required for kind %s)", d.Kind)
+		case len(d.Token) > maxDeviceToken || strings.IndexFunc(d.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
+			bad("token", "want 1-%d bytes without spaces or control characters", maxDeviceToken)
+		case d.Kind == DeviceAPNs && !isHex(d.Token):
+			bad("token", "want the APNs device token in hex (64 or more hex digits), got %d characters that are not all hex", len(d.Token))
+		case d.Kind == DeviceAPNs && len(d.Token) < 64:
+			bad("token", "want the APNs device token in hex (64 or more hex digits), got %d", len(d.Token))
+		}
+		notFor("endpoint", d.Endpoint)
+		notFor("p256dh", d.P256dh)
+		notFor("auth", d.Auth)
+	case DeviceWebPush:
+		if d.Token != "" {
+			bad("token", "not used by kind webpush (the subscription's endpoint is its address)")
+		}
+		if msg := checkEndpoint(d.Endpoint); msg != "" {
+			bad("endpoint", "%s", msg)
+		}
+		if d.P256dh == "" {
+			bad("p256dh", "missing (required for kind webpush: the subscription's keys.p256dh)")
+		} else if b, err := decodeB64URL(d.P256dh); err != nil || len(b) != 65 || b[0] != 4 {
+			bad("p256dh", "want base64url of an uncompressed P-256 public key (65 bytes starting 0x04)")
+		} else if _, err := ecdh.P256().NewPublicKey(b); err != nil {
+			bad("p256dh", "not a point on the P-256 curve")
+		}
+		if d.Auth == "" {
+			bad("auth", "missing (required for kind webpush: the subscription's keys.auth)")
+		} else if b, err := decodeB64URL(d.Auth); err != nil || len(b) != 16 {
+			bad("auth", "want base64url of 16 bytes")
+		}
+	default:
+		bad("kind", "%q: want fcm, apns or webpush", clipValue(d.Kind))
+	}
+	return probs
+}
+
+func checkEndpoint(s string) string {
+	if s == "" {
+		return "missing (required for kind webpush: the subscription's endpoint)"
+	}
+	if len(s) > maxDeviceEndpoint {
+		return fmt.Sprintf("longer than %d bytes", maxDeviceEndpoint)
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Fragment != "" ||
+		strings.IndexFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return fmt.Sprintf("%q: want an https URL such as https://fcm.googleapis.com/fcm/send/...", clipValue(s))
+	}
+	return ""
+}
+
+// decodeB64URL decodes base64url with or without padding (browsers send
+// it without; some libraries add it).
+func decodeB64URL(s string) ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func clipValue(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "..."
+	}
+	return s
 }
 
 // UnmarshalJSON decodes a recipient; "active" defaults to true when absent,

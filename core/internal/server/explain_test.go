@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/outbox"
@@ -59,6 +60,7 @@ func TestExplainStoredEvent(t *testing.T) {
 	mux.Handle(server.AdminExplainPattern, server.ExplainHandler(w.pools.Worker, current))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
+	openapitest.Watch(t, srv.URL)
 	get := func(path string) (int, []byte) {
 		t.Helper()
 		resp, err := http.Get(srv.URL + path)

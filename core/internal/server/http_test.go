@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
@@ -61,6 +62,7 @@ func serveAPI(t *testing.T, w *world, c config.HTTPConfig) string {
 	}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	openapitest.Watch(t, "http://"+ln.Addr().String())
 	return ln.Addr().String()
 }
 
@@ -396,6 +398,7 @@ func serveAdmin(t *testing.T, token []byte) *adminEnv {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	e.addr = ln.Addr().String()
+	openapitest.Watch(t, "http://"+e.addr)
 	return e
 }
 
@@ -473,8 +476,8 @@ func TestAdminServerGuard(t *testing.T) {
 		if tc.want == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") == "" {
 			t.Errorf("%s: 401 without WWW-Authenticate", name)
 		}
-		if tc.want != http.StatusOK && !strings.Contains(body, `"error"`) {
-			t.Errorf("%s: body %q is not an admin error document", name, body)
+		if tc.want != http.StatusOK && (resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(body, `"detail"`)) {
+			t.Errorf("%s: body %q (%s) is not a problem document", name, body, resp.Header.Get("Content-Type"))
 		}
 	}
 	if n := e.reloads.Load(); n != 0 {

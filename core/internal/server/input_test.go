@@ -123,3 +123,38 @@ func TestReusedEventIDWithOtherContentIsAConflict(t *testing.T) {
 		t.Fatalf("an old event with another type: %d %s, want 409", r.code, r.body)
 	}
 }
+
+// TestHostileBodiesAgainstTheDocument sends bodies and parameters the
+// OpenAPI document refuses (wrong types, unknown fields, bad formats):
+// each is a 400 problem document naming the field, and the validating
+// transport (newWorld's openapitest.Watch) checks the exchange too.
+func TestHostileBodiesAgainstTheDocument(t *testing.T) {
+	w := newWorld(t)
+	tests := map[string]struct {
+		method, path, body string
+		field              string
+	}{
+		"event_id a number":       {"POST", "/v1/events", `{"event_id":5,"type":"T"}`, "event_id"},
+		"type an object":          {"POST", "/v1/events", `{"event_id":"e1","type":{"a":1}}`, "type"},
+		"payload an array":        {"POST", "/v1/events", `{"event_id":"e1","type":"T","payload":[1]}`, "payload"},
+		"unknown event field":     {"POST", "/v1/events", `{"event_id":"e1","type":"T","priority":1}`, "priority"},
+		"available_at not a time": {"POST", "/v1/events", `{"event_id":"e1","type":"T","available_at":"tomorrow"}`, "available_at"},
+		"event body an array":     {"POST", "/v1/events", `[]`, ""},
+		"key name a number":       {"POST", "/v1/apikeys", `{"name":7}`, "name"},
+		"unknown key field":       {"POST", "/v1/apikeys", `{"name":"ci","admin":true}`, "admin"},
+		"expires_at not a time":   {"POST", "/v1/apikeys", `{"name":"ci","expires_at":"never"}`, "expires_at"},
+		"grace a number":          {"POST", "/v1/apikeys/k1/rotate", `{"grace":5}`, "grace"},
+		"after negative":          {"GET", "/v1/actions?after=-1", ``, "after"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := w.do(t, tc.method, tc.path, w.keys["a"], tc.body)
+			if r.code != http.StatusBadRequest {
+				t.Fatalf("%d %s, want 400", r.code, r.body)
+			}
+			if p := r.problem(t); p.Field != tc.field {
+				t.Fatalf("the problem names %q (%s), want %q", p.Field, p.Detail, tc.field)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/pluginhost"
 )
 
 // AdminReadyPath is the admin API's readiness with reasons: GET → 200 or
@@ -27,7 +29,8 @@ type ReadyStatus struct {
 	// Status is "ready" or "not ready".
 	Status string `json:"status"`
 	// Reasons says what is not ready ("database: unreachable", "broker:
-	// unreachable"); it names no host, role, database or credential.
+	// unreachable", "channel EMAIL: no provider up (sink restarting)"); it
+	// names no host, role, database or credential.
 	Reasons []string `json:"reasons"`
 	// Rules says whether the rules in force are what the files say: after
 	// a rejected reload its state is "stale", with the problems, while the
@@ -39,9 +42,10 @@ type ReadyStatus struct {
 // Readiness returns the daemon's readiness check: the reasons it is not
 // ready, none when it is. The database is not ready when a pool of pools
 // does not answer a ping, the broker while conn (nil: none) is not
-// connected. The reasons are fixed words, safe for any listener that the
-// admin token guards; the errors behind them go to the log of the caller.
-func Readiness(pools *Pools, conn *broker.Conn) func(ctx context.Context) []string {
+// connected; each of more adds its own reasons (ProviderReadiness). The
+// reasons are fixed words, safe for any listener that the admin token
+// guards; the errors behind them go to the log of the caller.
+func Readiness(pools *Pools, conn *broker.Conn, more ...func(context.Context) []string) func(ctx context.Context) []string {
 	return func(ctx context.Context) []string {
 		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 		defer cancel()
@@ -59,6 +63,38 @@ func Readiness(pools *Pools, conn *broker.Conn) func(ctx context.Context) []stri
 				reasons = append(reasons, fmt.Sprintf("broker: %s: queue %s exists with another type", qte.Setting, qte.Queue))
 			} else {
 				reasons = append(reasons, "broker: unreachable")
+			}
+		}
+		for _, check := range more {
+			reasons = append(reasons, check(ctx)...)
+		}
+		return reasons
+	}
+}
+
+// ProviderReadiness is the readiness check of the plugin host whose
+// providers status reports: a channel is not ready while none of its
+// providers serves (every one starting, restarting, refused, stopped or
+// with its circuit breaker open), with the reason "channel EMAIL: no
+// provider up (sink restarting, ses circuit_open)". A channel none of the
+// rules configures is not the host's, and not checked.
+func ProviderReadiness(status func() []pluginhost.ProviderStatus) func(context.Context) []string {
+	return func(context.Context) []string {
+		var order []string
+		states := map[string][]string{}
+		up := map[string]bool{}
+		for _, p := range status() {
+			if _, seen := states[p.Channel]; !seen {
+				order = append(order, p.Channel)
+			}
+			states[p.Channel] = append(states[p.Channel], p.Provider+" "+string(p.State))
+			up[p.Channel] = up[p.Channel] || p.State == pluginhost.StateServing
+		}
+		sort.Strings(order)
+		var reasons []string
+		for _, ch := range order {
+			if !up[ch] {
+				reasons = append(reasons, fmt.Sprintf("channel %s: no provider up (%s)", ch, strings.Join(states[ch], ", ")))
 			}
 		}
 		return reasons

@@ -18,8 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldhq/herald/core/internal/api"
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/testenv"
@@ -78,6 +80,7 @@ func TestReadinessFollowsBroker(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	readyz := "http://" + ln.Addr().String() + "/readyz"
+	openapitest.Watch(t, "http://"+ln.Addr().String())
 
 	mux := http.NewServeMux()
 	mux.Handle("GET "+server.AdminReadyPath, server.ReadyHandler(server.Readiness(w.pools, conn), nil))
@@ -88,6 +91,7 @@ func TestReadinessFollowsBroker(t *testing.T) {
 	go func() { _ = asrv.Serve(aln) }()
 	t.Cleanup(func() { _ = asrv.Close() })
 	adminReady := "http://" + aln.Addr().String() + server.AdminReadyPath
+	openapitest.Watch(t, "http://"+aln.Addr().String())
 
 	wantAdmin := func(code int, reasons ...string) func() bool {
 		return func() bool {
@@ -144,6 +148,7 @@ func TestReadyzHidesDatabaseError(t *testing.T) {
 		a := api.New(pool, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
 		a.Ready = ready
 		ts := httptest.NewServer(a.Handler())
+		openapitest.Watch(t, ts.URL)
 		code, body := getReady(t, ts.URL+"/readyz", "")
 		ts.Close()
 		if code != http.StatusServiceUnavailable || body != `{"status":"not ready"}` {
@@ -211,5 +216,51 @@ func TestAdminReadyShowsStaleRules(t *testing.T) {
 	}
 	if code, st := get(); code != http.StatusOK || st.Rules.State != "current" || len(st.Rules.Problems) != 0 {
 		t.Errorf("after a good reload: %d %+v", code, st.Rules)
+	}
+}
+
+// TestProviderReadiness: a channel is ready while one of its providers
+// serves; throttled still serves; a channel whose providers all restart,
+// are refused, start, stop or have their breaker open is a reason naming
+// each provider's state.
+func TestProviderReadiness(t *testing.T) {
+	t.Parallel()
+	p := func(channel, provider string, st pluginhost.State) pluginhost.ProviderStatus {
+		return pluginhost.ProviderStatus{Name: "sink", Channel: channel, Provider: provider, State: st}
+	}
+	tests := map[string]struct {
+		status []pluginhost.ProviderStatus
+		want   []string
+	}{
+		"no channels": {},
+		"every channel served": {status: []pluginhost.ProviderStatus{
+			p("EMAIL", "primary", pluginhost.StateServing), p("SMS", "twilio", pluginhost.StateServing)}},
+		"failover keeps a channel up": {status: []pluginhost.ProviderStatus{
+			p("EMAIL", "primary", pluginhost.StateCircuitOpen), p("EMAIL", "backup", pluginhost.StateServing)}},
+		"every provider of a channel down": {status: []pluginhost.ProviderStatus{
+			p("SMS", "twilio", pluginhost.StateServing),
+			p("EMAIL", "primary", pluginhost.StateRestarting), p("EMAIL", "backup", pluginhost.StateCircuitOpen)},
+			want: []string{"channel EMAIL: no provider up (primary restarting, backup circuit_open)"}},
+		"several channels down, sorted": {status: []pluginhost.ProviderStatus{
+			p("SMS", "twilio", pluginhost.StateRefused), p("EMAIL", "primary", pluginhost.StateStarting),
+			p("PUSH", "fcm", pluginhost.StateStopped)},
+			want: []string{"channel EMAIL: no provider up (primary starting)", "channel PUSH: no provider up (fcm stopped)",
+				"channel SMS: no provider up (twilio refused)"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := server.ProviderReadiness(func() []pluginhost.ProviderStatus { return tc.status })(context.Background())
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("reasons (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// Readiness joins them after the database's and the broker's.
+	check := server.Readiness(nil, nil, server.ProviderReadiness(func() []pluginhost.ProviderStatus {
+		return []pluginhost.ProviderStatus{p("EMAIL", "primary", pluginhost.StateRefused)}
+	}))
+	if got := check(context.Background()); !cmp.Equal(got, []string{"channel EMAIL: no provider up (primary refused)"}) {
+		t.Errorf("Readiness with a refused channel = %q", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/store"
 )
@@ -20,9 +21,12 @@ func TestCountersRepairEndpoint(t *testing.T) {
 		INSERT INTO notification_counters (tenant_id, user_id, unread) VALUES ('a', 'alice', 5), ('b', 'bob', 2)`); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(server.CountersRepairHandler(w.pools.Worker))
+	mux := http.NewServeMux()
+	mux.Handle("POST /admin/v1/counters/repair", server.CountersRepairHandler(w.pools.Worker))
+	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	resp, err := http.Post(srv.URL+"?tenant=a", "", nil)
+	openapitest.Watch(t, srv.URL)
+	resp, err := http.Post(srv.URL+"/admin/v1/counters/repair?tenant=a", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +43,7 @@ func TestCountersRepairEndpoint(t *testing.T) {
 	if err := w.db.Pool.QueryRow(ctx, `SELECT unread FROM notification_counters WHERE user_id = 'bob'`).Scan(&bob); err != nil || bob != 2 {
 		t.Fatalf("tenant b was repaired too: %d %v", bob, err)
 	}
-	resp, err = http.Post(srv.URL+"?tenant=a%2Fb", "", nil)
+	resp, err = http.Post(srv.URL+"/admin/v1/counters/repair?tenant=a%2Fb", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"sync"
 	"syscall"
 	"time"
 
@@ -169,11 +168,13 @@ type Public struct {
 // PublicAPI builds the public API. conn is the daemon's broker (the live
 // gateway consumes from it once Live runs).
 func PublicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.Conn, ruleset func() *rules.RuleSet, log hclog.Logger) (*Public, error) {
-	return publicAPI(ctx, d, pools, conn, ruleset, log, nil)
+	return publicAPI(ctx, d, pools, conn, ruleset, log, nil, nil)
 }
 
-// publicAPI is PublicAPI counting the events it accepts in m (nil: none).
-func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.Conn, ruleset func() *rules.RuleSet, log hclog.Logger, m *metrics.Metrics) (*Public, error) {
+// publicAPI is PublicAPI counting the events it accepts in m (nil: none),
+// its /readyz answering ready (nil: Readiness(pools, conn)).
+func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.Conn, ruleset func() *rules.RuleSet, log hclog.Logger, m *metrics.Metrics,
+	ready func(context.Context) []string) (*Public, error) {
 	cursorKey, err := store.Secret(ctx, pools.Worker, "cursor")
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
@@ -183,7 +184,10 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 		MaxSessionsPerUser: d.Live.MaxSessionsPerUser, PingInterval: d.Live.PingInterval, WriteTimeout: d.Live.WriteTimeout,
 		SendBuffer: d.Live.SendBuffer}, pools.API, verifier, conn, log)
 	apiSrv := api.New(pools.API, ruleset, log)
-	apiSrv.Ready = readyErr(Readiness(pools, conn))
+	if ready == nil {
+		ready = Readiness(pools, conn)
+	}
+	apiSrv.Ready = readyErr(ready)
 	apiSrv.Metrics = m
 	apiSrv.SetRateLimits(api.RateLimits{PerKey: d.HTTP.RateLimit.PerKey, PerIP: d.HTTP.RateLimit.PerIP, Burst: d.HTTP.RateLimit.Burst})
 	apiSrv.Mount("/v1/admin/", admin.New(pools.Admin, cursorKey, log).Handler())
@@ -202,16 +206,20 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 
 // AdminHandler is the admin API's routes: the plugin host's under /admin/,
 // POST /admin/v1/rules/reload (reload), and /debug/pprof/ when pprof is
-// set. NewAdminServer puts them behind the admin guard.
+// set; any other path is a 404 problem document. NewAdminServer puts them
+// behind the admin guard.
 func AdminHandler(host *pluginhost.Host, reload func() error, pprofOn bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", pluginhost.AdminHandler(host))
 	mux.HandleFunc("POST /admin/v1/rules/reload", func(w http.ResponseWriter, r *http.Request) {
 		if err := reload(); err != nil {
-			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			api.Problem(w, http.StatusUnprocessableEntity, "rules refused", err.Error()+"; the last good rules keep serving", "")
 			return
 		}
-		fmt.Fprintln(w, "rules reloaded")
+		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		api.Problem(w, http.StatusNotFound, "not found", "no route for "+r.Method+" "+r.URL.Path+" on the admin listener", "")
 	})
 	if pprofOn {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -327,10 +335,15 @@ func PluginHostConfig(pc config.PluginsConfig, log hclog.Logger, channels []rule
 }
 
 // Run serves until ctx ends or SIGINT/SIGTERM arrives; SIGHUP reloads the
-// rules. It returns after an orderly shutdown: listeners finish and record
-// in-flight sends, then plugins are stopped. The plugin host registers the
-// values of providers' secret fields with redact (nil: a redactor of its
-// own), which should be the one log writes through.
+// rules. Every stage runs under one Supervisor: a stage that fails stops
+// the daemon and Run returns its error. A stop is orderly, phase by phase
+// (see Phase), within supervisor.shutdown_grace: the HTTP listeners close,
+// the relay stops claiming, handoffs finish or are left due, listeners
+// finish and record their in-flight sends, then the plugins are stopped
+// and the liveness lock dropped. Past the grace period Run returns a
+// *GraceError naming what still ran, without waiting for it. The plugin
+// host registers the values of providers' secret fields with redact (nil:
+// a redactor of its own), which should be the one log writes through.
 func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.Redactor) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -351,11 +364,25 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	}
 	current := watcher.Current
 
+	stopTracing, err := initTracing(ctx, d, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+
+	// After a shutdown that ran out of grace, stages may still use what
+	// the deferred closes would wait for (a pool waits for its
+	// connections): the process exits without them.
+	abandoned := false
 	pools, err := OpenPools(ctx, d.Database)
 	if err != nil {
 		return err
 	}
-	defer pools.Close()
+	defer func() {
+		if !abandoned {
+			pools.Close()
+		}
+	}()
 	pool := pools.Worker
 	// One registry for the daemon, served on the admin listener; nothing
 	// goes to the process-wide default one.
@@ -368,7 +395,11 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		return err
 	}
 	conn := broker.DialNodes(d.AMQP.BrokerURLs(), amqpTLS, topo, log)
-	defer conn.Close()
+	defer func() {
+		if !abandoned {
+			conn.Close()
+		}
+	}()
 
 	hostCfg := PluginHostConfig(d.Plugins, log, current().Channels())
 	hostCfg.Redactor = redact
@@ -377,7 +408,11 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	if err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}
-	defer host.Close()
+	defer func() {
+		if !abandoned {
+			_ = host.Close()
+		}
+	}()
 	if err := host.Start(ctx); err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}
@@ -412,7 +447,12 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	if err != nil {
 		return err
 	}
-	defer live.Close()
+	live.LostTimeout = d.Supervisor.LivenessTimeout
+	defer func() {
+		if !abandoned {
+			live.Close()
+		}
+	}()
 	pub := delivery.NewPublisher(pool, conn, log, delivery.PublisherConfig{
 		BatchSize: d.Publisher.BatchSize, PerMessage: d.Publisher.PerMessage,
 		PollInterval: d.Publisher.PollInterval, ReclaimAfter: d.Publisher.ReclaimAfter, Workers: d.Publisher.Workers,
@@ -430,7 +470,8 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	relay := outbox.New(pool, current, pub.Kick, log, relayCfg)
 	poller := delivery.NewRetryPoller(pool, d.Retry.PollInterval, pub.Kick, log)
 
-	public, err := publicAPI(ctx, d, pools, conn, current, log, m)
+	ready := Readiness(pools, conn, ProviderReadiness(host.Status))
+	public, err := publicAPI(ctx, d, pools, conn, current, log, m, ready)
 	if err != nil {
 		return err
 	}
@@ -445,7 +486,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		mux.Handle("/", AdminHandler(host, watcher.Reload, d.HTTP.Pprof))
 		mux.Handle("POST /admin/v1/counters/repair", CountersRepairHandler(pools.Worker))
 		mux.Handle(AdminExplainPattern, ExplainHandler(pools.Worker, current))
-		mux.Handle("GET "+AdminReadyPath, ReadyHandler(Readiness(pools, conn), watcher.Status))
+		mux.Handle("GET "+AdminReadyPath, ReadyHandler(ready, watcher.Status))
 		mux.Handle("GET "+MetricsPath, MetricsHandler(reg))
 		adminSrv, adminLn, err = NewAdminServer(mux, d.HTTP, adminToken, log)
 		if err != nil {
@@ -454,43 +495,28 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		}
 	}
 
-	// Pipeline stages stop when work ends; listeners last so that what was
-	// claimed is recorded.
-	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
-	var wg sync.WaitGroup
-	run := func(name string, fn func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(work); err != nil {
-				log.Error("component stopped", "component", name, "error", err)
-			}
-		}()
-	}
-	run("rules watcher", watcher.Run)
-	run("relay", relay.Run)
-	if handoff != nil {
-		run("handoff", handoff.Run)
-	}
-	run("publisher", pub.Run)
-	run("liveness", live.Run)
-	run("listener", listener.Run)
-	run("retry poller", poller.Run)
-	run("live gateway", public.Live.Run)
-	run("action publisher", public.Actions.Run)
-	go func() {
-		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server", "error", err)
-		}
-	}()
+	// One supervisor runs every stage; the phases are the shutdown order.
+	sup := NewSupervisor(log, d.Supervisor.ShutdownGrace)
+	grace := d.Supervisor.ShutdownGrace
+	sup.Add(PhaseIntake, "http", ServeStage(httpSrv, ln, grace))
 	if adminSrv != nil {
-		go func() {
-			if err := adminSrv.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("admin server", "error", err)
-			}
-		}()
+		sup.Add(PhaseIntake, "admin http", ServeStage(adminSrv, adminLn, grace))
 	}
+	sup.Add(PhaseIntake, "rules watcher", watcher.Run)
+	sup.Add(PhaseIntake, "live gateway", public.Live.Run)
+	sup.Add(PhaseIntake, "action publisher", public.Actions.Run)
+	sup.Add(PhaseRelay, "relay", relay.Run)
+	if handoff != nil {
+		sup.Add(PhasePublish, "handoff", handoff.Run)
+	}
+	sup.Add(PhasePublish, "publisher", pub.Run)
+	sup.Add(PhasePublish, "retry poller", poller.Run)
+	sup.Add(PhaseDeliver, "listener", listener.Run)
+	sup.Add(PhasePlugins, "plugin host", WaitThen(host.Close))
+	// The broker connection reconnects inside; it closes once nothing
+	// acks or publishes on it any more.
+	sup.Add(PhasePlugins, "broker", WaitThen(func() error { conn.Close(); return nil }))
+	sup.Add(PhasePlugins, "liveness", live.Run)
 	adminAddr := ""
 	if adminLn != nil {
 		adminAddr = adminLn.Addr().String()
@@ -500,28 +526,39 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	for {
-		select {
-		case <-hup:
+	defer func() { signal.Stop(hup); close(hup) }()
+	go func() {
+		for range hup {
 			log.Info("SIGHUP: reloading rules")
 			if err := watcher.Reload(); err != nil {
 				log.Error("rules reload refused; the last good rules keep serving", "error", err)
 			}
-			continue
-		case <-ctx.Done():
 		}
-		break
+	}()
+	// A second SIGTERM or SIGINT during the shutdown stops waiting.
+	running := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-running:
+			return
+		}
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(again)
+		select {
+		case <-again:
+			sup.Hurry()
+		case <-running:
+		}
+	}()
+	err = sup.Run(ctx)
+	close(running)
+	var ge *GraceError
+	abandoned = errors.As(err, &ge)
+	if err != nil {
+		return err
 	}
-	log.Info("shutting down")
-	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	_ = httpSrv.Shutdown(shutCtx)
-	if adminSrv != nil {
-		_ = adminSrv.Shutdown(shutCtx)
-	}
-	cancelWork()
-	wg.Wait()
 	log.Info("stopped")
 	return nil
 }

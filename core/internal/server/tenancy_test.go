@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/admin"
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
@@ -68,6 +69,7 @@ func newWorld(t *testing.T) *world {
 	srv := httptest.NewServer(pub.Handler)
 	t.Cleanup(srv.Close)
 	w.url = srv.URL
+	openapitest.Watch(t, srv.URL)
 	return w
 }
 

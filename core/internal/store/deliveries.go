@@ -34,6 +34,9 @@ type OutRow struct {
 	Attempt int
 	// Prev is the status the delivery had before the claim.
 	Prev string
+	// TraceParent and TraceState are the W3C trace context the relay
+	// wrote for the delivery ("": none).
+	TraceParent, TraceState string
 }
 
 // ClaimKind selects which deliveries ClaimForPublish takes.
@@ -111,13 +114,14 @@ func claimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, 
 		)
 		UPDATE deliveries d SET status = 'PUBLISHED', updated_at = now()
 		FROM c WHERE d.delivery_id = c.delivery_id
-		RETURNING d.delivery_id::text, d.tenant_id, d.user_type, d.channel, d.attempts + 1, c.status`, args...)
+		RETURNING d.delivery_id::text, d.tenant_id, d.user_type, d.channel, d.attempts + 1, c.status,
+			COALESCE(d.traceparent, ''), COALESCE(d.tracestate, '')`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutRow, error) {
 		var o OutRow
-		err := r.Scan(&o.ID, &o.TenantID, &o.UserType, &o.Channel, &o.Attempt, &o.Prev)
+		err := r.Scan(&o.ID, &o.TenantID, &o.UserType, &o.Channel, &o.Attempt, &o.Prev, &o.TraceParent, &o.TraceState)
 		return o, err
 	})
 	if err != nil {
@@ -169,6 +173,9 @@ type Claimed struct {
 	Recipient      json.RawMessage
 	Content        json.RawMessage
 	CreatedAt      time.Time
+	// TraceParent and TraceState are the W3C trace context the delivery
+	// continues ("": none).
+	TraceParent, TraceState string
 }
 
 // sendable is the guard both LoadForSend and RecordOutcomes apply: the
@@ -194,7 +201,8 @@ func LoadForSend(ctx context.Context, q Querier, refs []Ref) ([]Claimed, error) 
 		ids[i], attempts[i] = r.ID, int32(r.Attempt)
 	}
 	rows, err := q.Query(ctx, `SELECT d.delivery_id::text, d.tenant_id, d.notification_id::text, d.event_id, d.event_type,
-			d.user_id, d.user_type, d.channel, d.severity, m.attempt, d.max_attempts, d.best_effort, d.recipient, d.content, d.created_at
+			d.user_id, d.user_type, d.channel, d.severity, m.attempt, d.max_attempts, d.best_effort, d.recipient, d.content, d.created_at,
+			COALESCE(d.traceparent, ''), COALESCE(d.tracestate, '')
 		FROM unnest($1::text[]::uuid[], $2::int[]) AS m(id, attempt)
 		JOIN deliveries d ON d.delivery_id = m.id
 		WHERE `+sendable, ids, attempts)
@@ -207,7 +215,8 @@ func LoadForSend(ctx context.Context, q Querier, refs []Ref) ([]Claimed, error) 
 		// validate and copy every document on the hot path.
 		var recipient, content []byte
 		err := r.Scan(&c.ID, &c.TenantID, &c.NotificationID, &c.EventID, &c.EventType, &c.UserID, &c.UserType,
-			&c.Channel, &c.Severity, &c.Attempt, &c.MaxAttempts, &c.BestEffort, &recipient, &content, &c.CreatedAt)
+			&c.Channel, &c.Severity, &c.Attempt, &c.MaxAttempts, &c.BestEffort, &recipient, &content, &c.CreatedAt,
+			&c.TraceParent, &c.TraceState)
 		c.Recipient, c.Content = recipient, content
 		return c, err
 	})
@@ -332,13 +341,14 @@ func ClaimHandoffs(ctx context.Context, tx pgx.Tx, limit int) ([]OutRow, int, er
 		)
 		UPDATE deliveries d SET updated_at = now()
 		FROM c WHERE d.delivery_id = c.delivery_id
-		RETURNING d.delivery_id::text, d.tenant_id, d.user_type, d.channel, d.attempts + 1`, ids)
+		RETURNING d.delivery_id::text, d.tenant_id, d.user_type, d.channel, d.attempts + 1,
+			COALESCE(d.traceparent, ''), COALESCE(d.tracestate, '')`, ids)
 	if err != nil {
 		return nil, 0, fmt.Errorf("claim handoffs: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutRow, error) {
 		o := OutRow{Prev: StatusPublished}
-		err := r.Scan(&o.ID, &o.TenantID, &o.UserType, &o.Channel, &o.Attempt)
+		err := r.Scan(&o.ID, &o.TenantID, &o.UserType, &o.Channel, &o.Attempt, &o.TraceParent, &o.TraceState)
 		return o, err
 	})
 	if err != nil {
@@ -365,6 +375,12 @@ type Outcome struct {
 	NotAttempted  bool
 	NextAttemptAt time.Time
 	StartedAt     time.Time
+	// GoneDevices are the addresses of the recipient's devices the
+	// provider reported gone (sdk.Result.GoneDevices), with the tenant and
+	// user they belong to; RecordOutcomes ignores them, the listener
+	// removes them with RemoveDevices.
+	GoneDevices      []string
+	TenantID, UserID string
 }
 
 // RecordOutcomes stores attempt outcomes: a delivery still waiting for that

@@ -43,8 +43,9 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 		WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key, user_id`, tenantID, groups)
 	b.Queue(`WITH ids AS (`+directoryUsers+`)
 		SELECT r.user_id, r.user_type, r.email, r.phone, r.locale, r.time_zone, r.active, r.quiet_start, r.quiet_end, r.attributes,
-			COALESCE((SELECT array_agg(token ORDER BY token) FROM recipient_devices d
-			          WHERE d.tenant_id = r.tenant_id AND d.user_id = r.user_id), '{}')
+			COALESCE((SELECT jsonb_agg(jsonb_build_object('kind', d.platform, 'token', d.token, 'p256dh', d.p256dh, 'auth', d.auth)
+			                           ORDER BY d.token) FROM recipient_devices d
+			          WHERE d.tenant_id = r.tenant_id AND d.user_id = r.user_id), '[]')
 		FROM recipients r JOIN ids ON r.user_id = ids.user_id
 		WHERE r.tenant_id = $1 ORDER BY r.user_id`, tenantID, userIDs, groups, types)
 	b.Queue(`WITH ids AS (`+directoryUsers+`)
@@ -74,13 +75,12 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 		err = readRows(br, "recipients", func(rows pgx.Rows) error {
 			var r rules.Recipient
 			var qs, qe string
-			err := rows.Scan(&r.UserID, &r.UserType, &r.Email, &r.Phone, &r.Locale, &r.TimeZone, &r.Active, &qs, &qe, &r.Attributes, &r.DeviceTokens)
+			var devs []rules.Device
+			err := rows.Scan(&r.UserID, &r.UserType, &r.Email, &r.Phone, &r.Locale, &r.TimeZone, &r.Active, &qs, &qe, &r.Attributes, &devs)
 			r.QuietHours = quietHours(qs, qe)
+			r.DeviceTokens, r.Devices = splitDevices(devs)
 			if len(r.Attributes) == 0 {
 				r.Attributes = nil
-			}
-			if len(r.DeviceTokens) == 0 {
-				r.DeviceTokens = nil
 			}
 			dir.Recipients = append(dir.Recipients, r)
 			return err
@@ -176,7 +176,7 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 	}
 	var devices int
 	for _, r := range dir.Recipients {
-		devices += len(r.DeviceTokens)
+		devices += len(r.DeviceTokens) + len(r.Devices)
 	}
 	steps := []struct {
 		what, table string
@@ -199,7 +199,8 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 			`ON CONFLICT (tenant_id, user_id) DO UPDATE SET user_type = EXCLUDED.user_type, email = EXCLUDED.email,
 			  phone = EXCLUDED.phone, locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone, active = EXCLUDED.active,
 			  quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end, attributes = EXCLUDED.attributes`},
-		{"devices", "recipient_devices", []string{"tenant_id", "user_id", "token"}, devices, nil, `ON CONFLICT DO NOTHING`},
+		{"devices", "recipient_devices", []string{"tenant_id", "user_id", "token", "platform", "p256dh", "auth"}, devices, nil,
+			`ON CONFLICT (tenant_id, user_id, token) DO UPDATE SET platform = EXCLUDED.platform, p256dh = EXCLUDED.p256dh, auth = EXCLUDED.auth`},
 		{"groups", "groups", []string{"tenant_id", "group_key", "group_type", "max_recipients", "quiet_start", "quiet_end"},
 			len(dir.Groups), func(i int) []any {
 				g := dir.Groups[i]
@@ -235,7 +236,10 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 	var devRows [][]any
 	for _, r := range dir.Recipients {
 		for _, tok := range r.DeviceTokens {
-			devRows = append(devRows, []any{tenantID, r.UserID, tok})
+			devRows = append(devRows, []any{tenantID, r.UserID, tok, "", "", ""})
+		}
+		for _, d := range r.Devices {
+			devRows = append(devRows, []any{tenantID, r.UserID, d.Address(), d.Kind, d.P256dh, d.Auth})
 		}
 	}
 	steps[1].row = func(i int) []any { return devRows[i] }
@@ -333,4 +337,37 @@ func LoadStoredEvent(ctx context.Context, q Querier, tenantID, eventID string) (
 		return se, fmt.Errorf("load event: %w", err)
 	}
 	return se, nil
+}
+
+// splitDevices turns the rows of recipient_devices into the directory's
+// two forms: tokens of no kind (imported as device_tokens) and devices
+// with their kind; a web push subscription's token is its endpoint.
+func splitDevices(rows []rules.Device) (tokens []string, devs []rules.Device) {
+	for _, d := range rows {
+		switch d.Kind {
+		case "":
+			tokens = append(tokens, d.Token)
+		case rules.DeviceWebPush:
+			devs = append(devs, rules.Device{Kind: d.Kind, Endpoint: d.Token, P256dh: d.P256dh, Auth: d.Auth})
+		default:
+			devs = append(devs, rules.Device{Kind: d.Kind, Token: d.Token})
+		}
+	}
+	return tokens, devs
+}
+
+// RemoveDevices deletes devices of one user that a provider reported gone
+// (sdk.Result.GoneDevices: tokens, or web push endpoints), so no later
+// delivery tries them. It returns how many rows it deleted; an address
+// the user does not have is ignored.
+func RemoveDevices(ctx context.Context, q Querier, tenantID, userID string, addresses []string) (int64, error) {
+	if len(addresses) == 0 {
+		return 0, nil
+	}
+	tag, err := q.Exec(ctx, `DELETE FROM recipient_devices WHERE tenant_id = $1 AND user_id = $2 AND token = ANY($3)`,
+		tenantID, userID, addresses)
+	if err != nil {
+		return 0, fmt.Errorf("remove gone devices: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }

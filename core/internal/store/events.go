@@ -25,6 +25,9 @@ type EventRow struct {
 	Payload       json.RawMessage
 	Attempts      int
 	CreatedAt     time.Time
+	// TraceParent and TraceState are the W3C trace context the event came
+	// with ("": none).
+	TraceParent, TraceState string
 }
 
 // ClaimEvents takes up to limit due PENDING events in tx, skipping events
@@ -38,13 +41,14 @@ func ClaimEvents(ctx context.Context, tx pgx.Tx, limit int) ([]EventRow, error) 
 		FROM (SELECT id FROM event_outbox WHERE status = 'PENDING' AND available_at <= now()
 		      ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) c
 		WHERE e.id = c.id
-		RETURNING e.id, e.tenant_id, e.project_id, e.event_id, e.event_type, e.aggregate_type, e.aggregate_id, e.payload, e.attempts - 1, e.created_at`, limit)
+		RETURNING e.id, e.tenant_id, e.project_id, e.event_id, e.event_type, e.aggregate_type, e.aggregate_id, e.payload, e.attempts - 1, e.created_at,
+			COALESCE(e.traceparent, ''), COALESCE(e.tracestate, '')`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim events: %w", err)
 	}
 	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventRow, error) {
 		var e EventRow
-		err := r.Scan(&e.ID, &e.TenantID, &e.ProjectID, &e.EventID, &e.Type, &e.AggregateType, &e.AggregateID, &e.Payload, &e.Attempts, &e.CreatedAt)
+		err := r.Scan(&e.ID, &e.TenantID, &e.ProjectID, &e.EventID, &e.Type, &e.AggregateType, &e.AggregateID, &e.Payload, &e.Attempts, &e.CreatedAt, &e.TraceParent, &e.TraceState)
 		return e, err
 	})
 	if err != nil {
@@ -109,6 +113,9 @@ type NewDelivery struct {
 	NextAttemptAt time.Time
 	Recipient     json.RawMessage
 	Content       json.RawMessage
+	// TraceParent and TraceState are the W3C trace context the delivery
+	// continues: the relay's span for its event ("": none).
+	TraceParent, TraceState string
 }
 
 // InsertFanout writes notifications and their deliveries and bumps unread
@@ -218,7 +225,7 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 // deliveryColumns are the columns the relay writes.
 var deliveryColumns = []string{"delivery_id", "notification_id", "tenant_id", "event_id",
 	"event_type", "user_id", "user_type", "channel", "severity", "status", "best_effort", "max_attempts", "next_attempt_at",
-	"recipient", "content", "last_error", "created_at", "updated_at"}
+	"recipient", "content", "last_error", "created_at", "updated_at", "traceparent", "tracestate"}
 
 func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nids []pgtype.UUID, now time.Time) error {
 	src := make([][]any, len(keep))
@@ -228,7 +235,8 @@ func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nid
 		// json.RawMessage would take pgx's slower fallback paths.
 		src[i] = []any{ids[i], nids[i], d.TenantID, d.EventID,
 			d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status, d.BestEffort, int32(d.MaxAttempts),
-			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), d.LastError, now, now}
+			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), d.LastError, now, now,
+			nullIfEmpty(d.TraceParent), nullIfEmpty(d.TraceState)}
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, deliveryColumns, pgx.CopyFromRows(src))
 	return err
@@ -242,6 +250,7 @@ func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, n
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	best, maxAtt, next, recips, contents, errs := make([]bool, n), make([]int32, n), make([]time.Time, n), make([]string, n), make([]string, n),
 		make([]string, n)
+	parents, states := make([]string, n), make([]string, n)
 	for i := range keep {
 		d := &keep[i]
 		tenants[i], events[i], types[i], users[i], utypes[i], chans[i], sevs[i], stats[i] =
@@ -249,13 +258,26 @@ func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, n
 		best[i], maxAtt[i], next[i], recips[i], contents[i] = d.BestEffort, int32(d.MaxAttempts), d.NextAttemptAt,
 			jsonOr(d.Recipient), jsonOr(d.Content)
 		errs[i] = d.LastError
+		parents[i], states[i] = d.TraceParent, d.TraceState
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO deliveries (`+strings.Join(deliveryColumns, ", ")+`)
-		SELECT d.*, $16::timestamptz, $16::timestamptz FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
+		SELECT d.c1, d.c2, d.c3, d.c4, d.c5, d.c6, d.c7, d.c8, d.c9, d.c10, d.c11, d.c12, d.c13, d.c14, d.c15, d.c16,
+			$16::timestamptz, $16::timestamptz, NULLIF(d.c17, ''), NULLIF(d.c18, '')
+		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
 			$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bool[], $12::int[], $13::timestamptz[],
-			$14::jsonb[], $15::jsonb[], $17::text[]) d`,
-		ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now, errs)
+			$14::jsonb[], $15::jsonb[], $17::text[], $18::text[], $19::text[])
+			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18)`,
+		ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now, errs,
+		parents, states)
 	return err
+}
+
+// nullIfEmpty is s, or NULL for an empty s.
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func jsonOr(b json.RawMessage) string {

@@ -44,7 +44,7 @@ type ClusterNode struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	out  *lockedBuffer
+	out  *LogBuffer
 }
 
 // URL is the node's AMQP URL (guest, the default vhost).
@@ -234,7 +234,7 @@ func waitTCP(t testing.TB, port int, deadline time.Duration, what string) {
 // spawn starts the node's rabbitmq-server process (its own process group).
 func (n *ClusterNode) spawn() {
 	n.t.Helper()
-	out := &lockedBuffer{}
+	out := &LogBuffer{}
 	cmd := exec.Command(filepath.Join(n.bin, "rabbitmq-server"))
 	cmd.Env, cmd.Dir = n.env, n.Dir
 	cmd.Stdout, cmd.Stderr = out, out

@@ -387,7 +387,7 @@ func PrivateRabbitMQ(t testing.TB, opts RabbitOptions) *RabbitServer {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	out := &lockedBuffer{}
+	out := &LogBuffer{}
 	server := command(context.Background(), opts.Netns, filepath.Join(bin, "rabbitmq-server"))
 	server.Env, server.Dir = s.env, dir
 	server.Stdout, server.Stderr = out, out
@@ -450,19 +450,20 @@ func stopGroup(cmd *exec.Cmd, done <-chan struct{}, grace time.Duration) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer written by several goroutines.
-type lockedBuffer struct {
+// LogBuffer is a bytes.Buffer written by several goroutines (a process's
+// output, a logger's sink) and read by the test while they write.
+type LogBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *LogBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()

@@ -22,6 +22,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/api"
 )
 
 //go:embed static
@@ -76,7 +78,7 @@ func Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			api.Problem(w, http.StatusMethodNotAllowed, "method not allowed", "the web inbox is read with GET or HEAD", "")
 			return
 		}
 		name, ok := strings.CutPrefix(r.URL.Path, Path+"/")
@@ -91,12 +93,12 @@ func Handler() http.Handler {
 			w.WriteHeader(http.StatusMovedPermanently)
 			return
 		case !ok || name == "index.html":
-			http.NotFound(w, r)
+			api.Problem(w, http.StatusNotFound, "not found", "no file "+r.URL.Path+" in the web inbox", "")
 			return
 		}
 		f, found := files[name]
 		if !found {
-			http.NotFound(w, r)
+			api.Problem(w, http.StatusNotFound, "not found", "no file "+r.URL.Path+" in the web inbox", "")
 			return
 		}
 		h := w.Header()

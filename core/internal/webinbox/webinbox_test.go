@@ -32,10 +32,10 @@ func TestHandler(t *testing.T) {
 		"script":           {"GET", "/inbox/app.js", page("text/javascript; charset=utf-8")},
 		"styles":           {"GET", "/inbox/style.css", page("text/css; charset=utf-8")},
 		"trailing slash":   {"GET", "/inbox/", want{Status: http.StatusMovedPermanently, Location: "../inbox"}},
-		"index by name":    {"GET", "/inbox/index.html", want{Status: http.StatusNotFound, ContentType: "text/plain; charset=utf-8"}},
-		"unknown file":     {"GET", "/inbox/nope.js", want{Status: http.StatusNotFound, ContentType: "text/plain; charset=utf-8"}},
-		"directory escape": {"GET", "/inbox/../go.mod", want{Status: http.StatusNotFound, ContentType: "text/plain; charset=utf-8"}},
-		"post":             {"POST", "/inbox", want{Status: http.StatusMethodNotAllowed, ContentType: "text/plain; charset=utf-8"}},
+		"index by name":    {"GET", "/inbox/index.html", want{Status: http.StatusNotFound, ContentType: "application/problem+json"}},
+		"unknown file":     {"GET", "/inbox/nope.js", want{Status: http.StatusNotFound, ContentType: "application/problem+json"}},
+		"directory escape": {"GET", "/inbox/../go.mod", want{Status: http.StatusNotFound, ContentType: "application/problem+json"}},
+		"post":             {"POST", "/inbox", want{Status: http.StatusMethodNotAllowed, ContentType: "application/problem+json"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/sdk"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config field names.
@@ -51,6 +52,14 @@ type Record struct {
 	// At is when the sink answered the batch (Unix nanoseconds): the end
 	// of a delivery's trip through Herald, for latency measurements.
 	At int64 `json:"at"`
+	// TraceID and ParentSpanID are the trace context the Send call's
+	// context held (the host's Send span, continued by the sdk): the
+	// parent a span the plugin started would have. Empty: none.
+	TraceID      string `json:"trace_id,omitempty"`
+	ParentSpanID string `json:"parent_span_id,omitempty"`
+	// DeliveryTraceParent is the delivery's own trace context
+	// (sdk.Delivery.TraceParent).
+	DeliveryTraceParent string `json:"delivery_traceparent,omitempty"`
 }
 
 // HeldBatch is one line of <hold_file>.held: a batch Send is holding.
@@ -205,6 +214,10 @@ func (s *Sink) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse,
 		outcome = "retry"
 	}
 	results := make([]sdk.Result, len(batch))
+	var traceID, parentID string
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		traceID, parentID = sc.TraceID().String(), sc.SpanID().String()
+	}
 	var buf []byte
 	at := time.Now().UnixNano()
 	for i, d := range batch {
@@ -225,7 +238,8 @@ func (s *Sink) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse,
 			continue
 		}
 		rec := Record{DeliveryID: d.DeliveryID, EventID: d.EventID, Attempt: d.Attempt,
-			PID: os.Getpid(), Outcome: outcome, At: at}
+			PID: os.Getpid(), Outcome: outcome, At: at, TraceID: traceID, ParentSpanID: parentID,
+			DeliveryTraceParent: d.TraceParent}
 		if !c.recordBrief {
 			content := d.Content
 			rec.IdempotencyKey, rec.Channel, rec.User, rec.Content = d.IdempotencyKey, d.Channel, d.Recipient.UserID, &content

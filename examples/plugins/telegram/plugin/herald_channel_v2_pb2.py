@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17herald_channel_v2.proto\x12\x11herald.channel.v2\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x11\n\x0f\x44\x65scribeRequest\"\x91\x02\n\x10\x44\x65scribeResponse\x12\x14\n\x0c\x63hannel_type\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x16\n\x0eplugin_version\x18\x03 \x01(\t\x12\x14\n\x0c\x61pi_versions\x18\x04 \x03(\x05\x12\x12\n\nuser_types\x18\x05 \x03(\t\x12\'\n\x05\x63lass\x18\x06 \x01(\x0e\x32\x18.herald.channel.v2.Class\x12\x11\n\tmax_batch\x18\x07 \x01(\x05\x12,\n\x06\x63onfig\x18\x08 \x03(\x0b\x32\x1c.herald.channel.v2.FieldSpec\x12\x14\n\x0c\x63\x61pabilities\x18\t \x03(\t\x12\x13\n\x0bsdk_version\x18\n \x01(\t\"}\n\tFieldSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08required\x18\x03 \x01(\x08\x12\x0e\n\x06secret\x18\x04 \x01(\x08\x12\x0f\n\x07\x64\x65\x66\x61ult\x18\x05 \x01(\t\x12\x0c\n\x04\x65num\x18\x06 \x03(\t\x12\x13\n\x0b\x64\x65scription\x18\x07 \x01(\t\"\xd4\x01\n\x10\x43onfigureRequest\x12\x15\n\rprovider_name\x18\x01 \x01(\t\x12?\n\x06\x63onfig\x18\x02 \x03(\x0b\x32/.herald.channel.v2.ConfigureRequest.ConfigEntry\x12\x19\n\x11host_capabilities\x18\x03 \x03(\t\x1aM\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12-\n\x05value\x18\x02 \x01(\x0b\x32\x1e.herald.channel.v2.ConfigValue:\x02\x38\x01\"\xd9\x01\n\x0b\x43onfigValue\x12\x16\n\x0cstring_value\x18\x01 \x01(\tH\x00\x12\x13\n\tint_value\x18\x02 \x01(\x03H\x00\x12\x14\n\nbool_value\x18\x03 \x01(\x08H\x00\x12\x33\n\x0e\x64uration_value\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x33\n\nlist_value\x18\x05 \x01(\x0b\x32\x1d.herald.channel.v2.StringListH\x00\x12\x15\n\x0b\x66loat_value\x18\x06 \x01(\x01H\x00\x42\x06\n\x04kind\"\x1c\n\nStringList\x12\x0e\n\x06values\x18\x01 \x03(\t\"I\n\x11\x43onfigureResponse\x12\x34\n\x0c\x63onfig_error\x18\x01 \x01(\x0b\x32\x1e.herald.channel.v2.ConfigError\"-\n\x0b\x43onfigError\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\">\n\x0bSendRequest\x12/\n\ndeliveries\x18\x01 \x03(\x0b\x32\x1b.herald.channel.v2.Delivery\"\xcc\x02\n\x08\x44\x65livery\x12\x13\n\x0b\x64\x65livery_id\x18\x01 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\x11\n\ttenant_id\x18\x03 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x04 \x01(\t\x12\x12\n\nevent_type\x18\x05 \x01(\t\x12\x17\n\x0fnotification_id\x18\x06 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x07 \x01(\t\x12\x10\n\x08severity\x18\x08 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\t \x01(\x05\x12/\n\trecipient\x18\n \x01(\x0b\x32\x1c.herald.channel.v2.Recipient\x12+\n\x07\x63ontent\x18\x0b \x01(\x0b\x32\x1a.herald.channel.v2.Content\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xfc\x01\n\tRecipient\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tuser_type\x18\x02 \x01(\t\x12\r\n\x05\x65mail\x18\x03 \x01(\t\x12\r\n\x05phone\x18\x04 \x01(\t\x12\x0e\n\x06locale\x18\x05 \x01(\t\x12\x11\n\ttime_zone\x18\x06 \x01(\t\x12\x15\n\rdevice_tokens\x18\x07 \x03(\t\x12@\n\nattributes\x18\x08 \x03(\x0b\x32,.herald.channel.v2.Recipient.AttributesEntry\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"S\n\x07\x43ontent\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\t\x12\x0c\n\x04html\x18\x04 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\"n\n\x0cSendResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.herald.channel.v2.Result\x12\x32\n\x0b\x62\x61tch_error\x18\x02 \x01(\x0b\x32\x1d.herald.channel.v2.BatchError\"\xcb\x01\n\x06Result\x12\x13\n\x0b\x64\x65livery_id\x18\x01 \x01(\t\x12+\n\x07outcome\x18\x02 \x01(\x0e\x32\x1a.herald.channel.v2.Outcome\x12\x1b\n\x13provider_message_id\x18\x03 \x01(\t\x12.\n\x0bretry_after\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0c\n\x04\x63ode\x18\x06 \x01(\t\x12\x14\n\x0cunclassified\x18\x07 \x01(\x08\"\x9e\x01\n\nBatchError\x12\x0f\n\x07message\x18\x01 \x01(\t\x12+\n\x07outcome\x18\x02 \x01(\x0e\x32\x1a.herald.channel.v2.Outcome\x12.\n\x0bretry_after\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0c\n\x04\x63ode\x18\x04 \x01(\t\x12\x14\n\x0cunclassified\x18\x05 \x01(\x08\"\x0f\n\rHealthRequest\"2\n\x0eHealthResponse\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t*4\n\x05\x43lass\x12\x14\n\x10\x43LASS_PERSISTENT\x10\x00\x12\x15\n\x11\x43LASS_BEST_EFFORT\x10\x01*|\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x10\n\x0cOUTCOME_SENT\x10\x01\x12\x15\n\x11OUTCOME_RETRYABLE\x10\x02\x12\x18\n\x14OUTCOME_RATE_LIMITED\x10\x03\x12\x15\n\x11OUTCOME_PERMANENT\x10\x04\x32\xd4\x02\n\rChannelPlugin\x12S\n\x08\x44\x65scribe\x12\".herald.channel.v2.DescribeRequest\x1a#.herald.channel.v2.DescribeResponse\x12V\n\tConfigure\x12#.herald.channel.v2.ConfigureRequest\x1a$.herald.channel.v2.ConfigureResponse\x12G\n\x04Send\x12\x1e.herald.channel.v2.SendRequest\x1a\x1f.herald.channel.v2.SendResponse\x12M\n\x06Health\x12 .herald.channel.v2.HealthRequest\x1a!.herald.channel.v2.HealthResponseBBZ@github.com/heraldhq/herald/sdk/proto/herald/channel/v2;channelv2b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17herald_channel_v2.proto\x12\x11herald.channel.v2\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x11\n\x0f\x44\x65scribeRequest\"\x91\x02\n\x10\x44\x65scribeResponse\x12\x14\n\x0c\x63hannel_type\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x16\n\x0eplugin_version\x18\x03 \x01(\t\x12\x14\n\x0c\x61pi_versions\x18\x04 \x03(\x05\x12\x12\n\nuser_types\x18\x05 \x03(\t\x12\'\n\x05\x63lass\x18\x06 \x01(\x0e\x32\x18.herald.channel.v2.Class\x12\x11\n\tmax_batch\x18\x07 \x01(\x05\x12,\n\x06\x63onfig\x18\x08 \x03(\x0b\x32\x1c.herald.channel.v2.FieldSpec\x12\x14\n\x0c\x63\x61pabilities\x18\t \x03(\t\x12\x13\n\x0bsdk_version\x18\n \x01(\t\"}\n\tFieldSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08required\x18\x03 \x01(\x08\x12\x0e\n\x06secret\x18\x04 \x01(\x08\x12\x0f\n\x07\x64\x65\x66\x61ult\x18\x05 \x01(\t\x12\x0c\n\x04\x65num\x18\x06 \x03(\t\x12\x13\n\x0b\x64\x65scription\x18\x07 \x01(\t\"\xd4\x01\n\x10\x43onfigureRequest\x12\x15\n\rprovider_name\x18\x01 \x01(\t\x12?\n\x06\x63onfig\x18\x02 \x03(\x0b\x32/.herald.channel.v2.ConfigureRequest.ConfigEntry\x12\x19\n\x11host_capabilities\x18\x03 \x03(\t\x1aM\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12-\n\x05value\x18\x02 \x01(\x0b\x32\x1e.herald.channel.v2.ConfigValue:\x02\x38\x01\"\x8c\x02\n\x0b\x43onfigValue\x12\x16\n\x0cstring_value\x18\x01 \x01(\tH\x00\x12\x13\n\tint_value\x18\x02 \x01(\x03H\x00\x12\x14\n\nbool_value\x18\x03 \x01(\x08H\x00\x12\x33\n\x0e\x64uration_value\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x12\x33\n\nlist_value\x18\x05 \x01(\x0b\x32\x1d.herald.channel.v2.StringListH\x00\x12\x15\n\x0b\x66loat_value\x18\x06 \x01(\x01H\x00\x12\x31\n\tmap_value\x18\x07 \x01(\x0b\x32\x1c.herald.channel.v2.StringMapH\x00\x42\x06\n\x04kind\"\x1c\n\nStringList\x12\x0e\n\x06values\x18\x01 \x03(\t\"t\n\tStringMap\x12\x38\n\x06values\x18\x01 \x03(\x0b\x32(.herald.channel.v2.StringMap.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"I\n\x11\x43onfigureResponse\x12\x34\n\x0c\x63onfig_error\x18\x01 \x01(\x0b\x32\x1e.herald.channel.v2.ConfigError\"-\n\x0b\x43onfigError\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\">\n\x0bSendRequest\x12/\n\ndeliveries\x18\x01 \x03(\x0b\x32\x1b.herald.channel.v2.Delivery\"\xf5\x02\n\x08\x44\x65livery\x12\x13\n\x0b\x64\x65livery_id\x18\x01 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\x11\n\ttenant_id\x18\x03 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x04 \x01(\t\x12\x12\n\nevent_type\x18\x05 \x01(\t\x12\x17\n\x0fnotification_id\x18\x06 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x07 \x01(\t\x12\x10\n\x08severity\x18\x08 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\t \x01(\x05\x12/\n\trecipient\x18\n \x01(\x0b\x32\x1c.herald.channel.v2.Recipient\x12+\n\x07\x63ontent\x18\x0b \x01(\x0b\x32\x1a.herald.channel.v2.Content\x12.\n\ncreated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0btraceparent\x18\r \x01(\t\x12\x12\n\ntracestate\x18\x0e \x01(\t\"\xa8\x02\n\tRecipient\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tuser_type\x18\x02 \x01(\t\x12\r\n\x05\x65mail\x18\x03 \x01(\t\x12\r\n\x05phone\x18\x04 \x01(\t\x12\x0e\n\x06locale\x18\x05 \x01(\t\x12\x11\n\ttime_zone\x18\x06 \x01(\t\x12\x15\n\rdevice_tokens\x18\x07 \x03(\t\x12@\n\nattributes\x18\x08 \x03(\x0b\x32,.herald.channel.v2.Recipient.AttributesEntry\x12*\n\x07\x64\x65vices\x18\t \x03(\x0b\x32\x19.herald.channel.v2.Device\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"U\n\x06\x44\x65vice\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x0e\n\x06p256dh\x18\x04 \x01(\t\x12\x0c\n\x04\x61uth\x18\x05 \x01(\t\"S\n\x07\x43ontent\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\t\x12\x0c\n\x04html\x18\x04 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\"n\n\x0cSendResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.herald.channel.v2.Result\x12\x32\n\x0b\x62\x61tch_error\x18\x02 \x01(\x0b\x32\x1d.herald.channel.v2.BatchError\"\xe1\x01\n\x06Result\x12\x13\n\x0b\x64\x65livery_id\x18\x01 \x01(\t\x12+\n\x07outcome\x18\x02 \x01(\x0e\x32\x1a.herald.channel.v2.Outcome\x12\x1b\n\x13provider_message_id\x18\x03 \x01(\t\x12.\n\x0bretry_after\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0c\n\x04\x63ode\x18\x06 \x01(\t\x12\x14\n\x0cunclassified\x18\x07 \x01(\x08\x12\x14\n\x0cgone_devices\x18\x08 \x03(\t\"\x9e\x01\n\nBatchError\x12\x0f\n\x07message\x18\x01 \x01(\t\x12+\n\x07outcome\x18\x02 \x01(\x0e\x32\x1a.herald.channel.v2.Outcome\x12.\n\x0bretry_after\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0c\n\x04\x63ode\x18\x04 \x01(\t\x12\x14\n\x0cunclassified\x18\x05 \x01(\x08\"\x0f\n\rHealthRequest\"2\n\x0eHealthResponse\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t*4\n\x05\x43lass\x12\x14\n\x10\x43LASS_PERSISTENT\x10\x00\x12\x15\n\x11\x43LASS_BEST_EFFORT\x10\x01*|\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x10\n\x0cOUTCOME_SENT\x10\x01\x12\x15\n\x11OUTCOME_RETRYABLE\x10\x02\x12\x18\n\x14OUTCOME_RATE_LIMITED\x10\x03\x12\x15\n\x11OUTCOME_PERMANENT\x10\x04\x32\xd4\x02\n\rChannelPlugin\x12S\n\x08\x44\x65scribe\x12\".herald.channel.v2.DescribeRequest\x1a#.herald.channel.v2.DescribeResponse\x12V\n\tConfigure\x12#.herald.channel.v2.ConfigureRequest\x1a$.herald.channel.v2.ConfigureResponse\x12G\n\x04Send\x12\x1e.herald.channel.v2.SendRequest\x1a\x1f.herald.channel.v2.SendResponse\x12M\n\x06Health\x12 .herald.channel.v2.HealthRequest\x1a!.herald.channel.v2.HealthResponseBBZ@github.com/heraldhq/herald/sdk/proto/herald/channel/v2;channelv2b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'herald_channel_v2_pb2', globals())
@@ -25,12 +25,14 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._serialized_options = b'Z@github.com/heraldhq/herald/sdk/proto/herald/channel/v2;channelv2'
   _CONFIGUREREQUEST_CONFIGENTRY._options = None
   _CONFIGUREREQUEST_CONFIGENTRY._serialized_options = b'8\001'
+  _STRINGMAP_VALUESENTRY._options = None
+  _STRINGMAP_VALUESENTRY._serialized_options = b'8\001'
   _RECIPIENT_ATTRIBUTESENTRY._options = None
   _RECIPIENT_ATTRIBUTESENTRY._serialized_options = b'8\001'
-  _CLASS._serialized_start=2407
-  _CLASS._serialized_end=2459
-  _OUTCOME._serialized_start=2461
-  _OUTCOME._serialized_end=2585
+  _CLASS._serialized_start=2770
+  _CLASS._serialized_end=2822
+  _OUTCOME._serialized_start=2824
+  _OUTCOME._serialized_end=2948
   _DESCRIBEREQUEST._serialized_start=111
   _DESCRIBEREQUEST._serialized_end=128
   _DESCRIBERESPONSE._serialized_start=131
@@ -42,33 +44,39 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _CONFIGUREREQUEST_CONFIGENTRY._serialized_start=669
   _CONFIGUREREQUEST_CONFIGENTRY._serialized_end=746
   _CONFIGVALUE._serialized_start=749
-  _CONFIGVALUE._serialized_end=966
-  _STRINGLIST._serialized_start=968
-  _STRINGLIST._serialized_end=996
-  _CONFIGURERESPONSE._serialized_start=998
-  _CONFIGURERESPONSE._serialized_end=1071
-  _CONFIGERROR._serialized_start=1073
-  _CONFIGERROR._serialized_end=1118
-  _SENDREQUEST._serialized_start=1120
-  _SENDREQUEST._serialized_end=1182
-  _DELIVERY._serialized_start=1185
-  _DELIVERY._serialized_end=1517
-  _RECIPIENT._serialized_start=1520
-  _RECIPIENT._serialized_end=1772
-  _RECIPIENT_ATTRIBUTESENTRY._serialized_start=1723
-  _RECIPIENT_ATTRIBUTESENTRY._serialized_end=1772
-  _CONTENT._serialized_start=1774
-  _CONTENT._serialized_end=1857
-  _SENDRESPONSE._serialized_start=1859
-  _SENDRESPONSE._serialized_end=1969
-  _RESULT._serialized_start=1972
-  _RESULT._serialized_end=2175
-  _BATCHERROR._serialized_start=2178
-  _BATCHERROR._serialized_end=2336
-  _HEALTHREQUEST._serialized_start=2338
-  _HEALTHREQUEST._serialized_end=2353
-  _HEALTHRESPONSE._serialized_start=2355
-  _HEALTHRESPONSE._serialized_end=2405
-  _CHANNELPLUGIN._serialized_start=2588
-  _CHANNELPLUGIN._serialized_end=2928
+  _CONFIGVALUE._serialized_end=1017
+  _STRINGLIST._serialized_start=1019
+  _STRINGLIST._serialized_end=1047
+  _STRINGMAP._serialized_start=1049
+  _STRINGMAP._serialized_end=1165
+  _STRINGMAP_VALUESENTRY._serialized_start=1120
+  _STRINGMAP_VALUESENTRY._serialized_end=1165
+  _CONFIGURERESPONSE._serialized_start=1167
+  _CONFIGURERESPONSE._serialized_end=1240
+  _CONFIGERROR._serialized_start=1242
+  _CONFIGERROR._serialized_end=1287
+  _SENDREQUEST._serialized_start=1289
+  _SENDREQUEST._serialized_end=1351
+  _DELIVERY._serialized_start=1354
+  _DELIVERY._serialized_end=1727
+  _RECIPIENT._serialized_start=1730
+  _RECIPIENT._serialized_end=2026
+  _RECIPIENT_ATTRIBUTESENTRY._serialized_start=1977
+  _RECIPIENT_ATTRIBUTESENTRY._serialized_end=2026
+  _DEVICE._serialized_start=2028
+  _DEVICE._serialized_end=2113
+  _CONTENT._serialized_start=2115
+  _CONTENT._serialized_end=2198
+  _SENDRESPONSE._serialized_start=2200
+  _SENDRESPONSE._serialized_end=2310
+  _RESULT._serialized_start=2313
+  _RESULT._serialized_end=2538
+  _BATCHERROR._serialized_start=2541
+  _BATCHERROR._serialized_end=2699
+  _HEALTHREQUEST._serialized_start=2701
+  _HEALTHREQUEST._serialized_end=2716
+  _HEALTHRESPONSE._serialized_start=2718
+  _HEALTHRESPONSE._serialized_end=2768
+  _CHANNELPLUGIN._serialized_start=2951
+  _CHANNELPLUGIN._serialized_end=3291
 # @@protoc_insertion_point(module_scope)

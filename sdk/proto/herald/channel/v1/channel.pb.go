@@ -316,7 +316,8 @@ type FieldSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is the config key.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// type is the value's type: "string", "int", "bool", "duration" or "list".
+	// type is the value's type: "string", "int", "bool", "duration", "list"
+	// or "map".
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// required fields must be present.
 	Required bool `protobuf:"varint,3,opt,name=required,proto3" json:"required,omitempty"`
@@ -488,6 +489,7 @@ type ConfigValue struct {
 	//	*ConfigValue_DurationValue
 	//	*ConfigValue_ListValue
 	//	*ConfigValue_FloatValue
+	//	*ConfigValue_MapValue
 	Kind          isConfigValue_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -584,6 +586,15 @@ func (x *ConfigValue) GetFloatValue() float64 {
 	return 0
 }
 
+func (x *ConfigValue) GetMapValue() *StringMap {
+	if x != nil {
+		if x, ok := x.Kind.(*ConfigValue_MapValue); ok {
+			return x.MapValue
+		}
+	}
+	return nil
+}
+
 type isConfigValue_Kind interface {
 	isConfigValue_Kind()
 }
@@ -619,6 +630,11 @@ type ConfigValue_FloatValue struct {
 	FloatValue float64 `protobuf:"fixed64,6,opt,name=float_value,json=floatValue,proto3,oneof"`
 }
 
+type ConfigValue_MapValue struct {
+	// map_value is a map field's value: string keys to string values.
+	MapValue *StringMap `protobuf:"bytes,7,opt,name=map_value,json=mapValue,proto3,oneof"`
+}
+
 func (*ConfigValue_StringValue) isConfigValue_Kind() {}
 
 func (*ConfigValue_IntValue) isConfigValue_Kind() {}
@@ -630,6 +646,8 @@ func (*ConfigValue_DurationValue) isConfigValue_Kind() {}
 func (*ConfigValue_ListValue) isConfigValue_Kind() {}
 
 func (*ConfigValue_FloatValue) isConfigValue_Kind() {}
+
+func (*ConfigValue_MapValue) isConfigValue_Kind() {}
 
 // StringList is a list of strings.
 type StringList struct {
@@ -677,6 +695,52 @@ func (x *StringList) GetValues() []string {
 	return nil
 }
 
+// StringMap is a map of strings to strings.
+type StringMap struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// values are the map's entries.
+	Values        map[string]string `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StringMap) Reset() {
+	*x = StringMap{}
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StringMap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StringMap) ProtoMessage() {}
+
+func (x *StringMap) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StringMap.ProtoReflect.Descriptor instead.
+func (*StringMap) Descriptor() ([]byte, []int) {
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StringMap) GetValues() map[string]string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 // ConfigureResponse reports whether the config was accepted.
 type ConfigureResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -689,7 +753,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[6]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +765,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[6]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +778,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{6}
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConfigureResponse) GetConfigError() *ConfigError {
@@ -737,7 +801,7 @@ type ConfigError struct {
 
 func (x *ConfigError) Reset() {
 	*x = ConfigError{}
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[7]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +813,7 @@ func (x *ConfigError) String() string {
 func (*ConfigError) ProtoMessage() {}
 
 func (x *ConfigError) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[7]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +826,7 @@ func (x *ConfigError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigError.ProtoReflect.Descriptor instead.
 func (*ConfigError) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{7}
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConfigError) GetField() string {
@@ -790,7 +854,7 @@ type SendRequest struct {
 
 func (x *SendRequest) Reset() {
 	*x = SendRequest{}
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[8]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +866,7 @@ func (x *SendRequest) String() string {
 func (*SendRequest) ProtoMessage() {}
 
 func (x *SendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[8]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +879,7 @@ func (x *SendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
 func (*SendRequest) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{8}
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SendRequest) GetDeliveries() []*Delivery {
@@ -859,7 +923,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[9]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +935,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[9]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +948,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{9}
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -996,7 +1060,7 @@ type Recipient struct {
 
 func (x *Recipient) Reset() {
 	*x = Recipient{}
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[10]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1072,7 @@ func (x *Recipient) String() string {
 func (*Recipient) ProtoMessage() {}
 
 func (x *Recipient) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[10]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1085,7 @@ func (x *Recipient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recipient.ProtoReflect.Descriptor instead.
 func (*Recipient) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{10}
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Recipient) GetUserId() string {
@@ -1099,7 +1163,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[11]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1175,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[11]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1188,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{11}
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Content) GetSubject() string {
@@ -1176,7 +1240,7 @@ type SendResponse struct {
 
 func (x *SendResponse) Reset() {
 	*x = SendResponse{}
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[12]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1252,7 @@ func (x *SendResponse) String() string {
 func (*SendResponse) ProtoMessage() {}
 
 func (x *SendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[12]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1265,7 @@ func (x *SendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResponse.ProtoReflect.Descriptor instead.
 func (*SendResponse) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{12}
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SendResponse) GetResults() []*Result {
@@ -1243,7 +1307,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[13]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1319,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[13]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1332,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{13}
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Result) GetDeliveryId() string {
@@ -1340,7 +1404,7 @@ type BatchError struct {
 
 func (x *BatchError) Reset() {
 	*x = BatchError{}
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[14]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1416,7 @@ func (x *BatchError) String() string {
 func (*BatchError) ProtoMessage() {}
 
 func (x *BatchError) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[14]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1429,7 @@ func (x *BatchError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchError.ProtoReflect.Descriptor instead.
 func (*BatchError) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{14}
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BatchError) GetMessage() string {
@@ -1412,7 +1476,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[15]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1488,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[15]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1501,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{15}
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{16}
 }
 
 // HealthResponse is the plugin's view of its provider.
@@ -1453,7 +1517,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[16]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1529,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v1_channel_proto_msgTypes[16]
+	mi := &file_herald_channel_v1_channel_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1542,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{16}
+	return file_herald_channel_v1_channel_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HealthResponse) GetHealthy() bool {
@@ -1529,7 +1593,7 @@ const file_herald_channel_v1_channel_proto_rawDesc = "" +
 	"\x11host_capabilities\x18\x03 \x03(\tR\x10hostCapabilities\x1aY\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x124\n" +
-	"\x05value\x18\x02 \x01(\v2\x1e.herald.channel.v1.ConfigValueR\x05value:\x028\x01\"\xa1\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x1e.herald.channel.v1.ConfigValueR\x05value:\x028\x01\"\xde\x02\n" +
 	"\vConfigValue\x12#\n" +
 	"\fstring_value\x18\x01 \x01(\tH\x00R\vstringValue\x12\x1d\n" +
 	"\tint_value\x18\x02 \x01(\x03H\x00R\bintValue\x12\x1f\n" +
@@ -1539,11 +1603,17 @@ const file_herald_channel_v1_channel_proto_rawDesc = "" +
 	"\n" +
 	"list_value\x18\x05 \x01(\v2\x1d.herald.channel.v1.StringListH\x00R\tlistValue\x12!\n" +
 	"\vfloat_value\x18\x06 \x01(\x01H\x00R\n" +
-	"floatValueB\x06\n" +
+	"floatValue\x12;\n" +
+	"\tmap_value\x18\a \x01(\v2\x1c.herald.channel.v1.StringMapH\x00R\bmapValueB\x06\n" +
 	"\x04kind\"$\n" +
 	"\n" +
 	"StringList\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\tR\x06values\"V\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\"\x88\x01\n" +
+	"\tStringMap\x12@\n" +
+	"\x06values\x18\x01 \x03(\v2(.herald.channel.v1.StringMap.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"V\n" +
 	"\x11ConfigureResponse\x12A\n" +
 	"\fconfig_error\x18\x01 \x01(\v2\x1e.herald.channel.v1.ConfigErrorR\vconfigError\"=\n" +
 	"\vConfigError\x12\x14\n" +
@@ -1643,7 +1713,7 @@ func file_herald_channel_v1_channel_proto_rawDescGZIP() []byte {
 }
 
 var file_herald_channel_v1_channel_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_herald_channel_v1_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_herald_channel_v1_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_herald_channel_v1_channel_proto_goTypes = []any{
 	(Class)(0),                    // 0: herald.channel.v1.Class
 	(Outcome)(0),                  // 1: herald.channel.v1.Outcome
@@ -1653,54 +1723,58 @@ var file_herald_channel_v1_channel_proto_goTypes = []any{
 	(*ConfigureRequest)(nil),      // 5: herald.channel.v1.ConfigureRequest
 	(*ConfigValue)(nil),           // 6: herald.channel.v1.ConfigValue
 	(*StringList)(nil),            // 7: herald.channel.v1.StringList
-	(*ConfigureResponse)(nil),     // 8: herald.channel.v1.ConfigureResponse
-	(*ConfigError)(nil),           // 9: herald.channel.v1.ConfigError
-	(*SendRequest)(nil),           // 10: herald.channel.v1.SendRequest
-	(*Delivery)(nil),              // 11: herald.channel.v1.Delivery
-	(*Recipient)(nil),             // 12: herald.channel.v1.Recipient
-	(*Content)(nil),               // 13: herald.channel.v1.Content
-	(*SendResponse)(nil),          // 14: herald.channel.v1.SendResponse
-	(*Result)(nil),                // 15: herald.channel.v1.Result
-	(*BatchError)(nil),            // 16: herald.channel.v1.BatchError
-	(*HealthRequest)(nil),         // 17: herald.channel.v1.HealthRequest
-	(*HealthResponse)(nil),        // 18: herald.channel.v1.HealthResponse
-	nil,                           // 19: herald.channel.v1.ConfigureRequest.ConfigEntry
-	nil,                           // 20: herald.channel.v1.Recipient.AttributesEntry
-	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*StringMap)(nil),             // 8: herald.channel.v1.StringMap
+	(*ConfigureResponse)(nil),     // 9: herald.channel.v1.ConfigureResponse
+	(*ConfigError)(nil),           // 10: herald.channel.v1.ConfigError
+	(*SendRequest)(nil),           // 11: herald.channel.v1.SendRequest
+	(*Delivery)(nil),              // 12: herald.channel.v1.Delivery
+	(*Recipient)(nil),             // 13: herald.channel.v1.Recipient
+	(*Content)(nil),               // 14: herald.channel.v1.Content
+	(*SendResponse)(nil),          // 15: herald.channel.v1.SendResponse
+	(*Result)(nil),                // 16: herald.channel.v1.Result
+	(*BatchError)(nil),            // 17: herald.channel.v1.BatchError
+	(*HealthRequest)(nil),         // 18: herald.channel.v1.HealthRequest
+	(*HealthResponse)(nil),        // 19: herald.channel.v1.HealthResponse
+	nil,                           // 20: herald.channel.v1.ConfigureRequest.ConfigEntry
+	nil,                           // 21: herald.channel.v1.StringMap.ValuesEntry
+	nil,                           // 22: herald.channel.v1.Recipient.AttributesEntry
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_herald_channel_v1_channel_proto_depIdxs = []int32{
 	0,  // 0: herald.channel.v1.DescribeResponse.class:type_name -> herald.channel.v1.Class
 	4,  // 1: herald.channel.v1.DescribeResponse.config:type_name -> herald.channel.v1.FieldSpec
-	19, // 2: herald.channel.v1.ConfigureRequest.config:type_name -> herald.channel.v1.ConfigureRequest.ConfigEntry
-	21, // 3: herald.channel.v1.ConfigValue.duration_value:type_name -> google.protobuf.Duration
+	20, // 2: herald.channel.v1.ConfigureRequest.config:type_name -> herald.channel.v1.ConfigureRequest.ConfigEntry
+	23, // 3: herald.channel.v1.ConfigValue.duration_value:type_name -> google.protobuf.Duration
 	7,  // 4: herald.channel.v1.ConfigValue.list_value:type_name -> herald.channel.v1.StringList
-	9,  // 5: herald.channel.v1.ConfigureResponse.config_error:type_name -> herald.channel.v1.ConfigError
-	11, // 6: herald.channel.v1.SendRequest.deliveries:type_name -> herald.channel.v1.Delivery
-	12, // 7: herald.channel.v1.Delivery.recipient:type_name -> herald.channel.v1.Recipient
-	13, // 8: herald.channel.v1.Delivery.content:type_name -> herald.channel.v1.Content
-	22, // 9: herald.channel.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	20, // 10: herald.channel.v1.Recipient.attributes:type_name -> herald.channel.v1.Recipient.AttributesEntry
-	15, // 11: herald.channel.v1.SendResponse.results:type_name -> herald.channel.v1.Result
-	16, // 12: herald.channel.v1.SendResponse.batch_error:type_name -> herald.channel.v1.BatchError
-	1,  // 13: herald.channel.v1.Result.outcome:type_name -> herald.channel.v1.Outcome
-	21, // 14: herald.channel.v1.Result.retry_after:type_name -> google.protobuf.Duration
-	1,  // 15: herald.channel.v1.BatchError.outcome:type_name -> herald.channel.v1.Outcome
-	21, // 16: herald.channel.v1.BatchError.retry_after:type_name -> google.protobuf.Duration
-	6,  // 17: herald.channel.v1.ConfigureRequest.ConfigEntry.value:type_name -> herald.channel.v1.ConfigValue
-	2,  // 18: herald.channel.v1.ChannelPlugin.Describe:input_type -> herald.channel.v1.DescribeRequest
-	5,  // 19: herald.channel.v1.ChannelPlugin.Configure:input_type -> herald.channel.v1.ConfigureRequest
-	10, // 20: herald.channel.v1.ChannelPlugin.Send:input_type -> herald.channel.v1.SendRequest
-	17, // 21: herald.channel.v1.ChannelPlugin.Health:input_type -> herald.channel.v1.HealthRequest
-	3,  // 22: herald.channel.v1.ChannelPlugin.Describe:output_type -> herald.channel.v1.DescribeResponse
-	8,  // 23: herald.channel.v1.ChannelPlugin.Configure:output_type -> herald.channel.v1.ConfigureResponse
-	14, // 24: herald.channel.v1.ChannelPlugin.Send:output_type -> herald.channel.v1.SendResponse
-	18, // 25: herald.channel.v1.ChannelPlugin.Health:output_type -> herald.channel.v1.HealthResponse
-	22, // [22:26] is the sub-list for method output_type
-	18, // [18:22] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	8,  // 5: herald.channel.v1.ConfigValue.map_value:type_name -> herald.channel.v1.StringMap
+	21, // 6: herald.channel.v1.StringMap.values:type_name -> herald.channel.v1.StringMap.ValuesEntry
+	10, // 7: herald.channel.v1.ConfigureResponse.config_error:type_name -> herald.channel.v1.ConfigError
+	12, // 8: herald.channel.v1.SendRequest.deliveries:type_name -> herald.channel.v1.Delivery
+	13, // 9: herald.channel.v1.Delivery.recipient:type_name -> herald.channel.v1.Recipient
+	14, // 10: herald.channel.v1.Delivery.content:type_name -> herald.channel.v1.Content
+	24, // 11: herald.channel.v1.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	22, // 12: herald.channel.v1.Recipient.attributes:type_name -> herald.channel.v1.Recipient.AttributesEntry
+	16, // 13: herald.channel.v1.SendResponse.results:type_name -> herald.channel.v1.Result
+	17, // 14: herald.channel.v1.SendResponse.batch_error:type_name -> herald.channel.v1.BatchError
+	1,  // 15: herald.channel.v1.Result.outcome:type_name -> herald.channel.v1.Outcome
+	23, // 16: herald.channel.v1.Result.retry_after:type_name -> google.protobuf.Duration
+	1,  // 17: herald.channel.v1.BatchError.outcome:type_name -> herald.channel.v1.Outcome
+	23, // 18: herald.channel.v1.BatchError.retry_after:type_name -> google.protobuf.Duration
+	6,  // 19: herald.channel.v1.ConfigureRequest.ConfigEntry.value:type_name -> herald.channel.v1.ConfigValue
+	2,  // 20: herald.channel.v1.ChannelPlugin.Describe:input_type -> herald.channel.v1.DescribeRequest
+	5,  // 21: herald.channel.v1.ChannelPlugin.Configure:input_type -> herald.channel.v1.ConfigureRequest
+	11, // 22: herald.channel.v1.ChannelPlugin.Send:input_type -> herald.channel.v1.SendRequest
+	18, // 23: herald.channel.v1.ChannelPlugin.Health:input_type -> herald.channel.v1.HealthRequest
+	3,  // 24: herald.channel.v1.ChannelPlugin.Describe:output_type -> herald.channel.v1.DescribeResponse
+	9,  // 25: herald.channel.v1.ChannelPlugin.Configure:output_type -> herald.channel.v1.ConfigureResponse
+	15, // 26: herald.channel.v1.ChannelPlugin.Send:output_type -> herald.channel.v1.SendResponse
+	19, // 27: herald.channel.v1.ChannelPlugin.Health:output_type -> herald.channel.v1.HealthResponse
+	24, // [24:28] is the sub-list for method output_type
+	20, // [20:24] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_herald_channel_v1_channel_proto_init() }
@@ -1715,6 +1789,7 @@ func file_herald_channel_v1_channel_proto_init() {
 		(*ConfigValue_DurationValue)(nil),
 		(*ConfigValue_ListValue)(nil),
 		(*ConfigValue_FloatValue)(nil),
+		(*ConfigValue_MapValue)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1722,7 +1797,7 @@ func file_herald_channel_v1_channel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_channel_v1_channel_proto_rawDesc), len(file_herald_channel_v1_channel_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -329,7 +329,8 @@ type FieldSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is the config key.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// type is the value's type: "string", "int", "bool", "duration" or "list".
+	// type is the value's type: "string", "int", "bool", "duration", "list"
+	// or "map".
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// required fields must be present.
 	Required bool `protobuf:"varint,3,opt,name=required,proto3" json:"required,omitempty"`
@@ -501,6 +502,7 @@ type ConfigValue struct {
 	//	*ConfigValue_DurationValue
 	//	*ConfigValue_ListValue
 	//	*ConfigValue_FloatValue
+	//	*ConfigValue_MapValue
 	Kind          isConfigValue_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -597,6 +599,15 @@ func (x *ConfigValue) GetFloatValue() float64 {
 	return 0
 }
 
+func (x *ConfigValue) GetMapValue() *StringMap {
+	if x != nil {
+		if x, ok := x.Kind.(*ConfigValue_MapValue); ok {
+			return x.MapValue
+		}
+	}
+	return nil
+}
+
 type isConfigValue_Kind interface {
 	isConfigValue_Kind()
 }
@@ -632,6 +643,11 @@ type ConfigValue_FloatValue struct {
 	FloatValue float64 `protobuf:"fixed64,6,opt,name=float_value,json=floatValue,proto3,oneof"`
 }
 
+type ConfigValue_MapValue struct {
+	// map_value is a map field's value: string keys to string values.
+	MapValue *StringMap `protobuf:"bytes,7,opt,name=map_value,json=mapValue,proto3,oneof"`
+}
+
 func (*ConfigValue_StringValue) isConfigValue_Kind() {}
 
 func (*ConfigValue_IntValue) isConfigValue_Kind() {}
@@ -643,6 +659,8 @@ func (*ConfigValue_DurationValue) isConfigValue_Kind() {}
 func (*ConfigValue_ListValue) isConfigValue_Kind() {}
 
 func (*ConfigValue_FloatValue) isConfigValue_Kind() {}
+
+func (*ConfigValue_MapValue) isConfigValue_Kind() {}
 
 // StringList is a list of strings.
 type StringList struct {
@@ -690,6 +708,52 @@ func (x *StringList) GetValues() []string {
 	return nil
 }
 
+// StringMap is a map of strings to strings.
+type StringMap struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// values are the map's entries.
+	Values        map[string]string `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StringMap) Reset() {
+	*x = StringMap{}
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StringMap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StringMap) ProtoMessage() {}
+
+func (x *StringMap) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StringMap.ProtoReflect.Descriptor instead.
+func (*StringMap) Descriptor() ([]byte, []int) {
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StringMap) GetValues() map[string]string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 // ConfigureResponse reports whether the config was accepted.
 type ConfigureResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -702,7 +766,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[6]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +778,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[6]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +791,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{6}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConfigureResponse) GetConfigError() *ConfigError {
@@ -750,7 +814,7 @@ type ConfigError struct {
 
 func (x *ConfigError) Reset() {
 	*x = ConfigError{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[7]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +826,7 @@ func (x *ConfigError) String() string {
 func (*ConfigError) ProtoMessage() {}
 
 func (x *ConfigError) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[7]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +839,7 @@ func (x *ConfigError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigError.ProtoReflect.Descriptor instead.
 func (*ConfigError) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{7}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConfigError) GetField() string {
@@ -803,7 +867,7 @@ type SendRequest struct {
 
 func (x *SendRequest) Reset() {
 	*x = SendRequest{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[8]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +879,7 @@ func (x *SendRequest) String() string {
 func (*SendRequest) ProtoMessage() {}
 
 func (x *SendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[8]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +892,7 @@ func (x *SendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
 func (*SendRequest) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{8}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SendRequest) GetDeliveries() []*Delivery {
@@ -865,14 +929,21 @@ type Delivery struct {
 	// content is the rendered message.
 	Content *Content `protobuf:"bytes,11,opt,name=content,proto3" json:"content,omitempty"`
 	// created_at is when the delivery was created.
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// traceparent is the W3C traceparent of the host's span for this
+	// delivery ("" when it carries no trace). The Send call's own context
+	// (gRPC metadata) is the host's Send span, in the first delivery's
+	// trace; a batch may hold deliveries of several traces.
+	Traceparent string `protobuf:"bytes,13,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// tracestate is the W3C tracestate that goes with traceparent.
+	Tracestate    string `protobuf:"bytes,14,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[9]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +955,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[9]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +968,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{9}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Delivery) GetDeliveryId() string {
@@ -984,6 +1055,20 @@ func (x *Delivery) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Delivery) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *Delivery) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
 // Recipient is who a delivery goes to, with the addresses a channel needs.
 type Recipient struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1002,14 +1087,18 @@ type Recipient struct {
 	// device_tokens are push tokens registered for the user.
 	DeviceTokens []string `protobuf:"bytes,7,rep,name=device_tokens,json=deviceTokens,proto3" json:"device_tokens,omitempty"`
 	// attributes holds further channel addresses, e.g. "slack_user_id".
-	Attributes    map[string]string `protobuf:"bytes,8,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Attributes map[string]string `protobuf:"bytes,8,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// devices are the user's push devices with their kind; device_tokens
+	// repeats the tokens of the devices that are not web push
+	// subscriptions, for plugins built before devices existed.
+	Devices       []*Device `protobuf:"bytes,9,rep,name=devices,proto3" json:"devices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Recipient) Reset() {
 	*x = Recipient{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[10]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1110,7 @@ func (x *Recipient) String() string {
 func (*Recipient) ProtoMessage() {}
 
 func (x *Recipient) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[10]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1123,7 @@ func (x *Recipient) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recipient.ProtoReflect.Descriptor instead.
 func (*Recipient) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{10}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Recipient) GetUserId() string {
@@ -1093,6 +1182,99 @@ func (x *Recipient) GetAttributes() map[string]string {
 	return nil
 }
 
+func (x *Recipient) GetDevices() []*Device {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+// Device is one push device of a recipient.
+type Device struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is the push service the device belongs to: "fcm", "apns",
+	// "webpush", or empty for a token of no declared kind.
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// token is the device's address: the push token, or for "webpush" the
+	// subscription's endpoint URL. Result.gone_devices names devices by it.
+	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	// endpoint is a web push subscription's endpoint URL (https).
+	Endpoint string `protobuf:"bytes,3,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	// p256dh is a web push subscription's public key: base64url of an
+	// uncompressed P-256 point (65 bytes).
+	P256Dh string `protobuf:"bytes,4,opt,name=p256dh,proto3" json:"p256dh,omitempty"`
+	// auth is a web push subscription's authentication secret: base64url of
+	// 16 bytes.
+	Auth          string `protobuf:"bytes,5,opt,name=auth,proto3" json:"auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Device) Reset() {
+	*x = Device{}
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Device) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Device) ProtoMessage() {}
+
+func (x *Device) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Device.ProtoReflect.Descriptor instead.
+func (*Device) Descriptor() ([]byte, []int) {
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Device) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Device) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *Device) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *Device) GetP256Dh() string {
+	if x != nil {
+		return x.P256Dh
+	}
+	return ""
+}
+
+func (x *Device) GetAuth() string {
+	if x != nil {
+		return x.Auth
+	}
+	return ""
+}
+
 // Content is the rendered message for one channel.
 type Content struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1112,7 +1294,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[11]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1306,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[11]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1319,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{11}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Content) GetSubject() string {
@@ -1189,7 +1371,7 @@ type SendResponse struct {
 
 func (x *SendResponse) Reset() {
 	*x = SendResponse{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[12]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1383,7 @@ func (x *SendResponse) String() string {
 func (*SendResponse) ProtoMessage() {}
 
 func (x *SendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[12]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1396,7 @@ func (x *SendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResponse.ProtoReflect.Descriptor instead.
 func (*SendResponse) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{12}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SendResponse) GetResults() []*Result {
@@ -1249,14 +1431,19 @@ type Result struct {
 	Code string `protobuf:"bytes,6,opt,name=code,proto3" json:"code,omitempty"`
 	// unclassified is set when the outcome came from a Go error the plugin
 	// did not classify; it then counts as retryable.
-	Unclassified  bool `protobuf:"varint,7,opt,name=unclassified,proto3" json:"unclassified,omitempty"`
+	Unclassified bool `protobuf:"varint,7,opt,name=unclassified,proto3" json:"unclassified,omitempty"`
+	// gone_devices lists tokens (Device.token) of the recipient's devices the
+	// provider said no longer exist (web push 404/410, APNs 410
+	// Unregistered, FCM UNREGISTERED). The host removes them from the
+	// directory so that no later delivery tries them again.
+	GoneDevices   []string `protobuf:"bytes,8,rep,name=gone_devices,json=goneDevices,proto3" json:"gone_devices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[13]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1455,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[13]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1468,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{13}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Result) GetDeliveryId() string {
@@ -1333,6 +1520,13 @@ func (x *Result) GetUnclassified() bool {
 	return false
 }
 
+func (x *Result) GetGoneDevices() []string {
+	if x != nil {
+		return x.GoneDevices
+	}
+	return nil
+}
+
 // BatchError describes a Send call that failed as a whole.
 type BatchError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1353,7 +1547,7 @@ type BatchError struct {
 
 func (x *BatchError) Reset() {
 	*x = BatchError{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[14]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1559,7 @@ func (x *BatchError) String() string {
 func (*BatchError) ProtoMessage() {}
 
 func (x *BatchError) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[14]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1572,7 @@ func (x *BatchError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchError.ProtoReflect.Descriptor instead.
 func (*BatchError) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{14}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BatchError) GetMessage() string {
@@ -1425,7 +1619,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[15]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1631,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[15]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1644,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{15}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{17}
 }
 
 // HealthResponse is the plugin's view of its provider.
@@ -1466,7 +1660,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[16]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1672,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_channel_v2_channel_proto_msgTypes[16]
+	mi := &file_herald_channel_v2_channel_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1685,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{16}
+	return file_herald_channel_v2_channel_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HealthResponse) GetHealthy() bool {
@@ -1542,7 +1736,7 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	"\x11host_capabilities\x18\x03 \x03(\tR\x10hostCapabilities\x1aY\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x124\n" +
-	"\x05value\x18\x02 \x01(\v2\x1e.herald.channel.v2.ConfigValueR\x05value:\x028\x01\"\xa1\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x1e.herald.channel.v2.ConfigValueR\x05value:\x028\x01\"\xde\x02\n" +
 	"\vConfigValue\x12#\n" +
 	"\fstring_value\x18\x01 \x01(\tH\x00R\vstringValue\x12\x1d\n" +
 	"\tint_value\x18\x02 \x01(\x03H\x00R\bintValue\x12\x1f\n" +
@@ -1552,11 +1746,17 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	"\n" +
 	"list_value\x18\x05 \x01(\v2\x1d.herald.channel.v2.StringListH\x00R\tlistValue\x12!\n" +
 	"\vfloat_value\x18\x06 \x01(\x01H\x00R\n" +
-	"floatValueB\x06\n" +
+	"floatValue\x12;\n" +
+	"\tmap_value\x18\a \x01(\v2\x1c.herald.channel.v2.StringMapH\x00R\bmapValueB\x06\n" +
 	"\x04kind\"$\n" +
 	"\n" +
 	"StringList\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\tR\x06values\"V\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\"\x88\x01\n" +
+	"\tStringMap\x12@\n" +
+	"\x06values\x18\x01 \x03(\v2(.herald.channel.v2.StringMap.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"V\n" +
 	"\x11ConfigureResponse\x12A\n" +
 	"\fconfig_error\x18\x01 \x01(\v2\x1e.herald.channel.v2.ConfigErrorR\vconfigError\"=\n" +
 	"\vConfigError\x12\x14\n" +
@@ -1565,7 +1765,7 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	"\vSendRequest\x12;\n" +
 	"\n" +
 	"deliveries\x18\x01 \x03(\v2\x1b.herald.channel.v2.DeliveryR\n" +
-	"deliveries\"\xd1\x03\n" +
+	"deliveries\"\x93\x04\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12'\n" +
@@ -1582,7 +1782,11 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	" \x01(\v2\x1c.herald.channel.v2.RecipientR\trecipient\x124\n" +
 	"\acontent\x18\v \x01(\v2\x1a.herald.channel.v2.ContentR\acontent\x129\n" +
 	"\n" +
-	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xd4\x02\n" +
+	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12 \n" +
+	"\vtraceparent\x18\r \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x0e \x01(\tR\n" +
+	"tracestate\"\x89\x03\n" +
 	"\tRecipient\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
 	"\tuser_type\x18\x02 \x01(\tR\buserType\x12\x14\n" +
@@ -1593,10 +1797,17 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	"\rdevice_tokens\x18\a \x03(\tR\fdeviceTokens\x12L\n" +
 	"\n" +
 	"attributes\x18\b \x03(\v2,.herald.channel.v2.Recipient.AttributesEntryR\n" +
-	"attributes\x1a=\n" +
+	"attributes\x123\n" +
+	"\adevices\x18\t \x03(\v2\x19.herald.channel.v2.DeviceR\adevices\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"u\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"z\n" +
+	"\x06Device\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12\x1a\n" +
+	"\bendpoint\x18\x03 \x01(\tR\bendpoint\x12\x16\n" +
+	"\x06p256dh\x18\x04 \x01(\tR\x06p256dh\x12\x12\n" +
+	"\x04auth\x18\x05 \x01(\tR\x04auth\"u\n" +
 	"\aContent\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x12\n" +
@@ -1606,7 +1817,7 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	"\fSendResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.herald.channel.v2.ResultR\aresults\x12>\n" +
 	"\vbatch_error\x18\x02 \x01(\v2\x1d.herald.channel.v2.BatchErrorR\n" +
-	"batchError\"\x9b\x02\n" +
+	"batchError\"\xbe\x02\n" +
 	"\x06Result\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x124\n" +
@@ -1616,7 +1827,8 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	"retryAfter\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
 	"\x04code\x18\x06 \x01(\tR\x04code\x12\"\n" +
-	"\funclassified\x18\a \x01(\bR\funclassified\"\xd0\x01\n" +
+	"\funclassified\x18\a \x01(\bR\funclassified\x12!\n" +
+	"\fgone_devices\x18\b \x03(\tR\vgoneDevices\"\xd0\x01\n" +
 	"\n" +
 	"BatchError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x124\n" +
@@ -1657,7 +1869,7 @@ func file_herald_channel_v2_channel_proto_rawDescGZIP() []byte {
 }
 
 var file_herald_channel_v2_channel_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_herald_channel_v2_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_herald_channel_v2_channel_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_herald_channel_v2_channel_proto_goTypes = []any{
 	(Class)(0),                    // 0: herald.channel.v2.Class
 	(Outcome)(0),                  // 1: herald.channel.v2.Outcome
@@ -1667,54 +1879,60 @@ var file_herald_channel_v2_channel_proto_goTypes = []any{
 	(*ConfigureRequest)(nil),      // 5: herald.channel.v2.ConfigureRequest
 	(*ConfigValue)(nil),           // 6: herald.channel.v2.ConfigValue
 	(*StringList)(nil),            // 7: herald.channel.v2.StringList
-	(*ConfigureResponse)(nil),     // 8: herald.channel.v2.ConfigureResponse
-	(*ConfigError)(nil),           // 9: herald.channel.v2.ConfigError
-	(*SendRequest)(nil),           // 10: herald.channel.v2.SendRequest
-	(*Delivery)(nil),              // 11: herald.channel.v2.Delivery
-	(*Recipient)(nil),             // 12: herald.channel.v2.Recipient
-	(*Content)(nil),               // 13: herald.channel.v2.Content
-	(*SendResponse)(nil),          // 14: herald.channel.v2.SendResponse
-	(*Result)(nil),                // 15: herald.channel.v2.Result
-	(*BatchError)(nil),            // 16: herald.channel.v2.BatchError
-	(*HealthRequest)(nil),         // 17: herald.channel.v2.HealthRequest
-	(*HealthResponse)(nil),        // 18: herald.channel.v2.HealthResponse
-	nil,                           // 19: herald.channel.v2.ConfigureRequest.ConfigEntry
-	nil,                           // 20: herald.channel.v2.Recipient.AttributesEntry
-	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*StringMap)(nil),             // 8: herald.channel.v2.StringMap
+	(*ConfigureResponse)(nil),     // 9: herald.channel.v2.ConfigureResponse
+	(*ConfigError)(nil),           // 10: herald.channel.v2.ConfigError
+	(*SendRequest)(nil),           // 11: herald.channel.v2.SendRequest
+	(*Delivery)(nil),              // 12: herald.channel.v2.Delivery
+	(*Recipient)(nil),             // 13: herald.channel.v2.Recipient
+	(*Device)(nil),                // 14: herald.channel.v2.Device
+	(*Content)(nil),               // 15: herald.channel.v2.Content
+	(*SendResponse)(nil),          // 16: herald.channel.v2.SendResponse
+	(*Result)(nil),                // 17: herald.channel.v2.Result
+	(*BatchError)(nil),            // 18: herald.channel.v2.BatchError
+	(*HealthRequest)(nil),         // 19: herald.channel.v2.HealthRequest
+	(*HealthResponse)(nil),        // 20: herald.channel.v2.HealthResponse
+	nil,                           // 21: herald.channel.v2.ConfigureRequest.ConfigEntry
+	nil,                           // 22: herald.channel.v2.StringMap.ValuesEntry
+	nil,                           // 23: herald.channel.v2.Recipient.AttributesEntry
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_herald_channel_v2_channel_proto_depIdxs = []int32{
 	0,  // 0: herald.channel.v2.DescribeResponse.class:type_name -> herald.channel.v2.Class
 	4,  // 1: herald.channel.v2.DescribeResponse.config:type_name -> herald.channel.v2.FieldSpec
-	19, // 2: herald.channel.v2.ConfigureRequest.config:type_name -> herald.channel.v2.ConfigureRequest.ConfigEntry
-	21, // 3: herald.channel.v2.ConfigValue.duration_value:type_name -> google.protobuf.Duration
+	21, // 2: herald.channel.v2.ConfigureRequest.config:type_name -> herald.channel.v2.ConfigureRequest.ConfigEntry
+	24, // 3: herald.channel.v2.ConfigValue.duration_value:type_name -> google.protobuf.Duration
 	7,  // 4: herald.channel.v2.ConfigValue.list_value:type_name -> herald.channel.v2.StringList
-	9,  // 5: herald.channel.v2.ConfigureResponse.config_error:type_name -> herald.channel.v2.ConfigError
-	11, // 6: herald.channel.v2.SendRequest.deliveries:type_name -> herald.channel.v2.Delivery
-	12, // 7: herald.channel.v2.Delivery.recipient:type_name -> herald.channel.v2.Recipient
-	13, // 8: herald.channel.v2.Delivery.content:type_name -> herald.channel.v2.Content
-	22, // 9: herald.channel.v2.Delivery.created_at:type_name -> google.protobuf.Timestamp
-	20, // 10: herald.channel.v2.Recipient.attributes:type_name -> herald.channel.v2.Recipient.AttributesEntry
-	15, // 11: herald.channel.v2.SendResponse.results:type_name -> herald.channel.v2.Result
-	16, // 12: herald.channel.v2.SendResponse.batch_error:type_name -> herald.channel.v2.BatchError
-	1,  // 13: herald.channel.v2.Result.outcome:type_name -> herald.channel.v2.Outcome
-	21, // 14: herald.channel.v2.Result.retry_after:type_name -> google.protobuf.Duration
-	1,  // 15: herald.channel.v2.BatchError.outcome:type_name -> herald.channel.v2.Outcome
-	21, // 16: herald.channel.v2.BatchError.retry_after:type_name -> google.protobuf.Duration
-	6,  // 17: herald.channel.v2.ConfigureRequest.ConfigEntry.value:type_name -> herald.channel.v2.ConfigValue
-	2,  // 18: herald.channel.v2.ChannelPlugin.Describe:input_type -> herald.channel.v2.DescribeRequest
-	5,  // 19: herald.channel.v2.ChannelPlugin.Configure:input_type -> herald.channel.v2.ConfigureRequest
-	10, // 20: herald.channel.v2.ChannelPlugin.Send:input_type -> herald.channel.v2.SendRequest
-	17, // 21: herald.channel.v2.ChannelPlugin.Health:input_type -> herald.channel.v2.HealthRequest
-	3,  // 22: herald.channel.v2.ChannelPlugin.Describe:output_type -> herald.channel.v2.DescribeResponse
-	8,  // 23: herald.channel.v2.ChannelPlugin.Configure:output_type -> herald.channel.v2.ConfigureResponse
-	14, // 24: herald.channel.v2.ChannelPlugin.Send:output_type -> herald.channel.v2.SendResponse
-	18, // 25: herald.channel.v2.ChannelPlugin.Health:output_type -> herald.channel.v2.HealthResponse
-	22, // [22:26] is the sub-list for method output_type
-	18, // [18:22] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	8,  // 5: herald.channel.v2.ConfigValue.map_value:type_name -> herald.channel.v2.StringMap
+	22, // 6: herald.channel.v2.StringMap.values:type_name -> herald.channel.v2.StringMap.ValuesEntry
+	10, // 7: herald.channel.v2.ConfigureResponse.config_error:type_name -> herald.channel.v2.ConfigError
+	12, // 8: herald.channel.v2.SendRequest.deliveries:type_name -> herald.channel.v2.Delivery
+	13, // 9: herald.channel.v2.Delivery.recipient:type_name -> herald.channel.v2.Recipient
+	15, // 10: herald.channel.v2.Delivery.content:type_name -> herald.channel.v2.Content
+	25, // 11: herald.channel.v2.Delivery.created_at:type_name -> google.protobuf.Timestamp
+	23, // 12: herald.channel.v2.Recipient.attributes:type_name -> herald.channel.v2.Recipient.AttributesEntry
+	14, // 13: herald.channel.v2.Recipient.devices:type_name -> herald.channel.v2.Device
+	17, // 14: herald.channel.v2.SendResponse.results:type_name -> herald.channel.v2.Result
+	18, // 15: herald.channel.v2.SendResponse.batch_error:type_name -> herald.channel.v2.BatchError
+	1,  // 16: herald.channel.v2.Result.outcome:type_name -> herald.channel.v2.Outcome
+	24, // 17: herald.channel.v2.Result.retry_after:type_name -> google.protobuf.Duration
+	1,  // 18: herald.channel.v2.BatchError.outcome:type_name -> herald.channel.v2.Outcome
+	24, // 19: herald.channel.v2.BatchError.retry_after:type_name -> google.protobuf.Duration
+	6,  // 20: herald.channel.v2.ConfigureRequest.ConfigEntry.value:type_name -> herald.channel.v2.ConfigValue
+	2,  // 21: herald.channel.v2.ChannelPlugin.Describe:input_type -> herald.channel.v2.DescribeRequest
+	5,  // 22: herald.channel.v2.ChannelPlugin.Configure:input_type -> herald.channel.v2.ConfigureRequest
+	11, // 23: herald.channel.v2.ChannelPlugin.Send:input_type -> herald.channel.v2.SendRequest
+	19, // 24: herald.channel.v2.ChannelPlugin.Health:input_type -> herald.channel.v2.HealthRequest
+	3,  // 25: herald.channel.v2.ChannelPlugin.Describe:output_type -> herald.channel.v2.DescribeResponse
+	9,  // 26: herald.channel.v2.ChannelPlugin.Configure:output_type -> herald.channel.v2.ConfigureResponse
+	16, // 27: herald.channel.v2.ChannelPlugin.Send:output_type -> herald.channel.v2.SendResponse
+	20, // 28: herald.channel.v2.ChannelPlugin.Health:output_type -> herald.channel.v2.HealthResponse
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_herald_channel_v2_channel_proto_init() }
@@ -1729,6 +1947,7 @@ func file_herald_channel_v2_channel_proto_init() {
 		(*ConfigValue_DurationValue)(nil),
 		(*ConfigValue_ListValue)(nil),
 		(*ConfigValue_FloatValue)(nil),
+		(*ConfigValue_MapValue)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1736,7 +1955,7 @@ func file_herald_channel_v2_channel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_channel_v2_channel_proto_rawDesc), len(file_herald_channel_v2_channel_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
