@@ -151,7 +151,7 @@ func RunAdmin(ctx context.Context, env Env, sc AdminScenario) (res AdminResult, 
 		logf = func(string, ...any) {}
 	}
 	name := fmt.Sprintf("herald_bench_admin_%d_%d", time.Now().Unix(), os.Getpid())
-	dbURL, pool, dropDB, err := heraldDatabase(ctx, env.AdminDatabaseURL, name, 4)
+	dbURL, pool, dropDB, err := heraldDatabase(ctx, env.AdminDatabaseURL, name, 4, 0)
 	if err != nil {
 		return res, err
 	}

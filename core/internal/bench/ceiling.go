@@ -458,7 +458,7 @@ func ProducerCeiling(ctx context.Context, adminURL, name string, events, produce
 	if events <= 0 || producers <= 0 {
 		return Ceiling{}, fmt.Errorf("producer ceiling: events and producers must be positive, got events=%d producers=%d", events, producers)
 	}
-	_, pool, drop, err := heraldDatabase(ctx, adminURL, name, producers+2)
+	_, pool, drop, err := heraldDatabase(ctx, adminURL, name, producers+2, 0)
 	if err != nil {
 		return Ceiling{}, ctxErr(ctx, fmt.Errorf("producer ceiling: %w", err))
 	}

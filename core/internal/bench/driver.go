@@ -9,6 +9,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,6 +61,18 @@ type Scenario struct {
 	// RLS is how row-level security binds the daemons' pipeline (the zero
 	// value: as herald_worker, the daemon's default).
 	RLS RLSMode `json:"rls,omitempty"`
+	// Window, when not 0, makes the run a soak run: every Window
+	// deliveries it samples the window's rate, the tables' sizes and the
+	// daemons' memory (Result.Soak).
+	Window int `json:"window,omitempty"`
+	// MigrationLevel, when not 0, migrates the run's database only up to
+	// this version instead of the latest, to measure an older schema with
+	// the same binary.
+	MigrationLevel int64 `json:"migration_level,omitempty"`
+	// Herald, when set, is the herald binary the run's daemons are
+	// (Env.Herald otherwise): a build of an older commit, whose queries
+	// match the older schema of MigrationLevel.
+	Herald string `json:"herald,omitempty"`
 }
 
 // Deliveries is how many deliveries the scenario expects per event.
@@ -131,6 +144,8 @@ type Result struct {
 	Admin []string `json:"admin,omitempty"`
 	// Dir holds the configs and daemon logs when Keep is set.
 	Dir string `json:"dir,omitempty"`
+	// Soak holds the windows of a soak run (Scenario.Window).
+	Soak *SoakSummary `json:"soak,omitempty"`
 }
 
 // LatencySummary holds quantiles in milliseconds.
@@ -197,7 +212,7 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	}
 
 	// A database of the run's own.
-	dbURL, pool, dropDB, err := heraldDatabase(ctx, env.AdminDatabaseURL, "herald_bench_"+id, sc.Producers+2)
+	dbURL, pool, dropDB, err := heraldDatabase(ctx, env.AdminDatabaseURL, "herald_bench_"+id, sc.Producers+2, sc.MigrationLevel)
 	if err != nil {
 		return res, err
 	}
@@ -285,6 +300,10 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 		defer produceWG.Done()
 		produceErr = produce(runCtx, pool, sc, groups, commits, &enqueued)
 	}()
+	var soak *soakWatch
+	if sc.Window > 0 {
+		soak = watchSoak(watchCtx, pool, sc.Window, wallStart, tail.count, roots)
+	}
 	var bar *Progress
 	if env.Progress != nil {
 		bar = NewProgress(env.Progress, sc.Name, sc.Events*sc.perEvent(), progressEvery, tail.count)
@@ -311,6 +330,10 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 		res.DaemonProcs = daemonProcs(sc.Serve)
 	}
 	rss.sample() // the last high-water marks, while every process is alive
+	if soak != nil {
+		res.Soak = soak.finish(ctx)
+		res.Soak.MigrationLevel = sc.MigrationLevel
+	}
 	for _, d := range daemons {
 		d.stop()
 	}
@@ -771,13 +794,13 @@ log { level = "warn" }
 	if err != nil {
 		return nil, err
 	}
-	d.cmd = exec.Command(env.Herald, "serve", "--config", cfgPath)
+	d.cmd = exec.Command(cmp.Or(sc.Herald, env.Herald), "serve", "--config", cfgPath)
 	d.cmd.Env = daemonEnv(sc.Serve)
 	d.cmd.Stdout, d.cmd.Stderr = d.logFile, d.logFile
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {
 		_ = d.logFile.Close()
-		return nil, fmt.Errorf("bench: start %s serve: %w", env.Herald, err)
+		return nil, fmt.Errorf("bench: start %s serve: %w", cmp.Or(sc.Herald, env.Herald), err)
 	}
 	go func() {
 		d.err = d.cmd.Wait()
@@ -861,16 +884,16 @@ func freeAddr() (string, error) {
 }
 
 // heraldDatabase creates a database called name next to adminURL's
-// database, applies Herald's migrations and opens a pool of at most
-// maxConns connections on it. The caller closes the pool; drop drops the
-// database, closing its remaining connections by force. When it fails,
-// nothing is left behind.
-func heraldDatabase(ctx context.Context, adminURL, name string, maxConns int) (dbURL string, pool *pgxpool.Pool, drop func() error, err error) {
+// database, applies Herald's migrations (up to level; every one when level
+// is 0) and opens a pool of at most maxConns connections on it. The caller
+// closes the pool; drop drops the database, closing its remaining
+// connections by force. When it fails, nothing is left behind.
+func heraldDatabase(ctx context.Context, adminURL, name string, maxConns int, level int64) (dbURL string, pool *pgxpool.Pool, drop func() error, err error) {
 	dbURL, drop, err = createDatabase(ctx, adminURL, name)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	if err := store.Migrate(ctx, dbURL, "up"); err != nil {
+	if err := store.MigrateUpTo(ctx, dbURL, level); err != nil {
 		return "", nil, nil, errors.Join(fmt.Errorf("bench: migrate: %w", err), drop())
 	}
 	pool, err = store.NewPool(ctx, dbURL, maxConns)

@@ -266,7 +266,7 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 		logf = func(string, ...any) {}
 	}
 	name := fmt.Sprintf("herald_bench_inbox_%d_%d", time.Now().Unix(), os.Getpid())
-	dbURL, pool, dropDB, err := heraldDatabase(ctx, env.AdminDatabaseURL, name, 4)
+	dbURL, pool, dropDB, err := heraldDatabase(ctx, env.AdminDatabaseURL, name, 4, 0)
 	if err != nil {
 		return res, err
 	}

@@ -128,6 +128,11 @@ func (r *Report) Evaluate() {
 			}
 			r.Targets = append(r.Targets, t)
 		}
+		if run.Soak != nil && len(run.Soak.Windows) >= 2 {
+			last := run.Soak.Windows[len(run.Soak.Windows)-1]
+			r.Targets = append(r.Targets, Target{Name: fmt.Sprintf("soak %s: last window's deliveries/s ÷ first's at %s deliveries", run.Scenario.Name, num(float64(last.Deliveries))),
+				Want: fmt.Sprintf("≥ %.2f", soakTarget), Got: fmt.Sprintf("%.2f", run.Soak.Ratio), Met: run.Soak.Ratio >= soakTarget, Measured: run.Soak.Ratio})
+		}
 	}
 	// Scale-out: N daemons on the same servers against the one-daemon
 	// fanout run of the same report. On one machine they share its CPUs,
@@ -259,6 +264,11 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if len(r.RLSCosts) > 0 {
 		r.printRLSCosts(w)
+	}
+	for _, run := range r.Runs {
+		if run.Soak != nil {
+			run.Soak.print(w, run.Scenario.Name)
+		}
 	}
 	if r.Admin != nil {
 		if len(r.Runs) > 0 {

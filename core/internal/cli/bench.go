@@ -47,6 +47,10 @@ type benchFlags struct {
 	adminReqs  int
 	inbox      bench.InboxScenario
 	cpuProfile string
+	deliveries int
+	window     int
+	baseline   int64
+	baseHerald string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -76,6 +80,19 @@ every expected delivery is SENT exactly once.
   scale-2, scale-3   the fanout run with 2 and 3 herald serve processes
   admin    the superadmin API benchmark (below)
   inbox    the notification centre benchmark (below; about a minute)
+  soak     the fanout shape, unpaced, into one database until --deliveries
+           (below; a few minutes)
+--scenario soak runs the soak benchmark only: the fanout shape (10 recipients
+× 3 channels), unpaced, until --deliveries deliveries (--deliveries 5000000
+for a long run; the cap is --duration or an hour, whichever is longer),
+reporting every --soak-window deliveries that window's deliveries/s, the
+hot tables' and their indexes' sizes, live and dead tuples, updates and HOT
+updates, and the daemon's RSS, and the ratio of the last window's rate to
+the first's (target ≥ 0.9). --soak-baseline N runs it first on a database
+migrated only up to migration N, then on the latest schema, back to back;
+--soak-baseline-herald names the herald binary of the first run's daemons
+(one built from a commit of that schema: this binary's queries may need
+the latest).
 --scenario rls runs the three fanout runs only.
 --scenario admin runs the superadmin API benchmark only: --admin-rows
 notifications in a database of its own, the real API served in-process, and
@@ -99,7 +116,11 @@ matches its rows. It measures no ceilings.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, rls, latency, single, scale, admin, inbox or custom")
+	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, rls, latency, single, scale, admin, inbox, soak or custom")
+	fl.IntVar(&f.deliveries, "deliveries", 2_000_000, "deliveries of the soak run (soak)")
+	fl.IntVar(&f.window, "soak-window", 1_000_000, "deliveries per reported window (soak)")
+	fl.Int64Var(&f.baseline, "soak-baseline", 0, "also run the soak first on a database migrated only up to this migration (soak; 0: no)")
+	fl.StringVar(&f.baseHerald, "soak-baseline-herald", "", "herald binary of the baseline soak run's daemons, built from a commit whose queries match that migration (soak; default: this binary)")
 	fl.IntVar(&f.events, "events", 0, "events per run (0: the scenario's default)")
 	fl.IntVar(&f.recipients, "recipients", 10, "recipients per event (custom)")
 	fl.IntVar(&f.channels, "channels", 3, "channels per recipient (custom)")
@@ -136,6 +157,17 @@ matches its rows. It measures no ceilings.
 }
 
 func runBench(cmd *cobra.Command, f benchFlags) error {
+	if f.deliveries < 1 || f.window < 1 || f.window > f.deliveries {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--deliveries and --soak-window: want 1 ≤ --soak-window (%d) ≤ --deliveries (%d)", f.window, f.deliveries)}
+	}
+	if f.baseHerald != "" {
+		if _, err := os.Stat(f.baseHerald); err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline-herald: %w", err)}
+		}
+	}
+	if f.baseline < 0 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline: %d is not a migration version", f.baseline)}
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	self, err := os.Executable()
@@ -199,6 +231,14 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	rls := []bench.Scenario{fanout, fanout, fanout}
 	rls[1].Name, rls[1].RLS = "fanout-rls-policies", bench.RLSPolicies
 	rls[2].Name, rls[2].RLS = "fanout-no-rls", bench.RLSOff
+	soakDuration := f.duration
+	if !cmd.Flags().Changed("duration") {
+		soakDuration = max(f.duration, time.Hour)
+	}
+	// The soak run: the fanout shape until --deliveries.
+	soak := fanout
+	soak.Name, soak.Events, soak.Window, soak.Duration = "soak", (f.deliveries+fanout.Recipients*fanout.Channels-1)/(fanout.Recipients*fanout.Channels),
+		f.window, soakDuration
 	var runs []bench.Scenario
 	admin, inbox := false, false
 	switch f.scenario {
@@ -212,6 +252,14 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			s.Name, s.Serve = fmt.Sprintf("scale-%d", n), n
 			runs = append(runs, s)
 		}
+		runs = append(runs, soak)
+	case "soak":
+		if f.baseline > 0 {
+			old := soak
+			old.Name, old.MigrationLevel, old.Herald = fmt.Sprintf("soak-%04d", f.baseline), f.baseline, f.baseHerald
+			runs = append(runs, old)
+		}
+		runs = append(runs, soak)
 	case "fanout":
 		runs = []bench.Scenario{fanout}
 	case "rls":
@@ -242,7 +290,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		runs = []bench.Scenario{{Name: "custom", Events: pick(f.events, 10000), Recipients: f.recipients, Channels: f.channels,
 			Producers: f.producers, Rate: f.rate, Serve: f.serve, Duration: f.duration}}
 	default:
-		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, rls, latency, single, scale, admin, inbox or custom", f.scenario)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, rls, latency, single, scale, admin, inbox, soak or custom", f.scenario)}
 	}
 
 	for i, sc := range runs {
@@ -263,6 +311,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 		logf("%s: %s deliveries/s, %s events/s, p50 %.1f ms, p99 %.1f ms, bench process %.0f%% of a core; %s", sc.Name,
 			fmtRate(res.DeliveriesPerS), fmtRate(res.EventsPerSec), res.Latency.P50, res.Latency.P99, res.BenchCPU*100, res.Check.Detail)
+		if res.Soak != nil {
+			logf("%s: last window's rate ÷ first's %.2f over %d windows", sc.Name, res.Soak.Ratio, len(res.Soak.Windows))
+		}
 		rep.Runs = append(rep.Runs, res)
 	}
 	if admin {

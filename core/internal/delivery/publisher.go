@@ -81,7 +81,18 @@ type pubWorker struct {
 	*Publisher
 	confirmChannel
 	kick chan struct{}
+	// staleSince bounds the stale reclaim's round to the deliveries
+	// created since then (zero: every delivery; see run).
+	staleSince time.Time
 }
+
+// staleFullEvery is how often the stale reclaim reads every delivery; in
+// between, each round reads the deliveries created since the previous
+// round's reach (store.ClaimStaleSince), so that a round's cost does not
+// grow with the history in the table. A delivery republished (by a retry
+// or a reclaim) long after it was created and lost again waits for the
+// next full round.
+const staleFullEvery = time.Hour
 
 // NewPublisher returns a publisher; call Run to start it.
 func NewPublisher(pool *pgxpool.Pool, conn *broker.Conn, log hclog.Logger, cfg PublisherConfig) *Publisher {
@@ -123,12 +134,21 @@ func (p *Publisher) Run(ctx context.Context) error {
 
 // run is one publishing loop; the first one also reclaims stale rows.
 func (p *pubWorker) run(ctx context.Context, reclaims bool) {
-	lastStale := time.Time{}
+	var lastStale, lastFull time.Time
 	for {
 		kinds := []store.ClaimKind{claimHandoffs, store.ClaimPending, store.ClaimRetry}
 		if reclaims && time.Since(lastStale) > p.cfg.ReclaimAfter/4 {
 			kinds = append(kinds, store.ClaimStale)
-			lastStale = time.Now()
+			now := time.Now()
+			if lastFull.IsZero() || now.Sub(lastFull) >= staleFullEvery {
+				p.staleSince, lastFull = time.Time{}, now
+			} else {
+				// A row the last round could not yet call stale was
+				// created after lastStale - ReclaimAfter; a minute more
+				// for clocks.
+				p.staleSince = lastStale.Add(-p.cfg.ReclaimAfter - time.Minute)
+			}
+			lastStale = now
 		}
 		// Wait for the broker before claiming anything, so that no rows are
 		// held locked while it is down; deliveries wait in the database.
@@ -337,7 +357,11 @@ func (p *pubWorker) publishClaim(ctx context.Context, kind store.ClaimKind) (int
 			return 0, true, tx.Commit(ctx)
 		}
 	} else {
-		rows, err = store.ClaimForPublish(ctx, tx, kind, p.cfg.BatchSize, p.cfg.ReclaimAfter)
+		if kind == store.ClaimStale {
+			rows, err = store.ClaimStaleSince(ctx, tx, p.cfg.BatchSize, p.cfg.ReclaimAfter, p.staleSince)
+		} else {
+			rows, err = store.ClaimForPublish(ctx, tx, kind, p.cfg.BatchSize, p.cfg.ReclaimAfter)
+		}
 		more = len(rows) >= p.cfg.BatchSize
 	}
 	if err != nil || len(rows) == 0 {

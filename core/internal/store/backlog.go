@@ -19,17 +19,18 @@ type Backlog struct {
 }
 
 // backlogSQL reads every figure through the partial indexes of the waiting
-// rows (event_outbox_pending, deliveries_pending, deliveries_due), each
+// rows (event_outbox_pending, deliveries_pending, deliveries_due; the
+// deliveries' through queue, migration 0017), each
 // count bounded by $1, so it never scans the processed history.
 const backlogSQL = `SELECT
 	(SELECT count(*) FROM (SELECT 1 FROM event_outbox WHERE status = 'PENDING' LIMIT $1) e),
 	(SELECT COALESCE(EXTRACT(EPOCH FROM greatest(now() - min(available_at), '0'::interval)), 0)::float8
 		FROM (SELECT available_at FROM event_outbox WHERE status = 'PENDING' ORDER BY available_at LIMIT 1) e),
-	(SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE status = 'PENDING' LIMIT $1) d),
-	(SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE status = 'RETRY' LIMIT $1) d),
-	(SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE status = 'DEFERRED' LIMIT $1) d),
+	(SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE queue = 'PENDING' LIMIT $1) d),
+	(SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE queue = 'RETRY' LIMIT $1) d),
+	(SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE queue = 'DEFERRED' LIMIT $1) d),
 	(SELECT COALESCE(EXTRACT(EPOCH FROM greatest(now() - min(next_attempt_at), '0'::interval)), 0)::float8
-		FROM (SELECT next_attempt_at FROM deliveries WHERE status = 'PENDING' ORDER BY next_attempt_at LIMIT 1) d)`
+		FROM (SELECT next_attempt_at FROM deliveries WHERE queue = 'PENDING' ORDER BY next_attempt_at LIMIT 1) d)`
 
 // ReadBacklog returns the backlog as q (the pipeline's role: every tenant)
 // sees it.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Delivery statuses. They only move forward; every transition is a guarded
@@ -58,21 +59,58 @@ const (
 // the broker confirmed every message; what was not confirmed is put back
 // with RevertPublished (or the whole transaction rolls back). Claim and
 // mark are one statement, so a delivery costs the publisher one row write.
+//
+// The waiting rows are found through the partial indexes on queue
+// (migration 0017); ClaimStale reads the whole table (see ClaimStaleSince).
 func ClaimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, reclaimAfter time.Duration) ([]OutRow, error) {
+	return claimForPublish(ctx, tx, kind, limit, reclaimAfter, time.Time{})
+}
+
+// ClaimStaleSince is ClaimForPublish(ClaimStale) for the deliveries
+// created since since only: it reads the primary key's range of those
+// rows (delivery ids are UUIDv7, time-ordered) instead of the whole
+// table. No index can find PUBLISHED rows without making the outcome's
+// update of every delivery a non-HOT one (an index that tells PUBLISHED
+// from SENT changes with it), and the whole table is the history of every
+// delivery: the publisher reads it once at start and then hourly, and in
+// between only the recent rows. A zero since reads every row.
+func ClaimStaleSince(ctx context.Context, tx pgx.Tx, limit int, reclaimAfter time.Duration, since time.Time) ([]OutRow, error) {
+	return claimForPublish(ctx, tx, ClaimStale, limit, reclaimAfter, since)
+}
+
+// uuidV7Floor is the least UUIDv7 of a time: its Unix milliseconds, then
+// zeros.
+func uuidV7Floor(t time.Time) pgtype.UUID {
+	var u pgtype.UUID
+	ms := uint64(t.UnixMilli())
+	for i := range 6 {
+		u.Bytes[i] = byte(ms >> (40 - 8*i))
+	}
+	u.Valid = true
+	return u
+}
+
+func claimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, reclaimAfter time.Duration, since time.Time) ([]OutRow, error) {
 	var where string
+	order := "next_attempt_at"
 	args := []any{limit}
 	switch kind {
 	case ClaimPending:
-		where = `status = 'PENDING'`
+		where = `queue = 'PENDING'`
 	case ClaimRetry:
-		where = `status = 'RETRY' AND next_attempt_at <= now()`
+		where = `queue = 'RETRY' AND next_attempt_at <= now()`
 	case ClaimStale:
 		where = `status = 'PUBLISHED' AND updated_at < now() - make_interval(secs => $2)`
 		args = append(args, reclaimAfter.Seconds())
+		if !since.IsZero() {
+			where += ` AND delivery_id >= $3`
+			args = append(args, uuidV7Floor(since))
+		}
+		order = "updated_at"
 	}
 	rows, err := tx.Query(ctx, `WITH c AS (
 			SELECT delivery_id, status FROM deliveries
-			WHERE `+where+` ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+			WHERE `+where+` ORDER BY `+order+` LIMIT $1 FOR UPDATE SKIP LOCKED
 		)
 		UPDATE deliveries d SET status = 'PUBLISHED', updated_at = now()
 		FROM c WHERE d.delivery_id = c.delivery_id
@@ -350,7 +388,9 @@ type Outcome struct {
 // status, and the attempt joins the audit log, both in one statement. A
 // second record of the same attempt matches nothing and is ignored. It
 // returns how many attempts were logged (a NotAttempted outcome moves its
-// delivery but logs none).
+// delivery but logs none). A final outcome (SENT, FAILED) keeps the row's
+// next_attempt_at, so that it changes no indexed column: the update is HOT
+// (migration 0017).
 func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error) {
 	if len(outs) == 0 {
 		return 0, nil
@@ -374,7 +414,8 @@ func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error)
 				AS m(id, attempt, kind, provider, pmid, err, status, retry_ms, next_at, started_at, counted)
 		), upd AS (
 			UPDATE deliveries d SET status = m.status, provider = m.provider, provider_message_id = m.pmid, last_error = m.err,
-				next_attempt_at = m.next_at, lease_until = NULL, updated_at = now(),
+				next_attempt_at = CASE WHEN m.status IN ('SENT', 'FAILED') THEN d.next_attempt_at ELSE m.next_at END,
+				lease_until = NULL, updated_at = now(),
 				attempts = CASE WHEN m.counted THEN m.attempt ELSE d.attempts END,
 				sent_at = CASE WHEN m.status = 'SENT' THEN now() ELSE d.sent_at END
 			FROM m WHERE d.delivery_id = m.id AND `+sendable+`
@@ -407,7 +448,7 @@ func ExpireLeases(ctx context.Context, q Querier) (int, error) {
 					WHERE a.delivery_id = d.delivery_id AND a.outcome = 'lost') >= $1 THEN 'FAILED' ELSE 'RETRY' END,
 				max_attempts = d.max_attempts + 1,
 				last_error = 'attempt lost: lease expired while sending', next_attempt_at = now(), lease_until = NULL, updated_at = now()
-			WHERE d.status = 'SENDING' AND d.lease_until < now()
+			WHERE d.queue = 'SENDING' AND d.lease_until < now()
 			RETURNING d.delivery_id, d.tenant_id, d.attempts, d.updated_at
 		)
 		INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, error, started_at)
@@ -423,7 +464,7 @@ func ExpireLeases(ctx context.Context, q Querier) (int, error) {
 // to PENDING. It returns how many moved.
 func ReleaseDeferred(ctx context.Context, q Querier) (int, error) {
 	tag, err := q.Exec(ctx, `UPDATE deliveries SET status = 'PENDING', updated_at = now()
-		WHERE status = 'DEFERRED' AND next_attempt_at <= now()`)
+		WHERE queue = 'DEFERRED' AND next_attempt_at <= now()`)
 	if err != nil {
 		return 0, fmt.Errorf("release deferred: %w", err)
 	}

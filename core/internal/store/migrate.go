@@ -84,6 +84,28 @@ func MigrateTo(ctx context.Context, databaseURL, command string, w io.Writer) er
 	return nil
 }
 
+// MigrateUpTo applies the migrations up to version (every one when version
+// is 0) to databaseURL. The benchmark uses it to measure an older schema
+// with the same binary.
+func MigrateUpTo(ctx context.Context, databaseURL string, version int64) error {
+	if version == 0 {
+		return Migrate(ctx, databaseURL, "up")
+	}
+	db, err := sql.Open("pgx", databaseURL)
+	if err != nil {
+		return fmt.Errorf("migrate: open: %w", err)
+	}
+	defer db.Close()
+	p, err := newProvider(db)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		return fmt.Errorf("migrate up to %d: %w", version, err)
+	}
+	return nil
+}
+
 // NewPool opens a pool to databaseURL with maxConns connections, as the
 // URL's login role. Sessions name themselves "herald" and the server ends a
 // transaction left idle for a minute (a stuck or vanished client must not
