@@ -2,7 +2,13 @@
 # pointed at the local stand-ins that `herald devpeers` runs, so the quick
 # start needs no provider account. docs/rules.md describes every field.
 #
-#   herald devpeers --smtp 127.0.0.1:2525 --http 127.0.0.1:4010
+#   herald devpeers --smtp 127.0.0.1:2525 --http 127.0.0.1:4010 \
+#                   --tls 127.0.0.1:4443 --tls-dir examples/quickstart/.devpeers
+#
+# The TLS peer (Web Push and APNs) writes its CA and fresh throw-away keys
+# into --tls-dir at every start; the PUSH channel below reads them from
+# there (.devpeers/ next to this file, which git ignores): scripts/run.sh
+# starts the peers that way before herald serve loads these rules.
 #
 # The credentials below are dummies the dev peers accept. The dev peers are
 # for demos and development only: for production, start from
@@ -60,16 +66,40 @@ channel "EMAIL" {
   }
 }
 
-# FCM HTTP v1 shape: <endpoint>/v1/projects/<project_id>/messages:send.
+# One push provider for the three push services, each sending to the
+# recipient's devices of its kind (directory "device_tokens" and "devices"):
+#   fcm      FCM HTTP v1 shape: <endpoint>/v1/projects/<project_id>/messages:send
+#            (the HTTP peer), to device_tokens and devices of kind fcm;
+#   webpush  Web Push to each subscription's endpoint (the TLS peer's
+#            /webpush/<id>, which checks the VAPID JWT and decrypts the payload);
+#   apns     APNs provider API over HTTP/2 at apns_endpoint (the TLS peer).
+# The VAPID pair and the APNs key are the ones `herald devpeers` wrote;
+# ca_file is a path the plugin opens itself (not a secret reference's
+# value), so scripts/run.sh exports its absolute path.
 channel "PUSH" {
   providers = [{
     plugin = "push"
-    name   = "devpeer-fcm"
+    name   = "devpeer-push"
     config = {
+      providers = ["fcm", "webpush", "apns"]
+      ca_file   = "env:HERALD_QUICKSTART_CA_FILE" # examples/quickstart/.devpeers/ca.pem
+      timeout   = "5s"
+
       endpoint     = "http://127.0.0.1:4010"
       project_id   = "herald-demo"
       access_token = "devpeer-dummy-access-token"
-      timeout      = "5s"
+
+      vapid_subject     = "mailto:quickstart@herald.example"
+      vapid_public_key  = "file:.devpeers/vapid-public-key"
+      vapid_private_key = "file:.devpeers/vapid-private-key"
+      # The subscriptions' endpoints are on loopback (the TLS peer).
+      webpush_private_endpoints = true
+
+      apns_endpoint = "https://127.0.0.1:4443"
+      apns_key      = "file:.devpeers/apns-key.p8"
+      apns_key_id   = "DEVPEER001"
+      apns_team_id  = "DEVPEERTM1"
+      apns_topic    = "example.herald.quickstart"
     }
   }]
   retry {
@@ -96,8 +126,10 @@ channel "SMS" {
   }
 }
 
-# Slack Web API shape: <api_url>chat.postMessage. Staff with a slack_user_id
-# attribute get a direct message, the others land in default_channel.
+# Slack incoming webhooks (mode "webhook", no bot token): every delivery
+# is posted to the webhook named by default_webhook, here the HTTP peer's
+# stand-in for https://hooks.slack.com/services/T…/B…/<secret>. Real
+# webhook URLs are secrets: give them as "env:NAME" or "file:PATH".
 channel "SLACK" {
   best_effort = true
   user_types  = ["STAFF", "AGENT", "ADMIN"]
@@ -105,9 +137,11 @@ channel "SLACK" {
     plugin = "slack"
     name   = "devpeer-slack"
     config = {
-      token           = "xoxb-devpeer-dummy-token"
-      api_url         = "http://127.0.0.1:4010/api/"
-      default_channel = "#reservations"
+      mode = "webhook"
+      webhooks = {
+        reservations = "http://127.0.0.1:4010/services/T0HERALDDEV/B0RESERVATIONS/quickstart"
+      }
+      default_webhook = "reservations"
       timeout         = "5s"
     }
   }]
