@@ -15,12 +15,10 @@ cd "$(dirname "$0")/.."
 export HERALD_QUICKSTART_SMS_AUTH_TOKEN=${HERALD_QUICKSTART_SMS_AUTH_TOKEN:-devpeer-dummy-auth-token}
 export HERALD_CONFIG=${HERALD_CONFIG:-examples/herald.hcl}
 # herald devpeers' TLS peer (Web Push, APNs) writes its CA and throw-away
-# VAPID and APNs keys here at every start; the quickstart rules read the
-# keys as "file:.devpeers/..." (relative to the rules file) and the CA's
-# path from HERALD_QUICKSTART_CA_FILE (ca_file is a path the push plugin
-# opens itself). git ignores the directory.
+# VAPID and APNs keys here at every start (git ignores the directory); the
+# quickstart rules read the CA's path and the keys from the
+# HERALD_QUICKSTART_* variables exported below once the peers are up.
 tls_dir=$PWD/examples/quickstart/.devpeers
-export HERALD_QUICKSTART_CA_FILE=$tls_dir/ca.pem
 
 scripts/servers.sh up
 echo "run: building herald and the plugins (one line per binary)" >&2
@@ -47,6 +45,11 @@ until grep -q '^waiting for messages' "$peers_log"; do
 	sleep 0.2
 done
 echo "run: provider stand-ins up; Web Push/APNs CA and dev keys in $tls_dir" >&2
+export HERALD_QUICKSTART_CA_FILE=$tls_dir/ca.pem
+HERALD_QUICKSTART_VAPID_PUBLIC_KEY=$(cat "$tls_dir/vapid-public-key")
+HERALD_QUICKSTART_VAPID_PRIVATE_KEY=$(cat "$tls_dir/vapid-private-key")
+HERALD_QUICKSTART_APNS_KEY=$(cat "$tls_dir/apns-key.p8")
+export HERALD_QUICKSTART_VAPID_PUBLIC_KEY HERALD_QUICKSTART_VAPID_PRIVATE_KEY HERALD_QUICKSTART_APNS_KEY
 # Herald's database roles (herald_api, herald_worker, herald_admin,
 # herald_producer); servers.sh made them already when it could act as the
 # postgres superuser, and this is a no-op then.

@@ -6,9 +6,10 @@
 #                   --tls 127.0.0.1:4443 --tls-dir examples/quickstart/.devpeers
 #
 # The TLS peer (Web Push and APNs) writes its CA and fresh throw-away keys
-# into --tls-dir at every start; the PUSH channel below reads them from
-# there (.devpeers/ next to this file, which git ignores): scripts/run.sh
-# starts the peers that way before herald serve loads these rules.
+# into --tls-dir at every start (git ignores examples/quickstart/.devpeers);
+# scripts/run.sh starts the peers first and exports the CA's path and the
+# keys as the HERALD_QUICKSTART_* variables the PUSH channel below reads,
+# so these rules work from a copy anywhere too.
 #
 # The credentials below are dummies the dev peers accept. The dev peers are
 # for demos and development only: for production, start from
@@ -73,16 +74,17 @@ channel "EMAIL" {
 #   webpush  Web Push to each subscription's endpoint (the TLS peer's
 #            /webpush/<id>, which checks the VAPID JWT and decrypts the payload);
 #   apns     APNs provider API over HTTP/2 at apns_endpoint (the TLS peer).
-# The VAPID pair and the APNs key are the ones `herald devpeers` wrote;
-# ca_file is a path the plugin opens itself (not a secret reference's
-# value), so scripts/run.sh exports its absolute path.
+# The CA, the VAPID pair and the APNs key are the ones `herald devpeers`
+# wrote into --tls-dir; scripts/run.sh exports them (ca_file is the path of
+# ca.pem, the others the files' contents). With the peers run by hand,
+# "file:/path/to/tls-dir/vapid-public-key" and so on work as well.
 channel "PUSH" {
   providers = [{
     plugin = "push"
     name   = "devpeer-push"
     config = {
       providers = ["fcm", "webpush", "apns"]
-      ca_file   = "env:HERALD_QUICKSTART_CA_FILE" # examples/quickstart/.devpeers/ca.pem
+      ca_file   = "env:HERALD_QUICKSTART_CA_FILE"
       timeout   = "5s"
 
       endpoint     = "http://127.0.0.1:4010"
@@ -90,13 +92,13 @@ channel "PUSH" {
       access_token = "devpeer-dummy-access-token"
 
       vapid_subject     = "mailto:quickstart@herald.example"
-      vapid_public_key  = "file:.devpeers/vapid-public-key"
-      vapid_private_key = "file:.devpeers/vapid-private-key"
+      vapid_public_key  = "env:HERALD_QUICKSTART_VAPID_PUBLIC_KEY"
+      vapid_private_key = "env:HERALD_QUICKSTART_VAPID_PRIVATE_KEY"
       # The subscriptions' endpoints are on loopback (the TLS peer).
       webpush_private_endpoints = true
 
       apns_endpoint = "https://127.0.0.1:4443"
-      apns_key      = "file:.devpeers/apns-key.p8"
+      apns_key      = "env:HERALD_QUICKSTART_APNS_KEY"
       apns_key_id   = "DEVPEER001"
       apns_team_id  = "DEVPEERTM1"
       apns_topic    = "example.herald.quickstart"

@@ -29,10 +29,11 @@ import (
 
 // TestQuickstartPluginsDeliverToThePeers is the quick start without the
 // database and the broker: it starts the dev peers as scripts/run.sh does
-// (SMTP, HTTP, and TLS with its CA and keys in a .devpeers directory next
-// to a copy of examples/quickstart/rules.hcl, so the rules' "file:.devpeers/..."
-// references resolve as herald serve resolves them), loads the quickstart
-// rules, directory and event, decides and renders the reservation, then
+// (SMTP, HTTP, and TLS with its CA and keys in a directory), sets the
+// HERALD_QUICKSTART_* variables from that directory as scripts/run.sh
+// exports them, loads the quickstart rules (resolving their env:
+// references as herald serve does), directory and event, decides and
+// renders the reservation, then
 // runs the real plugin binaries configured exactly as the rules file says —
 // only the dev peers' ports swapped for free ones — and checks that every
 // delivery is SENT and that the peers logged each message: the e-mails,
@@ -46,21 +47,14 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	qs := filepath.Join(root, "examples", "quickstart")
 	p, sink := startQuickstartPeers(t)
-	// The rules take the SMS auth token and the CA file's path from the
-	// environment, as scripts/run.sh sets them.
-	t.Setenv("HERALD_QUICKSTART_SMS_AUTH_TOKEN", "devpeer-dummy-auth-token")
-	t.Setenv("HERALD_QUICKSTART_CA_FILE", filepath.Join(p.tlsDir, FileCA))
-	rulesCopy := filepath.Join(filepath.Dir(p.tlsDir), "rules.hcl")
-	src, err := os.ReadFile(filepath.Join(qs, "rules.hcl"))
-	if err != nil {
-		t.Fatal(err)
+	// The rules take the SMS auth token, the CA file's path and the dev
+	// keys from the environment, as scripts/run.sh exports them.
+	for name, val := range quickstartEnv(p.tlsDir, func(name string) string { return p.readTLSFile(t, name) }) {
+		t.Setenv(name, val)
 	}
-	if err := os.WriteFile(rulesCopy, src, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	rs, err := config.LoadRules(rulesCopy)
+	rs, err := config.LoadRules(filepath.Join(qs, "rules.hcl"))
 	if err != nil {
-		t.Fatalf("load quickstart rules (with the dev peers' keys in %s): %v", p.tlsDir, err)
+		t.Fatalf("load quickstart rules: %v", err)
 	}
 	var dir rules.Directory
 	readJSON(t, filepath.Join(qs, "directory.json"), &dir)
@@ -150,7 +144,7 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 			"endpoint":                  {"http://" + DefaultHTTPAddr, p.HTTPURL()},
 			"apns_endpoint":             {"https://" + DefaultTLSAddr, p.TLSURL()},
 			"webpush_private_endpoints": {true, true},
-			// Resolved from the files the TLS peer wrote.
+			// Resolved from the variables set from the TLS peer's files.
 			"ca_file":           {filepath.Join(p.tlsDir, FileCA), filepath.Join(p.tlsDir, FileCA)},
 			"vapid_public_key":  {p.readTLSFile(t, FileVAPIDPublicKey), p.readTLSFile(t, FileVAPIDPublicKey)},
 			"vapid_private_key": {p.readTLSFile(t, FileVAPIDPrivateKey), p.readTLSFile(t, FileVAPIDPrivateKey)},
@@ -322,6 +316,67 @@ func launchPlugin(t *testing.T, bin string) (sdk.Channel, *testenv.LogBuffer) {
 		t.Fatalf("dispense %s: %v", bin, err)
 	}
 	return ch, logs
+}
+
+// quickstartEnv is the environment scripts/run.sh exports for the
+// quickstart rules, given the TLS peer's directory and a reader of its
+// files.
+func quickstartEnv(tlsDir string, read func(name string) string) map[string]string {
+	return map[string]string{
+		"HERALD_QUICKSTART_SMS_AUTH_TOKEN":    "devpeer-dummy-auth-token",
+		"HERALD_QUICKSTART_CA_FILE":           filepath.Join(tlsDir, FileCA),
+		"HERALD_QUICKSTART_VAPID_PUBLIC_KEY":  read(FileVAPIDPublicKey),
+		"HERALD_QUICKSTART_VAPID_PRIVATE_KEY": read(FileVAPIDPrivateKey),
+		"HERALD_QUICKSTART_APNS_KEY":          read(FileAPNsKey),
+	}
+}
+
+// TestRunScriptExportsTheQuickstartEnvironment: every env: reference of
+// the quickstart rules is a variable quickstartEnv sets (so the test
+// above resolves them all) and scripts/run.sh exports, from the file of
+// herald devpeers' --tls-dir that quickstartEnv reads.
+func TestRunScriptExportsTheQuickstartEnvironment(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	rulesSrc, err := os.ReadFile(filepath.Join(root, "examples", "quickstart", "rules.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(root, "scripts", "run.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := string(script)
+	if !strings.Contains(run, "--tls 127.0.0.1:4443 --tls-dir \"$tls_dir\"") {
+		t.Errorf("scripts/run.sh does not start herald devpeers with --tls %s --tls-dir \"$tls_dir\"", DefaultTLSAddr)
+	}
+	env := quickstartEnv("TLSDIR", func(name string) string { return "<" + name + ">" })
+	refs := regexp.MustCompile(`(?m)^\s*[a-z_]+\s*=\s*"env:([A-Z0-9_]+)"`).FindAllStringSubmatch(string(rulesSrc), -1)
+	if len(refs) != len(env) {
+		t.Errorf("the quickstart rules hold %d env: references, quickstartEnv sets %d", len(refs), len(env))
+	}
+	for _, m := range refs {
+		name := m[1]
+		val, ok := env[name]
+		if !ok {
+			t.Errorf("rules.hcl reads env:%s, which the quickstart test does not set", name)
+			continue
+		}
+		exported := regexp.MustCompile(`(?m)^export( [A-Z0-9_]+)*( ` + name + `)( |$)|^export ` + name + `=`).MatchString(run)
+		if !exported {
+			t.Errorf("scripts/run.sh does not export %s", name)
+		}
+		switch {
+		case strings.HasPrefix(val, "<"):
+			file := strings.Trim(val, "<>")
+			if !strings.Contains(run, name+`=$(cat "$tls_dir/`+file+`")`) {
+				t.Errorf("scripts/run.sh does not set %s from $tls_dir/%s", name, file)
+			}
+		case strings.HasPrefix(val, "TLSDIR/"):
+			if !strings.Contains(run, name+"=$tls_dir/"+strings.TrimPrefix(val, "TLSDIR/")) {
+				t.Errorf("scripts/run.sh does not set %s to $tls_dir/%s", name, strings.TrimPrefix(val, "TLSDIR/"))
+			}
+		}
+	}
 }
 
 // quickstartPeers are the dev peers as scripts/run.sh starts them, on free
