@@ -349,6 +349,15 @@ func TestRunScriptExportsTheQuickstartEnvironment(t *testing.T) {
 	if !strings.Contains(run, "--tls 127.0.0.1:4443 --tls-dir \"$tls_dir\"") {
 		t.Errorf("scripts/run.sh does not start herald devpeers with --tls %s --tls-dir \"$tls_dir\"", DefaultTLSAddr)
 	}
+	// run.sh waits for the line herald devpeers prints once its files are
+	// written and its servers listen.
+	cli, err := os.ReadFile(filepath.Join(root, "core", "internal", "cli", "devpeers.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(run, "grep -q '^waiting for messages'") || !strings.Contains(string(cli), `fmt.Fprintln(out, "waiting for messages`) {
+		t.Error("scripts/run.sh and herald devpeers disagree on the line that says the peers are up (\"waiting for messages\")")
+	}
 	env := quickstartEnv("TLSDIR", func(name string) string { return "<" + name + ">" })
 	refs := regexp.MustCompile(`(?m)^\s*[a-z_]+\s*=\s*"env:([A-Z0-9_]+)"`).FindAllStringSubmatch(string(rulesSrc), -1)
 	if len(refs) != len(env) {
