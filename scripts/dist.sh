@@ -105,8 +105,10 @@ install -m 0644 packaging/herald.service "$root/lib/systemd/system/herald.servic
 install -m 0644 README.md "$root/usr/share/doc/herald/README.md"
 # The examples as the repository has them (the quick start's config, both
 # rules syntaxes, directory files to import, events to emit, the Grafana
-# dashboard); the Go and Python plugin sources stay in the repository.
-(cd examples && find herald.hcl rules directory events quickstart grafana -type f) | while read -r f; do
+# dashboard); the Go and Python plugin sources stay in the repository, and
+# so do the throw-away keys `make run` has herald devpeers write into
+# examples/quickstart/.devpeers.
+(cd examples && find herald.hcl rules directory events quickstart grafana -path quickstart/.devpeers -prune -o -type f -print) | while read -r f; do
 	install -D -m 0644 "examples/$f" "$root/usr/share/doc/herald/examples/$f"
 done
 

@@ -2,7 +2,14 @@
 # pointed at the local stand-ins that `herald devpeers` runs, so the quick
 # start needs no provider account. docs/rules.md describes every field.
 #
-#   herald devpeers --smtp 127.0.0.1:2525 --http 127.0.0.1:4010
+#   herald devpeers --smtp 127.0.0.1:2525 --http 127.0.0.1:4010 \
+#                   --tls 127.0.0.1:4443 --tls-dir examples/quickstart/.devpeers
+#
+# The TLS peer (Web Push and APNs) writes its CA and fresh throw-away keys
+# into --tls-dir at every start (git ignores examples/quickstart/.devpeers);
+# scripts/run.sh starts the peers first and exports the CA's path and the
+# keys as the HERALD_QUICKSTART_* variables the PUSH channel below reads,
+# so these rules work from a copy anywhere too.
 #
 # The credentials below are dummies the dev peers accept. The dev peers are
 # for demos and development only: for production, start from
@@ -60,16 +67,41 @@ channel "EMAIL" {
   }
 }
 
-# FCM HTTP v1 shape: <endpoint>/v1/projects/<project_id>/messages:send.
+# One push provider for the three push services, each sending to the
+# recipient's devices of its kind (directory "device_tokens" and "devices"):
+#   fcm      FCM HTTP v1 shape: <endpoint>/v1/projects/<project_id>/messages:send
+#            (the HTTP peer), to device_tokens and devices of kind fcm;
+#   webpush  Web Push to each subscription's endpoint (the TLS peer's
+#            /webpush/<id>, which checks the VAPID JWT and decrypts the payload);
+#   apns     APNs provider API over HTTP/2 at apns_endpoint (the TLS peer).
+# The CA, the VAPID pair and the APNs key are the ones `herald devpeers`
+# wrote into --tls-dir; scripts/run.sh exports them (ca_file is the path of
+# ca.pem, the others the files' contents). With the peers run by hand,
+# "file:/path/to/tls-dir/vapid-public-key" and so on work as well.
 channel "PUSH" {
   providers = [{
     plugin = "push"
-    name   = "devpeer-fcm"
+    name   = "devpeer-push"
     config = {
+      providers = ["fcm", "webpush", "apns"]
+      ca_file   = "env:HERALD_QUICKSTART_CA_FILE"
+      timeout   = "5s"
+
       endpoint     = "http://127.0.0.1:4010"
       project_id   = "herald-demo"
       access_token = "devpeer-dummy-access-token"
-      timeout      = "5s"
+
+      vapid_subject     = "mailto:quickstart@herald.example"
+      vapid_public_key  = "env:HERALD_QUICKSTART_VAPID_PUBLIC_KEY"
+      vapid_private_key = "env:HERALD_QUICKSTART_VAPID_PRIVATE_KEY"
+      # The subscriptions' endpoints are on loopback (the TLS peer).
+      webpush_private_endpoints = true
+
+      apns_endpoint = "https://127.0.0.1:4443"
+      apns_key      = "env:HERALD_QUICKSTART_APNS_KEY"
+      apns_key_id   = "DEVPEER001"
+      apns_team_id  = "DEVPEERTM1"
+      apns_topic    = "example.herald.quickstart"
     }
   }]
   retry {
@@ -96,8 +128,10 @@ channel "SMS" {
   }
 }
 
-# Slack Web API shape: <api_url>chat.postMessage. Staff with a slack_user_id
-# attribute get a direct message, the others land in default_channel.
+# Slack incoming webhooks (mode "webhook", no bot token): every delivery
+# is posted to the webhook named by default_webhook, here the HTTP peer's
+# stand-in for https://hooks.slack.com/services/T…/B…/<secret>. Real
+# webhook URLs are secrets: give them as "env:NAME" or "file:PATH".
 channel "SLACK" {
   best_effort = true
   user_types  = ["STAFF", "AGENT", "ADMIN"]
@@ -105,9 +139,11 @@ channel "SLACK" {
     plugin = "slack"
     name   = "devpeer-slack"
     config = {
-      token           = "xoxb-devpeer-dummy-token"
-      api_url         = "http://127.0.0.1:4010/api/"
-      default_channel = "#reservations"
+      mode = "webhook"
+      webhooks = {
+        reservations = "http://127.0.0.1:4010/services/T0HERALDDEV/B0RESERVATIONS/quickstart"
+      }
+      default_webhook = "reservations"
       timeout         = "5s"
     }
   }]

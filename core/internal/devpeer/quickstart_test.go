@@ -22,25 +22,36 @@ import (
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/testenv"
+	"github.com/heraldhq/herald/internal/pushpeer"
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"
 )
 
 // TestQuickstartPluginsDeliverToThePeers is the quick start without the
-// database and the broker: it loads examples/quickstart (rules, directory,
-// event), decides and renders the reservation, then runs the real plugin
-// binaries configured exactly as the rules file says — only the dev peers'
-// ports swapped for free ones — and checks that every delivery is SENT and
-// that the peers logged each message.
+// database and the broker: it starts the dev peers as scripts/run.sh does
+// (SMTP, HTTP, and TLS with its CA and keys in a directory), sets the
+// HERALD_QUICKSTART_* variables from that directory as scripts/run.sh
+// exports them, loads the quickstart rules (resolving their env:
+// references as herald serve does), directory and event, decides and
+// renders the reservation, then
+// runs the real plugin binaries configured exactly as the rules file says —
+// only the dev peers' ports swapped for free ones — and checks that every
+// delivery is SENT and that the peers logged each message: the e-mails,
+// the FCM, APNs and Web Push messages (the Web Push stand-in decrypted
+// each payload with the subscription's keys from directory.json), the SMS
+// and the Slack incoming-webhook posts.
 func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the plugin binaries")
 	}
 	root := testenv.RepoRoot(t)
 	qs := filepath.Join(root, "examples", "quickstart")
-	// The rules take the SMS auth token from the environment, as
-	// scripts/run.sh sets it.
-	t.Setenv("HERALD_QUICKSTART_SMS_AUTH_TOKEN", "devpeer-dummy-auth-token")
+	p, sink := startQuickstartPeers(t)
+	// The rules take the SMS auth token, the CA file's path and the dev
+	// keys from the environment, as scripts/run.sh exports them.
+	for name, val := range quickstartEnv(p.tlsDir, func(name string) string { return p.readTLSFile(t, name) }) {
+		t.Setenv(name, val)
+	}
 	rs, err := config.LoadRules(filepath.Join(qs, "rules.hcl"))
 	if err != nil {
 		t.Fatalf("load quickstart rules: %v", err)
@@ -66,6 +77,23 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 	dec, err := rs.Decide(ev, &dir, at)
 	if err != nil {
 		t.Fatalf("decide: %v", err)
+	}
+	// The directory's web push subscriptions are on herald devpeers' TLS
+	// peer; the test's listens on a free port.
+	tlsBase := "https://" + DefaultTLSAddr + pushpeer.WebPushPath
+	for i, rd := range dec.Recipients {
+		var devs []rules.Device
+		for _, d := range rd.Recipient.Devices {
+			if d.Kind == rules.DeviceWebPush {
+				id, ok := strings.CutPrefix(d.Endpoint, tlsBase)
+				if !ok {
+					t.Fatalf("%s: web push endpoint %q, want one on herald devpeers' %s", rd.Recipient.UserID, d.Endpoint, tlsBase)
+				}
+				d.Endpoint = p.TLSURL() + pushpeer.WebPushPath + id
+			}
+			devs = append(devs, d)
+		}
+		dec.Recipients[i].Recipient.Devices = devs
 	}
 
 	// What the quick start is meant to show.
@@ -93,7 +121,8 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 				Severity: dec.Severity, Attempt: 1, CreatedAt: at,
 				Recipient: sdk.Recipient{UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType,
 					Email: rd.Recipient.Email, Phone: rd.Recipient.Phone, Locale: rd.Recipient.Locale,
-					TimeZone: rd.Recipient.TimeZone, DeviceTokens: rd.Recipient.DeviceTokens, Attributes: rd.Recipient.Attributes},
+					TimeZone: rd.Recipient.TimeZone, DeviceTokens: deviceTokens(rd.Recipient),
+					Devices: sdkDevices(rd.Recipient), Attributes: rd.Recipient.Attributes},
 				Content: sdk.Content{Subject: content.Subject, Title: content.Title, Body: content.Body, HTML: content.HTML, Data: content.Data},
 			})
 		}
@@ -105,14 +134,28 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 		t.Fatalf("quick-start channels per user = %v, want %v", got, want)
 	}
 
-	p, sink := startPeers(t)
 	// The rules file points at `herald devpeers`' default addresses; the
 	// test's peers listen on free ports instead.
+	const hookPath = "/services/T0HERALDDEV/B0RESERVATIONS/quickstart"
 	swap := map[string]map[string]struct{ want, test any }{
 		"EMAIL": {"host": {"127.0.0.1", hostOf(p.SMTPAddr())}, "port": {2525, portOf(t, p.SMTPAddr())}, "tls": {"none", "none"}},
-		"PUSH":  {"endpoint": {"http://" + DefaultHTTPAddr, p.HTTPURL()}},
-		"SMS":   {"base_url": {"http://" + DefaultHTTPAddr, p.HTTPURL()}},
-		"SLACK": {"api_url": {"http://" + DefaultHTTPAddr + "/api/", p.HTTPURL() + "/api/"}},
+		"PUSH": {
+			"providers":                 {[]any{"fcm", "webpush", "apns"}, []any{"fcm", "webpush", "apns"}},
+			"endpoint":                  {"http://" + DefaultHTTPAddr, p.HTTPURL()},
+			"apns_endpoint":             {"https://" + DefaultTLSAddr, p.TLSURL()},
+			"webpush_private_endpoints": {true, true},
+			// Resolved from the variables set from the TLS peer's files.
+			"ca_file":           {filepath.Join(p.tlsDir, FileCA), filepath.Join(p.tlsDir, FileCA)},
+			"vapid_public_key":  {p.readTLSFile(t, FileVAPIDPublicKey), p.readTLSFile(t, FileVAPIDPublicKey)},
+			"vapid_private_key": {p.readTLSFile(t, FileVAPIDPrivateKey), p.readTLSFile(t, FileVAPIDPrivateKey)},
+			"apns_key":          {p.readTLSFile(t, FileAPNsKey), p.readTLSFile(t, FileAPNsKey)},
+		},
+		"SMS": {"base_url": {"http://" + DefaultHTTPAddr, p.HTTPURL()}},
+		"SLACK": {
+			"mode":            {"webhook", "webhook"},
+			"webhooks":        {map[string]any{"reservations": "http://" + DefaultHTTPAddr + hookPath}, map[string]any{"reservations": p.HTTPURL() + hookPath}},
+			"default_webhook": {"reservations", "reservations"},
+		},
 	}
 	plugins := map[string]string{"EMAIL": "email", "PUSH": "push", "SMS": "sms", "SLACK": "slack"}
 	binDir := testenv.PluginBinaries(t, slices.Sorted(maps.Values(plugins))...)
@@ -177,20 +220,41 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 	for _, d := range byChannel["EMAIL"] {
 		sink.waitLine(t, "smtp", "accepted", "to=<"+d.Recipient.Email+">", fmt.Sprintf("subject=%q", d.Content.Subject))
 	}
+	pushKinds := map[string]int{}
 	for _, d := range byChannel["PUSH"] {
-		for _, tok := range d.Recipient.DeviceTokens {
-			sink.waitLine(t, "fcm", "accepted", "project=herald-demo", "token="+clip(tok, 40), "idempotency_key="+d.IdempotencyKey)
+		for _, dev := range d.Recipient.Devices {
+			pushKinds[dev.Kind]++
+			switch dev.Kind {
+			case "", sdk.DeviceFCM:
+				sink.waitLine(t, "fcm", "accepted", "project=herald-demo", "token="+clip(dev.Token, 40), "idempotency_key="+d.IdempotencyKey)
+			case sdk.DeviceAPNs:
+				sink.waitLine(t, "apns", "accepted token="+dev.Token, "topic=example.herald.quickstart", "push_type=alert",
+					fmt.Sprintf(`"alert":{"body":%q,"title":%q}`, d.Content.Body, d.Content.Title))
+			case sdk.DeviceWebPush:
+				// The stand-in decrypted the payload with the keys of the
+				// subscription in directory.json.
+				_, id, _ := strings.Cut(dev.Endpoint, pushpeer.WebPushPath)
+				sink.waitLine(t, "webpush", "accepted subscription="+id, "sub=mailto:quickstart@herald.example",
+					fmt.Sprintf(`payload={"title":%q,"body":%q`, d.Content.Title, d.Content.Body),
+					`"herald_idempotency_key":"`+d.IdempotencyKey+`"`)
+			default:
+				t.Errorf("%s: device of kind %q", d.Recipient.UserID, dev.Kind)
+			}
 		}
+	}
+	// Every staff member has a phone (FCM), an iPhone (APNs) and a browser
+	// (Web Push); staff2 has a tablet too.
+	if want := map[string]int{"": 4, sdk.DeviceAPNs: 3, sdk.DeviceWebPush: 3}; !maps.Equal(pushKinds, want) {
+		t.Errorf("push devices by kind = %v, want %v", pushKinds, want)
 	}
 	for _, d := range byChannel["SMS"] {
 		sink.waitLine(t, "twilio", "accepted", "to="+d.Recipient.Phone, "idempotency_token="+d.IdempotencyKey)
 	}
 	for _, d := range byChannel["SLACK"] {
-		target := d.Recipient.Attributes["slack_user_id"]
-		if target == "" {
-			target = "#reservations"
-		}
-		sink.waitLine(t, "slack", "posted", "channel="+target, "idempotency_key="+d.IdempotencyKey)
+		sink.waitLine(t, "slack", "webhook posted", "hook=T0HERALDDEV/B0RESERVATIONS", d.Content.Body, "idempotency_key="+d.IdempotencyKey)
+	}
+	if n := countLines(sink, "webhook posted"); n != len(byChannel["SLACK"]) {
+		t.Errorf("%d Slack webhook posts, want %d (one per staff member)", n, len(byChannel["SLACK"]))
 	}
 	if n := countLines(sink, "rejected"); n != 0 {
 		t.Errorf("the peers rejected %d requests:\n%s", n, strings.Join(sink.lines(), "\n"))
@@ -254,6 +318,137 @@ func launchPlugin(t *testing.T, bin string) (sdk.Channel, *testenv.LogBuffer) {
 	return ch, logs
 }
 
+// quickstartEnv is the environment scripts/run.sh exports for the
+// quickstart rules, given the TLS peer's directory and a reader of its
+// files.
+func quickstartEnv(tlsDir string, read func(name string) string) map[string]string {
+	return map[string]string{
+		"HERALD_QUICKSTART_SMS_AUTH_TOKEN":    "devpeer-dummy-auth-token",
+		"HERALD_QUICKSTART_CA_FILE":           filepath.Join(tlsDir, FileCA),
+		"HERALD_QUICKSTART_VAPID_PUBLIC_KEY":  read(FileVAPIDPublicKey),
+		"HERALD_QUICKSTART_VAPID_PRIVATE_KEY": read(FileVAPIDPrivateKey),
+		"HERALD_QUICKSTART_APNS_KEY":          read(FileAPNsKey),
+	}
+}
+
+// TestRunScriptExportsTheQuickstartEnvironment: every env: reference of
+// the quickstart rules is a variable quickstartEnv sets (so the test
+// above resolves them all) and scripts/run.sh exports, from the file of
+// herald devpeers' --tls-dir that quickstartEnv reads.
+func TestRunScriptExportsTheQuickstartEnvironment(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	rulesSrc, err := os.ReadFile(filepath.Join(root, "examples", "quickstart", "rules.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(root, "scripts", "run.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := string(script)
+	if !strings.Contains(run, "--tls 127.0.0.1:4443 --tls-dir \"$tls_dir\"") {
+		t.Errorf("scripts/run.sh does not start herald devpeers with --tls %s --tls-dir \"$tls_dir\"", DefaultTLSAddr)
+	}
+	// run.sh waits for the line herald devpeers prints once its files are
+	// written and its servers listen.
+	cli, err := os.ReadFile(filepath.Join(root, "core", "internal", "cli", "devpeers.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(run, "grep -q '^waiting for messages'") || !strings.Contains(string(cli), `fmt.Fprintln(out, "waiting for messages`) {
+		t.Error("scripts/run.sh and herald devpeers disagree on the line that says the peers are up (\"waiting for messages\")")
+	}
+	env := quickstartEnv("TLSDIR", func(name string) string { return "<" + name + ">" })
+	refs := regexp.MustCompile(`(?m)^\s*[a-z_]+\s*=\s*"env:([A-Z0-9_]+)"`).FindAllStringSubmatch(string(rulesSrc), -1)
+	if len(refs) != len(env) {
+		t.Errorf("the quickstart rules hold %d env: references, quickstartEnv sets %d", len(refs), len(env))
+	}
+	for _, m := range refs {
+		name := m[1]
+		val, ok := env[name]
+		if !ok {
+			t.Errorf("rules.hcl reads env:%s, which the quickstart test does not set", name)
+			continue
+		}
+		exported := regexp.MustCompile(`(?m)^export( [A-Z0-9_]+)*( ` + name + `)( |$)|^export ` + name + `=`).MatchString(run)
+		if !exported {
+			t.Errorf("scripts/run.sh does not export %s", name)
+		}
+		switch {
+		case strings.HasPrefix(val, "<"):
+			file := strings.Trim(val, "<>")
+			if !strings.Contains(run, name+`=$(cat "$tls_dir/`+file+`")`) {
+				t.Errorf("scripts/run.sh does not set %s from $tls_dir/%s", name, file)
+			}
+		case strings.HasPrefix(val, "TLSDIR/"):
+			if !strings.Contains(run, name+"=$tls_dir/"+strings.TrimPrefix(val, "TLSDIR/")) {
+				t.Errorf("scripts/run.sh does not set %s to $tls_dir/%s", name, strings.TrimPrefix(val, "TLSDIR/"))
+			}
+		}
+	}
+}
+
+// quickstartPeers are the dev peers as scripts/run.sh starts them, on free
+// ports, with the TLS peer's files in tlsDir (a ".devpeers" directory).
+type quickstartPeers struct {
+	*Peers
+	tlsDir string
+}
+
+func startQuickstartPeers(t *testing.T) (*quickstartPeers, *logSink) {
+	t.Helper()
+	sink := newLogSink()
+	tlsDir := filepath.Join(t.TempDir(), ".devpeers")
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := Start(ctx, Config{SMTPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TLSAddr: "127.0.0.1:0", TLSDir: tlsDir, Log: sink})
+	if err != nil {
+		cancel()
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return &quickstartPeers{Peers: p, tlsDir: tlsDir}, sink
+}
+
+// readTLSFile is a file the TLS peer wrote, as a "file:" reference reads
+// it (without one trailing newline).
+func (p *quickstartPeers) readTLSFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.tlsDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// deviceTokens and sdkDevices are what the outbox relay hands the plugins
+// (core/internal/outbox): the tokens of every device that is not a web push
+// subscription, and every device with untyped tokens first.
+func deviceTokens(r rules.Recipient) []string {
+	toks := slices.Clone(r.DeviceTokens)
+	for _, d := range r.Devices {
+		if d.Kind != rules.DeviceWebPush {
+			toks = append(toks, d.Token)
+		}
+	}
+	return toks
+}
+
+func sdkDevices(r rules.Recipient) []sdk.Device {
+	var out []sdk.Device
+	for _, t := range r.DeviceTokens {
+		out = append(out, sdk.Device{Token: t})
+	}
+	for _, d := range r.Devices {
+		out = append(out, sdk.Device{Kind: d.Kind, Token: d.Address(), Endpoint: d.Endpoint, P256dh: d.P256dh, Auth: d.Auth})
+	}
+	return out
+}
+
 func hostOf(addr string) string {
 	h, _, _ := strings.Cut(addr, ":")
 	return h
@@ -294,8 +489,9 @@ func TestReadmeMalformedEventNamesPax(t *testing.T) {
 	if err := json.Unmarshal([]byte(m[1]), &body); err != nil {
 		t.Fatalf("README.md step 4 body: %v", err)
 	}
-	t.Setenv("HERALD_QUICKSTART_SMS_AUTH_TOKEN", "devpeer-dummy-auth-token")
-	rs, err := config.LoadRules(filepath.Join(root, "examples", "quickstart", "rules.hcl"))
+	// The schema check needs no secret: keep the references as written
+	// (the TLS keys exist only once herald devpeers has run).
+	rs, _, err := config.LoadRulesWith(config.RulesOptions{KeepReferences: true}, filepath.Join(root, "examples", "quickstart", "rules.hcl"))
 	if err != nil {
 		t.Fatalf("load quickstart rules: %v", err)
 	}
