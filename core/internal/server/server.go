@@ -495,6 +495,9 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		}
 	}
 
+	// The monthly partitions ahead (and retention's drops) are the
+	// daemon's own work: no cron.
+	keeper := &PartitionKeeper{Pool: pool, Log: log.Named("partitions"), Every: time.Hour}
 	// One supervisor runs every stage; the phases are the shutdown order.
 	sup := NewSupervisor(log, d.Supervisor.ShutdownGrace)
 	grace := d.Supervisor.ShutdownGrace
@@ -505,6 +508,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	sup.Add(PhaseIntake, "rules watcher", watcher.Run)
 	sup.Add(PhaseIntake, "live gateway", public.Live.Run)
 	sup.Add(PhaseIntake, "action publisher", public.Actions.Run)
+	sup.Add(PhaseIntake, "partition keeper", keeper.Run)
 	sup.Add(PhaseRelay, "relay", relay.Run)
 	if handoff != nil {
 		sup.Add(PhasePublish, "handoff", handoff.Run)

@@ -1,0 +1,304 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/testenv"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func monthName(table string, t time.Time) string {
+	t = t.UTC()
+	return fmt.Sprintf("%s_y%04dm%02d", table, t.Year(), int(t.Month()))
+}
+
+func partitionNames(t *testing.T, q store.Querier, table string) []string {
+	t.Helper()
+	parts, err := store.Partitions(context.Background(), q, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range parts {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// TestMigration0018PartitionsExistingAttempts migrates a database at
+// version 0017 that holds attempts (of a delivery of last month's year
+// before, of one of now, and one whose delivery is gone) and finds each in
+// the partition of its delivery's month, and the months ahead created.
+func TestMigration0018PartitionsExistingAttempts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	adminURL := testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL)
+	url, drop, err := store.CreateDatabase(ctx, adminURL, testenv.RandomName("herald_test_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	if err := store.MigrateUpTo(ctx, url, 17); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := store.EnsureTenant(ctx, pool, "t", "t"); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2025, 1, 15, 12, 0, 0, 0, time.UTC)
+	const oldID, newID, goneID = "0190d0a0-0000-7000-8000-000000000001", "0190d0a0-0000-7000-8000-000000000002", "0190d0a0-0000-7000-8000-000000000003"
+	for _, s := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO deliveries (delivery_id, tenant_id, notification_id, event_id, event_type, user_id, user_type, channel, created_at)
+			VALUES ($1, 't', $1, 'e1', 'T', 'u', 'STAFF', 'EMAIL', $2)`, []any{oldID, old}},
+		{`INSERT INTO deliveries (delivery_id, tenant_id, notification_id, event_id, event_type, user_id, user_type, channel)
+			VALUES ($1, 't', $1, 'e2', 'T', 'u', 'STAFF', 'EMAIL')`, []any{newID}},
+		{`INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at) VALUES
+			('t', $1, 1, 'retryable', $4), ('t', $1, 2, 'sent', $4), ('t', $2, 1, 'sent', now()), ('t', $3, 1, 'sent', $5)`,
+			[]any{oldID, newID, goneID, old.Add(time.Hour), time.Date(2024, 6, 3, 0, 0, 0, 0, time.UTC)}},
+	} {
+		if _, err := pool.Exec(ctx, s.sql, s.args...); err != nil {
+			t.Fatalf("%s: %v", s.sql, err)
+		}
+	}
+	if err := store.MigrateUpTo(ctx, url, 18); err != nil {
+		t.Fatal(err)
+	}
+	var kind string
+	if err := pool.QueryRow(ctx, `SELECT relkind::text FROM pg_class WHERE relname = 'delivery_attempts'`).Scan(&kind); err != nil || kind != "p" {
+		t.Fatalf("delivery_attempts relkind %q (%v), want p (partitioned)", kind, err)
+	}
+	now := time.Now()
+	want := map[string]string{
+		oldID + "/1": monthName("delivery_attempts", old), oldID + "/2": monthName("delivery_attempts", old),
+		newID + "/1": monthName("delivery_attempts", now), goneID + "/1": "delivery_attempts_y2024m06",
+	}
+	rows, err := pool.Query(ctx, `SELECT delivery_id::text || '/' || attempt, tableoid::regclass::text FROM delivery_attempts`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for rows.Next() {
+		var k, part string
+		if err := rows.Scan(&k, &part); err != nil {
+			t.Fatal(err)
+		}
+		got[k] = part
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("attempts by partition after migration:\n got %v\nwant %v", got, want)
+	}
+	names := strings.Join(partitionNames(t, pool, "delivery_attempts"), " ")
+	for m := range store.PartitionsAhead + 1 {
+		if n := monthName("delivery_attempts", now.AddDate(0, m, 0)); !strings.Contains(names, n) {
+			t.Errorf("partition %s (%d months ahead) missing: %s", n, m, names)
+		}
+	}
+	// Months with no rows between the oldest and now are created too, so
+	// no insert between them fails.
+	if !strings.Contains(names, "delivery_attempts_y2024m12") {
+		t.Errorf("partition of 2024-12 missing: %s", names)
+	}
+}
+
+// TestAttemptKeyRefusesDuplicateAcrossPartitions: the primary key of the
+// partitioned audit log includes the partition key, and still refuses a
+// second row for the same attempt — a plain insert fails, and an outcome
+// recorded again (after the delivery was set back, as a retried statement
+// would see it) logs nothing.
+func TestAttemptKeyRefusesDuplicateAcrossPartitions(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	id := insertOneDelivery(t, db, 3)
+	out := store.Outcome{ID: id, Attempt: 1, Kind: "retryable", Error: "busy", Status: store.StatusRetry, NextAttemptAt: time.Now(), StartedAt: time.Now()}
+	if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{out}); err != nil || n != 1 {
+		t.Fatalf("record attempt 1: %d %v", n, err)
+	}
+	if _, err := db.Pool.Exec(ctx, `UPDATE deliveries SET attempts = 0 WHERE delivery_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{out}); err != nil || n != 0 {
+		t.Fatalf("attempt 1 recorded again: %d attempts logged (%v), want 0", n, err)
+	}
+	_, err := db.Pool.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at, delivery_created_at)
+		SELECT tenant_id, delivery_id, 1, 'sent', now(), created_at FROM deliveries WHERE delivery_id = $1`, id)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		t.Fatalf("duplicate attempt insert: want unique violation, got %v", err)
+	}
+	var n int
+	var part string
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*), min(tableoid::regclass::text) FROM delivery_attempts WHERE delivery_id = $1`, id).
+		Scan(&n, &part); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || part != monthName("delivery_attempts", time.Now()) {
+		t.Fatalf("attempts of the delivery: %d in %s, want 1 in this month's partition", n, part)
+	}
+	// The key is local to each partition: every partition has its own
+	// unique index on (delivery_id, attempt, delivery_created_at).
+	var missing int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM herald_partitions('delivery_attempts') p
+		WHERE NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = p.partition_name::regclass AND i.indisunique AND i.indnatts = 3)`).
+		Scan(&missing); err != nil || missing != 0 {
+		t.Fatalf("%d partitions without their unique key (%v)", missing, err)
+	}
+}
+
+// TestEnsurePartitionsAhead: the daemon's role creates the months ahead
+// of any date, once: a second round creates none, and daemons racing
+// create each partition once.
+func TestEnsurePartitionsAhead(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	worker, err := store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 4, Role: store.RoleWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer worker.Close()
+	at := time.Date(2031, 11, 20, 23, 30, 0, 0, time.UTC)
+	if n, err := store.EnsurePartitions(ctx, worker, at); err != nil || n != store.PartitionsAhead+1 {
+		t.Fatalf("first round created %d (%v), want %d", n, err, store.PartitionsAhead+1)
+	}
+	if n, err := store.EnsurePartitions(ctx, worker, at); err != nil || n != 0 {
+		t.Fatalf("second round created %d (%v), want 0", n, err)
+	}
+	names := strings.Join(partitionNames(t, worker, "delivery_attempts"), " ")
+	for _, m := range []string{"y2031m11", "y2031m12", "y2032m01", "y2032m02"} {
+		if !strings.Contains(names, "delivery_attempts_"+m) {
+			t.Errorf("partition %s missing: %s", m, names)
+		}
+	}
+	// Four daemons at once, a year later.
+	var wg sync.WaitGroup
+	counts := make([]int, 4)
+	errs := make([]error, 4)
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			counts[i], errs[i] = store.EnsurePartitions(ctx, worker, at.AddDate(1, 0, 0))
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for i := range 4 {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		total += counts[i]
+	}
+	if total != store.PartitionsAhead+1 {
+		t.Fatalf("racing daemons created %d partitions, want %d", total, store.PartitionsAhead+1)
+	}
+	// The daemon's role writes an attempt of a delivery of 2032-01 into
+	// its partition; a partition it did not create refuses it.
+	if _, err := worker.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at, delivery_created_at)
+		VALUES ('t', gen_random_uuid(), 1, 'sent', now(), '2032-01-31 23:59:59Z')`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = worker.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at, delivery_created_at)
+		VALUES ('t', gen_random_uuid(), 1, 'sent', now(), '2040-01-01Z')`)
+	if err == nil || !strings.Contains(err.Error(), "no partition") {
+		t.Fatalf("insert beyond the partitions: want no partition found, got %v", err)
+	}
+	// Nothing but Herald's partitioned tables, nor an absurd range.
+	for _, args := range [][]any{{"deliveries", at, at}, {"delivery_attempts", at, at.AddDate(-1, 0, 0)}, {"delivery_attempts", at, at.AddDate(50, 0, 0)}} {
+		if _, err := worker.Exec(ctx, `SELECT herald_ensure_partitions($1, $2, $3)`, args...); err == nil {
+			t.Errorf("herald_ensure_partitions%v: no error", args)
+		}
+	}
+}
+
+// TestAttemptQueriesPrunePartitions: the daemon's read of a delivery's
+// attempts (ExpireLeases' count of lost attempts) names the partition key
+// and reads one partition through its primary key.
+func TestAttemptQueriesPrunePartitions(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `SELECT herald_ensure_partitions('delivery_attempts', now() - interval '7 months', now())`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at, delivery_created_at)
+		SELECT 't', gen_random_uuid(), 1, 'sent', now(), now() - (i % 180) * interval '1 day' FROM generate_series(1, 5000) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `ANALYZE delivery_attempts`); err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	rows, err := db.Pool.Query(ctx, `EXPLAIN (COSTS OFF) SELECT count(*) FROM delivery_attempts a
+		WHERE a.delivery_id = '0190d0a0-0000-7000-8000-000000000001' AND a.delivery_created_at = now() - interval '40 days' AND a.outcome = 'lost'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, l)
+	}
+	text := strings.Join(plan, "\n")
+	if len(partitionNames(t, db.Pool, "delivery_attempts")) < 7 {
+		t.Fatalf("want at least 7 partitions: %v", partitionNames(t, db.Pool, "delivery_attempts"))
+	}
+	// now() is stable, not immutable: the planner keeps every partition
+	// and prunes at executor start-up, so EXPLAIN shows the removed ones.
+	if !strings.Contains(text, "Subplans Removed") || !strings.Contains(text, "_pkey") || strings.Contains(text, "Seq Scan") {
+		t.Fatalf("lost-attempt count is not pruned to one partition's key:\n%s", text)
+	}
+}
+
+// TestAnalyzeStaleSeesPartitions: a partitioned table whose partitions
+// grew is analyzed as a whole (the statistics of it and of its
+// partitions), and a later round finds it fresh.
+func TestAnalyzeStaleSeesPartitions(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at, delivery_created_at)
+		SELECT 't', gen_random_uuid(), 1, 'sent', now(), now() FROM generate_series(1, 3000)`); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		tables, err := store.AnalyzeStale(ctx, db.Pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tables...)
+		return strings.Contains(strings.Join(got, " "), "delivery_attempts")
+	}, "delivery_attempts never analyzed after 3,000 inserts (analyzed: %v)", got)
+	var parent, part float64
+	if err := db.Pool.QueryRow(ctx, `SELECT (SELECT reltuples FROM pg_class WHERE relname = 'delivery_attempts'),
+		(SELECT reltuples FROM pg_class WHERE relname = $1)`, monthName("delivery_attempts", time.Now())).Scan(&parent, &part); err != nil {
+		t.Fatal(err)
+	}
+	if parent != 3000 || part != 3000 {
+		t.Fatalf("statistics know of %.0f attempts in the table and %.0f in this month's partition, want 3000 and 3000", parent, part)
+	}
+	if tables, err := store.AnalyzeStale(ctx, db.Pool); err != nil || strings.Contains(strings.Join(tables, " "), "delivery_attempts") {
+		t.Fatalf("second round analyzed %v (%v); delivery_attempts is fresh", tables, err)
+	}
+}
