@@ -302,3 +302,91 @@ func TestAnalyzeStaleSeesPartitions(t *testing.T) {
 		t.Fatalf("second round analyzed %v (%v); delivery_attempts is fresh", tables, err)
 	}
 }
+
+// TestRetentionDropsWholeMonths: with attempts kept 30 days, the months
+// whose every row is older go (detached and dropped, as the daemon's
+// role), the month that straddles the limit and the newer ones stay with
+// every row, and a round later drops nothing more.
+func TestRetentionDropsWholeMonths(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	worker, err := store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 2, Role: store.RoleWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer worker.Close()
+	now := time.Date(2031, 5, 10, 12, 0, 0, 0, time.UTC)
+	if _, err := worker.Exec(ctx, `SELECT herald_ensure_partitions('delivery_attempts', $1, $2)`, now.AddDate(0, -4, 0), now); err != nil {
+		t.Fatal(err)
+	}
+	// 100 attempts a day from 2031-01-10 to 2031-05-10.
+	if _, err := worker.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at, delivery_created_at)
+		SELECT 't', gen_random_uuid(), 1, 'sent', d, d FROM generate_series($1::timestamptz, $2::timestamptz, interval '864 seconds') d`,
+		now.AddDate(0, -4, 0), now); err != nil {
+		t.Fatal(err)
+	}
+	count := func(from, to time.Time) int {
+		var n int
+		if err := worker.QueryRow(ctx, `SELECT count(*) FROM delivery_attempts WHERE delivery_created_at >= $1 AND delivery_created_at < $2`,
+			from, to).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	april := time.Date(2031, 4, 1, 0, 0, 0, 0, time.UTC)
+	keptBefore := count(april, now.AddDate(1, 0, 0))
+	r := store.Retention{DeliveryAttempts: 30 * 24 * time.Hour}
+	// Dropped: January to March (every row before April 1, older than 30
+	// days on May 10). April has rows of April 10 and later: it stays.
+	dropped, err := store.ApplyRetention(ctx, worker, r, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range dropped {
+		names = append(names, p.Name)
+	}
+	// (and the months of today the migration made: every one before 2031)
+	got := strings.Join(names, " ")
+	if !strings.HasSuffix(got, "delivery_attempts_y2031m01 delivery_attempts_y2031m02 delivery_attempts_y2031m03") ||
+		strings.Contains(got, "y2031m04") {
+		t.Fatalf("dropped %q", got)
+	}
+	if left := strings.Join(partitionNames(t, worker, "delivery_attempts"), " "); left != "delivery_attempts_y2031m04 delivery_attempts_y2031m05" {
+		t.Fatalf("left %q after dropping %q", left, got)
+	}
+	if n := count(time.Time{}, april); n != 0 {
+		t.Fatalf("%d attempts before April left", n)
+	}
+	if n := count(april, now.AddDate(1, 0, 0)); n != keptBefore || n == 0 {
+		t.Fatalf("%d attempts from April on after the drop, want all %d", n, keptBefore)
+	}
+	if again, err := store.ApplyRetention(ctx, worker, r, now); err != nil || len(again) != 0 {
+		t.Fatalf("second round dropped %v (%v)", again, err)
+	}
+	// April goes once its last row is 30 days old: on May 31.
+	parts, err := store.Partitions(ctx, worker, "delivery_attempts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, ok := r.DropAt(parts[0])
+	if parts[0].Name != "delivery_attempts_y2031m04" || !ok || !at.Equal(time.Date(2031, 5, 31, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("oldest partition %s drops at %s (%v), want April at 2031-05-31", parts[0].Name, at, ok)
+	}
+	// No retention: nothing dropped; the API role may not drop anything.
+	if d, err := store.ApplyRetention(ctx, worker, store.Retention{}, now.AddDate(10, 0, 0)); err != nil || len(d) != 0 {
+		t.Fatalf("no retention dropped %v (%v)", d, err)
+	}
+	api, err := store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 1, Role: store.RoleAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	if _, err := api.Exec(ctx, `SELECT herald_drop_partitions('delivery_attempts', now() + interval '10 years')`); err == nil {
+		t.Fatal("herald_api dropped partitions")
+	}
+	if _, err := worker.Exec(ctx, `SELECT herald_drop_partitions('deliveries', now())`); err == nil {
+		t.Fatal("herald_drop_partitions accepted deliveries")
+	}
+}
