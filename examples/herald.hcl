@@ -139,4 +139,5 @@ tracing {
 # keeps rows forever. `herald retention status` shows what goes when.
 retention {
   delivery_attempts = "0s" # e.g. "720h": 30 days of attempt log
+  notifications     = "0s" # e.g. "8760h": a year of inbox
 }

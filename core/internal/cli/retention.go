@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/spf13/cobra"
 )
@@ -28,7 +29,7 @@ func newRetentionCmd() *cobra.Command {
 				return err
 			}
 			return withTx(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
-				return runRetentionStatus(ctx, cmd.OutOrStdout(), q, store.Retention{DeliveryAttempts: d.Retention.DeliveryAttempts}, time.Now())
+				return runRetentionStatus(ctx, cmd.OutOrStdout(), q, retentionOf(d), time.Now())
 			})
 		},
 	}
@@ -42,7 +43,7 @@ func newRetentionCmd() *cobra.Command {
 				return err
 			}
 			return withTx(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
-				dropped, err := store.ApplyRetention(ctx, q, store.Retention{DeliveryAttempts: d.Retention.DeliveryAttempts}, time.Now())
+				dropped, err := store.ApplyRetention(ctx, q, retentionOf(d), time.Now())
 				if err != nil {
 					return err
 				}
@@ -58,6 +59,10 @@ func newRetentionCmd() *cobra.Command {
 	addConfigFlag(apply, &cfgPath)
 	cmd.AddCommand(status, apply)
 	return cmd
+}
+
+func retentionOf(d config.Daemon) store.Retention {
+	return store.Retention{DeliveryAttempts: d.Retention.DeliveryAttempts, Notifications: d.Retention.Notifications}
 }
 
 func day(t time.Time) string { return t.UTC().Format("2006-01-02") }

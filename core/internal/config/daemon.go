@@ -74,6 +74,11 @@ type RetentionConfig struct {
 	// long after its delivery was created, e.g. "720h" (30 days). 0 (the
 	// default) keeps it forever. At least 24h.
 	DeliveryAttempts time.Duration `koanf:"delivery_attempts"`
+	// Notifications keeps inbox rows for this long after their event was
+	// created, e.g. "8760h" (a year); their unread rows leave the unread
+	// counters as the month goes. 0 (the default) keeps them forever. At
+	// least 24h.
+	Notifications time.Duration `koanf:"notifications"`
 }
 
 // SupervisorConfig tunes the supervisor every stage of `herald serve`
@@ -575,6 +580,7 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"amqp.tls_server_name":         d.AMQP.TLSServerName,
 		"tracing.exporter":             d.Tracing.Exporter,
 		"retention.delivery_attempts":  d.Retention.DeliveryAttempts.String(),
+		"retention.notifications":      d.Retention.Notifications.String(),
 	}
 }
 
@@ -698,8 +704,13 @@ func (d Daemon) Validate() error {
 			bad(f, "must be a positive duration, got %s", durations[f])
 		}
 	}
-	if r := d.Retention.DeliveryAttempts; r != 0 && r < 24*time.Hour {
-		bad("retention.delivery_attempts", "must be 0 (keep forever) or at least 24h, got %s", r)
+	for _, f := range []struct {
+		name string
+		r    time.Duration
+	}{{"retention.delivery_attempts", d.Retention.DeliveryAttempts}, {"retention.notifications", d.Retention.Notifications}} {
+		if f.r != 0 && f.r < 24*time.Hour {
+			bad(f.name, "must be 0 (keep forever) or at least 24h, got %s", f.r)
+		}
 	}
 	switch d.Log.Level {
 	case "trace", "debug", "info", "warn", "error":

@@ -8,9 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// PartitionedTables lists Herald's tables partitioned by month (migration
-// 0018): delivery_attempts, by the created_at of the attempt's delivery.
-var PartitionedTables = []string{"delivery_attempts"}
+// PartitionedTables lists Herald's tables partitioned by month:
+// delivery_attempts by the created_at of the attempt's delivery (migration
+// 0018), notifications by the created_at of their event (0019).
+var PartitionedTables = []string{"delivery_attempts", "notifications"}
 
 // PartitionsAhead is how many months past the current one EnsurePartitions
 // keeps created.
@@ -66,6 +67,9 @@ func Partitions(ctx context.Context, q Querier, table string) ([]Partition, erro
 // the attempt's delivery). Zero keeps them forever.
 type Retention struct {
 	DeliveryAttempts time.Duration
+	// Notifications: dropping a month of notifications also takes its
+	// unread rows off the unread counters, in the same transaction.
+	Notifications time.Duration
 }
 
 // For returns the retention of table (zero: kept forever).
@@ -73,6 +77,8 @@ func (r Retention) For(table string) time.Duration {
 	switch table {
 	case "delivery_attempts":
 		return r.DeliveryAttempts
+	case "notifications":
+		return r.Notifications
 	}
 	return 0
 }

@@ -176,16 +176,20 @@ func TestEnsurePartitionsAhead(t *testing.T) {
 	}
 	defer worker.Close()
 	at := time.Date(2031, 11, 20, 23, 30, 0, 0, time.UTC)
-	if n, err := store.EnsurePartitions(ctx, worker, at); err != nil || n != store.PartitionsAhead+1 {
-		t.Fatalf("first round created %d (%v), want %d", n, err, store.PartitionsAhead+1)
+	perRound := (store.PartitionsAhead + 1) * len(store.PartitionedTables)
+	if n, err := store.EnsurePartitions(ctx, worker, at); err != nil || n != perRound {
+		t.Fatalf("first round created %d (%v), want %d", n, err, perRound)
 	}
 	if n, err := store.EnsurePartitions(ctx, worker, at); err != nil || n != 0 {
 		t.Fatalf("second round created %d (%v), want 0", n, err)
 	}
 	names := strings.Join(partitionNames(t, worker, "delivery_attempts"), " ")
+	names += " " + strings.Join(partitionNames(t, worker, "notifications"), " ")
 	for _, m := range []string{"y2031m11", "y2031m12", "y2032m01", "y2032m02"} {
-		if !strings.Contains(names, "delivery_attempts_"+m) {
-			t.Errorf("partition %s missing: %s", m, names)
+		for _, table := range store.PartitionedTables {
+			if !strings.Contains(names, table+"_"+m) {
+				t.Errorf("partition %s_%s missing: %s", table, m, names)
+			}
 		}
 	}
 	// Four daemons at once, a year later.
@@ -207,8 +211,8 @@ func TestEnsurePartitionsAhead(t *testing.T) {
 		}
 		total += counts[i]
 	}
-	if total != store.PartitionsAhead+1 {
-		t.Fatalf("racing daemons created %d partitions, want %d", total, store.PartitionsAhead+1)
+	if total != perRound {
+		t.Fatalf("racing daemons created %d partitions, want %d", total, perRound)
 	}
 	// The daemon's role writes an attempt of a delivery of 2032-01 into
 	// its partition; a partition it did not create refuses it.
@@ -388,5 +392,223 @@ func TestRetentionDropsWholeMonths(t *testing.T) {
 	}
 	if _, err := worker.Exec(ctx, `SELECT herald_drop_partitions('deliveries', now())`); err == nil {
 		t.Fatal("herald_drop_partitions accepted deliveries")
+	}
+}
+
+// fanout writes one notification (and no delivery) per user for an event
+// created at at, with fresh notification ids, as the relay does.
+func fanout(t *testing.T, db *testenv.DB, event string, at time.Time, users ...string) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var notes []store.NewNotification
+	for _, u := range users {
+		var id string
+		if err := tx.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		notes = append(notes, store.NewNotification{ID: id, TenantID: "t", EventID: event, UserID: u, EventType: "X", Severity: "info", CreatedAt: at})
+	}
+	n, _, err := store.InsertFanout(ctx, tx, notes, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFanoutKeyRefusesRetriedEventAcrossPartitions: a fan-out of an event
+// run again (new notification ids, the event's same creation time) writes
+// nothing, in this month's partition and in an older one; the rows go to
+// the partition of the event's month.
+func TestFanoutKeyRefusesRetriedEventAcrossPartitions(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	old := time.Now().UTC().AddDate(0, -2, 0)
+	if _, err := db.Pool.Exec(ctx, `SELECT herald_ensure_partitions('notifications', $1, now())`, old); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Time{time.Now(), old} {
+		ev := "e-" + at.Format("200601")
+		if n := fanout(t, db, ev, at, "u1", "u2"); n != 2 {
+			t.Fatalf("first fan-out of %s wrote %d, want 2", ev, n)
+		}
+		if n := fanout(t, db, ev, at, "u1", "u2", "u3"); n != 1 {
+			t.Fatalf("retried fan-out of %s wrote %d, want 1 (u3 only)", ev, n)
+		}
+		var n int
+		var parts string
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*), string_agg(DISTINCT tableoid::regclass::text, ',') FROM notifications WHERE event_id = $1`, ev).
+			Scan(&n, &parts); err != nil {
+			t.Fatal(err)
+		}
+		if n != 3 || parts != monthName("notifications", at) {
+			t.Fatalf("%s: %d notifications in %s, want 3 in %s", ev, n, parts, monthName("notifications", at))
+		}
+	}
+	var unread int
+	if err := db.Pool.QueryRow(ctx, `SELECT sum(unread) FROM notification_counters WHERE tenant_id = 't'`).Scan(&unread); err != nil || unread != 6 {
+		t.Fatalf("unread counters sum to %d (%v), want 6", unread, err)
+	}
+}
+
+// TestRetentionOfNotificationsKeepsCountersExact: dropping the months of
+// notifications past retention takes their unread rows off the counters
+// in the same transaction: afterwards every counter equals a recount
+// (store.RepairCounters finds no drift), and the rows left are the newer
+// months' whole.
+func TestRetentionOfNotificationsKeepsCountersExact(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if _, err := db.Pool.Exec(ctx, `SELECT herald_ensure_partitions('notifications', $1, now())`, now.AddDate(0, -5, 0)); err != nil {
+		t.Fatal(err)
+	}
+	users := []string{"u1", "u2", "u3"}
+	for back := range 6 {
+		for e := range 4 {
+			fanout(t, db, fmt.Sprintf("e%d-%d", back, e), now.AddDate(0, -back, 0), users...)
+		}
+	}
+	// Some read, some archived, in old and new months.
+	if _, err := db.Pool.Exec(ctx, `WITH r AS (UPDATE notifications SET read_at = now() WHERE event_id LIKE '%-1' AND user_id <> 'u3'
+			RETURNING tenant_id, user_id, project_id, archived_at IS NULL AS counted),
+		a AS (UPDATE notifications SET archived_at = now() WHERE event_id LIKE '%-2' AND user_id = 'u1'
+			RETURNING tenant_id, user_id, project_id, read_at IS NULL AS counted)
+		UPDATE notification_counters c SET unread = c.unread - x.n FROM (
+			SELECT tenant_id, user_id, project_id, count(*) AS n FROM (SELECT * FROM r UNION ALL SELECT * FROM a) y WHERE counted GROUP BY 1, 2, 3) x
+		WHERE c.tenant_id = x.tenant_id AND c.user_id = x.user_id AND c.project_id = x.project_id`); err != nil {
+		t.Fatal(err)
+	}
+	drift := func() []store.Drift {
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		d, err := store.RepairCounters(ctx, tx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := drift(); len(d) != 0 {
+		t.Fatalf("counters drift before the drop: %+v", d)
+	}
+	var before int
+	if err := db.Pool.QueryRow(ctx, `SELECT sum(unread) FROM notification_counters`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	worker, err := store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 2, Role: store.RoleWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer worker.Close()
+	// Kept 60 days: the months ending more than 60 days ago go (at least
+	// the three oldest of the six written).
+	dropped, err := store.ApplyRetention(ctx, worker, store.Retention{Notifications: 60 * 24 * time.Hour}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone int
+	for _, p := range dropped {
+		if p.Table == "notifications" {
+			gone++
+		}
+		if p.Table != "notifications" || p.To.After(now.Add(-60*24*time.Hour)) {
+			t.Errorf("dropped %s (to %s) with notifications kept 60 days at %s", p.Name, p.To, now)
+		}
+	}
+	if gone < 3 {
+		t.Fatalf("dropped %d months of notifications, want at least 3", gone)
+	}
+	if d := drift(); len(d) != 0 {
+		t.Fatalf("counters drift after dropping %d months: %+v", gone, d)
+	}
+	var after, rows int
+	if err := db.Pool.QueryRow(ctx, `SELECT (SELECT sum(unread) FROM notification_counters), (SELECT count(*) FROM notifications)`).Scan(&after, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if after >= before || rows != (6-gone)*4*3 {
+		t.Fatalf("after the drop: %d unread (was %d), %d rows (want %d)", after, before, rows, (6-gone)*4*3)
+	}
+}
+
+// TestMigration0019PartitionsExistingNotifications migrates a database at
+// 0018 holding notifications of two months and a pending event of an
+// older one: every row lands in its month's partition, the event's month
+// exists for its fan-out, and the counters still match a recount.
+func TestMigration0019PartitionsExistingNotifications(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	adminURL := testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL)
+	url, drop, err := store.CreateDatabase(ctx, adminURL, testenv.RandomName("herald_test_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	if err := store.MigrateUpTo(ctx, url, 18); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := store.EnsureTenant(ctx, pool, "t", "t"); err != nil {
+		t.Fatal(err)
+	}
+	old, older := time.Date(2025, 3, 31, 23, 0, 0, 0, time.UTC), time.Date(2024, 11, 2, 0, 0, 0, 0, time.UTC)
+	for _, s := range []struct {
+		sql string
+		arg time.Time
+	}{
+		{`INSERT INTO notifications (tenant_id, event_id, user_id, event_type, created_at, read_at) VALUES
+			('t', 'e1', 'u', 'T', $1, NULL), ('t', 'e2', 'u', 'T', now(), NULL), ('t', 'e3', 'u', 'T', now(), now())`, old},
+		{`INSERT INTO notification_counters (tenant_id, user_id, unread) SELECT 't', 'u', 2 WHERE $1::timestamptz IS NOT NULL`, old},
+		{`INSERT INTO event_outbox (tenant_id, event_id, event_type, created_at) VALUES ('t', 'e4', 'T', $1)`, older},
+	} {
+		if _, err := pool.Exec(ctx, s.sql, s.arg); err != nil {
+			t.Fatalf("%s: %v", s.sql, err)
+		}
+	}
+	if err := store.MigrateUpTo(ctx, url, 19); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT event_id || ':' || tableoid::regclass::text FROM notifications ORDER BY event_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	cur := monthName("notifications", time.Now())
+	if want := []string{"e1:notifications_y2025m03", "e2:" + cur, "e3:" + cur}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("notifications by partition: %v, want %v", got, want)
+	}
+	names := strings.Join(partitionNames(t, pool, "notifications"), " ")
+	if !strings.Contains(names, "notifications_y2024m11") {
+		t.Fatalf("no partition for the pending event of 2024-11: %s", names)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if d, err := store.RepairCounters(ctx, tx, ""); err != nil || len(d) != 0 {
+		t.Fatalf("counters drift after the migration: %+v (%v)", d, err)
 	}
 }
