@@ -220,10 +220,32 @@ func TestEnsurePartitionsAhead(t *testing.T) {
 		VALUES ('t', gen_random_uuid(), 1, 'sent', now(), '2032-01-31 23:59:59Z')`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = worker.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at, delivery_created_at)
-		VALUES ('t', gen_random_uuid(), 1, 'sent', now(), '2040-01-01Z')`)
-	if err == nil || !strings.Contains(err.Error(), "no partition") {
-		t.Fatalf("insert beyond the partitions: want no partition found, got %v", err)
+	// A row of a month without a partition waits in the default
+	// partition (migration 0020), and moves into its month when the month
+	// is created.
+	if _, err := worker.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at, delivery_created_at)
+		VALUES ('t', gen_random_uuid(), 1, 'sent', now(), '2040-01-15Z')`); err != nil {
+		t.Fatalf("insert beyond the partitions: %v", err)
+	}
+	where := func() string {
+		var part string
+		if err := worker.QueryRow(ctx, `SELECT tableoid::regclass::text FROM delivery_attempts WHERE delivery_created_at = '2040-01-15Z'`).Scan(&part); err != nil {
+			t.Fatal(err)
+		}
+		return part
+	}
+	if p := where(); p != "delivery_attempts_default" {
+		t.Fatalf("row of 2040-01 in %s, want the default partition", p)
+	}
+	if _, err := store.EnsurePartitions(ctx, worker, time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	if p := where(); p != "delivery_attempts_y2040m01" {
+		t.Fatalf("row of 2040-01 in %s after its month was created, want delivery_attempts_y2040m01", p)
+	}
+	var pk int
+	if err := worker.QueryRow(ctx, `SELECT count(*) FROM pg_index WHERE indrelid = 'delivery_attempts_y2040m01'::regclass AND indisprimary`).Scan(&pk); err != nil || pk != 1 {
+		t.Fatalf("the month attached with %d primary keys (%v)", pk, err)
 	}
 	// Nothing but Herald's partitioned tables, nor an absurd range.
 	for _, args := range [][]any{{"deliveries", at, at}, {"delivery_attempts", at, at.AddDate(-1, 0, 0)}, {"delivery_attempts", at, at.AddDate(50, 0, 0)}} {
@@ -610,5 +632,59 @@ func TestMigration0019PartitionsExistingNotifications(t *testing.T) {
 	defer tx.Rollback(ctx)
 	if d, err := store.RepairCounters(ctx, tx, ""); err != nil || len(d) != 0 {
 		t.Fatalf("counters drift after the migration: %+v (%v)", d, err)
+	}
+}
+
+// TestRowsOfMonthsWithoutPartition: the outcome of a delivery whose month
+// has no partition (dropped by retention, or never made) is still recorded,
+// in the default partition, and so is the fan-out of such an event;
+// retention then deletes those rows with the rest, the unread counters
+// staying equal to a recount.
+func TestRowsOfMonthsWithoutPartition(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	now := time.Now()
+	id := insertOneDelivery(t, db, 3)
+	if _, err := db.Pool.Exec(ctx, `UPDATE deliveries SET created_at = now() - interval '400 days' WHERE delivery_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	sent := store.Outcome{ID: id, Attempt: 1, Kind: "sent", Status: store.StatusSent, StartedAt: now}
+	if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{sent}); err != nil || n != 1 {
+		t.Fatalf("outcome of a delivery of a month without partition: %d logged, %v", n, err)
+	}
+	if n := fanout(t, db, "old-event", now.AddDate(0, 0, -400), "u1", "u2"); n != 2 {
+		t.Fatalf("fan-out of an event of a month without partition wrote %d, want 2", n)
+	}
+	if n := fanout(t, db, "old-event", now.AddDate(0, 0, -400), "u1", "u2"); n != 0 {
+		t.Fatalf("retried fan-out of that event wrote %d, want 0", n)
+	}
+	count := func(table string) int {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if a, n := count("delivery_attempts_default"), count("notifications_default"); a != 1 || n != 2 {
+		t.Fatalf("default partitions hold %d attempts and %d notifications, want 1 and 2", a, n)
+	}
+	if _, err := store.ApplyRetention(ctx, db.Pool, store.Retention{DeliveryAttempts: 30 * 24 * time.Hour, Notifications: 30 * 24 * time.Hour}, now); err != nil {
+		t.Fatal(err)
+	}
+	if a, n := count("delivery_attempts_default"), count("notifications_default"); a != 0 || n != 0 {
+		t.Fatalf("after retention the default partitions hold %d attempts and %d notifications, want none", a, n)
+	}
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if d, err := store.RepairCounters(ctx, tx, ""); err != nil || len(d) != 0 {
+		t.Fatalf("counters drift after retention of the default partition: %+v (%v)", d, err)
+	}
+	// The current month's rows stay.
+	if n := count("notifications"); n != 1 {
+		t.Fatalf("%d notifications left, want 1 (the delivery's, of now)", n)
 	}
 }
