@@ -133,3 +133,11 @@ log {
 tracing {
   exporter = "none"
 }
+
+# Retention of the partitioned tables: the daemon drops a whole monthly
+# partition once every row in it is older (never a DELETE). 0 or absent
+# keeps rows forever. `herald retention status` shows what goes when.
+retention {
+  delivery_attempts = "0s" # e.g. "720h": 30 days of attempt log
+  notifications     = "0s" # e.g. "8760h": a year of inbox
+}

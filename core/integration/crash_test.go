@@ -362,7 +362,7 @@ func (e *env) insertCanary(event string) string {
 	if err := tx.QueryRow(ctx, `SELECT gen_random_uuid()::text`).Scan(&nid); err != nil {
 		e.t.Fatal(err)
 	}
-	note := store.NewNotification{ID: nid, TenantID: e.tenant, EventID: event, UserID: "canary", EventType: "RESERVATION_REQUESTED", Severity: "info"}
+	note := store.NewNotification{ID: nid, TenantID: e.tenant, EventID: event, UserID: "canary", EventType: "RESERVATION_REQUESTED", Severity: "info", CreatedAt: time.Now()}
 	del := store.NewDelivery{NotificationID: nid, TenantID: e.tenant, EventID: event, EventType: "RESERVATION_REQUESTED", UserID: "canary",
 		UserType: "STAFF", Channel: "EMAIL", Severity: "info", Status: store.StatusPublished, MaxAttempts: 5, NextAttemptAt: time.Now(),
 		Recipient: json.RawMessage(`{"user_id":"canary","email":"canary@example.com"}`), Content: json.RawMessage(`{"title":"canary","body":"canary"}`)}

@@ -186,7 +186,7 @@ func RunAdmin(ctx context.Context, env Env, sc AdminScenario) (res AdminResult, 
 		return res, fmt.Errorf("bench: admin: analyze: %w", err)
 	}
 	res.Analyze = time.Since(start)
-	if err := pool.QueryRow(ctx, `SELECT pg_total_relation_size('notifications')`).Scan(&res.TableBytes); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::bigint FROM pg_partition_tree('notifications') WHERE isleaf`).Scan(&res.TableBytes); err != nil {
 		return res, fmt.Errorf("bench: admin: table size: %w", err)
 	}
 	logf("admin: loaded in %s, analyzed in %s; %s with indexes", res.Load.Round(100*time.Millisecond),
@@ -281,6 +281,16 @@ const adminBatch = 100
 // archived, 30 % unread. The first few tenants split their rows 40 % to
 // "default" and 20 % to each of three more projects. The random numbers
 // are seeded, so every run loads the same rows.
+// ensureNotificationMonths creates the monthly partitions of notifications
+// (migration 0019) for rows dated up to days before now.
+func ensureNotificationMonths(ctx context.Context, pool *pgxpool.Pool, days int, now time.Time) error {
+	if _, err := pool.Exec(ctx, `SELECT herald_ensure_partitions('notifications', $1, $2)`,
+		now.AddDate(0, 0, -days-1), now); err != nil {
+		return fmt.Errorf("bench: partitions of notifications: %w", err)
+	}
+	return nil
+}
+
 func loadNotifications(ctx context.Context, pool *pgxpool.Pool, sc AdminScenario, now time.Time) error {
 	tenants := make([]string, sc.Tenants)
 	for t := range tenants {
@@ -288,6 +298,9 @@ func loadNotifications(ctx context.Context, pool *pgxpool.Pool, sc AdminScenario
 	}
 	projects := append([]string{store.DefaultProject, store.DefaultProject}, adminExtraProjects...)
 	span := (time.Duration(sc.Days) * 24 * time.Hour).Seconds()
+	if err := ensureNotificationMonths(ctx, pool, sc.Days, now); err != nil {
+		return err
+	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT setseed(0.42)`); err != nil {
 			return err

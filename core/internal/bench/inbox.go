@@ -328,7 +328,7 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 		return res, fmt.Errorf("bench: inbox: vacuum: %w", err)
 	}
 	res.Vacuum = time.Since(start)
-	if err := pool.QueryRow(ctx, `SELECT pg_total_relation_size('notifications')`).Scan(&res.TableBytes); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::bigint FROM pg_partition_tree('notifications') WHERE isleaf`).Scan(&res.TableBytes); err != nil {
 		return res, fmt.Errorf("bench: inbox: table size: %w", err)
 	}
 	logf("inbox: loaded in %s, counters in %s, VACUUM (ANALYZE) in %s; %s with indexes", res.Load.Round(100*time.Millisecond),
@@ -543,6 +543,9 @@ func loadShared(ctx context.Context, pool *pgxpool.Pool, sc InboxScenario, now t
 	}
 	perTenant := sc.Users / sc.Tenants
 	span := (time.Duration(sc.Days) * 24 * time.Hour).Seconds()
+	if err := ensureNotificationMonths(ctx, pool, sc.Days, now); err != nil {
+		return err
+	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT setseed(0.24)`); err != nil {
 			return err

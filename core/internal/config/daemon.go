@@ -59,6 +59,26 @@ type Daemon struct {
 	Supervisor SupervisorConfig `koanf:"supervisor"`
 	// Tracing turns OpenTelemetry tracing on (see package tracing).
 	Tracing TracingConfig `koanf:"tracing"`
+	// Retention drops old rows of the partitioned tables, whole months
+	// at a time (store.ApplyRetention); zero keeps them forever.
+	Retention RetentionConfig `koanf:"retention"`
+}
+
+// RetentionConfig is how long the rows of Herald's partitioned tables are
+// kept. The daemon drops a monthly partition once every row in it is
+// older than its table's retention (detach and drop, never a DELETE);
+// `herald retention status` shows which will go when. Retention is global:
+// a partition holds every tenant's rows of its month.
+type RetentionConfig struct {
+	// DeliveryAttempts keeps the attempt log (delivery_attempts) for this
+	// long after its delivery was created, e.g. "720h" (30 days). 0 (the
+	// default) keeps it forever. At least 24h.
+	DeliveryAttempts time.Duration `koanf:"delivery_attempts"`
+	// Notifications keeps inbox rows for this long after their event was
+	// created, e.g. "8760h" (a year); their unread rows leave the unread
+	// counters as the month goes. 0 (the default) keeps them forever. At
+	// least 24h.
+	Notifications time.Duration `koanf:"notifications"`
 }
 
 // SupervisorConfig tunes the supervisor every stage of `herald serve`
@@ -559,6 +579,8 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"amqp.tls_key_file":            d.AMQP.TLSKeyFile,
 		"amqp.tls_server_name":         d.AMQP.TLSServerName,
 		"tracing.exporter":             d.Tracing.Exporter,
+		"retention.delivery_attempts":  d.Retention.DeliveryAttempts.String(),
+		"retention.notifications":      d.Retention.Notifications.String(),
 	}
 }
 
@@ -680,6 +702,14 @@ func (d Daemon) Validate() error {
 	for _, f := range sortedKeys(durations) {
 		if durations[f] <= 0 {
 			bad(f, "must be a positive duration, got %s", durations[f])
+		}
+	}
+	for _, f := range []struct {
+		name string
+		r    time.Duration
+	}{{"retention.delivery_attempts", d.Retention.DeliveryAttempts}, {"retention.notifications", d.Retention.Notifications}} {
+		if f.r != 0 && f.r < 24*time.Hour {
+			bad(f.name, "must be 0 (keep forever) or at least 24h, got %s", f.r)
 		}
 	}
 	switch d.Log.Level {

@@ -490,3 +490,27 @@ func TestExampleDaemonConfigLoads(t *testing.T) {
 		t.Fatalf("production settings: %+v %+v", d.Database, d.AMQP)
 	}
 }
+
+func TestRetentionConfig(t *testing.T) {
+	t.Parallel()
+	d, err := LoadDaemon(writeFile(t, "herald.hcl", "retention {\n  delivery_attempts = \"720h\"\n  notifications = \"8760h\"\n}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Retention.DeliveryAttempts != 720*time.Hour || d.Retention.Notifications != 8760*time.Hour {
+		t.Fatalf("retention = %+v, want 720h and 8760h", d.Retention)
+	}
+	if _, err := LoadDaemon(writeFile(t, "herald.hcl", "retention {\n  notifications = \"23h\"\n}\n")); err == nil ||
+		!strings.Contains(err.Error(), "retention.notifications") {
+		t.Errorf("retention.notifications = 23h: want an error naming the field, got %v", err)
+	}
+	if d, err := LoadDaemon(""); err != nil || d.Retention.DeliveryAttempts != 0 {
+		t.Fatalf("default retention %s (%v), want 0 (forever)", d.Retention.DeliveryAttempts, err)
+	}
+	for _, body := range []string{`"1h"`, `"-720h"`, `"30 days"`, `true`} {
+		_, err := LoadDaemon(writeFile(t, "herald.hcl", "retention {\n  delivery_attempts = "+body+"\n}\n"))
+		if err == nil || !strings.Contains(err.Error(), "delivery_attempts") {
+			t.Errorf("retention.delivery_attempts = %s: want an error naming the field, got %v", body, err)
+		}
+	}
+}

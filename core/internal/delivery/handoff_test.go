@@ -60,7 +60,7 @@ func (f *handoffFixture) writeBatch(t *testing.T, event string, n int, grace tim
 	for i := range n {
 		nid := fmt.Sprintf("0190d0a0-0000-7000-8000-%012d", len(event)*1000+i)
 		user := fmt.Sprintf("u%d", i)
-		notes = append(notes, store.NewNotification{ID: nid, TenantID: "t", EventID: event, UserID: user, EventType: "X", Severity: "info"})
+		notes = append(notes, store.NewNotification{ID: nid, TenantID: "t", EventID: event, UserID: user, EventType: "X", Severity: "info", CreatedAt: time.Now()})
 		dels = append(dels, store.NewDelivery{NotificationID: nid, TenantID: "t", EventID: event, EventType: "X", UserID: user,
 			UserType: "CUSTOMER", Channel: "EMAIL", Severity: "info", Status: store.StatusPublished, MaxAttempts: 3,
 			NextAttemptAt: time.Now(), Recipient: json.RawMessage(`{"user_id":"` + user + `","email":"` + user + `@example.com"}`),

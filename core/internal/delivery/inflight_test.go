@@ -74,7 +74,7 @@ func TestTakeChecksWhatIsStillDue(t *testing.T) {
 	var dels []store.NewDelivery
 	for i, u := range []string{"u1", "u2", "u3"} {
 		nid := "0190d0a0-0000-7000-8000-00000000010" + strconv.Itoa(i)
-		notes = append(notes, store.NewNotification{ID: nid, TenantID: "t", EventID: "e", UserID: u, EventType: "X", Severity: "info"})
+		notes = append(notes, store.NewNotification{ID: nid, TenantID: "t", EventID: "e", UserID: u, EventType: "X", Severity: "info", CreatedAt: time.Now()})
 		dels = append(dels, store.NewDelivery{NotificationID: nid, TenantID: "t", EventID: "e", EventType: "X", UserID: u,
 			UserType: "CUSTOMER", Channel: "EMAIL", Severity: "info", Status: store.StatusPublished, MaxAttempts: 3, NextAttemptAt: time.Now()})
 	}

@@ -109,7 +109,7 @@ func (w *world) seed(t *testing.T, notes ...note) []string {
 		}
 		nn := store.NewNotification{ID: id, TenantID: n.tenant, ProjectID: n.project, EventID: ev, UserID: n.user,
 			EventType: cmp(n.eventType, "RESERVATION"), Title: cmp(n.title, "title"), Body: n.body, Severity: cmp(n.severity, "info"),
-			ShareKey: n.share}
+			ShareKey: n.share, CreatedAt: time.Now()}
 		err := pgx.BeginFunc(context.Background(), w.db.Pool, func(tx pgx.Tx) error {
 			_, _, err := store.InsertFanout(context.Background(), tx, []store.NewNotification{nn}, nil)
 			return err

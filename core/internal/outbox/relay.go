@@ -405,7 +405,7 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 			return nil, nil, err
 		}
 		note := store.NewNotification{ID: nid.String(), TenantID: e.TenantID, ProjectID: e.ProjectID, EventID: e.EventID, UserID: rd.Recipient.UserID,
-			EventType: e.Type, Title: inbox.Title, Body: inbox.Body, Data: inbox.Data, Severity: dec.Severity}
+			EventType: e.Type, Title: inbox.Title, Body: inbox.Body, Data: inbox.Data, Severity: dec.Severity, CreatedAt: e.CreatedAt}
 		if note.Title == "" {
 			note.Title = inbox.Subject
 		}

@@ -139,7 +139,7 @@ func TestInsertFanoutTwiceWritesOnce(t *testing.T) {
 	t.Parallel()
 	db, _ := setup(t)
 	ctx := context.Background()
-	note := store.NewNotification{ID: "0190d0a0-0000-7000-8000-000000000001", TenantID: "t1", EventID: "e1", UserID: "u1", EventType: "PING", Severity: "info"}
+	note := store.NewNotification{ID: "0190d0a0-0000-7000-8000-000000000001", TenantID: "t1", EventID: "e1", UserID: "u1", EventType: "PING", Severity: "info", CreatedAt: time.Now()}
 	del := store.NewDelivery{NotificationID: note.ID, TenantID: "t1", EventID: "e1", EventType: "PING", UserID: "u1", UserType: "CUSTOMER",
 		Channel: "EMAIL", Severity: "info", Status: store.StatusPending, MaxAttempts: 3, NextAttemptAt: time.Now()}
 	for i := range 2 {

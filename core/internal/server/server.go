@@ -495,6 +495,12 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		}
 	}
 
+	// The monthly partitions ahead (and retention's drops) are the
+	// daemon's own work: no cron.
+	keeper := &PartitionKeeper{Pool: pool, Log: log.Named("partitions"), Every: time.Hour}
+	if d.Retention.DeliveryAttempts > 0 || d.Retention.Notifications > 0 {
+		keeper.Retention = &store.Retention{DeliveryAttempts: d.Retention.DeliveryAttempts, Notifications: d.Retention.Notifications}
+	}
 	// One supervisor runs every stage; the phases are the shutdown order.
 	sup := NewSupervisor(log, d.Supervisor.ShutdownGrace)
 	grace := d.Supervisor.ShutdownGrace
@@ -505,6 +511,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	sup.Add(PhaseIntake, "rules watcher", watcher.Run)
 	sup.Add(PhaseIntake, "live gateway", public.Live.Run)
 	sup.Add(PhaseIntake, "action publisher", public.Actions.Run)
+	sup.Add(PhaseIntake, "partition keeper", keeper.Run)
 	sup.Add(PhaseRelay, "relay", relay.Run)
 	if handoff != nil {
 		sup.Add(PhasePublish, "handoff", handoff.Run)

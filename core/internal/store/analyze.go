@@ -47,10 +47,29 @@ func AnalyzeStale(ctx context.Context, db interface {
 		}
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-		WHERE s.schemaname = current_schema() AND s.relname = ANY($1)
+	// A partitioned table (migration 0018) has no rows of its own: it is
+	// stale when its partitions together are, and then an ANALYZE of it
+	// samples the whole and recurses into every partition. Otherwise a
+	// partition that is stale on its own (the new month, filling from
+	// empty) is analyzed alone.
+	rows, err := tx.Query(ctx, `WITH rel AS (
+			SELECT p.relname AS name, x.mods, x.tuples, p.relkind = 'p' AS parent, p.oid
+			FROM pg_class p CROSS JOIN LATERAL (
+				SELECT coalesce(sum(s.n_mod_since_analyze), 0) AS mods, coalesce(sum(greatest(c.reltuples, 0)), 0) AS tuples
+				FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
+				WHERE (p.relkind <> 'p' AND c.oid = p.oid)
+				   OR (p.relkind = 'p' AND c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = p.oid))) x
+			WHERE p.relnamespace = current_schema()::regnamespace AND p.relname = ANY($1) AND p.relkind IN ('r', 'p')
+		), stale AS (
+			SELECT name, parent, oid FROM rel WHERE mods >= 500 + 0.1 * tuples
+		)
+		SELECT name FROM stale
+		UNION ALL
+		SELECT c.relname FROM rel JOIN pg_inherits i ON i.inhparent = rel.oid JOIN pg_class c ON c.oid = i.inhrelid
+			JOIN pg_stat_user_tables s ON s.relid = c.oid
+		WHERE rel.parent AND rel.name NOT IN (SELECT name FROM stale)
 		  AND s.n_mod_since_analyze >= 500 + 0.1 * greatest(c.reltuples, 0)
-		ORDER BY s.relname`, analyzed)
+		ORDER BY 1`, analyzed)
 	if err != nil {
 		return nil, fmt.Errorf("analyze: %w", err)
 	}

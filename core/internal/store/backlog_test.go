@@ -24,7 +24,7 @@ func TestReadBacklogCountsWaitingRowsThroughPartialIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	note := store.NewNotification{ID: "0190d0a0-0000-7000-8000-0000000000bb", TenantID: "t", EventID: "e", UserID: "u", EventType: "X", Severity: "info"}
+	note := store.NewNotification{ID: "0190d0a0-0000-7000-8000-0000000000bb", TenantID: "t", EventID: "e", UserID: "u", EventType: "X", Severity: "info", CreatedAt: time.Now()}
 	var dels []store.NewDelivery
 	for _, d := range []struct {
 		channel, status string

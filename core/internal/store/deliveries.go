@@ -419,12 +419,13 @@ func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error)
 				attempts = CASE WHEN m.counted THEN m.attempt ELSE d.attempts END,
 				sent_at = CASE WHEN m.status = 'SENT' THEN now() ELSE d.sent_at END
 			FROM m WHERE d.delivery_id = m.id AND `+sendable+`
-			RETURNING d.delivery_id, d.tenant_id
+			RETURNING d.delivery_id, d.tenant_id, d.created_at
 		)
-		INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, provider, provider_message_id, error, retry_after_ms, started_at)
-		SELECT upd.tenant_id, m.id, m.attempt, m.kind, m.provider, m.pmid, m.err, m.retry_ms, m.started_at
+		INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, provider, provider_message_id, error, retry_after_ms, started_at,
+			delivery_created_at)
+		SELECT upd.tenant_id, m.id, m.attempt, m.kind, m.provider, m.pmid, m.err, m.retry_ms, m.started_at, upd.created_at
 		FROM upd JOIN m ON m.id = upd.delivery_id WHERE m.counted
-		ON CONFLICT (delivery_id, attempt) DO NOTHING`,
+		ON CONFLICT (delivery_id, attempt, delivery_created_at) DO NOTHING`,
 		ids, atts, kinds, provs, pmids, errs, stats, retry, next, started, counted)
 	if err != nil {
 		return 0, fmt.Errorf("record outcomes: %w", err)
@@ -445,15 +446,15 @@ const MaxLostAttempts = 3
 func ExpireLeases(ctx context.Context, q Querier) (int, error) {
 	tag, err := q.Exec(ctx, `WITH upd AS (
 			UPDATE deliveries d SET status = CASE WHEN (SELECT count(*) FROM delivery_attempts a
-					WHERE a.delivery_id = d.delivery_id AND a.outcome = 'lost') >= $1 THEN 'FAILED' ELSE 'RETRY' END,
+					WHERE a.delivery_id = d.delivery_id AND a.delivery_created_at = d.created_at AND a.outcome = 'lost') >= $1 THEN 'FAILED' ELSE 'RETRY' END,
 				max_attempts = d.max_attempts + 1,
 				last_error = 'attempt lost: lease expired while sending', next_attempt_at = now(), lease_until = NULL, updated_at = now()
 			WHERE d.queue = 'SENDING' AND d.lease_until < now()
-			RETURNING d.delivery_id, d.tenant_id, d.attempts, d.updated_at
+			RETURNING d.delivery_id, d.tenant_id, d.attempts, d.updated_at, d.created_at
 		)
-		INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, error, started_at)
-		SELECT tenant_id, delivery_id, attempts, 'lost', 'lease expired while sending', updated_at FROM upd
-		ON CONFLICT (delivery_id, attempt) DO NOTHING`, MaxLostAttempts)
+		INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, error, started_at, delivery_created_at)
+		SELECT tenant_id, delivery_id, attempts, 'lost', 'lease expired while sending', updated_at, created_at FROM upd
+		ON CONFLICT (delivery_id, attempt, delivery_created_at) DO NOTHING`, MaxLostAttempts)
 	if err != nil {
 		return 0, fmt.Errorf("expire leases: %w", err)
 	}

@@ -189,7 +189,7 @@ func insertOneDelivery(t *testing.T, db *testenv.DB, maxAttempts int) string {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	note := store.NewNotification{ID: "0190d0a0-0000-7000-8000-0000000000aa", TenantID: "t", EventID: "e", UserID: "u", EventType: "X", Severity: "info"}
+	note := store.NewNotification{ID: "0190d0a0-0000-7000-8000-0000000000aa", TenantID: "t", EventID: "e", UserID: "u", EventType: "X", Severity: "info", CreatedAt: time.Now()}
 	del := store.NewDelivery{NotificationID: note.ID, TenantID: "t", EventID: "e", EventType: "X", UserID: "u", UserType: "CUSTOMER",
 		Channel: "EMAIL", Severity: "info", Status: store.StatusPending, MaxAttempts: maxAttempts, NextAttemptAt: time.Now()}
 	if _, _, err := store.InsertFanout(ctx, tx, []store.NewNotification{note}, []store.NewDelivery{del}); err != nil {

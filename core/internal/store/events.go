@@ -88,6 +88,10 @@ type NewNotification struct {
 	Severity  string
 	// ShareKey groups first-to-act notifications ("" for none).
 	ShareKey string
+	// CreatedAt is the creation time of the notification's event: the
+	// partition key of notifications, and part of the unique key that
+	// makes a retried fan-out write nothing (migration 0019). Required.
+	CreatedAt time.Time
 }
 
 // NewDelivery is a delivery row the relay writes.
@@ -131,7 +135,13 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 	ids, tenants, projects, events, users, types, titles, bodies, datas, sevs, shares :=
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
+	created := make([]time.Time, n)
 	for i, nt := range notes {
+		// Not now(): a retried fan-out must carry the same key.
+		if nt.CreatedAt.IsZero() {
+			return 0, nil, fmt.Errorf("insert notifications: notification %s of event %s has no CreatedAt (the event's time)", nt.ID, nt.EventID)
+		}
+		created[i] = nt.CreatedAt
 		ids[i], tenants[i], events[i], users[i], types[i] = nt.ID, nt.TenantID, nt.EventID, nt.UserID, nt.EventType
 		projects[i] = nt.ProjectID
 		if projects[i] == "" {
@@ -151,9 +161,11 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 	// by the same statement, in (tenant, user, project) order so that
 	// concurrent relays never deadlock on them.
 	rows, err := tx.Query(ctx, `WITH ins AS (
-			INSERT INTO notifications (notification_id, tenant_id, event_id, user_id, event_type, title, body, data, severity, share_key, project_id)
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::text[])
-			ON CONFLICT (tenant_id, event_id, user_id) DO NOTHING
+			INSERT INTO notifications (notification_id, tenant_id, event_id, user_id, event_type, title, body, data, severity, share_key, project_id,
+				created_at)
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::text[],
+				$12::timestamptz[])
+			ON CONFLICT (tenant_id, event_id, user_id, created_at) DO NOTHING
 			RETURNING notification_id, tenant_id, user_id, project_id
 		), bump AS (
 			INSERT INTO notification_counters (tenant_id, user_id, project_id, unread)
@@ -161,7 +173,7 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 			ON CONFLICT (tenant_id, user_id, project_id) DO UPDATE SET unread = notification_counters.unread + EXCLUDED.unread
 		)
 		SELECT notification_id::text, row_security_active('deliveries') FROM ins`,
-		ids, tenants, events, users, types, titles, bodies, datas, sevs, shares, projects)
+		ids, tenants, events, users, types, titles, bodies, datas, sevs, shares, projects, created)
 	if err != nil {
 		return 0, nil, fmt.Errorf("insert notifications: %w", err)
 	}

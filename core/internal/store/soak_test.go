@@ -23,7 +23,7 @@ func insertPublished(t *testing.T, db *testenv.DB, event string, n int) []string
 		var dels []store.NewDelivery
 		for i := range n {
 			user := fmt.Sprintf("u%d", i)
-			note := store.NewNotification{ID: uuid.NewString(), TenantID: "t", EventID: event, UserID: user, EventType: "X", Severity: "info"}
+			note := store.NewNotification{ID: uuid.NewString(), TenantID: "t", EventID: event, UserID: user, EventType: "X", Severity: "info", CreatedAt: time.Now()}
 			notes = append(notes, note)
 			dels = append(dels, store.NewDelivery{NotificationID: note.ID, TenantID: "t", EventID: event, EventType: "X", UserID: user,
 				UserType: "CUSTOMER", Channel: "EMAIL", Severity: "info", Status: store.StatusPublished, MaxAttempts: 3,

@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/testenv"
+)
+
+// TestRetentionStatus: `herald retention status` lists the monthly
+// partitions with the day retention drops each, marks those already due,
+// and says "never" without retention; a bad retention is refused naming
+// the field.
+func TestRetentionStatus(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if _, err := db.Pool.Exec(ctx, `SELECT herald_ensure_partitions('delivery_attempts', $1, $1)`, now.AddDate(0, -3, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runRetentionStatus(ctx, &out, db.Pool, store.Retention{DeliveryAttempts: 30 * 24 * time.Hour}, now); err != nil {
+		t.Fatal(err)
+	}
+	old := now.AddDate(0, -3, 0)
+	oldMonth := time.Date(old.Year(), old.Month(), 1, 0, 0, 0, 0, time.UTC)
+	cur := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	for _, want := range []string{
+		"delivery_attempts: kept 720h0m0s",
+		"delivery_attempts_y" + oldMonth.Format("2006") + "m" + oldMonth.Format("01"),
+		oldMonth.AddDate(0, 1, 30).Format(time.RFC3339) + " (due: next round)",
+		cur.AddDate(0, 1, 30).Format(time.RFC3339) + "\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, &out)
+		}
+	}
+
+	// Through the command, with the config file's retention.
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "herald.hcl")
+	write := func(body string) {
+		if err := os.WriteFile(cfg, []byte("database { url = \""+db.URL+"\" }\n"+body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("")
+	root := NewRoot()
+	out.Reset()
+	root.SetOut(&out)
+	root.SetArgs([]string{"retention", "status", "--config", cfg})
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "kept forever (retention.delivery_attempts not set)") || !strings.Contains(out.String(), " never\n") {
+		t.Errorf("status without retention:\n%s", &out)
+	}
+	write("retention { delivery_attempts = \"2h\" }\n")
+	root = NewRoot()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"retention", "status", "--config", cfg})
+	if err := root.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "retention.delivery_attempts") {
+		t.Errorf("retention of 2h: want an error naming retention.delivery_attempts, got %v", err)
+	}
+}

@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PartitionedTables lists Herald's tables partitioned by month:
+// delivery_attempts by the created_at of the attempt's delivery (migration
+// 0018), notifications by the created_at of their event (0019).
+var PartitionedTables = []string{"delivery_attempts", "notifications"}
+
+// PartitionsAhead is how many months past the current one EnsurePartitions
+// keeps created.
+const PartitionsAhead = 3
+
+// EnsurePartitions creates the monthly partitions of every partitioned
+// table from the month of now to PartitionsAhead months after it, those
+// that do not exist yet (idempotent; concurrent daemons serialize on a
+// lock in herald_ensure_partitions). It returns how many it created.
+func EnsurePartitions(ctx context.Context, q Querier, now time.Time) (int, error) {
+	created := 0
+	for _, t := range PartitionedTables {
+		var n int
+		if err := q.QueryRow(ctx, `SELECT herald_ensure_partitions($1, $2, $3)`,
+			t, now, now.AddDate(0, PartitionsAhead, 0)).Scan(&n); err != nil {
+			return created, fmt.Errorf("ensure partitions of %s: %w", t, err)
+		}
+		created += n
+	}
+	return created, nil
+}
+
+// Partition is one monthly partition of a partitioned table.
+type Partition struct {
+	Table string
+	Name  string
+	// From and To bound the partition key: From <= key < To.
+	From, To time.Time
+	// EstimatedRows is the planner's estimate (from the last analyze);
+	// Bytes the partition's size with its indexes.
+	EstimatedRows, Bytes int64
+}
+
+// Partitions lists the partitions of table, oldest first.
+func Partitions(ctx context.Context, q Querier, table string) ([]Partition, error) {
+	rows, err := q.Query(ctx, `SELECT partition_name, lower_bound, upper_bound, estimated_rows, bytes
+		FROM herald_partitions($1) ORDER BY upper_bound`, table)
+	if err != nil {
+		return nil, fmt.Errorf("partitions of %s: %w", table, err)
+	}
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Partition, error) {
+		p := Partition{Table: table}
+		return p, r.Scan(&p.Name, &p.From, &p.To, &p.EstimatedRows, &p.Bytes)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("partitions of %s: %w", table, err)
+	}
+	return parts, nil
+}
+
+// Retention is how long the rows of each partitioned table are kept, by
+// the time of their partition key (for delivery_attempts, the creation of
+// the attempt's delivery). Zero keeps them forever.
+type Retention struct {
+	DeliveryAttempts time.Duration
+	// Notifications: dropping a month of notifications also takes its
+	// unread rows off the unread counters, in the same transaction.
+	Notifications time.Duration
+}
+
+// For returns the retention of table (zero: kept forever).
+func (r Retention) For(table string) time.Duration {
+	switch table {
+	case "delivery_attempts":
+		return r.DeliveryAttempts
+	case "notifications":
+		return r.Notifications
+	}
+	return 0
+}
+
+// DropAt returns when retention drops partition p: once every row of it
+// is older than the retention, at p.To + retention. ok is false when the
+// table's rows are kept forever.
+func (r Retention) DropAt(p Partition) (at time.Time, ok bool) {
+	keep := r.For(p.Table)
+	if keep <= 0 {
+		return time.Time{}, false
+	}
+	return p.To.Add(keep), true
+}
+
+// ApplyRetention detaches and drops, whole, the partitions whose every
+// row is past its table's retention at now (never a DELETE). It returns
+// the partitions it dropped.
+func ApplyRetention(ctx context.Context, q Querier, r Retention, now time.Time) ([]Partition, error) {
+	var dropped []Partition
+	for _, t := range PartitionedTables {
+		keep := r.For(t)
+		if keep <= 0 {
+			continue
+		}
+		parts, err := Partitions(ctx, q, t)
+		if err != nil {
+			return dropped, err
+		}
+		before := now.Add(-keep)
+		rows, err := q.Query(ctx, `SELECT herald_drop_partitions($1, $2)`, t, before)
+		if err != nil {
+			return dropped, fmt.Errorf("retention of %s: %w", t, err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return dropped, fmt.Errorf("retention of %s: %w", t, err)
+		}
+		for _, n := range names {
+			for _, p := range parts {
+				if p.Name == n {
+					dropped = append(dropped, p)
+				}
+			}
+		}
+	}
+	return dropped, nil
+}
