@@ -347,7 +347,7 @@ func buildMessage(d sdk.Delivery, token string) fcmMessage {
 		title = d.Content.Subject
 	}
 	data := map[string]string{}
-	if len(d.Content.Data) > 0 {
+	if !noData(d.Content.Data) {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(d.Content.Data, &obj); err == nil && obj != nil {
 			for k, v := range obj {

@@ -75,12 +75,20 @@ var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 var optionKeys = []string{OptWebPushTTL, OptWebPushUrgency, OptWebPushTopic, OptAPNsPushType,
 	OptAPNsPriority, OptAPNsCollapseID, OptAPNsExpiration, OptAPNsTopic}
 
+// noData reports whether a template's data is absent: empty, or JSON null
+// (what an event without data for the channel renders to), so that no
+// herald_data key carries a null to the device.
+func noData(raw json.RawMessage) bool {
+	t := strings.TrimSpace(string(raw))
+	return t == "" || t == "null"
+}
+
 // splitData returns the content's data object without the option keys,
 // and the options as strings (a JSON number's text for numbers). Data that
 // is not a JSON object is returned as it is, under DataPayload.
 func splitData(raw json.RawMessage) (map[string]json.RawMessage, map[string]string) {
 	data, opts := map[string]json.RawMessage{}, map[string]string{}
-	if len(raw) == 0 {
+	if noData(raw) {
 		return data, opts
 	}
 	if err := json.Unmarshal(raw, &data); err != nil || data == nil {

@@ -308,3 +308,28 @@ func TestPublicOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestNullDataCarriesNoHeraldData: a template whose data renders to JSON
+// null (an event with no data for the channel) adds nothing to the push
+// payload, in the FCM message and in the Web Push and APNs payloads alike;
+// data that is not an object still travels under herald_data.
+func TestNullDataCarriesNoHeraldData(t *testing.T) {
+	for _, raw := range []string{"", "null", " null\n"} {
+		data, opts := splitData(json.RawMessage(raw))
+		if len(data) != 0 || len(opts) != 0 {
+			t.Errorf("splitData(%q) = %v, %v; want nothing", raw, data, opts)
+		}
+		msg := buildMessage(sdk.Delivery{DeliveryID: "d1", Content: sdk.Content{Title: "t", Data: json.RawMessage(raw)}}, "tok")
+		if _, ok := msg.Data[DataPayload]; ok {
+			t.Errorf("FCM data for %q carries %s: %v", raw, DataPayload, msg.Data)
+		}
+	}
+	data, _ := splitData(json.RawMessage(`"text"`))
+	if string(data[DataPayload]) != `"text"` {
+		t.Errorf("non-object data: %v", data)
+	}
+	msg := buildMessage(sdk.Delivery{DeliveryID: "d1", Content: sdk.Content{Data: json.RawMessage(`[1]`)}}, "tok")
+	if msg.Data[DataPayload] != "[1]" {
+		t.Errorf("FCM non-object data: %v", msg.Data)
+	}
+}
