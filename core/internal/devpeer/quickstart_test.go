@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/heraldhq/herald/core/internal/outbox"
 	"maps"
 	"os"
 	"os/exec"
@@ -119,11 +120,8 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 				DeliveryID: id, IdempotencyKey: "idem-" + id, TenantID: ev.TenantID, EventID: ev.EventID,
 				EventType: ev.Type, NotificationID: "n-" + rd.Recipient.UserID, Channel: cd.Channel,
 				Severity: dec.Severity, Attempt: 1, CreatedAt: at,
-				Recipient: sdk.Recipient{UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType,
-					Email: rd.Recipient.Email, Phone: rd.Recipient.Phone, Locale: rd.Recipient.Locale,
-					TimeZone: rd.Recipient.TimeZone, DeviceTokens: deviceTokens(rd.Recipient),
-					Devices: sdkDevices(rd.Recipient), Attributes: rd.Recipient.Attributes},
-				Content: sdk.Content{Subject: content.Subject, Title: content.Title, Body: content.Body, HTML: content.HTML, Data: content.Data},
+				Recipient: outbox.PluginRecipient(rd.Recipient),
+				Content:   sdk.Content{Subject: content.Subject, Title: content.Title, Body: content.Body, HTML: content.HTML, Data: content.Data},
 			})
 		}
 	}
@@ -423,30 +421,6 @@ func (p *quickstartPeers) readTLSFile(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSuffix(string(b), "\n")
-}
-
-// deviceTokens and sdkDevices are what the outbox relay hands the plugins
-// (core/internal/outbox): the tokens of every device that is not a web push
-// subscription, and every device with untyped tokens first.
-func deviceTokens(r rules.Recipient) []string {
-	toks := slices.Clone(r.DeviceTokens)
-	for _, d := range r.Devices {
-		if d.Kind != rules.DeviceWebPush {
-			toks = append(toks, d.Token)
-		}
-	}
-	return toks
-}
-
-func sdkDevices(r rules.Recipient) []sdk.Device {
-	var out []sdk.Device
-	for _, t := range r.DeviceTokens {
-		out = append(out, sdk.Device{Token: t})
-	}
-	for _, d := range r.Devices {
-		out = append(out, sdk.Device{Kind: d.Kind, Token: d.Address(), Endpoint: d.Endpoint, P256dh: d.P256dh, Auth: d.Auth})
-	}
-	return out
 }
 
 func hostOf(addr string) string {

@@ -413,9 +413,7 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 			note.ShareKey = e.EventID
 		}
 		notes = append(notes, note)
-		recipient, err := json.Marshal(sdk.Recipient{UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType,
-			Email: rd.Recipient.Email, Phone: rd.Recipient.Phone, Locale: rd.Recipient.Locale, TimeZone: rd.Recipient.TimeZone,
-			Attributes: rd.Recipient.Attributes, DeviceTokens: deviceTokens(rd.Recipient), Devices: sdkDevices(rd.Recipient)})
+		recipient, err := json.Marshal(PluginRecipient(rd.Recipient))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -464,6 +462,14 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// PluginRecipient is the recipient as the relay hands it to plugins (in
+// every delivery's Recipient).
+func PluginRecipient(r rules.Recipient) sdk.Recipient {
+	return sdk.Recipient{UserID: r.UserID, UserType: r.UserType, Email: r.Email, Phone: r.Phone,
+		Locale: r.Locale, TimeZone: r.TimeZone, Attributes: r.Attributes,
+		DeviceTokens: deviceTokens(r), Devices: sdkDevices(r)}
 }
 
 // deviceTokens is the recipient's DeviceTokens for plugins built before
