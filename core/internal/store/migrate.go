@@ -29,14 +29,9 @@ func newProvider(db *sql.DB) (*goose.Provider, error) {
 	return goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
 }
 
-// Migrate runs a migration command ("up", "down" or "status") against
-// databaseURL, printing status lines to w when w is not nil.
-func Migrate(ctx context.Context, databaseURL, command string) error {
-	return MigrateTo(ctx, databaseURL, command, nil)
-}
-
-// MigrateTo is Migrate with an output writer for "status" and "up".
-func MigrateTo(ctx context.Context, databaseURL, command string, w io.Writer) error {
+// withProvider opens databaseURL for the length of fn, with the migration
+// provider over it.
+func withProvider(databaseURL string, fn func(p *goose.Provider) error) error {
 	db, err := sql.Open("pgx", databaseURL)
 	if err != nil {
 		return fmt.Errorf("migrate: open: %w", err)
@@ -46,6 +41,21 @@ func MigrateTo(ctx context.Context, databaseURL, command string, w io.Writer) er
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	return fn(p)
+}
+
+// Migrate runs a migration command ("up", "down" or "status") against
+// databaseURL, printing status lines to w when w is not nil.
+func Migrate(ctx context.Context, databaseURL, command string) error {
+	return MigrateTo(ctx, databaseURL, command, nil)
+}
+
+// MigrateTo is Migrate with an output writer for "status" and "up".
+func MigrateTo(ctx context.Context, databaseURL, command string, w io.Writer) error {
+	return withProvider(databaseURL, func(p *goose.Provider) error { return migrateWith(ctx, p, command, w) })
+}
+
+func migrateWith(ctx context.Context, p *goose.Provider, command string, w io.Writer) error {
 	switch command {
 	case "up":
 		res, err := p.Up(ctx)
@@ -91,19 +101,12 @@ func MigrateUpTo(ctx context.Context, databaseURL string, version int64) error {
 	if version == 0 {
 		return Migrate(ctx, databaseURL, "up")
 	}
-	db, err := sql.Open("pgx", databaseURL)
-	if err != nil {
-		return fmt.Errorf("migrate: open: %w", err)
-	}
-	defer db.Close()
-	p, err := newProvider(db)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if _, err := p.UpTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate up to %d: %w", version, err)
-	}
-	return nil
+	return withProvider(databaseURL, func(p *goose.Provider) error {
+		if _, err := p.UpTo(ctx, version); err != nil {
+			return fmt.Errorf("migrate up to %d: %w", version, err)
+		}
+		return nil
+	})
 }
 
 // NewPool opens a pool to databaseURL with maxConns connections, as the
