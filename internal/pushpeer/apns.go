@@ -1,6 +1,7 @@
 package pushpeer
 
 import (
+	"cmp"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -196,18 +197,12 @@ func (p *APNs) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
-	if sc := p.scripts[token]; sc != nil {
-		if sc.Times > 0 {
-			sc.Times--
-			if sc.Times == 0 {
-				delete(p.scripts, token)
-			}
-		}
+	if sc := nextReply(p.scripts, token); sc != nil {
 		p.mu.Unlock()
 		if sc.RetryAfter != "" {
 			w.Header().Set("Retry-After", sc.RetryAfter)
 		}
-		reject(sc.Status, cmpOr(sc.Reason, http.StatusText(sc.Status)))
+		reject(sc.Status, cmp.Or(sc.Reason, http.StatusText(sc.Status)))
 		return
 	}
 	if id == "" {

@@ -14,6 +14,7 @@
 package pushpeer
 
 import (
+	"cmp"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/ecdh"
@@ -208,34 +209,21 @@ func (p *WebPush) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
-	if sc := p.scripts[id]; sc != nil {
-		if sc.Times > 0 {
-			sc.Times--
-			if sc.Times == 0 {
-				delete(p.scripts, id)
-			}
-		}
+	if sc := nextReply(p.scripts, id); sc != nil {
 		p.mu.Unlock()
 		if sc.RetryAfter != "" {
 			w.Header().Set("Retry-After", sc.RetryAfter)
 		}
-		reject(sc.Status, cmpOr(sc.Reason, http.StatusText(sc.Status)))
+		reject(sc.Status, cmp.Or(sc.Reason, http.StatusText(sc.Status)))
 		return
 	}
 	p.seq++
 	loc := fmt.Sprintf("%s://%s/webpush-messages/%d", scheme, r.Host, p.seq)
 	p.msgs = append(p.msgs, WebPushMessage{Subscription: id, Plaintext: plain, TTL: ttl, Urgency: urgency, Topic: topic, Subject: sub, Location: loc})
 	p.mu.Unlock()
-	p.logf("accepted subscription=%s ttl=%d urgency=%s topic=%s sub=%s payload=%s", id, ttl, cmpOr(urgency, "normal"), topic, sub, plain)
+	p.logf("accepted subscription=%s ttl=%d urgency=%s topic=%s sub=%s payload=%s", id, ttl, cmp.Or(urgency, "normal"), topic, sub, plain)
 	w.Header().Set("Location", loc)
 	w.WriteHeader(http.StatusCreated)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // checkVAPID checks an Authorization header of the vapid scheme (RFC
@@ -382,4 +370,17 @@ func GenerateVAPIDKeys() (VAPIDKeys, error) {
 	}
 	return VAPIDKeys{Public: base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes()),
 		Private: base64.RawURLEncoding.EncodeToString(priv.Bytes())}, nil
+}
+
+// nextReply takes the scripted reply for key, if any, counting down its
+// Times and forgetting it after the last. The caller holds the peer's lock.
+func nextReply(scripts map[string]*Reply, key string) *Reply {
+	sc := scripts[key]
+	if sc != nil && sc.Times > 0 {
+		sc.Times--
+		if sc.Times == 0 {
+			delete(scripts, key)
+		}
+	}
+	return sc
 }
