@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/sha256"
@@ -206,13 +207,13 @@ func (s sender) sendAPNs(ctx context.Context, d sdk.Delivery, dev sdk.Device) to
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	if resp.StatusCode == http.StatusOK {
-		return tokenOutcome{kind: sdk.OutcomeSent, name: cmpOr(resp.Header.Get("apns-id"), id)}
+		return tokenOutcome{kind: sdk.OutcomeSent, name: cmp.Or(resp.Header.Get("apns-id"), id)}
 	}
 	var apnsErr struct {
 		Reason string `json:"reason"`
 	}
 	_ = json.Unmarshal(raw, &apnsErr)
-	code := cmpOr(apnsErr.Reason, fmt.Sprintf("http_%d", resp.StatusCode))
+	code := cmp.Or(apnsErr.Reason, fmt.Sprintf("http_%d", resp.StatusCode))
 	if resp.ProtoMajor != 2 {
 		code += " (not HTTP/2)"
 	}
@@ -232,11 +233,4 @@ func (s sender) sendAPNs(ctx context.Context, d sdk.Delivery, dev sdk.Device) to
 		return tokenOutcome{kind: sdk.OutcomeRetryable, code: code, reason: reason}
 	}
 	return tokenOutcome{kind: sdk.OutcomePermanent, code: code, reason: reason}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -4,6 +4,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -101,7 +102,7 @@ func (t Topology) Declare(ch *amqp.Channel) error {
 		if _, err := ch.QueueDeclare(q.Name, true, false, false, false, args); err != nil {
 			var ae *amqp.Error
 			if errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed && strings.Contains(ae.Reason, "x-queue-type") {
-				return &QueueTypeError{Queue: q.Name, Want: want, Setting: cmpOr(q.Setting, "amqp.queue_type"), Err: err}
+				return &QueueTypeError{Queue: q.Name, Want: want, Setting: cmp.Or(q.Setting, "amqp.queue_type"), Err: err}
 			}
 			return fmt.Errorf("declare queue %s: %w", q.Name, err)
 		}
@@ -164,13 +165,6 @@ func (t Topology) QueueNames() []string {
 
 // ErrClosed is returned once the Conn is closed; callers stop.
 var ErrClosed = errors.New("broker: connection closed")
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
 
 // Conn is a RabbitMQ connection that redials with backoff when it drops and
 // re-declares the topology on every new connection. Given the URLs of a

@@ -13,6 +13,7 @@
 package inbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -227,7 +228,7 @@ var (
 func listQuery(q url.Values, u auth.User) (conds []string, args []any, scope string, perr *paramError) {
 	for k, v := range q {
 		if !listParams[k] {
-			return nil, nil, "", badParam(cmpOr(k, "query"), "unknown query parameter %q", k)
+			return nil, nil, "", badParam(cmp.Or(k, "query"), "unknown query parameter %q", k)
 		}
 		if len(v) > 1 {
 			return nil, nil, "", badParam(k, "given %d times; give it once", len(v))
@@ -294,13 +295,6 @@ func listQuery(q url.Values, u auth.User) (conds []string, args []any, scope str
 		}
 	}
 	return conds, args, u.Tenant + "\x00" + u.UserID + "\x00" + sq.Encode(), nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
