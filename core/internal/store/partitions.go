@@ -70,6 +70,15 @@ type Retention struct {
 	// Notifications: dropping a month of notifications also takes its
 	// unread rows off the unread counters, in the same transaction.
 	Notifications time.Duration
+	// Events keeps PROCESSED and FAILED events of event_outbox (not
+	// partitioned) this long after their creation; ApplySweeps deletes
+	// the older ones in bounded batches. Zero keeps them forever.
+	Events time.Duration
+	// ArchivedNotifications keeps archived notifications this long after
+	// they were archived (ApplySweeps); zero: as long as the others.
+	ArchivedNotifications time.Duration
+	// Tenants holds the tenants' own, shorter, periods (ApplySweeps).
+	Tenants map[string]TenantRetention
 }
 
 // For returns the retention of table (zero: kept forever).

@@ -1,0 +1,178 @@
+-- Retention that whole partitions cannot give (issue 17): the event
+-- outbox, archived notifications kept shorter than the rest, and tenants
+-- kept shorter than the global periods. These rows go by short bounded
+-- batches (store.Sweep*: at most p_limit rows a statement, each statement
+-- its own transaction), never by one long DELETE.
+--
+-- event_outbox stays unpartitioned: producers compile
+-- `ON CONFLICT (tenant_id, event_id) DO NOTHING` into their binaries, which
+-- needs a unique index on exactly (tenant_id, event_id) — a partitioned
+-- table may only have one that includes its partition key — and the
+-- event_id dedupe must hold across months.
+--
+-- Each batch finds its rows through an index on (tenant, time) whose
+-- columns never change once written, so the updates of those rows keep
+-- being HOT (migration 0017):
+--   event_outbox_sweep (tenant_id, created_at): the relay updates status,
+--     attempts, processed_at, last_error, never these. Without it a batch
+--     reads the table in key order past every row inside the period to
+--     learn that none is left (README, "Partitioning and retention").
+--   delivery_attempts_sweep (tenant_id, delivery_created_at): the log is
+--     never updated.
+--   notifications_archived (tenant_id, archived_at) WHERE archived_at IS
+--     NOT NULL: archiving (a user's action, once per row) is no longer a
+--     HOT update; reading (read_at, unindexed) still is.
+-- A tenant's notifications use notifications_tenant_recent (0019).
+--
+-- herald_sweep deletes one batch, the oldest first, of one tenant's rows
+-- past p_before: PROCESSED and FAILED events created before it (never a
+-- PENDING one), notifications created before it, notifications archived
+-- before it, attempts of deliveries created before it. The rows of
+-- notifications are locked with SKIP LOCKED (a row the inbox is changing
+-- waits for the next batch), and their unread ones leave the unread
+-- counters in the same statement, the counters locked in key order as
+-- every other writer of them does.
+
+-- +goose Up
+CREATE INDEX event_outbox_sweep ON event_outbox (tenant_id, created_at);
+CREATE INDEX delivery_attempts_sweep ON delivery_attempts (tenant_id, delivery_created_at);
+CREATE INDEX notifications_archived ON notifications (tenant_id, archived_at) WHERE archived_at IS NOT NULL;
+
+-- +goose StatementBegin
+CREATE FUNCTION herald_sweep(p_kind text, p_tenant text, p_before timestamptz, p_limit int)
+RETURNS int
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    n int;
+    gone record;
+BEGIN
+    IF p_tenant IS NULL OR p_before IS NULL OR p_limit IS NULL OR p_limit < 1 OR p_limit > 100000 THEN
+        RAISE EXCEPTION 'herald_sweep: bad arguments (tenant %, before %, limit %)', p_tenant, p_before, p_limit;
+    END IF;
+    IF p_kind = 'events' THEN
+        WITH c AS (SELECT id FROM event_outbox
+                   WHERE tenant_id = p_tenant AND created_at < p_before AND status IN ('PROCESSED', 'FAILED')
+                   ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
+             d AS (DELETE FROM event_outbox e USING c
+                   WHERE e.id = c.id AND e.status IN ('PROCESSED', 'FAILED') AND e.created_at < p_before RETURNING 1)
+        SELECT count(*) INTO n FROM d;
+        RETURN n;
+    ELSIF p_kind = 'delivery_attempts' THEN
+        WITH c AS (SELECT delivery_id, attempt, delivery_created_at FROM delivery_attempts
+                   WHERE tenant_id = p_tenant AND delivery_created_at < p_before
+                   ORDER BY delivery_created_at LIMIT p_limit),
+             d AS (DELETE FROM delivery_attempts a USING c
+                   WHERE a.delivery_id = c.delivery_id AND a.attempt = c.attempt
+                     AND a.delivery_created_at = c.delivery_created_at RETURNING 1)
+        SELECT count(*) INTO n FROM d;
+        RETURN n;
+    ELSIF p_kind NOT IN ('notifications', 'archived_notifications') THEN
+        RAISE EXCEPTION 'herald_sweep: unknown kind % (want events, notifications, archived_notifications or delivery_attempts)', p_kind;
+    END IF;
+    -- Notifications: the batch is deleted first, then its unread rows
+    -- leave their counters.
+    IF p_kind = 'notifications' THEN
+        WITH c AS (SELECT notification_id, created_at FROM notifications
+                   WHERE tenant_id = p_tenant AND created_at < p_before
+                   ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
+             d AS (DELETE FROM notifications x USING c
+                   WHERE x.notification_id = c.notification_id AND x.created_at = c.created_at
+                   RETURNING x.user_id, x.project_id, x.read_at IS NULL AND x.archived_at IS NULL AS unread)
+        SELECT count(*)::int AS rows, array_agg(user_id) FILTER (WHERE unread) AS users,
+            array_agg(project_id) FILTER (WHERE unread) AS projects INTO gone FROM d;
+    ELSE
+        -- archived_at is never before created_at (the event's time), so
+        -- created_at < p_before holds too and leaves the months after
+        -- p_before (the current one) out of the plan.
+        WITH c AS (SELECT notification_id, created_at FROM notifications
+                   WHERE tenant_id = p_tenant AND archived_at IS NOT NULL AND archived_at < p_before AND created_at < p_before
+                   ORDER BY archived_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
+             d AS (DELETE FROM notifications x USING c
+                   WHERE x.notification_id = c.notification_id AND x.created_at = c.created_at AND x.archived_at < p_before
+                   RETURNING x.user_id, x.project_id, x.read_at IS NULL AND x.archived_at IS NULL AS unread)
+        SELECT count(*)::int AS rows, array_agg(user_id) FILTER (WHERE unread) AS users,
+            array_agg(project_id) FILTER (WHERE unread) AS projects INTO gone FROM d;
+    END IF;
+    IF gone.users IS NOT NULL THEN
+        PERFORM 1 FROM notification_counters c
+            WHERE c.tenant_id = p_tenant AND (c.user_id, c.project_id) IN (SELECT * FROM unnest(gone.users, gone.projects))
+            ORDER BY c.tenant_id, c.user_id, c.project_id FOR UPDATE;
+        UPDATE notification_counters c SET unread = greatest(c.unread - x.n, 0)
+        FROM (SELECT u, p, count(*) AS n FROM unnest(gone.users, gone.projects) AS g(u, p) GROUP BY 1, 2) x
+        WHERE c.tenant_id = p_tenant AND c.user_id = x.u AND c.project_id = x.p;
+    END IF;
+    RETURN gone.rows;
+END;
+$$;
+-- +goose StatementEnd
+
+-- herald_sweep_due counts one tenant's rows herald_sweep would delete
+-- before p_before, up to p_cap (`herald retention status`).
+-- +goose StatementBegin
+CREATE FUNCTION herald_sweep_due(p_kind text, p_tenant text, p_before timestamptz, p_cap int)
+RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    n bigint;
+BEGIN
+    CASE p_kind
+    WHEN 'events' THEN
+        SELECT count(*) INTO n FROM (SELECT 1 FROM event_outbox WHERE tenant_id = p_tenant AND created_at < p_before
+            AND status IN ('PROCESSED', 'FAILED') LIMIT p_cap) x;
+    WHEN 'delivery_attempts' THEN
+        SELECT count(*) INTO n FROM (SELECT 1 FROM delivery_attempts WHERE tenant_id = p_tenant
+            AND delivery_created_at < p_before LIMIT p_cap) x;
+    WHEN 'notifications' THEN
+        SELECT count(*) INTO n FROM (SELECT 1 FROM notifications WHERE tenant_id = p_tenant AND created_at < p_before LIMIT p_cap) x;
+    WHEN 'archived_notifications' THEN
+        SELECT count(*) INTO n FROM (SELECT 1 FROM notifications WHERE tenant_id = p_tenant AND created_at < p_before
+            AND archived_at IS NOT NULL AND archived_at < p_before LIMIT p_cap) x;
+    ELSE
+        RAISE EXCEPTION 'herald_sweep_due: unknown kind %', p_kind;
+    END CASE;
+    RETURN n;
+END;
+$$;
+-- +goose StatementEnd
+
+-- herald_sweep_tenants lists the tenants with rows a sweep of p_kind may
+-- delete (events: any event; archived_notifications: an archived
+-- notification), skipping from one tenant to the next in the sweep's
+-- index rather than reading its rows.
+-- +goose StatementBegin
+CREATE FUNCTION herald_sweep_tenants(p_kind text)
+RETURNS SETOF text
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    IF p_kind = 'events' THEN
+        RETURN QUERY WITH RECURSIVE t(id) AS (
+            SELECT min(tenant_id) FROM event_outbox
+            UNION ALL
+            SELECT (SELECT min(tenant_id) FROM event_outbox WHERE tenant_id > t.id) FROM t WHERE t.id IS NOT NULL)
+        SELECT id FROM t WHERE id IS NOT NULL;
+    ELSIF p_kind = 'archived_notifications' THEN
+        RETURN QUERY WITH RECURSIVE t(id) AS (
+            SELECT min(tenant_id) FROM notifications WHERE archived_at IS NOT NULL
+            UNION ALL
+            SELECT (SELECT min(tenant_id) FROM notifications WHERE archived_at IS NOT NULL AND tenant_id > t.id)
+            FROM t WHERE t.id IS NOT NULL)
+        SELECT id FROM t WHERE id IS NOT NULL;
+    ELSE
+        RAISE EXCEPTION 'herald_sweep_tenants: unknown kind %', p_kind;
+    END IF;
+END;
+$$;
+-- +goose StatementEnd
+
+REVOKE ALL ON FUNCTION herald_sweep(text, text, timestamptz, int), herald_sweep_due(text, text, timestamptz, int),
+    herald_sweep_tenants(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION herald_sweep(text, text, timestamptz, int), herald_sweep_due(text, text, timestamptz, int),
+    herald_sweep_tenants(text) TO herald_worker;
+
+-- +goose Down
+DROP FUNCTION herald_sweep_tenants(text);
+DROP FUNCTION herald_sweep_due(text, text, timestamptz, int);
+DROP FUNCTION herald_sweep(text, text, timestamptz, int);
+DROP INDEX notifications_archived;
+DROP INDEX delivery_attempts_sweep;
+DROP INDEX event_outbox_sweep;
