@@ -79,6 +79,34 @@ type RetentionConfig struct {
 	// counters as the month goes. 0 (the default) keeps them forever. At
 	// least 24h.
 	Notifications time.Duration `koanf:"notifications"`
+	// Events keeps PROCESSED and FAILED events (event_outbox, not
+	// partitioned) for this long after they were created, e.g. "720h";
+	// older ones are deleted in short bounded batches by the daemon's
+	// hourly pass (store.ApplySweeps). PENDING events are never deleted.
+	// It is the producers' idempotency window: an event_id enqueued again
+	// after its event was deleted is a new event. 0 (the default) keeps
+	// them forever. At least 24h.
+	Events time.Duration `koanf:"events"`
+	// ArchivedNotifications keeps archived notifications for this long
+	// after they were archived, e.g. "720h"; older ones are deleted in
+	// bounded batches. At most Notifications when both are set. 0 (the
+	// default): as long as the other notifications. At least 24h.
+	ArchivedNotifications time.Duration `koanf:"archived_notifications"`
+	// Tenants holds tenants' own periods (`tenant "acme" { ... }`
+	// blocks), keyed by tenant id.
+	Tenants map[string]TenantRetentionConfig `koanf:"-"`
+}
+
+// TenantRetentionConfig is one tenant's own retention periods, set by a
+// `tenant "ID" { ... }` block in retention. Each may only shorten the
+// global period of its key (a partition holds every tenant's rows, so the
+// global period is what drops months; a tenant's shorter one deletes that
+// tenant's older rows in bounded batches). 0 keeps the global period.
+type TenantRetentionConfig struct {
+	Events                time.Duration `koanf:"events"`
+	Notifications         time.Duration `koanf:"notifications"`
+	ArchivedNotifications time.Duration `koanf:"archived_notifications"`
+	DeliveryAttempts      time.Duration `koanf:"delivery_attempts"`
 }
 
 // SupervisorConfig tunes the supervisor every stage of `herald serve`
@@ -389,6 +417,7 @@ func LoadDaemon(path string) (Daemon, error) {
 	}
 	fromFile := koanf.New(".")
 	var queues map[string]QueueConfig
+	var tenantRetention map[string]TenantRetentionConfig
 	if path != "" {
 		p, err := parserFor(path)
 		if err != nil {
@@ -411,6 +440,10 @@ func LoadDaemon(path string) (Daemon, error) {
 		// koanf would read as nesting, and HCL gives repeated queue blocks
 		// as a list: take them out and decode them on their own.
 		queues, err = takeQueues(raw)
+		if err != nil {
+			return Daemon{}, fmt.Errorf("%s: %w", path, err)
+		}
+		tenantRetention, err = takeTenantRetention(raw)
 		if err != nil {
 			return Daemon{}, fmt.Errorf("%s: %w", path, err)
 		}
@@ -479,6 +512,9 @@ func LoadDaemon(path string) (Daemon, error) {
 	if queues != nil {
 		d.AMQP.Queues = queues
 	}
+	if tenantRetention != nil {
+		d.Retention.Tenants = tenantRetention
+	}
 	if len(d.AMQP.URLs) > 0 {
 		// url has a default, so only one given on purpose conflicts.
 		if fromFile.Exists("amqp.url") || os.Getenv(daemonEnvPrefix+"AMQP_URL") != "" {
@@ -519,68 +555,70 @@ func LoadDaemon(path string) (Daemon, error) {
 
 func daemonDefaultsMap(d Daemon) map[string]any {
 	return map[string]any{
-		"database.url":                 d.Database.URL,
-		"database.max_conns":           d.Database.MaxConns,
-		"database.api_url":             d.Database.APIURL,
-		"database.api_max_conns":       d.Database.APIMaxConns,
-		"database.worker_role":         d.Database.WorkerRole,
-		"database.api_role":            d.Database.APIRole,
-		"database.admin_role":          d.Database.AdminRole,
-		"amqp.url":                     d.AMQP.URL,
-		"amqp.urls":                    d.AMQP.URLs,
-		"amqp.queue_type":              d.AMQP.QueueType,
-		"amqp.exchange":                d.AMQP.Exchange,
-		"http.listen":                  d.HTTP.Listen,
-		"http.admin_listen":            d.HTTP.AdminListen,
-		"http.admin_token_file":        d.HTTP.AdminTokenFile,
-		"http.pprof":                   d.HTTP.Pprof,
-		"http.read_header_timeout":     d.HTTP.ReadHeaderTimeout.String(),
-		"http.read_timeout":            d.HTTP.ReadTimeout.String(),
-		"http.write_timeout":           d.HTTP.WriteTimeout.String(),
-		"http.admin_write_timeout":     d.HTTP.AdminWriteTimeout.String(),
-		"http.idle_timeout":            d.HTTP.IdleTimeout.String(),
-		"http.max_header_bytes":        d.HTTP.MaxHeaderBytes,
-		"http.max_conns":               d.HTTP.MaxConns,
-		"http.rate_limit.per_key":      d.HTTP.RateLimit.PerKey,
-		"http.rate_limit.per_ip":       d.HTTP.RateLimit.PerIP,
-		"http.rate_limit.burst":        d.HTTP.RateLimit.Burst,
-		"plugins.dir":                  d.Plugins.Dir,
-		"relay.batch_size":             d.Relay.BatchSize,
-		"relay.poll_interval":          d.Relay.PollInterval.String(),
-		"relay.max_attempts":           d.Relay.MaxAttempts,
-		"relay.workers":                d.Relay.Workers,
-		"publisher.batch_size":         d.Publisher.BatchSize,
-		"publisher.confirm_window":     d.Publisher.ConfirmWindow,
-		"publisher.per_message":        d.Publisher.PerMessage,
-		"publisher.workers":            d.Publisher.Workers,
-		"publisher.poll_interval":      d.Publisher.PollInterval.String(),
-		"publisher.reclaim_after":      d.Publisher.ReclaimAfter.String(),
-		"publisher.handoff":            d.Publisher.Handoff,
-		"retry.poll_interval":          d.Retry.PollInterval.String(),
-		"retry.lease":                  d.Retry.Lease.String(),
-		"supervisor.shutdown_grace":    d.Supervisor.ShutdownGrace.String(),
-		"supervisor.liveness_timeout":  d.Supervisor.LivenessTimeout.String(),
-		"log.level":                    d.Log.Level,
-		"log.json":                     d.Log.JSON,
-		"auth.audience":                d.Auth.Audience,
-		"auth.max_token_lifetime":      d.Auth.MaxTokenLifetime.String(),
-		"live.exchange":                d.Live.Exchange,
-		"live.ticket_ttl":              d.Live.TicketTTL.String(),
-		"live.allowed_origins":         d.Live.AllowedOrigins,
-		"live.max_sessions_per_user":   d.Live.MaxSessionsPerUser,
-		"live.ping_interval":           d.Live.PingInterval.String(),
-		"live.write_timeout":           d.Live.WriteTimeout.String(),
-		"live.send_buffer":             d.Live.SendBuffer,
-		"plugins.watch":                d.Plugins.Watch,
-		"plugins.env":                  d.Plugins.Env,
-		"plugins.insecure_permissions": d.Plugins.InsecurePermissions,
-		"amqp.tls_ca_file":             d.AMQP.TLSCAFile,
-		"amqp.tls_cert_file":           d.AMQP.TLSCertFile,
-		"amqp.tls_key_file":            d.AMQP.TLSKeyFile,
-		"amqp.tls_server_name":         d.AMQP.TLSServerName,
-		"tracing.exporter":             d.Tracing.Exporter,
-		"retention.delivery_attempts":  d.Retention.DeliveryAttempts.String(),
-		"retention.notifications":      d.Retention.Notifications.String(),
+		"database.url":                     d.Database.URL,
+		"database.max_conns":               d.Database.MaxConns,
+		"database.api_url":                 d.Database.APIURL,
+		"database.api_max_conns":           d.Database.APIMaxConns,
+		"database.worker_role":             d.Database.WorkerRole,
+		"database.api_role":                d.Database.APIRole,
+		"database.admin_role":              d.Database.AdminRole,
+		"amqp.url":                         d.AMQP.URL,
+		"amqp.urls":                        d.AMQP.URLs,
+		"amqp.queue_type":                  d.AMQP.QueueType,
+		"amqp.exchange":                    d.AMQP.Exchange,
+		"http.listen":                      d.HTTP.Listen,
+		"http.admin_listen":                d.HTTP.AdminListen,
+		"http.admin_token_file":            d.HTTP.AdminTokenFile,
+		"http.pprof":                       d.HTTP.Pprof,
+		"http.read_header_timeout":         d.HTTP.ReadHeaderTimeout.String(),
+		"http.read_timeout":                d.HTTP.ReadTimeout.String(),
+		"http.write_timeout":               d.HTTP.WriteTimeout.String(),
+		"http.admin_write_timeout":         d.HTTP.AdminWriteTimeout.String(),
+		"http.idle_timeout":                d.HTTP.IdleTimeout.String(),
+		"http.max_header_bytes":            d.HTTP.MaxHeaderBytes,
+		"http.max_conns":                   d.HTTP.MaxConns,
+		"http.rate_limit.per_key":          d.HTTP.RateLimit.PerKey,
+		"http.rate_limit.per_ip":           d.HTTP.RateLimit.PerIP,
+		"http.rate_limit.burst":            d.HTTP.RateLimit.Burst,
+		"plugins.dir":                      d.Plugins.Dir,
+		"relay.batch_size":                 d.Relay.BatchSize,
+		"relay.poll_interval":              d.Relay.PollInterval.String(),
+		"relay.max_attempts":               d.Relay.MaxAttempts,
+		"relay.workers":                    d.Relay.Workers,
+		"publisher.batch_size":             d.Publisher.BatchSize,
+		"publisher.confirm_window":         d.Publisher.ConfirmWindow,
+		"publisher.per_message":            d.Publisher.PerMessage,
+		"publisher.workers":                d.Publisher.Workers,
+		"publisher.poll_interval":          d.Publisher.PollInterval.String(),
+		"publisher.reclaim_after":          d.Publisher.ReclaimAfter.String(),
+		"publisher.handoff":                d.Publisher.Handoff,
+		"retry.poll_interval":              d.Retry.PollInterval.String(),
+		"retry.lease":                      d.Retry.Lease.String(),
+		"supervisor.shutdown_grace":        d.Supervisor.ShutdownGrace.String(),
+		"supervisor.liveness_timeout":      d.Supervisor.LivenessTimeout.String(),
+		"log.level":                        d.Log.Level,
+		"log.json":                         d.Log.JSON,
+		"auth.audience":                    d.Auth.Audience,
+		"auth.max_token_lifetime":          d.Auth.MaxTokenLifetime.String(),
+		"live.exchange":                    d.Live.Exchange,
+		"live.ticket_ttl":                  d.Live.TicketTTL.String(),
+		"live.allowed_origins":             d.Live.AllowedOrigins,
+		"live.max_sessions_per_user":       d.Live.MaxSessionsPerUser,
+		"live.ping_interval":               d.Live.PingInterval.String(),
+		"live.write_timeout":               d.Live.WriteTimeout.String(),
+		"live.send_buffer":                 d.Live.SendBuffer,
+		"plugins.watch":                    d.Plugins.Watch,
+		"plugins.env":                      d.Plugins.Env,
+		"plugins.insecure_permissions":     d.Plugins.InsecurePermissions,
+		"amqp.tls_ca_file":                 d.AMQP.TLSCAFile,
+		"amqp.tls_cert_file":               d.AMQP.TLSCertFile,
+		"amqp.tls_key_file":                d.AMQP.TLSKeyFile,
+		"amqp.tls_server_name":             d.AMQP.TLSServerName,
+		"tracing.exporter":                 d.Tracing.Exporter,
+		"retention.delivery_attempts":      d.Retention.DeliveryAttempts.String(),
+		"retention.notifications":          d.Retention.Notifications.String(),
+		"retention.events":                 d.Retention.Events.String(),
+		"retention.archived_notifications": d.Retention.ArchivedNotifications.String(),
 	}
 }
 
@@ -712,6 +750,7 @@ func (d Daemon) Validate() error {
 			bad(f.name, "must be 0 (keep forever) or at least 24h, got %s", f.r)
 		}
 	}
+	errs = append(errs, d.Retention.validate()...)
 	switch d.Log.Level {
 	case "trace", "debug", "info", "warn", "error":
 	default:
@@ -989,4 +1028,133 @@ func numberNotDuration(from, to reflect.Type, data any) (any, error) {
 		return nil, fmt.Errorf("%v is not a duration: write it with a unit, such as \"%vs\"", data, data)
 	}
 	return data, nil
+}
+
+// validate checks the periods added to retention after delivery_attempts
+// and notifications (which Validate checks), and the tenants' blocks.
+func (r RetentionConfig) validate() []string {
+	var errs []string
+	bad := func(field, msg string, args ...any) {
+		errs = append(errs, fmt.Sprintf("%s: %s", field, fmt.Sprintf(msg, args...)))
+	}
+	period := func(key string, v time.Duration) {
+		if v != 0 && v < 24*time.Hour {
+			bad(key, "must be 0 (keep forever) or at least 24h, got %s", v)
+		}
+	}
+	period("retention.events", r.Events)
+	period("retention.archived_notifications", r.ArchivedNotifications)
+	if r.ArchivedNotifications > 0 && r.Notifications > 0 && r.ArchivedNotifications > r.Notifications {
+		bad("retention.archived_notifications", "%s is longer than retention.notifications (%s): archived notifications may only go sooner",
+			r.ArchivedNotifications, r.Notifications)
+	}
+	for _, t := range sortedKeys(r.Tenants) {
+		tr := r.Tenants[t]
+		prefix := "retention.tenant." + t + "."
+		if t == "" {
+			bad("retention.tenant", "a tenant block needs the tenant id as its label")
+			continue
+		}
+		for _, k := range []struct {
+			key         string
+			own, global time.Duration
+			globalKey   string
+		}{
+			{"events", tr.Events, r.Events, "retention.events"},
+			{"notifications", tr.Notifications, r.Notifications, "retention.notifications"},
+			{"archived_notifications", tr.ArchivedNotifications, r.ArchivedNotifications, "retention.archived_notifications"},
+			{"delivery_attempts", tr.DeliveryAttempts, r.DeliveryAttempts, "retention.delivery_attempts"},
+		} {
+			period(prefix+k.key, k.own)
+			if k.own > 0 && k.global > 0 && k.own > k.global {
+				bad(prefix+k.key, "%s is longer than %s (%s): a tenant's period may only shorten the global one "+
+					"(a monthly partition holds every tenant's rows and goes at the global period)", k.own, k.globalKey, k.global)
+			}
+		}
+		notes := cmp.Or(tr.Notifications, r.Notifications)
+		if tr.ArchivedNotifications > 0 && notes > 0 && tr.ArchivedNotifications > notes {
+			bad(prefix+"archived_notifications", "%s is longer than the tenant's notifications period (%s): archived notifications may only go sooner",
+				tr.ArchivedNotifications, notes)
+		}
+	}
+	return errs
+}
+
+// takeTenantRetention removes retention.tenant from a parsed config file
+// and decodes it: a map of tenant id to periods (YAML), or the list of
+// single-entry maps HCL makes of repeated `tenant "id" { ... }` blocks
+// (tenant ids may hold dots, which koanf would read as nesting).
+func takeTenantRetention(raw map[string]any) (map[string]TenantRetentionConfig, error) {
+	section, ok := raw["retention"].(map[string]any)
+	if !ok {
+		return nil, nil
+	}
+	v, ok := section["tenant"]
+	if !ok {
+		return nil, nil
+	}
+	delete(section, "tenant")
+	out := map[string]TenantRetentionConfig{}
+	var walk func(v any) error
+	walk = func(v any) error {
+		switch t := v.(type) {
+		case []map[string]any:
+			for _, m := range t {
+				if err := walk(m); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for _, m := range t {
+				if err := walk(m); err != nil {
+					return err
+				}
+			}
+		case map[string]any:
+			for name, body := range t {
+				if _, dup := out[name]; dup {
+					return fmt.Errorf("retention.tenant.%s: declared twice", name)
+				}
+				tr, err := decodeTenantRetention(name, body)
+				if err != nil {
+					return err
+				}
+				out[name] = tr
+			}
+		default:
+			return fmt.Errorf("retention.tenant: want tenant blocks (tenant \"id\" { ... }), got %T", v)
+		}
+		return nil
+	}
+	if err := walk(v); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func decodeTenantRetention(name string, body any) (TenantRetentionConfig, error) {
+	switch t := body.(type) {
+	case []map[string]any:
+		if len(t) != 1 {
+			return TenantRetentionConfig{}, fmt.Errorf("retention.tenant.%s: want one block", name)
+		}
+		body = t[0]
+	case []any:
+		if len(t) != 1 {
+			return TenantRetentionConfig{}, fmt.Errorf("retention.tenant.%s: want one block", name)
+		}
+		body = t[0]
+	}
+	var tr TenantRetentionConfig
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		ErrorUnused: true, WeaklyTypedInput: true, Result: &tr, TagName: "koanf",
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(numberNotDuration, mapstructure.StringToTimeDurationHookFunc()),
+	})
+	if err != nil {
+		return tr, err
+	}
+	if err := dec.Decode(body); err != nil {
+		return tr, fmt.Errorf("retention.tenant.%s: %w", name, err)
+	}
+	return tr, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -512,5 +513,77 @@ func TestRetentionConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "delivery_attempts") {
 			t.Errorf("retention.delivery_attempts = %s: want an error naming the field, got %v", body, err)
 		}
+	}
+}
+
+// TestTenantRetentionConfig: tenant blocks in retention give tenants
+// their own, shorter, periods; a longer one, an archived period longer
+// than the notifications', a period under a day and a misspelt key are
+// refused, each error naming its key.
+func TestTenantRetentionConfig(t *testing.T) {
+	t.Parallel()
+	d, err := LoadDaemon(writeFile(t, "herald.hcl", `retention {
+  delivery_attempts      = "720h"
+  notifications          = "8760h"
+  archived_notifications = "720h"
+  events                 = "720h"
+  tenant "acme" {
+    notifications          = "2160h"
+    archived_notifications = "168h"
+    events                 = "168h"
+    delivery_attempts      = "240h"
+  }
+  tenant "beta.example" { events = "48h" }
+}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RetentionConfig{DeliveryAttempts: 720 * time.Hour, Notifications: 8760 * time.Hour, ArchivedNotifications: 720 * time.Hour,
+		Events: 720 * time.Hour, Tenants: map[string]TenantRetentionConfig{
+			"acme":         {Notifications: 2160 * time.Hour, ArchivedNotifications: 168 * time.Hour, Events: 168 * time.Hour, DeliveryAttempts: 240 * time.Hour},
+			"beta.example": {Events: 48 * time.Hour},
+		}}
+	if !reflect.DeepEqual(d.Retention, want) {
+		t.Fatalf("retention = %+v\nwant %+v", d.Retention, want)
+	}
+	yml := writeFile(t, "herald.yaml", "retention:\n  events: 720h\n  tenant:\n    acme:\n      events: 24h\n")
+	if d, err := LoadDaemon(yml); err != nil || d.Retention.Tenants["acme"].Events != 24*time.Hour {
+		t.Fatalf("yaml tenant retention: %+v (%v)", d.Retention, err)
+	}
+	for name, tc := range map[string]struct{ body, want string }{
+		"archived longer than notifications": {`retention {
+  notifications = "720h"
+  archived_notifications = "8760h"
+}`, "retention.archived_notifications: 8760h0m0s is longer than retention.notifications"},
+		"tenant longer than global": {`retention {
+  notifications = "720h"
+  tenant "acme" { notifications = "2160h" }
+}`, "retention.tenant.acme.notifications: 2160h0m0s is longer than retention.notifications"},
+		"tenant events longer than global": {`retention {
+  events = "168h"
+  tenant "acme" { events = "720h" }
+}`, "retention.tenant.acme.events"},
+		"tenant archived longer than its notifications": {`retention {
+  tenant "acme" {
+    notifications = "240h"
+    archived_notifications = "720h"
+  }
+}`, "retention.tenant.acme.archived_notifications"},
+		"events under a day":        {`retention { events = "2h" }`, "retention.events"},
+		"tenant period under a day": {`retention { tenant "acme" { delivery_attempts = "1h" } }`, "retention.tenant.acme.delivery_attempts"},
+		"misspelt tenant key":       {`retention { tenant "acme" { event = "48h" } }`, "event"},
+		"tenant not a duration":     {`retention { tenant "acme" { events = 48 } }`, "retention.tenant.acme"},
+		"tenant twice": {`retention {
+  tenant "acme" { events = "48h" }
+  tenant "acme" { events = "72h" }
+}`, "retention.tenant.acme"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := LoadDaemon(writeFile(t, "herald.hcl", tc.body))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want an error containing %q, got %v", tc.want, err)
+			}
+		})
 	}
 }
