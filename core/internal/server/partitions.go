@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -25,6 +27,12 @@ type PartitionKeeper struct {
 	Now func() time.Time
 	// Rounds, when not nil, receives the result of every round.
 	Rounds chan<- error
+	// Sweeps bounds the retention sweeps of a round (store.ApplySweeps:
+	// the rows of event_outbox, archived notifications and tenants'
+	// shorter periods, deleted in batches); zero values take its
+	// defaults (5,000 rows a statement, 200 statements or a minute a
+	// round, whichever comes first).
+	Sweeps store.SweepLimits
 }
 
 // Round creates the partitions ahead and applies retention once.
@@ -48,8 +56,49 @@ func (k *PartitionKeeper) Round(ctx context.Context) error {
 		for _, p := range dropped {
 			k.Log.Info("retention: dropped partition", "table", p.Table, "partition", p.Name, "to", p.To)
 		}
+		if err := k.sweep(ctx, now()); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// sweep runs the retention sweeps once, within k.Sweeps. A round that
+// stops on its limits is not a failure: the next round goes on.
+func (k *PartitionKeeper) sweep(ctx context.Context, now time.Time) error {
+	res, err := store.ApplySweeps(ctx, k.Pool, *k.Retention, now, k.Sweeps)
+	for _, r := range res {
+		if r.Deleted > 0 || !r.Done {
+			k.Log.Info("retention: swept", "table", r.Table(), "tenant", r.Tenant, "key", r.Key(), "period", r.Period,
+				"deleted", r.Deleted, "statements", r.Statements, "done", r.Done)
+		}
+	}
+	if errors.Is(err, store.ErrSweepBudget) {
+		k.Log.Info("retention: sweep round reached its limits; the next round goes on")
+		return nil
+	}
+	return err
+}
+
+// RetentionFromConfig returns the retention the config's retention block
+// asks for, and whether it asks for any.
+func RetentionFromConfig(c config.RetentionConfig) (store.Retention, bool) {
+	r := store.Retention{DeliveryAttempts: c.DeliveryAttempts, Notifications: c.Notifications, Events: c.Events,
+		ArchivedNotifications: c.ArchivedNotifications}
+	set := r.DeliveryAttempts > 0 || r.Notifications > 0 || r.Events > 0 || r.ArchivedNotifications > 0
+	for t, tc := range c.Tenants {
+		tr := store.TenantRetention{Events: tc.Events, Notifications: tc.Notifications,
+			ArchivedNotifications: tc.ArchivedNotifications, DeliveryAttempts: tc.DeliveryAttempts}
+		if tr == (store.TenantRetention{}) {
+			continue
+		}
+		if r.Tenants == nil {
+			r.Tenants = map[string]store.TenantRetention{}
+		}
+		r.Tenants[t] = tr
+		set = true
+	}
+	return r, set
 }
 
 // Run runs rounds until ctx ends.
