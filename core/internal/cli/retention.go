@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/spf13/cobra"
 )
@@ -21,7 +23,7 @@ func newRetentionCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "retention", Short: "Retention of the partitioned tables (config block retention)"}
 	status := &cobra.Command{
 		Use:   "status",
-		Short: "List the monthly partitions and when retention drops each",
+		Short: "List the monthly partitions and when retention drops each, and the sweeps with their rows due",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := loadDaemon(cfgPath)
@@ -29,20 +31,23 @@ func newRetentionCmd() *cobra.Command {
 				return err
 			}
 			return withTx(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
-				return runRetentionStatus(ctx, cmd.OutOrStdout(), q, retentionOf(d), time.Now())
+				if err := runRetentionStatus(ctx, cmd.OutOrStdout(), q, retentionOf(d), time.Now()); err != nil {
+					return err
+				}
+				return runSweepStatus(ctx, cmd.OutOrStdout(), q, retentionOf(d), time.Now())
 			})
 		},
 	}
 	apply := &cobra.Command{
 		Use:   "apply",
-		Short: "Drop the partitions past retention now (the daemon does it every hour)",
+		Short: "Drop the partitions past retention and run the sweeps now (the daemon does it every hour)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := loadDaemon(cfgPath)
 			if err != nil {
 				return err
 			}
-			return withTx(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
+			err = withTx(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
 				dropped, err := store.ApplyRetention(ctx, q, retentionOf(d), time.Now())
 				if err != nil {
 					return err
@@ -53,6 +58,16 @@ func newRetentionCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "%d partitions dropped\n", len(dropped))
 				return nil
 			})
+			if err != nil {
+				return err
+			}
+			// The sweeps run on a pool: each batch its own transaction.
+			pool, err := connect(cmd.Context(), d)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			return runSweepApply(cmd.Context(), cmd.OutOrStdout(), pool, retentionOf(d), time.Now(), store.SweepLimits{})
 		},
 	}
 	addConfigFlag(status, &cfgPath)
@@ -62,7 +77,8 @@ func newRetentionCmd() *cobra.Command {
 }
 
 func retentionOf(d config.Daemon) store.Retention {
-	return store.Retention{DeliveryAttempts: d.Retention.DeliveryAttempts, Notifications: d.Retention.Notifications}
+	r, _ := server.RetentionFromConfig(d.Retention)
+	return r
 }
 
 func day(t time.Time) string { return t.UTC().Format("2006-01-02") }
@@ -98,4 +114,55 @@ func runRetentionStatus(ctx context.Context, w io.Writer, q store.Querier, r sto
 		}
 	}
 	return nil
+}
+
+// sweepDueCap is where `herald retention status` stops counting a sweep's
+// rows due (it prints "100000+").
+const sweepDueCap = 100000
+
+// runSweepStatus prints the sweeps r asks for (retention that whole
+// partitions cannot give: events, archived notifications, tenants'
+// shorter periods) with how many rows are past their period at now,
+// counted up to sweepDueCap.
+func runSweepStatus(ctx context.Context, w io.Writer, q store.Querier, r store.Retention, now time.Time) error {
+	sweeps, err := r.Sweeps(ctx, q)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "sweeps (deleted in batches every round): %d\n", len(sweeps))
+	if len(sweeps) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tTENANT\tKEY\tPERIOD\tROWS DUE")
+	for _, s := range sweeps {
+		n, err := store.SweepDue(ctx, q, s, now, sweepDueCap+1)
+		if err != nil {
+			return err
+		}
+		due := fmt.Sprint(n)
+		if n > sweepDueCap {
+			due = fmt.Sprintf("%d+", sweepDueCap)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Table(), s.Tenant, s.Key(), s.Period, due)
+	}
+	return tw.Flush()
+}
+
+// runSweepApply runs the sweeps once within l and prints what each
+// deleted. A pass that stops on its limits says so; running apply again
+// goes on.
+func runSweepApply(ctx context.Context, w io.Writer, q store.Querier, r store.Retention, now time.Time, l store.SweepLimits) error {
+	res, err := store.ApplySweeps(ctx, q, r, now, l)
+	var total int64
+	for _, s := range res {
+		total += s.Deleted
+		fmt.Fprintf(w, "swept %s of tenant %s (%s = %s): %d rows in %d statements\n", s.Table(), s.Tenant, s.Key(), s.Period, s.Deleted, s.Statements)
+	}
+	fmt.Fprintf(w, "%d rows swept\n", total)
+	if errors.Is(err, store.ErrSweepBudget) {
+		fmt.Fprintln(w, "the pass reached its limits: run apply again to go on")
+		return nil
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,62 @@ func TestRetentionStatus(t *testing.T) {
 	root.SetArgs([]string{"retention", "status", "--config", cfg})
 	if err := root.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "retention.delivery_attempts") {
 		t.Errorf("retention of 2h: want an error naming retention.delivery_attempts, got %v", err)
+	}
+}
+
+// TestRetentionSweepsStatusAndApply: `herald retention status` lists the
+// sweeps the config asks for (table, tenant, key, period, rows past it
+// now), `herald retention apply` runs them, and status then counts none.
+func TestRetentionSweepsStatusAndApply(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO event_outbox (tenant_id, event_id, event_type, status, created_at)
+		SELECT t, t || '-' || i, 'T', 'PROCESSED', now() - i * interval '1 day' - interval '1 hour'
+		FROM generate_series(0, 39) i, unnest(ARRAY['acme', 'zeta']) t`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "herald.hcl")
+	if err := os.WriteFile(cfg, []byte("database { url = \""+db.URL+"\" }\n"+`retention {
+  events = "720h"
+  tenant "acme" { events = "168h" }
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		root := NewRoot()
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append(args, "--config", cfg))
+		if err := root.ExecuteContext(ctx); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, &out)
+		}
+		return out.String()
+	}
+	status := run("retention", "status")
+	for _, re := range []string{
+		`sweeps \(deleted in batches every round\): 2`,
+		`event_outbox +acme +retention\.tenant\.acme\.events +168h0m0s +33\n`,
+		`event_outbox +zeta +retention\.events +720h0m0s +10\n`,
+	} {
+		if !regexp.MustCompile(re).MatchString(status) {
+			t.Errorf("status lacks %s:\n%s", re, status)
+		}
+	}
+	apply := run("retention", "apply")
+	for _, want := range []string{
+		"swept event_outbox of tenant acme (retention.tenant.acme.events = 168h0m0s): 33 rows in 1 statements",
+		"swept event_outbox of tenant zeta (retention.events = 720h0m0s): 10 rows in 1 statements",
+		"43 rows swept",
+	} {
+		if !strings.Contains(apply, want) {
+			t.Errorf("apply lacks %q:\n%s", want, apply)
+		}
+	}
+	if status := run("retention", "status"); !regexp.MustCompile(`acme +retention\.tenant\.acme\.events +168h0m0s +0\n`).MatchString(status) {
+		t.Errorf("status after apply:\n%s", status)
 	}
 }
