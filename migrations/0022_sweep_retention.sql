@@ -24,8 +24,11 @@
 --     HOT update; reading (read_at, unindexed) still is.
 -- A tenant's notifications use notifications_tenant_recent (0019).
 --
--- herald_sweep deletes one batch, the oldest first, of one tenant's rows
--- past p_before: PROCESSED and FAILED events created before it (never a
+-- herald_sweep deletes one batch, the oldest first from p_after (NULL:
+-- the oldest of all), of one tenant's rows past p_before, and returns how
+-- many and the time key of the last (the next batch's p_after: it starts
+-- there instead of walking again the index entries of the rows just
+-- deleted, which stay until vacuum): PROCESSED and FAILED events created before it (never a
 -- PENDING one), notifications created before it, notifications archived
 -- before it, attempts of deliveries created before it. The rows of
 -- notifications are locked with SKIP LOCKED (a row the inbox is changing
@@ -39,33 +42,35 @@ CREATE INDEX delivery_attempts_sweep ON delivery_attempts (tenant_id, delivery_c
 CREATE INDEX notifications_archived ON notifications (tenant_id, archived_at) WHERE archived_at IS NOT NULL;
 
 -- +goose StatementBegin
-CREATE FUNCTION herald_sweep(p_kind text, p_tenant text, p_before timestamptz, p_limit int)
-RETURNS int
+CREATE FUNCTION herald_sweep(p_kind text, p_tenant text, p_before timestamptz, p_limit int, p_after timestamptz)
+RETURNS TABLE (deleted int, last_key timestamptz)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
-    n int;
     gone record;
+    since constant timestamptz := coalesce(p_after, '-infinity');
 BEGIN
     IF p_tenant IS NULL OR p_before IS NULL OR p_limit IS NULL OR p_limit < 1 OR p_limit > 100000 THEN
         RAISE EXCEPTION 'herald_sweep: bad arguments (tenant %, before %, limit %)', p_tenant, p_before, p_limit;
     END IF;
     IF p_kind = 'events' THEN
+        RETURN QUERY
         WITH c AS (SELECT id FROM event_outbox
-                   WHERE tenant_id = p_tenant AND created_at < p_before AND status IN ('PROCESSED', 'FAILED')
+                   WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before AND status IN ('PROCESSED', 'FAILED')
                    ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
              d AS (DELETE FROM event_outbox e USING c
-                   WHERE e.id = c.id AND e.status IN ('PROCESSED', 'FAILED') AND e.created_at < p_before RETURNING 1)
-        SELECT count(*) INTO n FROM d;
-        RETURN n;
+                   WHERE e.id = c.id AND e.status IN ('PROCESSED', 'FAILED') AND e.created_at < p_before RETURNING e.created_at)
+        SELECT count(*)::int, max(created_at) FROM d;
+        RETURN;
     ELSIF p_kind = 'delivery_attempts' THEN
+        RETURN QUERY
         WITH c AS (SELECT delivery_id, attempt, delivery_created_at FROM delivery_attempts
-                   WHERE tenant_id = p_tenant AND delivery_created_at < p_before
+                   WHERE tenant_id = p_tenant AND delivery_created_at >= since AND delivery_created_at < p_before
                    ORDER BY delivery_created_at LIMIT p_limit),
              d AS (DELETE FROM delivery_attempts a USING c
                    WHERE a.delivery_id = c.delivery_id AND a.attempt = c.attempt
-                     AND a.delivery_created_at = c.delivery_created_at RETURNING 1)
-        SELECT count(*) INTO n FROM d;
-        RETURN n;
+                     AND a.delivery_created_at = c.delivery_created_at RETURNING a.delivery_created_at)
+        SELECT count(*)::int, max(delivery_created_at) FROM d;
+        RETURN;
     ELSIF p_kind NOT IN ('notifications', 'archived_notifications') THEN
         RAISE EXCEPTION 'herald_sweep: unknown kind % (want events, notifications, archived_notifications or delivery_attempts)', p_kind;
     END IF;
@@ -73,24 +78,25 @@ BEGIN
     -- leave their counters.
     IF p_kind = 'notifications' THEN
         WITH c AS (SELECT notification_id, created_at FROM notifications
-                   WHERE tenant_id = p_tenant AND created_at < p_before
+                   WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before
                    ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
              d AS (DELETE FROM notifications x USING c
                    WHERE x.notification_id = c.notification_id AND x.created_at = c.created_at
-                   RETURNING x.user_id, x.project_id, x.read_at IS NULL AND x.archived_at IS NULL AS unread)
-        SELECT count(*)::int AS rows, array_agg(user_id) FILTER (WHERE unread) AS users,
+                   RETURNING x.user_id, x.project_id, x.read_at IS NULL AND x.archived_at IS NULL AS unread, x.created_at AS key)
+        SELECT count(*)::int AS rows, max(key) AS last, array_agg(user_id) FILTER (WHERE unread) AS users,
             array_agg(project_id) FILTER (WHERE unread) AS projects INTO gone FROM d;
     ELSE
         -- archived_at is never before created_at (the event's time), so
         -- created_at < p_before holds too and leaves the months after
         -- p_before (the current one) out of the plan.
         WITH c AS (SELECT notification_id, created_at FROM notifications
-                   WHERE tenant_id = p_tenant AND archived_at IS NOT NULL AND archived_at < p_before AND created_at < p_before
+                   WHERE tenant_id = p_tenant AND archived_at IS NOT NULL AND archived_at >= since AND archived_at < p_before
+                     AND created_at < p_before
                    ORDER BY archived_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
              d AS (DELETE FROM notifications x USING c
                    WHERE x.notification_id = c.notification_id AND x.created_at = c.created_at AND x.archived_at < p_before
-                   RETURNING x.user_id, x.project_id, x.read_at IS NULL AND x.archived_at IS NULL AS unread)
-        SELECT count(*)::int AS rows, array_agg(user_id) FILTER (WHERE unread) AS users,
+                   RETURNING x.user_id, x.project_id, x.read_at IS NULL AND x.archived_at IS NULL AS unread, x.archived_at AS key)
+        SELECT count(*)::int AS rows, max(key) AS last, array_agg(user_id) FILTER (WHERE unread) AS users,
             array_agg(project_id) FILTER (WHERE unread) AS projects INTO gone FROM d;
     END IF;
     IF gone.users IS NOT NULL THEN
@@ -101,7 +107,9 @@ BEGIN
         FROM (SELECT u, p, count(*) AS n FROM unnest(gone.users, gone.projects) AS g(u, p) GROUP BY 1, 2) x
         WHERE c.tenant_id = p_tenant AND c.user_id = x.u AND c.project_id = x.p;
     END IF;
-    RETURN gone.rows;
+    deleted := gone.rows;
+    last_key := gone.last;
+    RETURN NEXT;
 END;
 $$;
 -- +goose StatementEnd
@@ -164,15 +172,15 @@ END;
 $$;
 -- +goose StatementEnd
 
-REVOKE ALL ON FUNCTION herald_sweep(text, text, timestamptz, int), herald_sweep_due(text, text, timestamptz, int),
+REVOKE ALL ON FUNCTION herald_sweep(text, text, timestamptz, int, timestamptz), herald_sweep_due(text, text, timestamptz, int),
     herald_sweep_tenants(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION herald_sweep(text, text, timestamptz, int), herald_sweep_due(text, text, timestamptz, int),
+GRANT EXECUTE ON FUNCTION herald_sweep(text, text, timestamptz, int, timestamptz), herald_sweep_due(text, text, timestamptz, int),
     herald_sweep_tenants(text) TO herald_worker;
 
 -- +goose Down
 DROP FUNCTION herald_sweep_tenants(text);
 DROP FUNCTION herald_sweep_due(text, text, timestamptz, int);
-DROP FUNCTION herald_sweep(text, text, timestamptz, int);
+DROP FUNCTION herald_sweep(text, text, timestamptz, int, timestamptz);
 DROP INDEX notifications_archived;
 DROP INDEX delivery_attempts_sweep;
 DROP INDEX event_outbox_sweep;

@@ -183,8 +183,8 @@ var ErrSweepBudget = errors.New("retention sweep: the pass reached its limits; t
 
 // ApplySweeps runs the sweeps r asks for at now: for each, batches of at
 // most l.BatchSize rows, the oldest first, each its own statement (on a
-// pool, its own transaction), until a batch deletes fewer than
-// l.BatchSize. The pass as a whole runs at most l.MaxStatements
+// pool, its own transaction) starting where the one before ended, until
+// a batch deletes fewer than l.BatchSize. The pass as a whole runs at most l.MaxStatements
 // statements and starts none after l.Budget; stopping there, it returns
 // what it did and ErrSweepBudget. A batch that deadlocked with a writer of
 // the same counters is run again (up to three times). q should be a pool:
@@ -201,12 +201,13 @@ func ApplySweeps(ctx context.Context, q Querier, r Retention, now time.Time, l S
 	for _, s := range sweeps {
 		res := SweepResult{Sweep: s}
 		before := now.Add(-s.Period)
+		var after *time.Time
 		for {
 			if statements >= l.MaxStatements || !time.Now().Before(deadline) {
 				out = append(out, res)
 				return out, ErrSweepBudget
 			}
-			n, err := sweepBatch(ctx, q, s, before, l.BatchSize)
+			n, last, err := sweepBatch(ctx, q, s, before, l.BatchSize, after)
 			statements++
 			res.Statements++
 			if err != nil {
@@ -214,6 +215,7 @@ func ApplySweeps(ctx context.Context, q Querier, r Retention, now time.Time, l S
 				return out, fmt.Errorf("retention sweep of %s (%s): %w", s.Table(), s.Key(), err)
 			}
 			res.Deleted += int64(n)
+			after = last
 			if n < l.BatchSize {
 				res.Done = true
 				break
@@ -224,18 +226,22 @@ func ApplySweeps(ctx context.Context, q Querier, r Retention, now time.Time, l S
 	return out, nil
 }
 
-// sweepBatch deletes one batch, again when it deadlocked.
-func sweepBatch(ctx context.Context, q Querier, s Sweep, before time.Time, limit int) (int, error) {
+// sweepBatch deletes one batch from after (nil: from the oldest row),
+// again when it deadlocked. It returns the rows deleted and the time key
+// of the last, where the next batch starts (nil when none was deleted).
+func sweepBatch(ctx context.Context, q Querier, s Sweep, before time.Time, limit int, after *time.Time) (int, *time.Time, error) {
 	var n int
+	var last *time.Time
 	var err error
 	for range 3 {
-		err = q.QueryRow(ctx, `SELECT herald_sweep($1, $2, $3, $4)`, s.Kind, s.Tenant, before, limit).Scan(&n)
+		err = q.QueryRow(ctx, `SELECT deleted, last_key FROM herald_sweep($1, $2, $3, $4, $5)`, s.Kind, s.Tenant, before, limit, after).
+			Scan(&n, &last)
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || (pe.Code != "40P01" && pe.Code != "40001") {
-			return n, err
+			return n, last, err
 		}
 	}
-	return n, err
+	return n, last, err
 }
 
 // SweepDue counts the rows of s past its period at now, up to limit (the

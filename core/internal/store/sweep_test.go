@@ -114,11 +114,11 @@ func TestSweepEventsRemovesExactlyThePast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer api.Close()
-	if _, err := api.Exec(ctx, `SELECT herald_sweep('events', 'a', now(), 10)`); err == nil {
+	if _, err := api.Exec(ctx, `SELECT herald_sweep('events', 'a', now(), 10, NULL)`); err == nil {
 		t.Fatal("herald_api swept events")
 	}
 	for _, args := range [][]any{{"deliveries", "a", now, 10}, {"events", "a", now, 0}, {"events", nil, now, 10}} {
-		if _, err := worker.Exec(ctx, `SELECT herald_sweep($1, $2, $3, $4)`, args...); err == nil {
+		if _, err := worker.Exec(ctx, `SELECT herald_sweep($1, $2, $3, $4, NULL)`, args...); err == nil {
 			t.Errorf("herald_sweep%v: no error", args)
 		}
 	}
