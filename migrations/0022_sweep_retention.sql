@@ -44,10 +44,20 @@ CREATE INDEX notifications_archived ON notifications (tenant_id, archived_at) WH
 -- +goose StatementBegin
 CREATE FUNCTION herald_sweep(p_kind text, p_tenant text, p_before timestamptz, p_limit int, p_after timestamptz)
 RETURNS TABLE (deleted int, last_key timestamptz)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public
+-- A batch reads p_limit rows in index order and stops, and deletes each
+-- by its primary key: left to itself the planner may read every row past
+-- p_before by bitmap and sort them, or hash every row of the table to
+-- join the batch's keys, work that grows with the table instead of the
+-- batch (README, "Partitioning and retention").
+SET enable_sort = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 DECLARE
     gone record;
     since constant timestamptz := coalesce(p_after, '-infinity');
+    ids uuid[];
+    attempts int[];
+    keys timestamptz[];
+    last timestamptz;
 BEGIN
     IF p_tenant IS NULL OR p_before IS NULL OR p_limit IS NULL OR p_limit < 1 OR p_limit > 100000 THEN
         RAISE EXCEPTION 'herald_sweep: bad arguments (tenant %, before %, limit %)', p_tenant, p_before, p_limit;
@@ -61,44 +71,56 @@ BEGIN
                    WHERE e.id = c.id AND e.status IN ('PROCESSED', 'FAILED') AND e.created_at < p_before RETURNING e.created_at)
         SELECT count(*)::int, max(created_at) FROM d;
         RETURN;
-    ELSIF p_kind = 'delivery_attempts' THEN
-        RETURN QUERY
-        WITH c AS (SELECT delivery_id, attempt, delivery_created_at FROM delivery_attempts
-                   WHERE tenant_id = p_tenant AND delivery_created_at >= since AND delivery_created_at < p_before
-                   ORDER BY delivery_created_at LIMIT p_limit),
-             d AS (DELETE FROM delivery_attempts a USING c
-                   WHERE a.delivery_id = c.delivery_id AND a.attempt = c.attempt
-                     AND a.delivery_created_at = c.delivery_created_at RETURNING a.delivery_created_at)
-        SELECT count(*)::int, max(delivery_created_at) FROM d;
-        RETURN;
-    ELSIF p_kind NOT IN ('notifications', 'archived_notifications') THEN
+    ELSIF p_kind NOT IN ('notifications', 'archived_notifications', 'delivery_attempts') THEN
         RAISE EXCEPTION 'herald_sweep: unknown kind % (want events, notifications, archived_notifications or delivery_attempts)', p_kind;
     END IF;
-    -- Notifications: the batch is deleted first, then its unread rows
-    -- leave their counters.
+    -- The partitioned tables, in two steps: the batch's keys, read in
+    -- order from the sweep's index (a Merge Append of each month's index
+    -- rather than every row past p_before read and sorted), then the
+    -- delete of those keys, each probing its month's primary key.
+    IF p_kind = 'delivery_attempts' THEN
+        SELECT array_agg(delivery_id), array_agg(attempt), array_agg(delivery_created_at), max(delivery_created_at)
+            INTO ids, attempts, keys, last
+        FROM (SELECT delivery_id, attempt, delivery_created_at FROM delivery_attempts
+              WHERE tenant_id = p_tenant AND delivery_created_at >= since AND delivery_created_at < p_before
+              ORDER BY delivery_created_at LIMIT p_limit) c;
+        IF ids IS NOT NULL THEN
+            DELETE FROM delivery_attempts a USING unnest(ids, attempts, keys) AS g(id, attempt, key)
+            WHERE a.delivery_id = g.id AND a.attempt = g.attempt AND a.delivery_created_at = g.key;
+        END IF;
+        deleted := coalesce(cardinality(ids), 0);
+        last_key := last;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    -- Notifications: the rows are locked as they are read (a row the
+    -- inbox is changing is skipped: the next batch or pass takes it),
+    -- deleted, then their unread ones leave their counters.
     IF p_kind = 'notifications' THEN
-        WITH c AS (SELECT notification_id, created_at FROM notifications
-                   WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before
-                   ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
-             d AS (DELETE FROM notifications x USING c
-                   WHERE x.notification_id = c.notification_id AND x.created_at = c.created_at
-                   RETURNING x.user_id, x.project_id, x.read_at IS NULL AND x.archived_at IS NULL AS unread, x.created_at AS key)
-        SELECT count(*)::int AS rows, max(key) AS last, array_agg(user_id) FILTER (WHERE unread) AS users,
-            array_agg(project_id) FILTER (WHERE unread) AS projects INTO gone FROM d;
+        SELECT array_agg(notification_id), array_agg(created_at), max(created_at) INTO ids, keys, last
+        FROM (SELECT notification_id, created_at FROM notifications
+              WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before
+              ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED) c;
     ELSE
         -- archived_at is never before created_at (the event's time), so
         -- created_at < p_before holds too and leaves the months after
         -- p_before (the current one) out of the plan.
-        WITH c AS (SELECT notification_id, created_at FROM notifications
-                   WHERE tenant_id = p_tenant AND archived_at IS NOT NULL AND archived_at >= since AND archived_at < p_before
-                     AND created_at < p_before
-                   ORDER BY archived_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
-             d AS (DELETE FROM notifications x USING c
-                   WHERE x.notification_id = c.notification_id AND x.created_at = c.created_at AND x.archived_at < p_before
-                   RETURNING x.user_id, x.project_id, x.read_at IS NULL AND x.archived_at IS NULL AS unread, x.archived_at AS key)
-        SELECT count(*)::int AS rows, max(key) AS last, array_agg(user_id) FILTER (WHERE unread) AS users,
-            array_agg(project_id) FILTER (WHERE unread) AS projects INTO gone FROM d;
+        SELECT array_agg(notification_id), array_agg(created_at), max(archived_at) INTO ids, keys, last
+        FROM (SELECT notification_id, created_at, archived_at FROM notifications
+              WHERE tenant_id = p_tenant AND archived_at IS NOT NULL AND archived_at >= since AND archived_at < p_before
+                AND created_at < p_before
+              ORDER BY archived_at LIMIT p_limit FOR UPDATE SKIP LOCKED) c;
     END IF;
+    IF ids IS NULL THEN
+        deleted := 0;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    WITH d AS (DELETE FROM notifications x USING unnest(ids, keys) AS g(id, key)
+               WHERE x.notification_id = g.id AND x.created_at = g.key
+               RETURNING x.user_id, x.project_id, x.read_at IS NULL AND x.archived_at IS NULL AS unread)
+    SELECT count(*)::int AS rows, array_agg(user_id) FILTER (WHERE unread) AS users,
+        array_agg(project_id) FILTER (WHERE unread) AS projects INTO gone FROM d;
     IF gone.users IS NOT NULL THEN
         PERFORM 1 FROM notification_counters c
             WHERE c.tenant_id = p_tenant AND (c.user_id, c.project_id) IN (SELECT * FROM unnest(gone.users, gone.projects))
@@ -108,7 +130,7 @@ BEGIN
         WHERE c.tenant_id = p_tenant AND c.user_id = x.u AND c.project_id = x.p;
     END IF;
     deleted := gone.rows;
-    last_key := gone.last;
+    last_key := last;
     RETURN NEXT;
 END;
 $$;
