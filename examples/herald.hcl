@@ -134,10 +134,15 @@ tracing {
   exporter = "none"
 }
 
-# Retention of the partitioned tables: the daemon drops a whole monthly
-# partition once every row in it is older (never a DELETE). 0 or absent
-# keeps rows forever. `herald retention status` shows what goes when.
+# Retention: the daemon drops a whole monthly partition once every row in
+# it is older (never a DELETE); events, archived notifications and tenants'
+# shorter periods go in short bounded batches (README › Sweeps). 0 or
+# absent keeps rows forever. `herald retention status` shows what goes when.
 retention {
-  delivery_attempts = "0s" # e.g. "720h": 30 days of attempt log
-  notifications     = "0s" # e.g. "8760h": a year of inbox
+  delivery_attempts      = "0s" # e.g. "720h": 30 days of attempt log
+  notifications          = "0s" # e.g. "8760h": a year of inbox
+  archived_notifications = "0s" # e.g. "720h": archived ones go 30 days after archiving (short batches)
+  events                 = "0s" # e.g. "720h": PROCESSED/FAILED events; the producers' idempotency window
+  # A tenant kept shorter than the rest (each period at most the global one):
+  # tenant "acme" { notifications = "2160h"  events = "168h" }
 }
