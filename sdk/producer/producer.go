@@ -279,7 +279,10 @@ var ErrDuplicate = errors.New("producer: event_id already enqueued")
 
 // Enqueue writes ev into the outbox using tx, the caller's transaction. It
 // returns ErrDuplicate when the tenant already has an event with this
-// EventID (the statement does not fail, so tx stays usable). A PostgreSQL
+// EventID (the statement does not fail, so tx stays usable) — for as long
+// as Herald keeps the event: with the daemon's retention.events set, a
+// processed event older than that is deleted, and its EventID enqueued
+// again is a new event. A PostgreSQL
 // error unwraps to its *pgconn.PgError: under SERIALIZABLE or REPEATABLE
 // READ, errors.As it and run the transaction again on SQLSTATE 40001.
 func Enqueue(ctx context.Context, tx Execer, ev Event) error {
