@@ -10,31 +10,33 @@
 -- table may only have one that includes its partition key — and the
 -- event_id dedupe must hold across months.
 --
--- Each batch finds its rows through an index on (tenant, time) whose
--- columns never change once written, so the updates of those rows keep
--- being HOT (migration 0017):
---   event_outbox_sweep (tenant_id, created_at): the relay updates status,
---     attempts, processed_at, last_error, never these. Without it a batch
---     reads the table in key order past every row inside the period to
---     learn that none is left (README, "Partitioning and retention").
+-- Each batch finds its rows, the oldest first, through an index on
+-- (tenant, time) (migration 0017 on HOT updates):
+--   event_outbox_sweep (tenant_id, created_at): columns the relay never
+--     updates (it changes status, attempts, processed_at, last_error), so
+--     its updates are what they were. Without it a batch reads the table
+--     in key order past every row inside the period to learn that none is
+--     left (README, "Sweeps: retention that partitions cannot give").
 --   delivery_attempts_sweep (tenant_id, delivery_created_at): the log is
 --     never updated.
 --   notifications_archived (tenant_id, archived_at) WHERE archived_at IS
 --     NOT NULL: archiving (a user's action, once per row) is no longer a
---     HOT update; reading (read_at, unindexed) still is.
+--     HOT update; reading (read_at, unindexed) still can be.
 -- A tenant's notifications use notifications_tenant_recent (0019).
 --
--- herald_sweep deletes one batch, the oldest first from p_after (NULL:
--- the oldest of all), of one tenant's rows past p_before, and returns how
--- many and the time key of the last (the next batch's p_after: it starts
--- there instead of walking again the index entries of the rows just
--- deleted, which stay until vacuum): PROCESSED and FAILED events created before it (never a
--- PENDING one), notifications created before it, notifications archived
--- before it, attempts of deliveries created before it. The rows of
--- notifications are locked with SKIP LOCKED (a row the inbox is changing
--- waits for the next batch), and their unread ones leave the unread
--- counters in the same statement, the counters locked in key order as
--- every other writer of them does.
+-- herald_sweep deletes one batch of one tenant's rows past p_before:
+-- PROCESSED and FAILED events created before it (never a PENDING one),
+-- notifications created before it, notifications archived before it,
+-- attempts of deliveries created before it. It starts at p_after (NULL:
+-- the oldest row) and returns how many it deleted and the time key of the
+-- last, the next batch's p_after: the next batch starts there instead of
+-- walking again the index entries of the rows just deleted, which stay
+-- until vacuum. Notifications are locked with SKIP LOCKED (a row the inbox
+-- is changing waits for the next batch), and their unread ones leave the
+-- unread counters in the same call (one statement, one transaction), the
+-- counters locked in key order as every other writer of them does.
+-- herald_sweep_tenants lists the tenants a sweep visits, herald_sweep_due
+-- counts the rows past a period (`herald retention status`).
 
 -- +goose Up
 CREATE INDEX event_outbox_sweep ON event_outbox (tenant_id, created_at);
