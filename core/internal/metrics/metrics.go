@@ -117,7 +117,7 @@ func (m *Metrics) Delivery(channel, provider, outcome string, n int) {
 	}
 }
 
-// SendLatency records the time from a delivery's creation to its plugin
+// SendLatency records the time from a delivery's write (its UUIDv7 id) to its plugin
 // Send.
 func (m *Metrics) SendLatency(channel string, d time.Duration) {
 	m.SendLatencies(channel)(d)

@@ -54,8 +54,8 @@ func fanoutDeliveries(t *testing.T, q *pgxpool.Pool, event string, at time.Time,
 // TestDeliveryKeyRefusesDuplicateAcrossPartitions: the relay's fan-out
 // of an event run twice writes its deliveries once, with the event's
 // creation time as created_at, in the partition of the event's month (an
-// old month, this one), by COPY (the owner) and by INSERT (the worker's
-// role, bound by row-level security); a plain insert of the same
+// old month, this one), by COPY (the owner, the worker) and by INSERT (a
+// role bound by row-level security); a plain insert of the same
 // (tenant, event, user, channel, created_at) is refused.
 func TestDeliveryKeyRefusesDuplicateAcrossPartitions(t *testing.T) {
 	t.Parallel()
@@ -66,12 +66,19 @@ func TestDeliveryKeyRefusesDuplicateAcrossPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer worker.Close()
+	// The worker's role bypasses row-level security in tests (COPY); the
+	// API's role is bound by it (INSERT).
+	api, err := store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 2, Role: store.RoleAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
 	old := time.Now().UTC().AddDate(0, -2, 0).Truncate(time.Microsecond)
 	if _, err := db.Pool.Exec(ctx, `SELECT herald_ensure_partitions(t, $1, now()) FROM unnest($2::text[]) t`, old, store.PartitionedTables); err != nil {
 		t.Fatal(err)
 	}
 	for i, at := range []time.Time{time.Now().UTC().Truncate(time.Microsecond), old} {
-		for _, pool := range []*pgxpool.Pool{db.Pool, worker} {
+		for _, pool := range []*pgxpool.Pool{db.Pool, worker, api} {
 			ev := fmt.Sprintf("e%d-%p", i, pool)
 			if got := fanoutDeliveries(t, pool, ev, at, "u1", "u2"); len(got) != 2 || !got[0].CreatedAt.Equal(at) {
 				t.Fatalf("first fan-out of %s wrote %+v, want 2 deliveries created at %s", ev, got, at)
@@ -427,5 +434,54 @@ func TestMigration0021PartitionsExistingDeliveries(t *testing.T) {
 	}
 	if got, want := rows(), "e1:deliveries_y2025m03:SENT:-:1 e2:"+cur+":RETRY:RETRY:1"; got != want {
 		t.Fatalf("deliveries after up again: %s, want %s", got, want)
+	}
+}
+
+// TestDeliveriesOfAMonthWithoutPartition: a delivery of a month without a
+// partition (an event enqueued for a month never created) waits in the
+// default partition, and moves, waiting status and all, into its month
+// when the daemon creates it; the month is attached with the keys,
+// indexes and settings of the others.
+func TestDeliveriesOfAMonthWithoutPartition(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	worker, err := store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 2, Role: store.RoleWorker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer worker.Close()
+	at := time.Date(2040, 1, 15, 0, 0, 0, 0, time.UTC)
+	if got := fanoutDeliveries(t, worker, "future", at, "u1", "u2"); len(got) != 2 {
+		t.Fatalf("fan-out of an event of a month without partition wrote %d deliveries, want 2", len(got))
+	}
+	where := func() string {
+		var parts, queues string
+		if err := db.Pool.QueryRow(ctx, `SELECT string_agg(DISTINCT tableoid::regclass::text, ','), string_agg(queue, ',')
+			FROM deliveries WHERE event_id = 'future'`).Scan(&parts, &queues); err != nil {
+			t.Fatal(err)
+		}
+		return parts + " " + queues
+	}
+	if got := where(); got != "deliveries_default PENDING,PENDING" {
+		t.Fatalf("deliveries of 2040-01 in %s, want the default partition", got)
+	}
+	if _, err := store.EnsurePartitions(ctx, worker, at); err != nil {
+		t.Fatal(err)
+	}
+	if got := where(); got != "deliveries_y2040m01 PENDING,PENDING" {
+		t.Fatalf("deliveries of 2040-01 in %s after its month was created, want deliveries_y2040m01", got)
+	}
+	var opts, indexes string
+	if err := db.Pool.QueryRow(ctx, `SELECT array_to_string(reloptions, ','), (SELECT string_agg(x.relname, ',' ORDER BY x.relname)
+			FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid WHERE i.indrelid = c.oid AND (NOT i.indisunique OR i.indisprimary))
+		FROM pg_class c WHERE relname = 'deliveries_y2040m01'`).Scan(&opts, &indexes); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(opts, "fillfactor=50,") || indexes != "deliveries_y2040m01_due,deliveries_y2040m01_leased,deliveries_y2040m01_pending,deliveries_y2040m01_pkey" {
+		t.Fatalf("the month attached with options %s and indexes %s", opts, indexes)
+	}
+	if got := fanoutDeliveries(t, worker, "future", at, "u1", "u2"); len(got) != 0 {
+		t.Fatalf("fan-out run again wrote %d deliveries, want none", len(got))
 	}
 }
