@@ -176,6 +176,11 @@ func TestDeliveryPartitionsAreLikeTheTable(t *testing.T) {
 		"herald_worker:DELETE herald_worker:INSERT herald_worker:SELECT herald_worker:UPDATE" {
 		t.Errorf("grants of deliveries: %s", grants)
 	}
+	// The daemon's role analyzes a month of deliveries on its own
+	// (store.AnalyzeStale, through herald_analyze).
+	if _, err := worker.Exec(ctx, `SELECT herald_analyze($1)`, monthName("deliveries", time.Now())); err != nil {
+		t.Errorf("herald_analyze of a month of deliveries: %v", err)
+	}
 	// A partition reached directly by the API's role is refused.
 	api, err := store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 1, Role: store.RoleAPI})
 	if err != nil {
