@@ -490,3 +490,17 @@ func TestDeliveriesOfAMonthWithoutPartition(t *testing.T) {
 		t.Fatalf("fan-out run again wrote %d deliveries, want none", len(got))
 	}
 }
+
+// TestWrittenAtReadsTheUUIDv7Time: the fan-out's time of a delivery is
+// the millisecond its UUIDv7 id carries; an id of another version has
+// none.
+func TestWrittenAtReadsTheUUIDv7Time(t *testing.T) {
+	t.Parallel()
+	at, ok := store.WrittenAt("0190d0a0-0000-7000-8000-000000000001")
+	if want := time.UnixMilli(0x0190d0a00000); !ok || !at.Equal(want) {
+		t.Fatalf("WrittenAt = %s, %v; want %s", at, ok, want)
+	}
+	if _, ok := store.WrittenAt("6ba7b810-9dad-41d1-80b4-00c04fd430c8"); ok {
+		t.Fatal("WrittenAt of a version 4 id")
+	}
+}
