@@ -972,9 +972,11 @@ func summarize(l *Latencies) LatencySummary {
 }
 
 // stageLatencies splits the trip at the delivery row: commit → row written
-// (created_at, the relay's clock) and row → SENT recorded (sent_at).
+// (the relay's clock, to the millisecond: the time in the UUIDv7
+// delivery id; created_at is the event's since migration 0021) and row →
+// SENT recorded (sent_at).
 func stageLatencies(ctx context.Context, pool *pgxpool.Pool, commits []int64) (LatencySummary, LatencySummary, error) {
-	rows, err := pool.Query(ctx, `SELECT event_id, (extract(epoch FROM created_at) * 1e9)::bigint,
+	rows, err := pool.Query(ctx, `SELECT event_id, ('x' || substr(replace(delivery_id::text, '-', ''), 1, 12))::bit(48)::bigint * 1000000,
 			(extract(epoch FROM sent_at) * 1e9)::bigint
 		FROM deliveries WHERE status = 'SENT' AND attempts = 1`)
 	if err != nil {

@@ -62,7 +62,8 @@ func newRetentionCmd() *cobra.Command {
 }
 
 func retentionOf(d config.Daemon) store.Retention {
-	return store.Retention{DeliveryAttempts: d.Retention.DeliveryAttempts, Notifications: d.Retention.Notifications}
+	return store.Retention{DeliveryAttempts: d.Retention.DeliveryAttempts, Notifications: d.Retention.Notifications,
+		Deliveries: d.Retention.Deliveries}
 }
 
 func day(t time.Time) string { return t.UTC().Format("2006-01-02") }

@@ -79,6 +79,12 @@ type RetentionConfig struct {
 	// counters as the month goes. 0 (the default) keeps them forever. At
 	// least 24h.
 	Notifications time.Duration `koanf:"notifications"`
+	// Deliveries keeps delivery rows (the biggest table: the rendered
+	// content of every delivery) for this long after their event was
+	// created, e.g. "2160h" (90 days). A delivery not final yet (still
+	// owed to its user) is kept until it is SENT or FAILED. 0 (the
+	// default) keeps them forever. At least 24h.
+	Deliveries time.Duration `koanf:"deliveries"`
 }
 
 // SupervisorConfig tunes the supervisor every stage of `herald serve`
@@ -581,6 +587,7 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"tracing.exporter":             d.Tracing.Exporter,
 		"retention.delivery_attempts":  d.Retention.DeliveryAttempts.String(),
 		"retention.notifications":      d.Retention.Notifications.String(),
+		"retention.deliveries":         d.Retention.Deliveries.String(),
 	}
 }
 
@@ -707,7 +714,8 @@ func (d Daemon) Validate() error {
 	for _, f := range []struct {
 		name string
 		r    time.Duration
-	}{{"retention.delivery_attempts", d.Retention.DeliveryAttempts}, {"retention.notifications", d.Retention.Notifications}} {
+	}{{"retention.delivery_attempts", d.Retention.DeliveryAttempts}, {"retention.notifications", d.Retention.Notifications},
+		{"retention.deliveries", d.Retention.Deliveries}} {
 		if f.r != 0 && f.r < 24*time.Hour {
 			bad(f.name, "must be 0 (keep forever) or at least 24h, got %s", f.r)
 		}

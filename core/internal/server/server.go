@@ -498,8 +498,9 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	// The monthly partitions ahead (and retention's drops) are the
 	// daemon's own work: no cron.
 	keeper := &PartitionKeeper{Pool: pool, Log: log.Named("partitions"), Every: time.Hour}
-	if d.Retention.DeliveryAttempts > 0 || d.Retention.Notifications > 0 {
-		keeper.Retention = &store.Retention{DeliveryAttempts: d.Retention.DeliveryAttempts, Notifications: d.Retention.Notifications}
+	if d.Retention.DeliveryAttempts > 0 || d.Retention.Notifications > 0 || d.Retention.Deliveries > 0 {
+		keeper.Retention = &store.Retention{DeliveryAttempts: d.Retention.DeliveryAttempts, Notifications: d.Retention.Notifications,
+			Deliveries: d.Retention.Deliveries}
 	}
 	// One supervisor runs every stage; the phases are the shutdown order.
 	sup := NewSupervisor(log, d.Supervisor.ShutdownGrace)
