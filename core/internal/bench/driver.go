@@ -43,7 +43,9 @@ import (
 type Scenario struct {
 	// Name labels the run in the report.
 	Name string `json:"name"`
-	// Events is how many events the producers enqueue.
+	// Events is how many events the producers enqueue. A soak run
+	// (Window set) derives it from Deliveries and Backlog: the most its
+	// producers can enqueue.
 	Events int `json:"events"`
 	// Recipients is how many recipients each event reaches.
 	Recipients int `json:"recipients"`
@@ -63,8 +65,16 @@ type Scenario struct {
 	RLS RLSMode `json:"rls,omitempty"`
 	// Window, when not 0, makes the run a soak run: every Window
 	// deliveries it samples the window's rate, the tables' sizes and the
-	// daemons' memory (Result.Soak).
-	Window int `json:"window,omitempty"`
+	// daemons' memory (Result.Soak), until the sink has recorded
+	// Deliveries. The producers keep enqueuing until that last window is
+	// sampled, so that every window is measured under the same load, and
+	// wait while more than Backlog deliveries are enqueued and not yet
+	// recorded, so that the backlog stays bounded; what they enqueued
+	// beyond Deliveries is drained after the last window, in none, and
+	// checked exactly once like the rest.
+	Window     int `json:"window,omitempty"`
+	Deliveries int `json:"deliveries,omitempty"`
+	Backlog    int `json:"backlog,omitempty"`
 	// MigrationLevel, when not 0, migrates the run's database only up to
 	// this version instead of the latest, to measure an older schema with
 	// the same binary.
@@ -75,7 +85,7 @@ type Scenario struct {
 	Herald string `json:"herald,omitempty"`
 }
 
-// Deliveries is how many deliveries the scenario expects per event.
+// perEvent is how many deliveries the scenario expects per event.
 func (s Scenario) perEvent() int { return s.Recipients * s.Channels }
 
 // Env says where the servers and binaries are.
@@ -185,6 +195,13 @@ const (
 
 // Run runs one scenario from an empty database to the exactly-once check.
 func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
+	if sc.Window > 0 {
+		if sc.Deliveries < sc.Window || sc.Backlog < 1 || sc.Rate > 0 {
+			return res, fmt.Errorf("bench: soak run %s: want 1 ≤ window (%d) ≤ deliveries (%d), a backlog ≥ 1 (%d) and no rate (%v)",
+				sc.Name, sc.Window, sc.Deliveries, sc.Backlog, sc.Rate)
+		}
+		sc.Events = soakEvents(sc)
+	}
 	res.Scenario = sc
 	logf := env.Log
 	if logf == nil {
@@ -271,8 +288,13 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 			return res, err
 		}
 	}
-	logf("%s: %d daemon(s) ready (%s; the relay writes by %s); enqueuing %d events × %d deliveries",
-		sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), sc.Events, sc.perEvent())
+	if sc.Window > 0 {
+		logf("%s: %d daemon(s) ready (%s; the relay writes by %s); enqueuing events × %d deliveries until %d are recorded, at most %d waiting",
+			sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), sc.perEvent(), sc.Deliveries, sc.Backlog)
+	} else {
+		logf("%s: %d daemon(s) ready (%s; the relay writes by %s); enqueuing %d events × %d deliveries",
+			sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), sc.Events, sc.perEvent())
+	}
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	roots := make([]int, len(daemons))
@@ -293,20 +315,29 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	tail := newRecordTail(recordDir)
 	defer tail.close()
 	var enqueued atomic.Int64
+	// A soak run's watch holds and stops the producers; any other run's
+	// producers enqueue sc.Events unheld.
+	var soak *soakWatch
+	var admit func(context.Context) bool
+	total := sc.Events * sc.perEvent()
+	if sc.Window > 0 {
+		soak = watchSoak(watchCtx, pool, sc.Window, sc.Deliveries, sc.Backlog, wallStart, tail.count,
+			func() int { return int(enqueued.Load()) * sc.perEvent() }, roots)
+		admit, total = soak.admit, sc.Deliveries
+	}
 	var produceErr error
 	var produceWG sync.WaitGroup
 	produceWG.Add(1)
 	go func() {
 		defer produceWG.Done()
-		produceErr = produce(runCtx, pool, sc, groups, commits, &enqueued)
+		produceErr = produce(runCtx, pool, sc, groups, commits, &enqueued, admit)
+		if soak != nil {
+			soak.producersStopped()
+		}
 	}()
-	var soak *soakWatch
-	if sc.Window > 0 {
-		soak = watchSoak(watchCtx, pool, sc.Window, wallStart, tail.count, roots)
-	}
 	var bar *Progress
 	if env.Progress != nil {
-		bar = NewProgress(env.Progress, sc.Name, sc.Events*sc.perEvent(), progressEvery, tail.count)
+		bar = NewProgress(env.Progress, sc.Name, total, progressEvery, tail.count)
 	}
 	produceWG.Wait()
 	produced := int(enqueued.Load())
@@ -322,6 +353,7 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	// database (SENT or FAILED), polling the sink's records for progress
 	// and the database only when they say the run may be complete.
 	waitErr := waitDone(runCtx, pool, tail, expected)
+	doneAt := time.Now()
 	if bar != nil {
 		bar.Stop()
 	}
@@ -331,7 +363,7 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	}
 	rss.sample() // the last high-water marks, while every process is alive
 	if soak != nil {
-		res.Soak = soak.finish(ctx)
+		res.Soak = soak.finish(expected, doneAt)
 		res.Soak.MigrationLevel = sc.MigrationLevel
 	}
 	for _, d := range daemons {
@@ -480,9 +512,20 @@ func rulesFile(sc Scenario, channels []string, recordDir string) string {
 	return b.String()
 }
 
+// soakEvents is the most events a soak run's producers can enqueue: they
+// are admitted only while the sink has recorded fewer than Deliveries and
+// at most Backlog deliveries wait, and each producer may have one event
+// admitted but not yet committed.
+func soakEvents(sc Scenario) int {
+	return (sc.Deliveries+sc.Backlog)/sc.perEvent() + sc.Producers + 1
+}
+
 // produce enqueues sc.Events events from sc.Producers goroutines, each
-// event in its own transaction, recording each commit time.
-func produce(ctx context.Context, pool *pgxpool.Pool, sc Scenario, groups int, commits []int64, done *atomic.Int64) error {
+// event in its own transaction, recording each commit time. When admit is
+// not nil, each producer asks it before taking the next event, and stops
+// when it says no.
+func produce(ctx context.Context, pool *pgxpool.Pool, sc Scenario, groups int, commits []int64, done *atomic.Int64,
+	admit func(context.Context) bool) error {
 	var next atomic.Int64
 	start := time.Now()
 	errs := make(chan error, sc.Producers)
@@ -492,6 +535,12 @@ func produce(ctx context.Context, pool *pgxpool.Pool, sc Scenario, groups int, c
 		go func() {
 			defer wg.Done()
 			for {
+				if admit != nil && !admit(ctx) {
+					if err := ctx.Err(); err != nil {
+						errs <- err
+					}
+					return
+				}
 				i := int(next.Add(1) - 1)
 				if i >= sc.Events {
 					return
