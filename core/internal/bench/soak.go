@@ -31,6 +31,10 @@ type SoakWindow struct {
 	// DeliveriesPerS is the window's own rate: its deliveries over its
 	// own time.
 	DeliveriesPerS float64 `json:"deliveries_per_sec"`
+	// EnqueuedPerS is the producers' rate over the window, in deliveries
+	// (events × deliveries per event) per second: the load the window
+	// was measured under.
+	EnqueuedPerS float64 `json:"enqueued_deliveries_per_sec"`
 	// UnderLoad is true when the producers were still enqueuing at the
 	// window's end, and so throughout the window: they stop only once.
 	UnderLoad bool `json:"under_load"`
@@ -137,6 +141,7 @@ type soakWatch struct {
 	mu         sync.Mutex
 	next       int
 	last       time.Time
+	lastEnq    int
 	cp0        int64
 	minBacklog int
 	windows    []SoakWindow
@@ -229,8 +234,9 @@ func (w *soakWatch) poll(ctx context.Context) {
 		}
 		if secs := now.Sub(w.last).Seconds(); secs > 0 {
 			win.DeliveriesPerS = float64(n-prev) / secs
+			win.EnqueuedPerS = float64(enq-w.lastEnq) / secs
 		}
-		w.last, w.minBacklog = now, backlog
+		w.last, w.lastEnq, w.minBacklog = now, enq, backlog
 		for w.next <= n {
 			w.next += w.window
 		}
@@ -364,14 +370,14 @@ func (s *SoakSummary) print(w io.Writer, name string, check Check) {
 	}
 	fmt.Fprintf(w, "\nSoak %s (%s): per window of deliveries, sampled when the window's last delivery was recorded\n", name, level)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "deliveries\tat s\tdeliveries/s\tbacklog\tleast\tdaemon RSS\tcheckpoints\ttable\ttotal\tindexes\tlive\tdead\tupdates\tHOT\tvacuums\t")
+	fmt.Fprintln(tw, "deliveries\tat s\tdeliveries/s\tenqueued/s\tbacklog\tleast\tdaemon RSS\tcheckpoints\ttable\ttotal\tindexes\tlive\tdead\tupdates\tHOT\tvacuums\t")
 	for _, win := range s.Windows {
 		rate := num(win.DeliveriesPerS)
 		if !win.UnderLoad {
 			rate += " (no load)"
 		}
-		head := fmt.Sprintf("%s\t%.0f\t%s\t%s\t%s\t", num(float64(win.Deliveries)), win.Elapsed.Seconds(), rate,
-			num(float64(win.Backlog)), num(float64(win.MinBacklog)))
+		head := fmt.Sprintf("%s\t%.0f\t%s\t%s\t%s\t%s\t", num(float64(win.Deliveries)), win.Elapsed.Seconds(), rate,
+			num(win.EnqueuedPerS), num(float64(win.Backlog)), num(float64(win.MinBacklog)))
 		if win.Err != "" {
 			fmt.Fprintf(tw, "%s\t\t%s\t\n", head, win.Err)
 		}
@@ -380,7 +386,7 @@ func (s *SoakSummary) print(w io.Writer, name string, check Check) {
 			rss = max(rss, r)
 		}
 		for i, t := range win.Tables {
-			lead := "\t\t\t\t\t\t\t"
+			lead := "\t\t\t\t\t\t\t\t"
 			if i == 0 {
 				cp := "-"
 				if win.Checkpoints >= 0 {
@@ -393,7 +399,8 @@ func (s *SoakSummary) print(w io.Writer, name string, check Check) {
 		}
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "backlog: deliveries enqueued and not yet recorded at the window's end; least: its least at the polls during the window (every %s)\n", soakPollEvery)
+	fmt.Fprintf(w, "enqueued/s: the producers' rate in deliveries; backlog: deliveries enqueued and not yet recorded at the window's end; "+
+		"least: its least at the polls during the window (every %s; near 0, the daemon may have waited for the producers)\n", soakPollEvery)
 	if s.UnderLoad {
 		fmt.Fprintf(w, "under load: every window was measured with the producers enqueuing (they stopped once the last window was sampled; held at a backlog of at most %s deliveries)\n",
 			num(float64(s.MaxBacklog)))

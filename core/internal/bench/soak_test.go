@@ -94,6 +94,11 @@ func TestSoakWatch(t *testing.T) {
 	if w1.Backlog != 40 || w1.MinBacklog != 40 || w2.Backlog != 30 || w2.MinBacklog != 30 {
 		t.Errorf("backlogs = %d (least %d), %d (least %d), want 40 (40), 30 (30)", w1.Backlog, w1.MinBacklog, w2.Backlog, w2.MinBacklog)
 	}
+	// Over the same time as the deliveries: 200 enqueued against 160
+	// recorded, then 250 against 260.
+	if r1, r2 := w1.EnqueuedPerS/w1.DeliveriesPerS, w2.EnqueuedPerS/w2.DeliveriesPerS; math.Abs(r1-200.0/160) > 1e-9 || math.Abs(r2-250.0/260) > 1e-9 {
+		t.Errorf("enqueued ÷ recorded = %v, %v, want 200/160 and 250/260", r1, r2)
+	}
 	if !w1.UnderLoad || !w2.UnderLoad || !s.UnderLoad {
 		t.Errorf("under load = %t, %t, summary %t, want all true", w1.UnderLoad, w2.UnderLoad, s.UnderLoad)
 	}
@@ -228,7 +233,7 @@ func TestRunSoak(t *testing.T) {
 		t.Errorf("under load %t, last window at %d, want under load to %d", s.UnderLoad, last.Deliveries, sc.Deliveries)
 	}
 	for i, win := range s.Windows {
-		if !win.UnderLoad || win.DeliveriesPerS <= 0 || win.Deliveries < (i+1)*sc.Window {
+		if !win.UnderLoad || win.DeliveriesPerS <= 0 || win.EnqueuedPerS <= 0 || win.Deliveries < (i+1)*sc.Window {
 			t.Errorf("window %d: %+v, want a rate measured under load past %d", i+1, win, (i+1)*sc.Window)
 		}
 		if win.Backlog > sc.Backlog+30*sc.Producers {
