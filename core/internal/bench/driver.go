@@ -117,7 +117,8 @@ type Result struct {
 	EventsEnqueued int `json:"events_enqueued"`
 	// Expected is EventsEnqueued × deliveries per event.
 	Expected int `json:"deliveries_expected"`
-	// Elapsed runs from the first commit to the last SENT.
+	// Elapsed runs from the first commit to the last SENT (a soak run:
+	// from when its daemons were ready, the backlog filled before).
 	Elapsed        time.Duration `json:"elapsed_ns"`
 	EventsPerSec   float64       `json:"events_per_sec"`
 	DeliveriesPerS float64       `json:"deliveries_per_sec"`
@@ -268,6 +269,22 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 		return res, err
 	}
 
+	// A soak run's producers fill the backlog before the daemons start,
+	// so that its first window, like every other, starts with the backlog
+	// built and sees the producers enqueue only what the daemon delivers
+	// (when they can keep up), not the backlog on top.
+	commits := make([]int64, sc.Events) // commit time per event, Unix ns
+	var enqueued atomic.Int64
+	filled := 0
+	if sc.Window > 0 {
+		fill := sc
+		fill.Events = sc.Backlog / sc.perEvent()
+		if err := produce(ctx, pool, fill, groups, commits, 0, &enqueued, nil); err != nil {
+			return res, fmt.Errorf("bench: %s: fill the backlog: %w", sc.Name, err)
+		}
+		filled = int(enqueued.Load())
+	}
+
 	// Start the daemons.
 	var daemons []*daemon
 	defer func() {
@@ -289,8 +306,8 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 		}
 	}
 	if sc.Window > 0 {
-		logf("%s: %d daemon(s) ready (%s; the relay writes by %s); enqueuing events × %d deliveries until %d are recorded, at most %d waiting",
-			sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), sc.perEvent(), sc.Deliveries, sc.Backlog)
+		logf("%s: %d daemon(s) ready (%s; the relay writes by %s); %d events enqueued before they started; enqueuing events × %d deliveries until %d are recorded, at most %d waiting",
+			sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), enqueued.Load(), sc.perEvent(), sc.Deliveries, sc.Backlog)
 	} else {
 		logf("%s: %d daemon(s) ready (%s; the relay writes by %s); enqueuing %d events × %d deliveries",
 			sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), sc.Events, sc.perEvent())
@@ -310,11 +327,9 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	deadline := time.Now().Add(sc.Duration)
 	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
 	defer cancelRun()
-	commits := make([]int64, sc.Events) // commit time per event, Unix ns
 	cpuStart, wallStart := selfCPU(), time.Now()
 	tail := newRecordTail(recordDir)
 	defer tail.close()
-	var enqueued atomic.Int64
 	// A soak run's watch holds and stops the producers; any other run's
 	// producers enqueue sc.Events unheld.
 	var soak *soakWatch
@@ -330,7 +345,7 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	produceWG.Add(1)
 	go func() {
 		defer produceWG.Done()
-		produceErr = produce(runCtx, pool, sc, groups, commits, &enqueued, admit)
+		produceErr = produce(runCtx, pool, sc, groups, commits, int(enqueued.Load()), &enqueued, admit)
 		if soak != nil {
 			soak.producersStopped()
 		}
@@ -364,7 +379,7 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	rss.sample() // the last high-water marks, while every process is alive
 	if soak != nil {
 		res.Soak = soak.finish(expected, doneAt)
-		res.Soak.MigrationLevel = sc.MigrationLevel
+		res.Soak.MigrationLevel, res.Soak.Filled = sc.MigrationLevel, filled*sc.perEvent()
 	}
 	for _, d := range daemons {
 		d.stop()
@@ -406,6 +421,14 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 			lastCommit = c
 		}
 	}
+	start := firstCommit
+	if filled > 0 {
+		// A soak run is timed from when its daemons were ready, and the
+		// events it enqueued before, which waited for them to start, are
+		// left out of the latencies.
+		start = wallStart.UnixNano()
+		clear(commits[:filled])
+	}
 	lat := &Latencies{}
 	var lastSent int64
 	for _, r := range recs {
@@ -418,8 +441,8 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 		}
 		lat.Add(time.Duration(r.At - commits[i]))
 	}
-	if firstCommit > 0 && lastSent > firstCommit {
-		res.Elapsed = time.Duration(lastSent - firstCommit)
+	if start > 0 && lastSent > start {
+		res.Elapsed = time.Duration(lastSent - start)
 		secs := res.Elapsed.Seconds()
 		res.EventsPerSec = float64(produced) / secs
 		res.DeliveriesPerS = float64(res.Check.Sent) / secs
@@ -520,13 +543,14 @@ func soakEvents(sc Scenario) int {
 	return (sc.Deliveries+sc.Backlog)/sc.perEvent() + sc.Producers + 1
 }
 
-// produce enqueues sc.Events events from sc.Producers goroutines, each
-// event in its own transaction, recording each commit time. When admit is
-// not nil, each producer asks it before taking the next event, and stops
-// when it says no.
-func produce(ctx context.Context, pool *pgxpool.Pool, sc Scenario, groups int, commits []int64, done *atomic.Int64,
+// produce enqueues events number from to sc.Events-1 from sc.Producers
+// goroutines, each event in its own transaction, recording each commit
+// time. When admit is not nil, each producer asks it before taking the
+// next event, and stops when it says no.
+func produce(ctx context.Context, pool *pgxpool.Pool, sc Scenario, groups int, commits []int64, from int, done *atomic.Int64,
 	admit func(context.Context) bool) error {
 	var next atomic.Int64
+	next.Store(int64(from))
 	start := time.Now()
 	errs := make(chan error, sc.Producers)
 	var wg sync.WaitGroup

@@ -93,8 +93,15 @@ type SoakSummary struct {
 	// that the ratios compare windows under the same load.
 	UnderLoad bool `json:"under_load"`
 	// MaxBacklog is Scenario.Backlog: the producers wait while more
-	// deliveries than this are enqueued and not yet recorded.
+	// deliveries than this are enqueued and not yet recorded. Filled is
+	// how many deliveries they enqueued before the daemons started, so
+	// that the first window starts with the backlog built like the others
+	// instead of building it while measured. Before is how many the sink
+	// had recorded when the first window started (the daemons start on
+	// the filled backlog as soon as they are ready).
 	MaxBacklog int `json:"max_backlog"`
+	Filled     int `json:"filled_before_start"`
+	Before     int `json:"recorded_before_first_window"`
 	// Drained is how many deliveries were recorded after the last window
 	// was sampled: the backlog the producers left when they stopped,
 	// in no window's rate but in the exactly-once check like every other.
@@ -141,6 +148,8 @@ type soakWatch struct {
 	mu         sync.Mutex
 	next       int
 	last       time.Time
+	base       int // the record count when the watch started
+	lastN      int
 	lastEnq    int
 	cp0        int64
 	minBacklog int
@@ -156,6 +165,8 @@ func watchSoak(ctx context.Context, pool *pgxpool.Pool, window, until, maxBacklo
 	w := &soakWatch{pool: pool, window: window, until: until, maxBacklog: maxBacklog, count: count, enqueued: enqueued,
 		daemons: daemons, start: start, full: make(chan struct{}), polled: make(chan struct{}),
 		next: window, last: start, cp0: checkpoints(ctx, pool), minBacklog: math.MaxInt, cancel: cancel, done: make(chan struct{})}
+	w.base, w.lastN, w.lastEnq = count(), count(), enqueued()
+	w.recorded = w.base
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(soakPollEvery)
@@ -228,15 +239,11 @@ func (w *soakWatch) poll(ctx context.Context) {
 		}
 		win = &SoakWindow{Deliveries: n, Elapsed: now.Sub(w.start), UnderLoad: !w.stopped.Load(),
 			Backlog: backlog, MinBacklog: w.minBacklog}
-		prev := 0
-		if len(w.windows) > 0 {
-			prev = w.windows[len(w.windows)-1].Deliveries
-		}
 		if secs := now.Sub(w.last).Seconds(); secs > 0 {
-			win.DeliveriesPerS = float64(n-prev) / secs
+			win.DeliveriesPerS = float64(n-w.lastN) / secs
 			win.EnqueuedPerS = float64(enq-w.lastEnq) / secs
 		}
-		w.last, w.lastEnq, w.minBacklog = now, enq, backlog
+		w.last, w.lastN, w.lastEnq, w.minBacklog = now, n, enq, backlog
 		for w.next <= n {
 			w.next += w.window
 		}
@@ -280,7 +287,7 @@ func (w *soakWatch) finish(expected int, end time.Time) *SoakSummary {
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := &SoakSummary{Windows: w.windows, MaxBacklog: w.maxBacklog}
+	s := &SoakSummary{Windows: w.windows, MaxBacklog: w.maxBacklog, Before: w.base}
 	if len(s.Windows) == 0 {
 		return s
 	}
@@ -297,18 +304,31 @@ func (w *soakWatch) finish(expected int, end time.Time) *SoakSummary {
 
 // soakRatios returns the last window's rate over the first's and, with
 // four windows or more, the rate of the last two windows together over
-// that of the first two (each pair's deliveries over its time).
+// that of the first two: each pair's deliveries over its time.
 func soakRatios(ws []SoakWindow) (last, pair float64) {
 	n := len(ws)
 	if n >= 2 && ws[0].DeliveriesPerS > 0 {
 		last = ws[n-1].DeliveriesPerS / ws[0].DeliveriesPerS
 	}
-	if n >= 4 && ws[1].Elapsed > 0 && ws[n-1].Elapsed > ws[n-3].Elapsed {
-		first := float64(ws[1].Deliveries) / ws[1].Elapsed.Seconds()
-		end := float64(ws[n-1].Deliveries-ws[n-3].Deliveries) / (ws[n-1].Elapsed - ws[n-3].Elapsed).Seconds()
-		if first > 0 {
-			pair = end / first
+	if n < 4 {
+		return last, 0
+	}
+	// Each window's deliveries are its rate times its own time.
+	secs := func(i int) float64 {
+		if i == 0 {
+			return ws[0].Elapsed.Seconds()
 		}
+		return (ws[i].Elapsed - ws[i-1].Elapsed).Seconds()
+	}
+	rate := func(a, b int) float64 {
+		t := secs(a) + secs(b)
+		if t <= 0 {
+			return 0
+		}
+		return (ws[a].DeliveriesPerS*secs(a) + ws[b].DeliveriesPerS*secs(b)) / t
+	}
+	if first := rate(0, 1); first > 0 {
+		pair = rate(n-2, n-1) / first
 	}
 	return last, pair
 }
@@ -401,6 +421,8 @@ func (s *SoakSummary) print(w io.Writer, name string, check Check) {
 	_ = tw.Flush()
 	fmt.Fprintf(w, "enqueued/s: the producers' rate in deliveries; backlog: deliveries enqueued and not yet recorded at the window's end; "+
 		"least: its least at the polls during the window (every %s; near 0, the daemon may have waited for the producers)\n", soakPollEvery)
+	fmt.Fprintf(w, "the producers enqueued %s deliveries before the daemons started, so that the first window starts with the backlog built; "+
+		"%s were recorded before it started, in no window\n", num(float64(s.Filled)), num(float64(s.Before)))
 	if s.UnderLoad {
 		fmt.Fprintf(w, "under load: every window was measured with the producers enqueuing (they stopped once the last window was sampled; held at a backlog of at most %s deliveries)\n",
 			num(float64(s.MaxBacklog)))

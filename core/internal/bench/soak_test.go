@@ -35,8 +35,11 @@ func TestSoakWatch(t *testing.T) {
 		st, err := tableStats(ctx, db.Pool)
 		return err == nil && st[2].Updates == 1
 	}, "the counter's update reaches the statistics")
+	// The backlog filled before the start: 200 enqueued, 10 of them
+	// already recorded, which are in no window.
 	var recorded, enqueued atomic.Int64
 	enqueued.Store(200)
+	recorded.Store(10)
 	start := time.Now()
 	w := watchSoak(ctx, db.Pool, 100, 300, 50, start, func() int { return int(recorded.Load()) },
 		func() int { return int(enqueued.Load()) }, []int{os.Getpid()})
@@ -56,18 +59,20 @@ func TestSoakWatch(t *testing.T) {
 		}
 	}
 
-	// 200 enqueued, none recorded: the producers wait for the backlog to
-	// go down, here until their context ends.
+	// A backlog of 190: the producers wait for it to go down, here
+	// until their context ends.
 	short, cancel := context.WithTimeout(ctx, 2*soakPollEvery+100*time.Millisecond)
 	if w.admit(short) {
-		t.Fatal("admit let a producer enqueue with a backlog of 200 above its bound of 50")
+		t.Fatal("admit let a producer enqueue with a backlog of 190 above its bound of 50")
 	}
 	cancel()
 	admitted := make(chan bool, 1)
 	go func() { admitted <- w.admit(ctx) }()
-	recorded.Store(160) // a backlog of 40: the producer goes on
+	enqueued.Store(210)
+	polls()             // so that the window's backlog is 210 − 160
+	recorded.Store(160) // a backlog of 50: the producer goes on
 	if !<-admitted {
-		t.Fatal("admit refused a producer with a backlog of 40")
+		t.Fatal("admit refused a producer with a backlog of 50")
 	}
 	testenv.Eventually(t, 30*time.Second, func() bool { return windows() == 1 }, "the first window is sampled")
 
@@ -91,13 +96,16 @@ func TestSoakWatch(t *testing.T) {
 	if w1.Deliveries != 160 || w2.Deliveries != 420 {
 		t.Errorf("window ends = %d, %d, want 160, 420", w1.Deliveries, w2.Deliveries)
 	}
-	if w1.Backlog != 40 || w1.MinBacklog != 40 || w2.Backlog != 30 || w2.MinBacklog != 30 {
-		t.Errorf("backlogs = %d (least %d), %d (least %d), want 40 (40), 30 (30)", w1.Backlog, w1.MinBacklog, w2.Backlog, w2.MinBacklog)
+	if w1.Backlog != 50 || w1.MinBacklog != 50 || w2.Backlog != 30 || w2.MinBacklog != 30 {
+		t.Errorf("backlogs = %d (least %d), %d (least %d), want 50 (50), 30 (30)", w1.Backlog, w1.MinBacklog, w2.Backlog, w2.MinBacklog)
 	}
-	// Over the same time as the deliveries: 200 enqueued against 160
-	// recorded, then 250 against 260.
-	if r1, r2 := w1.EnqueuedPerS/w1.DeliveriesPerS, w2.EnqueuedPerS/w2.DeliveriesPerS; math.Abs(r1-200.0/160) > 1e-9 || math.Abs(r2-250.0/260) > 1e-9 {
-		t.Errorf("enqueued ÷ recorded = %v, %v, want 200/160 and 250/260", r1, r2)
+	// Over the same time as the deliveries: 10 enqueued against 150
+	// recorded since the start, then 240 against 260.
+	if r1, r2 := w1.EnqueuedPerS/w1.DeliveriesPerS, w2.EnqueuedPerS/w2.DeliveriesPerS; math.Abs(r1-10.0/150) > 1e-9 || math.Abs(r2-240.0/260) > 1e-9 {
+		t.Errorf("enqueued ÷ recorded = %v, %v, want 10/150 and 240/260", r1, r2)
+	}
+	if s.Before != 10 {
+		t.Errorf("recorded before the first window = %d, want 10", s.Before)
 	}
 	if !w1.UnderLoad || !w2.UnderLoad || !s.UnderLoad {
 		t.Errorf("under load = %t, %t, summary %t, want all true", w1.UnderLoad, w2.UnderLoad, s.UnderLoad)
@@ -240,6 +248,10 @@ func TestRunSoak(t *testing.T) {
 			t.Errorf("window %d: backlog %d above its bound %d and the producers' events under way", i+1, win.Backlog, sc.Backlog)
 		}
 	}
+	if s.Filled != sc.Backlog/30*30 || s.Before < 0 || s.Before > s.Filled {
+		t.Errorf("%d deliveries enqueued before the daemons started, %d recorded before the first window, want %d and at most as many",
+			s.Filled, s.Before, sc.Backlog/30*30)
+	}
 	if s.Drained != res.Expected-last.Deliveries || s.Drained < last.Backlog || s.DrainedIn <= 0 {
 		t.Errorf("drained %d in %s, want %d − %d, at least the last window's backlog %d", s.Drained, s.DrainedIn,
 			res.Expected, last.Deliveries, last.Backlog)
@@ -260,7 +272,7 @@ func TestRunSoak(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.Print(&out)
-	for _, line := range []string{"under load: every window", "drained after the last window", "SENT exactly once"} {
+	for _, line := range []string{"under load: every window", "drained after the last window", "SENT exactly once", "before the daemons started"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("report has no %q:\n%s", line, out.String())
 		}
