@@ -69,7 +69,9 @@ type Scenario struct {
 	// Deliveries. The producers keep enqueuing until that last window is
 	// sampled, so that every window is measured under the same load, and
 	// wait while more than Backlog deliveries are enqueued and not yet
-	// recorded, so that the backlog stays bounded; what they enqueued
+	// recorded, so that the backlog stays bounded (they enqueue that many
+	// before the daemons start, so that the first window does not build
+	// it while measured); what they enqueued
 	// beyond Deliveries is drained after the last window, in none, and
 	// checked exactly once like the rest.
 	Window     int `json:"window,omitempty"`

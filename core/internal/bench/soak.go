@@ -165,8 +165,8 @@ func watchSoak(ctx context.Context, pool *pgxpool.Pool, window, until, maxBacklo
 	w := &soakWatch{pool: pool, window: window, until: until, maxBacklog: maxBacklog, count: count, enqueued: enqueued,
 		daemons: daemons, start: start, full: make(chan struct{}), polled: make(chan struct{}),
 		next: window, last: start, cp0: checkpoints(ctx, pool), minBacklog: math.MaxInt, cancel: cancel, done: make(chan struct{})}
-	w.base, w.lastN, w.lastEnq = count(), count(), enqueued()
-	w.recorded = w.base
+	w.base, w.lastEnq = count(), enqueued()
+	w.lastN, w.recorded = w.base, w.base
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(soakPollEvery)

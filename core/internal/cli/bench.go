@@ -91,11 +91,13 @@ deliveries/s, the hot tables' and their indexes' sizes, live and dead
 tuples, updates and HOT updates, and the daemon's RSS, and the ratio of the
 last window's rate to the first's (target ≥ 0.9). The producers are unpaced
 but wait while more than --soak-backlog deliveries are enqueued and not yet
-recorded, and keep enqueuing until the last window is sampled, so every
-window is measured under the same load; the backlog they leave is drained
-after the last window, in none, and checked exactly once like the rest.
---soak-baseline N runs it first on a database
-migrated only up to migration N, then on the latest schema, back to back;
+recorded (they enqueue that many before the daemons start, so the first
+window starts with the backlog built like the others), and keep enqueuing
+until the last window is sampled, so every window is measured under the
+same load; the backlog they leave is drained after the last window, in
+none, and checked exactly once like the rest. --soak-baseline N runs it
+first on a database migrated only up to migration N, then on the latest
+schema, back to back (both loaded the same way);
 --soak-baseline-herald names the herald binary of the first run's daemons
 (one built from a commit of that schema: this binary's queries may need
 the latest).
