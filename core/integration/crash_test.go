@@ -393,6 +393,13 @@ func (e *env) insertCanary(event string) string {
 // every delivery is sent once, by the database's record and at the sink.
 func TestStoppedDaemonKeepsItsHandoffs(t *testing.T) {
 	e := newEnv(t, "sent")
+	// A stop lasts until B has taken the canary over, several seconds on a
+	// loaded machine. A Send A had under way when it stopped must not
+	// outlive its lease meanwhile: B would rightly log it as a lost attempt
+	// and send it again (TestDaemonSIGKILLMidBurst covers that path), and
+	// this test counts one attempt per delivery.
+	e.lease = "2m"
+	e.writeConfig()
 	a := e.start()
 	aID := livenessID(t, a)
 	e2 := e.sibling()
@@ -453,7 +460,8 @@ func TestStoppedDaemonKeepsItsHandoffs(t *testing.T) {
 	e.waitAllSent(want, 120*time.Second)
 	e.assertExactlyOnce(want)
 	if n := e.count(`SELECT count(*) FROM delivery_attempts`); n != want {
-		t.Fatalf("%d attempts for %d deliveries: something was sent twice", n, want)
+		t.Fatalf("%d attempts for %d deliveries: something was sent twice (attempts by outcome: %s)", n, want,
+			e.attemptOutcomes())
 	}
 	for id, n := range e.sinkRecords() {
 		if n != 1 {
@@ -461,4 +469,23 @@ func TestStoppedDaemonKeepsItsHandoffs(t *testing.T) {
 		}
 	}
 	t.Logf("daemon A (liveness id %d) stopped with %d handoff rows; daemon B took over %d canaries and none of them", aID, len(held), canaries)
+}
+
+// attemptOutcomes counts the attempt log by outcome, for a failure message.
+func (e *env) attemptOutcomes() string {
+	rows, err := e.db.Pool.Query(context.Background(), `SELECT outcome, count(*) FROM delivery_attempts GROUP BY 1 ORDER BY 1`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var parts []string
+	for rows.Next() {
+		var o string
+		var n int
+		if err := rows.Scan(&o, &n); err != nil {
+			return err.Error()
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", o, n))
+	}
+	return strings.Join(parts, ", ")
 }

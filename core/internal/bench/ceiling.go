@@ -475,7 +475,7 @@ func ProducerCeiling(ctx context.Context, adminURL, name string, events, produce
 	sc := Scenario{Events: events, Producers: producers}
 	var committed atomic.Int64
 	start := time.Now()
-	err = produce(ctx, pool, sc, seedGroups(sc), make([]int64, events), &committed)
+	err = produce(ctx, pool, sc, seedGroups(sc), make([]int64, events), 0, &committed, nil)
 	elapsed := time.Since(start)
 	if err != nil {
 		return Ceiling{}, ctxErr(ctx, fmt.Errorf("producer ceiling: after %d of %d events: %w", committed.Load(), events, err))

@@ -43,7 +43,9 @@ import (
 type Scenario struct {
 	// Name labels the run in the report.
 	Name string `json:"name"`
-	// Events is how many events the producers enqueue.
+	// Events is how many events the producers enqueue. A soak run
+	// (Window set) derives it from Deliveries and Backlog: the most its
+	// producers can enqueue.
 	Events int `json:"events"`
 	// Recipients is how many recipients each event reaches.
 	Recipients int `json:"recipients"`
@@ -63,8 +65,18 @@ type Scenario struct {
 	RLS RLSMode `json:"rls,omitempty"`
 	// Window, when not 0, makes the run a soak run: every Window
 	// deliveries it samples the window's rate, the tables' sizes and the
-	// daemons' memory (Result.Soak).
-	Window int `json:"window,omitempty"`
+	// daemons' memory (Result.Soak), until the sink has recorded
+	// Deliveries. The producers keep enqueuing until that last window is
+	// sampled, so that every window is measured under the same load, and
+	// wait while more than Backlog deliveries are enqueued and not yet
+	// recorded, so that the backlog stays bounded (they enqueue that many
+	// before the daemons start, so that the first window does not build
+	// it while measured); what they enqueued
+	// beyond Deliveries is drained after the last window, in none, and
+	// checked exactly once like the rest.
+	Window     int `json:"window,omitempty"`
+	Deliveries int `json:"deliveries,omitempty"`
+	Backlog    int `json:"backlog,omitempty"`
 	// MigrationLevel, when not 0, migrates the run's database only up to
 	// this version instead of the latest, to measure an older schema with
 	// the same binary.
@@ -75,7 +87,7 @@ type Scenario struct {
 	Herald string `json:"herald,omitempty"`
 }
 
-// Deliveries is how many deliveries the scenario expects per event.
+// perEvent is how many deliveries the scenario expects per event.
 func (s Scenario) perEvent() int { return s.Recipients * s.Channels }
 
 // Env says where the servers and binaries are.
@@ -107,7 +119,8 @@ type Result struct {
 	EventsEnqueued int `json:"events_enqueued"`
 	// Expected is EventsEnqueued × deliveries per event.
 	Expected int `json:"deliveries_expected"`
-	// Elapsed runs from the first commit to the last SENT.
+	// Elapsed runs from the first commit to the last SENT (a soak run:
+	// from when its daemons were ready, the backlog filled before).
 	Elapsed        time.Duration `json:"elapsed_ns"`
 	EventsPerSec   float64       `json:"events_per_sec"`
 	DeliveriesPerS float64       `json:"deliveries_per_sec"`
@@ -185,6 +198,13 @@ const (
 
 // Run runs one scenario from an empty database to the exactly-once check.
 func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
+	if sc.Window > 0 {
+		if sc.Deliveries < sc.Window || sc.Backlog < 1 || sc.Rate > 0 {
+			return res, fmt.Errorf("bench: soak run %s: want 1 ≤ window (%d) ≤ deliveries (%d), a backlog ≥ 1 (%d) and no rate (%v)",
+				sc.Name, sc.Window, sc.Deliveries, sc.Backlog, sc.Rate)
+		}
+		sc.Events = soakEvents(sc)
+	}
 	res.Scenario = sc
 	logf := env.Log
 	if logf == nil {
@@ -251,6 +271,22 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 		return res, err
 	}
 
+	// A soak run's producers fill the backlog before the daemons start,
+	// so that its first window, like every other, starts with the backlog
+	// built and sees the producers enqueue only what the daemon delivers
+	// (when they can keep up), not the backlog on top.
+	commits := make([]int64, sc.Events) // commit time per event, Unix ns
+	var enqueued atomic.Int64
+	filled := 0
+	if sc.Window > 0 {
+		fill := sc
+		fill.Events = sc.Backlog / sc.perEvent()
+		if err := produce(ctx, pool, fill, groups, commits, 0, &enqueued, nil); err != nil {
+			return res, fmt.Errorf("bench: %s: fill the backlog: %w", sc.Name, err)
+		}
+		filled = int(enqueued.Load())
+	}
+
 	// Start the daemons.
 	var daemons []*daemon
 	defer func() {
@@ -271,8 +307,13 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 			return res, err
 		}
 	}
-	logf("%s: %d daemon(s) ready (%s; the relay writes by %s); enqueuing %d events × %d deliveries",
-		sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), sc.Events, sc.perEvent())
+	if sc.Window > 0 {
+		logf("%s: %d daemon(s) ready (%s; the relay writes by %s); %d events enqueued before they started; enqueuing events × %d deliveries until %d are recorded, at most %d waiting",
+			sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), enqueued.Load(), sc.perEvent(), sc.Deliveries, sc.Backlog)
+	} else {
+		logf("%s: %d daemon(s) ready (%s; the relay writes by %s); enqueuing %d events × %d deliveries",
+			sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), sc.Events, sc.perEvent())
+	}
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	roots := make([]int, len(daemons))
@@ -288,25 +329,32 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	deadline := time.Now().Add(sc.Duration)
 	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
 	defer cancelRun()
-	commits := make([]int64, sc.Events) // commit time per event, Unix ns
 	cpuStart, wallStart := selfCPU(), time.Now()
 	tail := newRecordTail(recordDir)
 	defer tail.close()
-	var enqueued atomic.Int64
+	// A soak run's watch holds and stops the producers; any other run's
+	// producers enqueue sc.Events unheld.
+	var soak *soakWatch
+	var admit func(context.Context) bool
+	total := sc.Events * sc.perEvent()
+	if sc.Window > 0 {
+		soak = watchSoak(watchCtx, pool, sc.Window, sc.Deliveries, sc.Backlog, wallStart, tail.count,
+			func() int { return int(enqueued.Load()) * sc.perEvent() }, roots)
+		admit, total = soak.admit, sc.Deliveries
+	}
 	var produceErr error
 	var produceWG sync.WaitGroup
 	produceWG.Add(1)
 	go func() {
 		defer produceWG.Done()
-		produceErr = produce(runCtx, pool, sc, groups, commits, &enqueued)
+		produceErr = produce(runCtx, pool, sc, groups, commits, int(enqueued.Load()), &enqueued, admit)
+		if soak != nil {
+			soak.producersStopped()
+		}
 	}()
-	var soak *soakWatch
-	if sc.Window > 0 {
-		soak = watchSoak(watchCtx, pool, sc.Window, wallStart, tail.count, roots)
-	}
 	var bar *Progress
 	if env.Progress != nil {
-		bar = NewProgress(env.Progress, sc.Name, sc.Events*sc.perEvent(), progressEvery, tail.count)
+		bar = NewProgress(env.Progress, sc.Name, total, progressEvery, tail.count)
 	}
 	produceWG.Wait()
 	produced := int(enqueued.Load())
@@ -322,6 +370,7 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	// database (SENT or FAILED), polling the sink's records for progress
 	// and the database only when they say the run may be complete.
 	waitErr := waitDone(runCtx, pool, tail, expected)
+	doneAt := time.Now()
 	if bar != nil {
 		bar.Stop()
 	}
@@ -331,8 +380,8 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	}
 	rss.sample() // the last high-water marks, while every process is alive
 	if soak != nil {
-		res.Soak = soak.finish(ctx)
-		res.Soak.MigrationLevel = sc.MigrationLevel
+		res.Soak = soak.finish(expected, doneAt)
+		res.Soak.MigrationLevel, res.Soak.Filled = sc.MigrationLevel, filled*sc.perEvent()
 	}
 	for _, d := range daemons {
 		d.stop()
@@ -374,6 +423,14 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 			lastCommit = c
 		}
 	}
+	start := firstCommit
+	if filled > 0 {
+		// A soak run is timed from when its daemons were ready, and the
+		// events it enqueued before, which waited for them to start, are
+		// left out of the latencies.
+		start = wallStart.UnixNano()
+		clear(commits[:filled])
+	}
 	lat := &Latencies{}
 	var lastSent int64
 	for _, r := range recs {
@@ -386,8 +443,8 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 		}
 		lat.Add(time.Duration(r.At - commits[i]))
 	}
-	if firstCommit > 0 && lastSent > firstCommit {
-		res.Elapsed = time.Duration(lastSent - firstCommit)
+	if start > 0 && lastSent > start {
+		res.Elapsed = time.Duration(lastSent - start)
 		secs := res.Elapsed.Seconds()
 		res.EventsPerSec = float64(produced) / secs
 		res.DeliveriesPerS = float64(res.Check.Sent) / secs
@@ -480,10 +537,22 @@ func rulesFile(sc Scenario, channels []string, recordDir string) string {
 	return b.String()
 }
 
-// produce enqueues sc.Events events from sc.Producers goroutines, each
-// event in its own transaction, recording each commit time.
-func produce(ctx context.Context, pool *pgxpool.Pool, sc Scenario, groups int, commits []int64, done *atomic.Int64) error {
+// soakEvents is the most events a soak run's producers can enqueue: they
+// are admitted only while the sink has recorded fewer than Deliveries and
+// at most Backlog deliveries wait, and each producer may have one event
+// admitted but not yet committed.
+func soakEvents(sc Scenario) int {
+	return (sc.Deliveries+sc.Backlog)/sc.perEvent() + sc.Producers + 1
+}
+
+// produce enqueues events number from to sc.Events-1 from sc.Producers
+// goroutines, each event in its own transaction, recording each commit
+// time. When admit is not nil, each producer asks it before taking the
+// next event, and stops when it says no.
+func produce(ctx context.Context, pool *pgxpool.Pool, sc Scenario, groups int, commits []int64, from int, done *atomic.Int64,
+	admit func(context.Context) bool) error {
 	var next atomic.Int64
+	next.Store(int64(from))
 	start := time.Now()
 	errs := make(chan error, sc.Producers)
 	var wg sync.WaitGroup
@@ -492,6 +561,12 @@ func produce(ctx context.Context, pool *pgxpool.Pool, sc Scenario, groups int, c
 		go func() {
 			defer wg.Done()
 			for {
+				if admit != nil && !admit(ctx) {
+					if err := ctx.Err(); err != nil {
+						errs <- err
+					}
+					return
+				}
 				i := int(next.Add(1) - 1)
 				if i >= sc.Events {
 					return
@@ -972,9 +1047,11 @@ func summarize(l *Latencies) LatencySummary {
 }
 
 // stageLatencies splits the trip at the delivery row: commit → row written
-// (created_at, the relay's clock) and row → SENT recorded (sent_at).
+// (the relay's clock, to the millisecond: the time in the UUIDv7
+// delivery id; created_at is the event's since migration 0021) and row →
+// SENT recorded (sent_at).
 func stageLatencies(ctx context.Context, pool *pgxpool.Pool, commits []int64) (LatencySummary, LatencySummary, error) {
-	rows, err := pool.Query(ctx, `SELECT event_id, (extract(epoch FROM created_at) * 1e9)::bigint,
+	rows, err := pool.Query(ctx, `SELECT event_id, ('x' || substr(replace(delivery_id::text, '-', ''), 1, 12))::bit(48)::bigint * 1000000,
 			(extract(epoch FROM sent_at) * 1e9)::bigint
 		FROM deliveries WHERE status = 'SENT' AND attempts = 1`)
 	if err != nil {

@@ -22,19 +22,35 @@ func init() {
 
 func newMigrateCmd() *cobra.Command {
 	var cfgPath string
+	var to int64
 	cmd := &cobra.Command{
-		Use:       "migrate up|down|status",
-		Short:     "Apply or inspect database migrations",
+		Use:   "migrate up|down|status",
+		Short: "Apply or inspect database migrations",
+		Long: `Apply or inspect database migrations.
+
+up applies every pending migration, or with --to N those up to N: a long
+migration (0018, 0019 and 0021 copy a whole table) can then be applied on
+its own, in a window of its choosing (README, "Upgrading a large database").`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"up", "down", "status"},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("to") && args[0] != "up" {
+				return fmt.Errorf("migrate %s: --to goes with up only", args[0])
+			}
 			d, err := loadDaemon(cfgPath)
 			if err != nil {
 				return err
 			}
+			if args[0] == "up" {
+				if cmd.Flags().Changed("to") && to <= 0 {
+					return fmt.Errorf("migrate up: --to %d: a migration version is 1 or more", to)
+				}
+				return store.MigrateUp(cmd.Context(), d.Database.URL, to, cmd.OutOrStdout())
+			}
 			return store.MigrateTo(cmd.Context(), d.Database.URL, args[0], cmd.OutOrStdout())
 		},
 	}
+	cmd.Flags().Int64Var(&to, "to", 0, "with up: apply the migrations up to this version only")
 	addConfigFlag(cmd, &cfgPath)
 	return cmd
 }

@@ -49,6 +49,7 @@ type benchFlags struct {
 	cpuProfile string
 	deliveries int
 	window     int
+	backlog    int
 	baseline   int64
 	baseHerald string
 }
@@ -80,16 +81,23 @@ every expected delivery is SENT exactly once.
   scale-2, scale-3   the fanout run with 2 and 3 herald serve processes
   admin    the superadmin API benchmark (below)
   inbox    the notification centre benchmark (below; about a minute)
-  soak     the fanout shape, unpaced, into one database until --deliveries
-           (below; a few minutes)
+  soak     the fanout shape into one database until --deliveries (below; a
+           few minutes)
 --scenario soak runs the soak benchmark only: the fanout shape (10 recipients
-× 3 channels), unpaced, until --deliveries deliveries (--deliveries 5000000
-for a long run; the cap is --duration or an hour, whichever is longer),
-reporting every --soak-window deliveries that window's deliveries/s, the
-hot tables' and their indexes' sizes, live and dead tuples, updates and HOT
-updates, and the daemon's RSS, and the ratio of the last window's rate to
-the first's (target ≥ 0.9). --soak-baseline N runs it first on a database
-migrated only up to migration N, then on the latest schema, back to back;
+× 3 channels) until the sink has recorded --deliveries deliveries
+(--deliveries 5000000 for a long run; the cap is --duration or an hour,
+whichever is longer), reporting every --soak-window deliveries that window's
+deliveries/s, the hot tables' and their indexes' sizes, live and dead
+tuples, updates and HOT updates, and the daemon's RSS, and the ratio of the
+last window's rate to the first's (target ≥ 0.9). The producers are unpaced
+but wait while more than --soak-backlog deliveries are enqueued and not yet
+recorded (they enqueue that many before the daemons start, so the first
+window starts with the backlog built like the others), and keep enqueuing
+until the last window is sampled, so every window is measured under the
+same load; the backlog they leave is drained after the last window, in
+none, and checked exactly once like the rest. --soak-baseline N runs it
+first on a database migrated only up to migration N, then on the latest
+schema, back to back (both loaded the same way);
 --soak-baseline-herald names the herald binary of the first run's daemons
 (one built from a commit of that schema: this binary's queries may need
 the latest).
@@ -119,6 +127,7 @@ matches its rows. It measures no ceilings.
 	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, rls, latency, single, scale, admin, inbox, soak or custom")
 	fl.IntVar(&f.deliveries, "deliveries", 2_000_000, "deliveries of the soak run (soak)")
 	fl.IntVar(&f.window, "soak-window", 1_000_000, "deliveries per reported window (soak)")
+	fl.IntVar(&f.backlog, "soak-backlog", 100_000, "deliveries enqueued and not yet recorded beyond which the soak's producers wait (soak)")
 	fl.Int64Var(&f.baseline, "soak-baseline", 0, "also run the soak first on a database migrated only up to this migration (soak; 0: no)")
 	fl.StringVar(&f.baseHerald, "soak-baseline-herald", "", "herald binary of the baseline soak run's daemons, built from a commit whose queries match that migration (soak; default: this binary)")
 	fl.IntVar(&f.events, "events", 0, "events per run (0: the scenario's default)")
@@ -159,6 +168,9 @@ matches its rows. It measures no ceilings.
 func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.deliveries < 1 || f.window < 1 || f.window > f.deliveries {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--deliveries and --soak-window: want 1 ≤ --soak-window (%d) ≤ --deliveries (%d)", f.window, f.deliveries)}
+	}
+	if f.backlog < 1 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--soak-backlog: want ≥ 1, got %d", f.backlog)}
 	}
 	if f.baseHerald != "" {
 		if _, err := os.Stat(f.baseHerald); err != nil {
@@ -235,10 +247,10 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if !cmd.Flags().Changed("duration") {
 		soakDuration = max(f.duration, time.Hour)
 	}
-	// The soak run: the fanout shape until --deliveries.
+	// The soak run: the fanout shape until --deliveries, the producers
+	// enqueuing until the last window (Run derives the events).
 	soak := fanout
-	soak.Name, soak.Events, soak.Window, soak.Duration = "soak", (f.deliveries+fanout.Recipients*fanout.Channels-1)/(fanout.Recipients*fanout.Channels),
-		f.window, soakDuration
+	soak.Name, soak.Events, soak.Window, soak.Deliveries, soak.Backlog, soak.Duration = "soak", 0, f.window, f.deliveries, f.backlog, soakDuration
 	var runs []bench.Scenario
 	admin, inbox := false, false
 	switch f.scenario {
@@ -312,7 +324,12 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		logf("%s: %s deliveries/s, %s events/s, p50 %.1f ms, p99 %.1f ms, bench process %.0f%% of a core; %s", sc.Name,
 			fmtRate(res.DeliveriesPerS), fmtRate(res.EventsPerSec), res.Latency.P50, res.Latency.P99, res.BenchCPU*100, res.Check.Detail)
 		if res.Soak != nil {
-			logf("%s: last window's rate ÷ first's %.2f over %d windows", sc.Name, res.Soak.Ratio, len(res.Soak.Windows))
+			load := "every window under the producers' load"
+			if !res.Soak.UnderLoad {
+				load = "NOT every window under the producers' load"
+			}
+			logf("%s: last window's rate ÷ first's %.2f over %d windows (%s; %d deliveries drained after the last window in %.1f s)",
+				sc.Name, res.Soak.Ratio, len(res.Soak.Windows), load, res.Soak.Drained, res.Soak.DrainedIn.Seconds())
 		}
 		rep.Runs = append(rep.Runs, res)
 	}

@@ -16,6 +16,7 @@ func TestBenchSoakFlags(t *testing.T) {
 	}{
 		"window above deliveries": {[]string{"--deliveries", "5", "--soak-window", "10"}, "--soak-window"},
 		"no deliveries":           {[]string{"--deliveries", "0"}, "--deliveries"},
+		"no backlog":              {[]string{"--soak-backlog", "0"}, "--soak-backlog"},
 		"negative baseline":       {[]string{"--soak-baseline", "-1"}, "--soak-baseline: -1"},
 		"missing baseline binary": {[]string{"--soak-baseline", "14", "--soak-baseline-herald", "/nonexistent/herald"}, "--soak-baseline-herald"},
 		"not a number":            {[]string{"--deliveries", "many"}, "--deliveries"},

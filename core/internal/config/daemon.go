@@ -79,6 +79,12 @@ type RetentionConfig struct {
 	// counters as the month goes. 0 (the default) keeps them forever. At
 	// least 24h.
 	Notifications time.Duration `koanf:"notifications"`
+	// Deliveries keeps delivery rows (the biggest table: the rendered
+	// content of every delivery) for this long after their event was
+	// created, e.g. "2160h" (90 days). A delivery not final yet (still
+	// owed to its user) is kept until it is SENT or FAILED. 0 (the
+	// default) keeps them forever. At least 24h.
+	Deliveries time.Duration `koanf:"deliveries"`
 	// Events keeps PROCESSED and FAILED events (event_outbox, not
 	// partitioned) for this long after they were created, e.g. "720h";
 	// older ones are deleted in short bounded batches by the daemon's
@@ -619,6 +625,7 @@ func daemonDefaultsMap(d Daemon) map[string]any {
 		"retention.notifications":          d.Retention.Notifications.String(),
 		"retention.events":                 d.Retention.Events.String(),
 		"retention.archived_notifications": d.Retention.ArchivedNotifications.String(),
+		"retention.deliveries":             d.Retention.Deliveries.String(),
 	}
 }
 
@@ -745,7 +752,8 @@ func (d Daemon) Validate() error {
 	for _, f := range []struct {
 		name string
 		r    time.Duration
-	}{{"retention.delivery_attempts", d.Retention.DeliveryAttempts}, {"retention.notifications", d.Retention.Notifications}} {
+	}{{"retention.delivery_attempts", d.Retention.DeliveryAttempts}, {"retention.notifications", d.Retention.Notifications},
+		{"retention.deliveries", d.Retention.Deliveries}} {
 		if f.r != 0 && f.r < 24*time.Hour {
 			bad(f.name, "must be 0 (keep forever) or at least 24h, got %s", f.r)
 		}

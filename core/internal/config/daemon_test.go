@@ -587,3 +587,22 @@ func TestTenantRetentionConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionOfDeliveries: retention.deliveries is read as a duration,
+// kept forever by default, and refused below 24h naming the key.
+func TestRetentionOfDeliveries(t *testing.T) {
+	t.Parallel()
+	d, err := LoadDaemon(writeFile(t, "herald.hcl", "retention {\n  deliveries = \"2160h\"\n}\n"))
+	if err != nil || d.Retention.Deliveries != 2160*time.Hour {
+		t.Fatalf("retention.deliveries = %s (%v), want 2160h", d.Retention.Deliveries, err)
+	}
+	if d, err := LoadDaemon(""); err != nil || d.Retention.Deliveries != 0 {
+		t.Fatalf("default retention.deliveries %s (%v), want 0 (forever)", d.Retention.Deliveries, err)
+	}
+	for _, body := range []string{`"23h"`, `"-2160h"`, `"90 days"`} {
+		_, err := LoadDaemon(writeFile(t, "herald.hcl", "retention {\n  deliveries = "+body+"\n}\n"))
+		if err == nil || !strings.Contains(err.Error(), "retention.deliveries") {
+			t.Errorf("retention.deliveries = %s: want an error naming retention.deliveries, got %v", body, err)
+		}
+	}
+}

@@ -414,8 +414,8 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 		batch := make([]sdk.Delivery, len(group))
 		for i, c := range group {
 			batch[i] = toSDK(c)
-			if c.Attempt == 1 && !c.CreatedAt.IsZero() {
-				latency(started.Sub(c.CreatedAt))
+			if at, ok := store.WrittenAt(c.ID); ok && c.Attempt == 1 {
+				latency(started.Sub(at))
 			}
 		}
 		spanCtx, spans := startDeliverSpans(ctx, chName, group)

@@ -64,7 +64,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Delivery outcomes by channel, provider and outcome: sent, retry, failed (recorded by the listeners; failed also counts unroutable deliveries, provider empty), deferred (written DEFERRED by the relay for quiet hours, provider empty), dropped (malformed broker messages, channel and provider empty)."},
 			[]string{"channel", "provider", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "herald_delivery_latency_seconds",
-			Help:    "From the delivery's created_at (the relay transaction that committed it) to the moment the plugin Send of its first attempt is called, by channel.",
+			Help:    "From the delivery's write (the relay transaction that committed it, the time in its UUIDv7 id) to the moment the plugin Send of its first attempt is called, by channel.",
 			Buckets: latencyBuckets}, []string{"channel"}),
 		relaySize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "herald_relay_batch_events",
 			Help: "Events claimed per committed relay batch.", Buckets: sizeBuckets}),
@@ -117,7 +117,7 @@ func (m *Metrics) Delivery(channel, provider, outcome string, n int) {
 	}
 }
 
-// SendLatency records the time from a delivery's creation to its plugin
+// SendLatency records the time from a delivery's write (its UUIDv7 id) to its plugin
 // Send.
 func (m *Metrics) SendLatency(channel string, d time.Duration) {
 	m.SendLatencies(channel)(d)

@@ -83,9 +83,9 @@ func (k *PartitionKeeper) sweep(ctx context.Context, now time.Time) error {
 // RetentionFromConfig returns the retention the config's retention block
 // asks for, and whether it asks for any.
 func RetentionFromConfig(c config.RetentionConfig) (store.Retention, bool) {
-	r := store.Retention{DeliveryAttempts: c.DeliveryAttempts, Notifications: c.Notifications, Events: c.Events,
-		ArchivedNotifications: c.ArchivedNotifications}
-	set := r.DeliveryAttempts > 0 || r.Notifications > 0 || r.Events > 0 || r.ArchivedNotifications > 0
+	r := store.Retention{DeliveryAttempts: c.DeliveryAttempts, Notifications: c.Notifications, Deliveries: c.Deliveries,
+		Events: c.Events, ArchivedNotifications: c.ArchivedNotifications}
+	set := r.DeliveryAttempts > 0 || r.Notifications > 0 || r.Deliveries > 0 || r.Events > 0 || r.ArchivedNotifications > 0
 	for t, tc := range c.Tenants {
 		tr := store.TenantRetention{Events: tc.Events, Notifications: tc.Notifications,
 			ArchivedNotifications: tc.ArchivedNotifications, DeliveryAttempts: tc.DeliveryAttempts}

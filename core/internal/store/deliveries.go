@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -109,11 +110,11 @@ func claimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, 
 		order = "updated_at"
 	}
 	rows, err := tx.Query(ctx, `WITH c AS (
-			SELECT delivery_id, status FROM deliveries
+			SELECT delivery_id, created_at, status FROM deliveries
 			WHERE `+where+` ORDER BY `+order+` LIMIT $1 FOR UPDATE SKIP LOCKED
 		)
 		UPDATE deliveries d SET status = 'PUBLISHED', updated_at = now()
-		FROM c WHERE d.delivery_id = c.delivery_id
+		FROM c WHERE d.delivery_id = c.delivery_id AND d.created_at = c.created_at
 		RETURNING d.delivery_id::text, d.tenant_id, d.user_type, d.channel, d.attempts + 1, c.status,
 			COALESCE(d.traceparent, ''), COALESCE(d.tracestate, '')`, args...)
 	if err != nil {
@@ -172,10 +173,25 @@ type Claimed struct {
 	BestEffort     bool
 	Recipient      json.RawMessage
 	Content        json.RawMessage
-	CreatedAt      time.Time
+	// CreatedAt is the delivery's created_at: the creation time of its
+	// event (migration 0021), the partition key. When the relay wrote the
+	// row is in its id (WrittenAt).
+	CreatedAt time.Time
 	// TraceParent and TraceState are the W3C trace context the delivery
 	// continues ("": none).
 	TraceParent, TraceState string
+}
+
+// WrittenAt returns when the relay wrote delivery id, to the millisecond:
+// delivery ids are UUIDv7, made by the fan-out that inserted the row. ok
+// is false for an id that is not a UUIDv7.
+func WrittenAt(id string) (at time.Time, ok bool) {
+	u, err := uuid.Parse(id)
+	if err != nil || u.Version() != 7 {
+		return time.Time{}, false
+	}
+	sec, nsec := u.Time().UnixTime()
+	return time.Unix(sec, nsec), true
 }
 
 // sendable is the guard both LoadForSend and RecordOutcomes apply: the
@@ -335,12 +351,12 @@ func ClaimHandoffs(ctx context.Context, tx pgx.Tx, limit int) ([]OutRow, int, er
 		return nil, 0, err
 	}
 	rows, err = tx.Query(ctx, `WITH c AS (
-			SELECT delivery_id FROM deliveries
+			SELECT delivery_id, created_at FROM deliveries
 			WHERE delivery_id = ANY($1::text[]::uuid[]) AND status = 'PUBLISHED' AND attempts = 0
 			FOR UPDATE SKIP LOCKED
 		)
 		UPDATE deliveries d SET updated_at = now()
-		FROM c WHERE d.delivery_id = c.delivery_id
+		FROM c WHERE d.delivery_id = c.delivery_id AND d.created_at = c.created_at
 		RETURNING d.delivery_id::text, d.tenant_id, d.user_type, d.channel, d.attempts + 1,
 			COALESCE(d.traceparent, ''), COALESCE(d.tracestate, '')`, ids)
 	if err != nil {
@@ -535,9 +551,12 @@ func GetEvent(ctx context.Context, q Querier, tenantID, eventID string) (produce
 	if err != nil {
 		return st, fmt.Errorf("get event: %w", err)
 	}
+	// The event's deliveries have its created_at (migration 0021), or,
+	// written before, the later time of their fan-out by the daemon's
+	// clock (a day allows for its skew): the months before are pruned.
 	rows, err := q.Query(ctx, `SELECT delivery_id::text, user_id, channel, status, attempts, provider, provider_message_id, last_error,
 			next_attempt_at, updated_at
-		FROM deliveries WHERE tenant_id = $1 AND event_id = $2 ORDER BY user_id, channel`, tenantID, eventID)
+		FROM deliveries WHERE tenant_id = $1 AND event_id = $2 AND created_at >= $3::timestamptz - interval '1 day' ORDER BY user_id, channel`, tenantID, eventID, st.CreatedAt)
 	if err != nil {
 		return st, fmt.Errorf("get deliveries: %w", err)
 	}

@@ -96,7 +96,10 @@ type NewNotification struct {
 
 // NewDelivery is a delivery row the relay writes.
 type NewDelivery struct {
-	// ID and CreatedAt are set by InsertFanout.
+	// ID and CreatedAt are set by InsertFanout: CreatedAt, the partition
+	// key of deliveries (migration 0021), is the CreatedAt of the
+	// delivery's notification (its event's creation time), so that a
+	// retried fan-out carries the same key.
 	ID             string
 	CreatedAt      time.Time
 	NotificationID string
@@ -136,12 +139,14 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 	created := make([]time.Time, n)
+	createdOf := make(map[string]time.Time, n)
 	for i, nt := range notes {
 		// Not now(): a retried fan-out must carry the same key.
 		if nt.CreatedAt.IsZero() {
 			return 0, nil, fmt.Errorf("insert notifications: notification %s of event %s has no CreatedAt (the event's time)", nt.ID, nt.EventID)
 		}
 		created[i] = nt.CreatedAt
+		createdOf[nt.ID] = nt.CreatedAt
 		ids[i], tenants[i], events[i], users[i], types[i] = nt.ID, nt.TenantID, nt.EventID, nt.UserID, nt.EventType
 		projects[i] = nt.ProjectID
 		if projects[i] == "" {
@@ -216,7 +221,7 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 		if err != nil {
 			return 0, nil, err
 		}
-		d.ID, d.CreatedAt = id.String(), now
+		d.ID, d.CreatedAt = id.String(), createdOf[d.NotificationID]
 		nid, err := uuid.Parse(d.NotificationID)
 		if err != nil {
 			return 0, nil, fmt.Errorf("insert deliveries: notification id: %w", err)
@@ -247,7 +252,7 @@ func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nid
 		// json.RawMessage would take pgx's slower fallback paths.
 		src[i] = []any{ids[i], nids[i], d.TenantID, d.EventID,
 			d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status, d.BestEffort, int32(d.MaxAttempts),
-			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), d.LastError, now, now,
+			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), d.LastError, d.CreatedAt, now,
 			nullIfEmpty(d.TraceParent), nullIfEmpty(d.TraceState)}
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, deliveryColumns, pgx.CopyFromRows(src))
@@ -262,7 +267,7 @@ func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, n
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	best, maxAtt, next, recips, contents, errs := make([]bool, n), make([]int32, n), make([]time.Time, n), make([]string, n), make([]string, n),
 		make([]string, n)
-	parents, states := make([]string, n), make([]string, n)
+	parents, states, created := make([]string, n), make([]string, n), make([]time.Time, n)
 	for i := range keep {
 		d := &keep[i]
 		tenants[i], events[i], types[i], users[i], utypes[i], chans[i], sevs[i], stats[i] =
@@ -270,17 +275,17 @@ func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, n
 		best[i], maxAtt[i], next[i], recips[i], contents[i] = d.BestEffort, int32(d.MaxAttempts), d.NextAttemptAt,
 			jsonOr(d.Recipient), jsonOr(d.Content)
 		errs[i] = d.LastError
-		parents[i], states[i] = d.TraceParent, d.TraceState
+		parents[i], states[i], created[i] = d.TraceParent, d.TraceState, d.CreatedAt
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO deliveries (`+strings.Join(deliveryColumns, ", ")+`)
 		SELECT d.c1, d.c2, d.c3, d.c4, d.c5, d.c6, d.c7, d.c8, d.c9, d.c10, d.c11, d.c12, d.c13, d.c14, d.c15, d.c16,
-			$16::timestamptz, $16::timestamptz, NULLIF(d.c17, ''), NULLIF(d.c18, '')
+			d.c19, $16::timestamptz, NULLIF(d.c17, ''), NULLIF(d.c18, '')
 		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
 			$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bool[], $12::int[], $13::timestamptz[],
-			$14::jsonb[], $15::jsonb[], $17::text[], $18::text[], $19::text[])
-			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18)`,
+			$14::jsonb[], $15::jsonb[], $17::text[], $18::text[], $19::text[], $20::timestamptz[])
+			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19)`,
 		ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now, errs,
-		parents, states)
+		parents, states, created)
 	return err
 }
 

@@ -58,18 +58,7 @@ func MigrateTo(ctx context.Context, databaseURL, command string, w io.Writer) er
 func migrateWith(ctx context.Context, p *goose.Provider, command string, w io.Writer) error {
 	switch command {
 	case "up":
-		res, err := p.Up(ctx)
-		if err != nil {
-			return fmt.Errorf("migrate up: %w", err)
-		}
-		if w != nil {
-			for _, r := range res {
-				fmt.Fprintf(w, "applied %s (%s)\n", r.Source.Path, r.Duration)
-			}
-			if len(res) == 0 {
-				fmt.Fprintln(w, "no migrations to apply")
-			}
-		}
+		return migrateUp(ctx, p, 0, w)
 	case "down":
 		if _, err := p.Down(ctx); err != nil {
 			return fmt.Errorf("migrate down: %w", err)
@@ -98,15 +87,47 @@ func migrateWith(ctx context.Context, p *goose.Provider, command string, w io.Wr
 // is 0) to databaseURL. The benchmark uses it to measure an older schema
 // with the same binary.
 func MigrateUpTo(ctx context.Context, databaseURL string, version int64) error {
-	if version == 0 {
-		return Migrate(ctx, databaseURL, "up")
+	return MigrateUp(ctx, databaseURL, version, nil)
+}
+
+// MigrateUp applies the migrations up to version (every one when version
+// is 0) to databaseURL, printing each one applied and its duration to w
+// when w is not nil (`herald migrate up --to`: an operator can apply a long
+// migration on its own, in a window of its choosing).
+func MigrateUp(ctx context.Context, databaseURL string, version int64, w io.Writer) error {
+	return withProvider(databaseURL, func(p *goose.Provider) error { return migrateUp(ctx, p, version, w) })
+}
+
+func migrateUp(ctx context.Context, p *goose.Provider, version int64, w io.Writer) error {
+	var latest int64
+	for _, s := range p.ListSources() {
+		latest = max(latest, s.Version)
 	}
-	return withProvider(databaseURL, func(p *goose.Provider) error {
-		if _, err := p.UpTo(ctx, version); err != nil {
+	if version < 0 || version > latest {
+		return fmt.Errorf("migrate up: --to %d: no such migration (this herald has 1 to %d)", version, latest)
+	}
+	var res []*goose.MigrationResult
+	var err error
+	if version == 0 {
+		res, err = p.Up(ctx)
+	} else {
+		res, err = p.UpTo(ctx, version)
+	}
+	if err != nil {
+		if version > 0 {
 			return fmt.Errorf("migrate up to %d: %w", version, err)
 		}
-		return nil
-	})
+		return fmt.Errorf("migrate up: %w", err)
+	}
+	if w != nil {
+		for _, r := range res {
+			fmt.Fprintf(w, "applied %s (%s)\n", r.Source.Path, r.Duration)
+		}
+		if len(res) == 0 {
+			fmt.Fprintln(w, "no migrations to apply")
+		}
+	}
+	return nil
 }
 
 // NewPool opens a pool to databaseURL with maxConns connections, as the

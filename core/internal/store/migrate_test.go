@@ -24,3 +24,42 @@ func TestMigrateStatusAfterUp(t *testing.T) {
 		t.Fatalf("deliveries table: %v", err)
 	}
 }
+
+// TestMigrateUpTo applies the migrations in two steps, as an operator
+// staging a long migration would (`herald migrate up --to`), and refuses
+// a version this binary does not have.
+func TestMigrateUpTo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	adminURL := testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL)
+	url, drop, err := store.CreateDatabase(ctx, adminURL, testenv.RandomName("herald_test_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	var out strings.Builder
+	if err := store.MigrateUp(ctx, url, 17, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "applied 0017_") || strings.Contains(out.String(), "0018_") {
+		t.Fatalf("up --to 17 printed:\n%s", out.String())
+	}
+	applied, latest, err := store.MigrationLevel(ctx, url)
+	if err != nil || applied != 17 {
+		t.Fatalf("after up --to 17 the database is at %d (err %v)", applied, err)
+	}
+	err = store.MigrateUp(ctx, url, latest+1, nil)
+	if err == nil || !strings.Contains(err.Error(), "no such migration") {
+		t.Fatalf("up --to %d: %v", latest+1, err)
+	}
+	out.Reset()
+	if err := store.MigrateUp(ctx, url, 0, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "applied 0018_") || strings.Contains(out.String(), "0017_") {
+		t.Fatalf("up after --to 17 printed:\n%s", out.String())
+	}
+	if applied, _, err := store.MigrationLevel(ctx, url); err != nil || applied != latest {
+		t.Fatalf("after up the database is at %d, want %d (err %v)", applied, latest, err)
+	}
+}

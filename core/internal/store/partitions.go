@@ -10,8 +10,9 @@ import (
 
 // PartitionedTables lists Herald's tables partitioned by month:
 // delivery_attempts by the created_at of the attempt's delivery (migration
-// 0018), notifications by the created_at of their event (0019).
-var PartitionedTables = []string{"delivery_attempts", "notifications"}
+// 0018), notifications by the created_at of their event (0019), and
+// deliveries by the created_at of their event (0021).
+var PartitionedTables = []string{"delivery_attempts", "notifications", "deliveries"}
 
 // PartitionsAhead is how many months past the current one EnsurePartitions
 // keeps created.
@@ -70,6 +71,11 @@ type Retention struct {
 	// Notifications: dropping a month of notifications also takes its
 	// unread rows off the unread counters, in the same transaction.
 	Notifications time.Duration
+	// Deliveries: dropping a month of deliveries keeps the ones not final
+	// yet (PENDING, PUBLISHED, SENDING, RETRY, DEFERRED: still owed to
+	// their user), moved to the default partition in the same
+	// transaction; they go once they are SENT or FAILED.
+	Deliveries time.Duration
 	// Events keeps PROCESSED and FAILED events of event_outbox (not
 	// partitioned) this long after their creation; ApplySweeps deletes
 	// the older ones in bounded batches. Zero keeps them forever.
@@ -88,6 +94,8 @@ func (r Retention) For(table string) time.Duration {
 		return r.DeliveryAttempts
 	case "notifications":
 		return r.Notifications
+	case "deliveries":
+		return r.Deliveries
 	}
 	return 0
 }

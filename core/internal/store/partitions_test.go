@@ -183,8 +183,10 @@ func TestEnsurePartitionsAhead(t *testing.T) {
 	if n, err := store.EnsurePartitions(ctx, worker, at); err != nil || n != 0 {
 		t.Fatalf("second round created %d (%v), want 0", n, err)
 	}
-	names := strings.Join(partitionNames(t, worker, "delivery_attempts"), " ")
-	names += " " + strings.Join(partitionNames(t, worker, "notifications"), " ")
+	var names string
+	for _, table := range store.PartitionedTables {
+		names += " " + strings.Join(partitionNames(t, worker, table), " ")
+	}
 	for _, m := range []string{"y2031m11", "y2031m12", "y2032m01", "y2032m02"} {
 		for _, table := range store.PartitionedTables {
 			if !strings.Contains(names, table+"_"+m) {
@@ -248,7 +250,7 @@ func TestEnsurePartitionsAhead(t *testing.T) {
 		t.Fatalf("the month attached with %d primary keys (%v)", pk, err)
 	}
 	// Nothing but Herald's partitioned tables, nor an absurd range.
-	for _, args := range [][]any{{"deliveries", at, at}, {"delivery_attempts", at, at.AddDate(-1, 0, 0)}, {"delivery_attempts", at, at.AddDate(50, 0, 0)}} {
+	for _, args := range [][]any{{"recipients", at, at}, {"delivery_attempts", at, at.AddDate(-1, 0, 0)}, {"delivery_attempts", at, at.AddDate(50, 0, 0)}} {
 		if _, err := worker.Exec(ctx, `SELECT herald_ensure_partitions($1, $2, $3)`, args...); err == nil {
 			t.Errorf("herald_ensure_partitions%v: no error", args)
 		}
@@ -412,8 +414,8 @@ func TestRetentionDropsWholeMonths(t *testing.T) {
 	if _, err := api.Exec(ctx, `SELECT herald_drop_partitions('delivery_attempts', now() + interval '10 years')`); err == nil {
 		t.Fatal("herald_api dropped partitions")
 	}
-	if _, err := worker.Exec(ctx, `SELECT herald_drop_partitions('deliveries', now())`); err == nil {
-		t.Fatal("herald_drop_partitions accepted deliveries")
+	if _, err := worker.Exec(ctx, `SELECT herald_drop_partitions('recipients', now())`); err == nil {
+		t.Fatal("herald_drop_partitions accepted recipients")
 	}
 }
 
