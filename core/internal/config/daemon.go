@@ -817,16 +817,26 @@ func sortedKeys[V any](m map[string]V) []string {
 // a map of queue name to settings (YAML), or the list of single-entry maps
 // HCL makes of repeated `queue "name" { ... }` blocks.
 func takeQueues(raw map[string]any) (map[string]QueueConfig, error) {
-	amqpSection, ok := raw["amqp"].(map[string]any)
+	return takeBlocks[QueueConfig](raw, "amqp", "queue", `queue "name" { ... }`, mapstructure.StringToSliceHookFunc(","))
+}
+
+// takeBlocks removes section.block from a parsed config file and decodes
+// it into a map of label to T: a map of label to settings (YAML), or the
+// list of single-entry maps HCL makes of repeated `block "label" { ... }`
+// blocks (labels may hold dots, which koanf would read as nesting). Errors
+// name the key (section.block.label); hook converts the values.
+func takeBlocks[T any](raw map[string]any, section, block, example string, hook mapstructure.DecodeHookFunc) (map[string]T, error) {
+	sec, ok := raw[section].(map[string]any)
 	if !ok {
 		return nil, nil
 	}
-	q, ok := amqpSection["queue"]
+	v, ok := sec[block]
 	if !ok {
 		return nil, nil
 	}
-	delete(amqpSection, "queue")
-	out := map[string]QueueConfig{}
+	delete(sec, block)
+	key := section + "." + block
+	out := map[string]T{}
 	var walk func(v any) error
 	walk = func(v any) error {
 		switch t := v.(type) {
@@ -845,50 +855,50 @@ func takeQueues(raw map[string]any) (map[string]QueueConfig, error) {
 		case map[string]any:
 			for name, body := range t {
 				if _, dup := out[name]; dup {
-					return fmt.Errorf("amqp.queue.%s: declared twice", name)
+					return fmt.Errorf("%s.%s: declared twice", key, name)
 				}
-				qc, err := decodeQueue(name, body)
+				x, err := decodeBlock[T](key+"."+name, body, hook)
 				if err != nil {
 					return err
 				}
-				out[name] = qc
+				out[name] = x
 			}
 		default:
-			return fmt.Errorf("amqp.queue: want queue blocks, got %T", v)
+			return fmt.Errorf("%s: want %s blocks (%s), got %T", key, block, example, v)
 		}
 		return nil
 	}
-	if err := walk(q); err != nil {
+	if err := walk(v); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func decodeQueue(name string, body any) (QueueConfig, error) {
+// decodeBlock decodes one labelled block, key naming it in errors.
+func decodeBlock[T any](key string, body any, hook mapstructure.DecodeHookFunc) (T, error) {
+	var x T
 	switch t := body.(type) {
 	case []map[string]any:
 		if len(t) != 1 {
-			return QueueConfig{}, fmt.Errorf("amqp.queue.%s: want one block", name)
+			return x, fmt.Errorf("%s: want one block", key)
 		}
 		body = t[0]
 	case []any:
 		if len(t) != 1 {
-			return QueueConfig{}, fmt.Errorf("amqp.queue.%s: want one block", name)
+			return x, fmt.Errorf("%s: want one block", key)
 		}
 		body = t[0]
 	}
-	var qc QueueConfig
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
-		ErrorUnused: true, WeaklyTypedInput: true, Result: &qc, TagName: "koanf",
-		DecodeHook: mapstructure.StringToSliceHookFunc(","),
+		ErrorUnused: true, WeaklyTypedInput: true, Result: &x, TagName: "koanf", DecodeHook: hook,
 	})
 	if err != nil {
-		return qc, err
+		return x, err
 	}
 	if err := dec.Decode(body); err != nil {
-		return qc, fmt.Errorf("amqp.queue.%s: %w", name, err)
+		return x, fmt.Errorf("%s: %w", key, err)
 	}
-	return qc, nil
+	return x, nil
 }
 
 // resolveDaemonRefs replaces every string of a parsed config file that is a
@@ -1090,79 +1100,8 @@ func (r RetentionConfig) validate() []string {
 
 // takeTenantRetention removes retention.tenant from a parsed config file
 // and decodes it: a map of tenant id to periods (YAML), or the list of
-// single-entry maps HCL makes of repeated `tenant "id" { ... }` blocks
-// (tenant ids may hold dots, which koanf would read as nesting).
+// single-entry maps HCL makes of repeated `tenant "id" { ... }` blocks.
 func takeTenantRetention(raw map[string]any) (map[string]TenantRetentionConfig, error) {
-	section, ok := raw["retention"].(map[string]any)
-	if !ok {
-		return nil, nil
-	}
-	v, ok := section["tenant"]
-	if !ok {
-		return nil, nil
-	}
-	delete(section, "tenant")
-	out := map[string]TenantRetentionConfig{}
-	var walk func(v any) error
-	walk = func(v any) error {
-		switch t := v.(type) {
-		case []map[string]any:
-			for _, m := range t {
-				if err := walk(m); err != nil {
-					return err
-				}
-			}
-		case []any:
-			for _, m := range t {
-				if err := walk(m); err != nil {
-					return err
-				}
-			}
-		case map[string]any:
-			for name, body := range t {
-				if _, dup := out[name]; dup {
-					return fmt.Errorf("retention.tenant.%s: declared twice", name)
-				}
-				tr, err := decodeTenantRetention(name, body)
-				if err != nil {
-					return err
-				}
-				out[name] = tr
-			}
-		default:
-			return fmt.Errorf("retention.tenant: want tenant blocks (tenant \"id\" { ... }), got %T", v)
-		}
-		return nil
-	}
-	if err := walk(v); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func decodeTenantRetention(name string, body any) (TenantRetentionConfig, error) {
-	switch t := body.(type) {
-	case []map[string]any:
-		if len(t) != 1 {
-			return TenantRetentionConfig{}, fmt.Errorf("retention.tenant.%s: want one block", name)
-		}
-		body = t[0]
-	case []any:
-		if len(t) != 1 {
-			return TenantRetentionConfig{}, fmt.Errorf("retention.tenant.%s: want one block", name)
-		}
-		body = t[0]
-	}
-	var tr TenantRetentionConfig
-	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
-		ErrorUnused: true, WeaklyTypedInput: true, Result: &tr, TagName: "koanf",
-		DecodeHook: mapstructure.ComposeDecodeHookFunc(numberNotDuration, mapstructure.StringToTimeDurationHookFunc()),
-	})
-	if err != nil {
-		return tr, err
-	}
-	if err := dec.Decode(body); err != nil {
-		return tr, fmt.Errorf("retention.tenant.%s: %w", name, err)
-	}
-	return tr, nil
+	return takeBlocks[TenantRetentionConfig](raw, "retention", "tenant", `tenant "id" { ... }`,
+		mapstructure.ComposeDecodeHookFunc(numberNotDuration, mapstructure.StringToTimeDurationHookFunc()))
 }
