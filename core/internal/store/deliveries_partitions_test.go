@@ -352,20 +352,8 @@ func TestRetentionOfDeliveriesKeepsOwedOnes(t *testing.T) {
 func TestMigration0021PartitionsExistingDeliveries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	adminURL := testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL)
-	url, drop, err := store.CreateDatabase(ctx, adminURL, testenv.RandomName("herald_test_"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = drop(context.Background()) })
-	if err := store.MigrateUpTo(ctx, url, 20); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	db := testenv.PostgresAt(t, 20)
+	url, pool := db.URL, db.Pool
 	if err := store.EnsureTenant(ctx, pool, "t", "t"); err != nil {
 		t.Fatal(err)
 	}

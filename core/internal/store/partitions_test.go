@@ -12,7 +12,6 @@ import (
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func monthName(table string, t time.Time) string {
@@ -40,20 +39,8 @@ func partitionNames(t *testing.T, q store.Querier, table string) []string {
 func TestMigration0018PartitionsExistingAttempts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	adminURL := testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL)
-	url, drop, err := store.CreateDatabase(ctx, adminURL, testenv.RandomName("herald_test_"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = drop(context.Background()) })
-	if err := store.MigrateUpTo(ctx, url, 17); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	db := testenv.PostgresAt(t, 17)
+	url, pool := db.URL, db.Pool
 	if err := store.EnsureTenant(ctx, pool, "t", "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -573,20 +560,8 @@ func TestRetentionOfNotificationsKeepsCountersExact(t *testing.T) {
 func TestMigration0019PartitionsExistingNotifications(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	adminURL := testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL)
-	url, drop, err := store.CreateDatabase(ctx, adminURL, testenv.RandomName("herald_test_"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = drop(context.Background()) })
-	if err := store.MigrateUpTo(ctx, url, 18); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	db := testenv.PostgresAt(t, 18)
+	url, pool := db.URL, db.Pool
 	if err := store.EnsureTenant(ctx, pool, "t", "t"); err != nil {
 		t.Fatal(err)
 	}

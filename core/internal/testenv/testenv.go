@@ -70,6 +70,13 @@ type DB struct {
 // it when the test ends.
 func Postgres(t testing.TB) *DB {
 	t.Helper()
+	return PostgresAt(t, 0)
+}
+
+// PostgresAt is Postgres with the migrations applied up to version only
+// (every one for 0): a test of a migration fills the schema before it.
+func PostgresAt(t testing.TB, version int64) *DB {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adminURL := Env("HERALD_PG_ADMIN_URL", DefaultPGAdminURL)
@@ -98,7 +105,7 @@ func Postgres(t testing.TB) *DB {
 			t.Logf("%v", err)
 		}
 	})
-	if err := store.Migrate(ctx, db.URL, "up"); err != nil {
+	if err := store.MigrateUpTo(ctx, db.URL, version); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	db.Pool, err = pgxpool.New(ctx, db.URL)
