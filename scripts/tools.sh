@@ -16,16 +16,18 @@ set -euo pipefail
 HERALD_APT_LOG=${HERALD_APT_LOG:-/tmp/herald-apt.log}
 
 # apt_install PKG... installs the packages as root (through sudo when not
-# root), running apt-get update first only when the install fails.
+# root), running apt-get update first only when the install fails. It
+# waits up to 5 minutes for another apt or dpkg run to release its lock
+# (unattended upgrades, a second script installing at the same time).
 apt_install() {
 	echo "tools: installing $* from Debian's packages (log: $HERALD_APT_LOG)" >&2
-	local sudo=()
+	local sudo=() wait=(-o DPkg::Lock::Timeout=300)
 	if [ "$(id -u)" != 0 ]; then sudo=(sudo); fi
 	export DEBIAN_FRONTEND=noninteractive
 	echo "== $(date -u +%FT%TZ) apt-get install $*" >>"$HERALD_APT_LOG"
-	if ! "${sudo[@]}" apt-get install -y --no-install-recommends "$@" >>"$HERALD_APT_LOG" 2>&1; then
-		"${sudo[@]}" apt-get update >>"$HERALD_APT_LOG" 2>&1
-		"${sudo[@]}" apt-get install -y --no-install-recommends "$@" >>"$HERALD_APT_LOG" 2>&1 || {
+	if ! "${sudo[@]}" apt-get "${wait[@]}" install -y --no-install-recommends "$@" >>"$HERALD_APT_LOG" 2>&1; then
+		"${sudo[@]}" apt-get "${wait[@]}" update >>"$HERALD_APT_LOG" 2>&1
+		"${sudo[@]}" apt-get "${wait[@]}" install -y --no-install-recommends "$@" >>"$HERALD_APT_LOG" 2>&1 || {
 			tail -20 "$HERALD_APT_LOG" >&2
 			return 1
 		}
