@@ -44,7 +44,11 @@ func TestChaosClusterNodeLoss(t *testing.T) {
 	}
 	e.waitQuorumQueues(cluster, cluster.Nodes[1], 30*time.Second)
 
-	tr := e.startTraffic("cl", 50*time.Millisecond, 2000)
+	// Traffic runs until halted below: two losses, each with up to a
+	// minute for the node to rejoin, can outlast 2,000 events at this
+	// pace on a loaded machine (it did: 2,000 were out before the second
+	// rejoin's wait for 20 more). The cap only bounds a run gone wrong.
+	tr := e.startTraffic("cl", 50*time.Millisecond, 8000)
 	tr.waitFor(40, 30*time.Second)
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		return e.count(`SELECT count(*) FROM deliveries WHERE status = 'SENT'`) >= 20*deliveriesPerEvent
