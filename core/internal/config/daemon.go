@@ -64,11 +64,13 @@ type Daemon struct {
 	Retention RetentionConfig `koanf:"retention"`
 }
 
-// RetentionConfig is how long the rows of Herald's partitioned tables are
-// kept. The daemon drops a monthly partition once every row in it is
-// older than its table's retention (detach and drop, never a DELETE);
-// `herald retention status` shows which will go when. Retention is global:
-// a partition holds every tenant's rows of its month.
+// RetentionConfig is how long Herald keeps its rows. The daemon drops a
+// monthly partition of a partitioned table once every row in it is older
+// than its table's retention (detach and drop, never a DELETE). What a
+// whole partition cannot give (events, archived notifications, a tenant's
+// shorter periods: a partition holds every tenant's rows of its month) it
+// deletes in short bounded batches (store.ApplySweeps). `herald retention
+// status` shows what will go when.
 type RetentionConfig struct {
 	// DeliveryAttempts keeps the attempt log (delivery_attempts) for this
 	// long after its delivery was created, e.g. "720h" (30 days). 0 (the
