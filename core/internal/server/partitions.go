@@ -85,7 +85,6 @@ func (k *PartitionKeeper) sweep(ctx context.Context, now time.Time) error {
 func RetentionFromConfig(c config.RetentionConfig) (store.Retention, bool) {
 	r := store.Retention{DeliveryAttempts: c.DeliveryAttempts, Notifications: c.Notifications, Deliveries: c.Deliveries,
 		Events: c.Events, ArchivedNotifications: c.ArchivedNotifications}
-	set := r.DeliveryAttempts > 0 || r.Notifications > 0 || r.Deliveries > 0 || r.Events > 0 || r.ArchivedNotifications > 0
 	for t, tc := range c.Tenants {
 		tr := store.TenantRetention{Events: tc.Events, Notifications: tc.Notifications,
 			ArchivedNotifications: tc.ArchivedNotifications, DeliveryAttempts: tc.DeliveryAttempts}
@@ -96,8 +95,9 @@ func RetentionFromConfig(c config.RetentionConfig) (store.Retention, bool) {
 			r.Tenants = map[string]store.TenantRetention{}
 		}
 		r.Tenants[t] = tr
-		set = true
 	}
+	set := r.DeliveryAttempts > 0 || r.Notifications > 0 || r.Deliveries > 0 || r.Events > 0 || r.ArchivedNotifications > 0 ||
+		len(r.Tenants) > 0
 	return r, set
 }
 

@@ -57,6 +57,20 @@ func (t TenantRetention) period(kind string) time.Duration {
 	return 0
 }
 
+// sweptPeriod returns r's global period of a kind of sweep: events and
+// archived notifications are only ever swept; the global notifications and
+// delivery_attempts periods go by whole months (ApplyRetention), so they
+// give no sweep (zero).
+func (r Retention) sweptPeriod(kind string) time.Duration {
+	switch kind {
+	case SweepEvents:
+		return r.Events
+	case SweepArchivedNotifications:
+		return r.ArchivedNotifications
+	}
+	return 0
+}
+
 // Sweep is one tenant's rows of one kind the sweeps delete: those older
 // than Period.
 type Sweep struct {
@@ -95,13 +109,7 @@ func (s Sweep) Table() string {
 func (r Retention) Sweeps(ctx context.Context, q Querier) ([]Sweep, error) {
 	var out []Sweep
 	for _, kind := range SweepKinds {
-		var global time.Duration
-		switch kind {
-		case SweepEvents:
-			global = r.Events
-		case SweepArchivedNotifications:
-			global = r.ArchivedNotifications
-		}
+		global := r.sweptPeriod(kind)
 		tenants := map[string]bool{}
 		if global > 0 {
 			rows, err := q.Query(ctx, `SELECT herald_sweep_tenants($1)`, kind)
