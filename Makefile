@@ -53,7 +53,7 @@ proto: ## regenerate the protobuf code with the pinned generators
 	scripts/gen-proto.sh
 
 bench-plugins: ## build the recording sink plugin the benchmark uses
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bench-plugins/herald-plugin-sink ./core/internal/testenv/sinkplugin
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/bench-plugins/herald-plugin-sink ./core/internal/tools/sinkplugin
 	@chmod go-w $(BIN)/bench-plugins $(BIN)/bench-plugins/herald-plugin-sink
 
 bench: build bench-plugins up ## run the pipeline benchmark (BENCH_ARGS="--json" etc.)

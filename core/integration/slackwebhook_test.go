@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/devpeer"
+	"github.com/heraldhq/herald/core/internal/tools/devpeer"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"

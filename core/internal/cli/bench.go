@@ -16,7 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
-	"github.com/heraldhq/herald/core/internal/bench"
+	"github.com/heraldhq/herald/core/internal/tools/bench"
 	"github.com/heraldhq/herald/core/internal/config"
 )
 
@@ -194,7 +194,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	// and need neither the sink plugin nor the ceilings.
 	apiOnly := f.scenario == "admin" || f.scenario == "inbox"
 	if _, err := os.Stat(filepath.Join(pluginDir, "herald-plugin-sink")); err != nil && !apiOnly {
-		return &ExitError{Code: 2, Err: fmt.Errorf("--plugins-dir: %s has no herald-plugin-sink (make bench builds it: go build -o %s/herald-plugin-sink ./core/internal/testenv/sinkplugin)", pluginDir, f.pluginDir)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("--plugins-dir: %s has no herald-plugin-sink (make bench builds it: go build -o %s/herald-plugin-sink ./core/internal/tools/sinkplugin)", pluginDir, f.pluginDir)}
 	}
 	if f.cpuProfile != "" {
 		out, err := os.Create(f.cpuProfile)

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/heraldhq/herald/core/internal/devpeer"
+	"github.com/heraldhq/herald/core/internal/tools/devpeer"
 	"github.com/spf13/cobra"
 )
 

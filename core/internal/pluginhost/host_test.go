@@ -59,7 +59,7 @@ func sinkVariant(t *testing.T, vars ...string) string {
 	for _, v := range vars {
 		ld = append(ld, "-X", "main."+v)
 	}
-	cmd := exec.Command("go", "build", "-ldflags", strings.Join(ld, " "), "-o", bin, "./core/internal/testenv/sinkplugin")
+	cmd := exec.Command("go", "build", "-ldflags", strings.Join(ld, " "), "-o", bin, "./core/internal/tools/sinkplugin")
 	cmd.Dir = testenv.RepoRoot(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build sink variant %s: %v: %s", key, err, out)

@@ -15,7 +15,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/directory"
-	"github.com/heraldhq/herald/core/internal/outbox"
+	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -52,8 +52,8 @@ func TestExplainStoredEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	current := func() *rules.RuleSet { return rs }
-	relay := outbox.New(w.db.Pool, current, nil, hclog.NewNullLogger(), outbox.Config{BatchSize: 10, MaxAttempts: 3})
-	if n, err := relay.RunOnce(ctx); err != nil || n != 1 {
+	rl := relay.New(w.db.Pool, current, nil, hclog.NewNullLogger(), relay.Config{BatchSize: 10, MaxAttempts: 3})
+	if n, err := rl.RunOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("relay: %d events, %v", n, err)
 	}
 	mux := http.NewServeMux()

@@ -29,7 +29,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/inbox"
 	"github.com/heraldhq/herald/core/internal/live"
 	"github.com/heraldhq/herald/core/internal/metrics"
-	"github.com/heraldhq/herald/core/internal/outbox"
+	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/secret"
@@ -458,7 +458,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		PollInterval: d.Publisher.PollInterval, ReclaimAfter: d.Publisher.ReclaimAfter, Workers: d.Publisher.Workers,
 		Metrics: m,
 	})
-	relayCfg := outbox.Config{
+	relayCfg := relay.Config{
 		BatchSize: d.Relay.BatchSize, PollInterval: d.Relay.PollInterval, MaxAttempts: d.Relay.MaxAttempts, Workers: d.Relay.Workers,
 		Metrics: m,
 	}
@@ -467,7 +467,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		handoff = delivery.NewHandoff(pool, conn, live, log, delivery.PublisherConfig{PerMessage: d.Publisher.PerMessage, Metrics: m}, pub.Kick)
 		relayCfg.Handoff = handoff
 	}
-	relay := outbox.New(pool, current, pub.Kick, log, relayCfg)
+	rl := relay.New(pool, current, pub.Kick, log, relayCfg)
 	poller := delivery.NewRetryPoller(pool, d.Retry.PollInterval, pub.Kick, log)
 
 	ready := Readiness(pools, conn, ProviderReadiness(host.Status))
@@ -512,7 +512,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	sup.Add(PhaseIntake, "live gateway", public.Live.Run)
 	sup.Add(PhaseIntake, "action publisher", public.Actions.Run)
 	sup.Add(PhaseIntake, "partition keeper", keeper.Run)
-	sup.Add(PhaseRelay, "relay", relay.Run)
+	sup.Add(PhaseRelay, "relay", rl.Run)
 	if handoff != nil {
 		sup.Add(PhasePublish, "handoff", handoff.Run)
 	}

@@ -89,7 +89,7 @@ func PostgresAt(t testing.TB, version int64) *DB {
 		unavailable(t, "PostgreSQL", err)
 	}
 	name := RandomName("herald_test_")
-	// The same helper makes the benchmark's databases (core/internal/bench).
+	// The same helper makes the benchmark's databases (core/internal/tools/bench).
 	dbURL, drop, err := store.CreateDatabase(ctx, adminURL, name)
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -232,7 +232,7 @@ var PluginPackages = map[string]string{
 	"sms":       "./plugins/sms",
 	"slack":     "./plugins/slack",
 	"websocket": "./plugins/websocket",
-	"sink":      "./core/internal/testenv/sinkplugin",
+	"sink":      "./core/internal/tools/sinkplugin",
 }
 
 // PluginBinaries builds the named plugins (all of PluginPackages when names

@@ -1,9 +1,9 @@
-// Package outbox is the relay: it claims PENDING events from the
+// Package relay is the relay: it claims PENDING events from the
 // transactional outbox and, in one transaction per batch, turns each into
 // inbox notifications and per-channel deliveries (as the rule engine
 // decides), bumps unread counters and marks the events PROCESSED. A crash
 // rolls the batch back; unique keys make a second run write nothing twice.
-package outbox
+package relay
 
 import (
 	"context"

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/outbox"
+	"github.com/heraldhq/herald/core/internal/relay"
 	"maps"
 	"os"
 	"os/exec"
@@ -120,7 +120,7 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 				DeliveryID: id, IdempotencyKey: "idem-" + id, TenantID: ev.TenantID, EventID: ev.EventID,
 				EventType: ev.Type, NotificationID: "n-" + rd.Recipient.UserID, Channel: cd.Channel,
 				Severity: dec.Severity, Attempt: 1, CreatedAt: at,
-				Recipient: outbox.PluginRecipient(rd.Recipient),
+				Recipient: relay.PluginRecipient(rd.Recipient),
 				Content:   sdk.Content{Subject: content.Subject, Title: content.Title, Body: content.Body, HTML: content.HTML, Data: content.Data},
 			})
 		}

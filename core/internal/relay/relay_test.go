@@ -1,4 +1,4 @@
-package outbox_test
+package relay_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/config"
-	"github.com/heraldhq/herald/core/internal/outbox"
+	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
@@ -97,7 +97,7 @@ func TestRelayFansOutOnceAndBadEventsFailWithoutBlocking(t *testing.T) {
 	enqueue(t, db, "inactive", "PING", `{"user": "u2"}`)
 	enqueue(t, db, "good-2", "PING", `{"user": "u1"}`)
 
-	r := outbox.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(), outbox.Config{BatchSize: 10, MaxAttempts: 3})
+	r := relay.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(), relay.Config{BatchSize: 10, MaxAttempts: 3})
 	// Each failed try pushes the bad event's available_at out; make it due
 	// again at once so the test bounds the attempts, not the clock.
 	for i := range 3 {
@@ -179,8 +179,8 @@ func TestRelaySurgeWorkersShareABacklog(t *testing.T) {
 	for i := range 300 {
 		enqueue(t, db, "e"+strconv.Itoa(i), "PING", `{"user":"u1"}`)
 	}
-	r := outbox.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(),
-		outbox.Config{BatchSize: 10, Workers: 3, PollInterval: 50 * time.Millisecond})
+	r := relay.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(),
+		relay.Config{BatchSize: 10, Workers: 3, PollInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
@@ -209,7 +209,7 @@ func TestRelayMissingTemplateKeyFailsTheDeliveryOrTheEvent(t *testing.T) {
 	ctx := context.Background()
 	enqueue(t, db, "nick", "NICK", `{"user": "u1"}`)
 	enqueue(t, db, "missing", "MISSING", `{"user": "u1"}`)
-	r := outbox.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(), outbox.Config{BatchSize: 10, MaxAttempts: 1})
+	r := relay.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(), relay.Config{BatchSize: 10, MaxAttempts: 1})
 	if _, err := r.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
