@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/tools/devpeer"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
+	"github.com/heraldhq/herald/core/internal/tools/devpeer"
 )
 
 // TestSlackWebhookThroughTheDaemon runs the real slack plugin binary in

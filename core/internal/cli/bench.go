@@ -16,8 +16,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
-	"github.com/heraldhq/herald/core/internal/tools/bench"
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/tools/bench"
 )
 
 func init() {

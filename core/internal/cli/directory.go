@@ -12,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/heraldhq/herald/core/internal/tools/bench"
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/tools/bench"
 )
 
 func newDirectoryCmd() *cobra.Command {
