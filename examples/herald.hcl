@@ -1,7 +1,7 @@
 # Daemon settings for `herald serve` (the quick start uses this file).
 # Every key can be overridden from the environment: HERALD_DATABASE_URL,
 # HERALD_AMQP_URL, HERALD_HTTP_LISTEN, HERALD_PLUGINS_DIR, HERALD_RULES, ...
-# README.md "Configuration reference" lists every key and its default.
+# docs/configuration.md lists every key and its default.
 #
 # Any value may be a reference instead of the secret itself:
 #   "env:NAME"   the herald process's environment variable NAME
@@ -12,7 +12,7 @@
 # production write, for instance,
 #   database { url = "file:/run/secrets/herald-database-url" }
 #   amqp     { url = "env:HERALD_BROKER_URL" }
-# and see README.md "Security" for TLS to PostgreSQL and RabbitMQ.
+# and see docs/security.md for TLS to PostgreSQL and RabbitMQ.
 
 database {
   # The pipeline and the CLI log in here; the role owns Herald's tables
@@ -42,7 +42,7 @@ amqp {
   #   url         = "env:HERALD_BROKER_URL"   # amqps://herald:...@mq.internal:5671/herald
   #   tls_ca_file = "/etc/herald/mq-ca.pem"   # the CA that signed the broker's certificate
   # A RabbitMQ cluster: every node instead of url, and quorum queues
-  # (README "Scale"):
+  # (docs/operations.md "Scale"):
   #   urls       = ["amqp://herald:...@mq1:5672/herald", "amqp://herald:...@mq2:5672/herald", "amqp://herald:...@mq3:5672/herald"]
   #   queue_type = "quorum"
   exchange = "herald.deliveries"
@@ -129,14 +129,14 @@ log {
 
 # OpenTelemetry tracing, off by default. "otlp" exports spans to the
 # collector the OTEL_EXPORTER_OTLP_* variables name; OTEL_TRACES_EXPORTER
-# overrides this setting (README › Operations › Tracing).
+# overrides this setting (docs/operations.md "Tracing").
 tracing {
   exporter = "none"
 }
 
 # Retention: the daemon drops a whole monthly partition once every row in
 # it is older (never a DELETE); events, archived notifications and tenants'
-# shorter periods go in short bounded batches (README › Sweeps). 0 or
+# shorter periods go in short bounded batches (docs/retention.md "Sweeps"). 0 or
 # absent keeps rows forever. `herald retention status` shows what goes when.
 retention {
   delivery_attempts      = "0s" # e.g. "720h": 30 days of attempt log

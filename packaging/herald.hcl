@@ -1,7 +1,7 @@
 # Daemon settings for `herald serve`, as the Debian package installs them
-# (/etc/herald/herald.hcl; the herald.service unit runs with it). README.md
-# "Configuration reference" lists every key and its default, "Operations" >
-# "Packages" the packaged layout.
+# (/etc/herald/herald.hcl; the herald.service unit runs with it).
+# docs/configuration.md lists every key and its default, docs/deploy.md
+# the packaged layout (both under /usr/share/doc/herald/).
 #
 # Secrets stay out of this file. Every key can be overridden from the
 # environment, and the unit reads /etc/herald/herald.env (mode 0640, group

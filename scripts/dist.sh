@@ -6,13 +6,13 @@
 #
 # Both hold herald, the five bundled plugins, the packaged config
 # (packaging/herald.hcl, the example rules), the systemd unit
-# (packaging/herald.service) and the examples, in the layout README.md
-# "Operations" > "Packages" describes. The .deb is assembled in a staging
+# (packaging/herald.service) and the examples, in the layout docs/deploy.md
+# "Packages" describes. The .deb is assembled in a staging
 # tree and built with Debian's own dpkg-deb --build. (goreleaser's nfpm as
 # a Go library was weighed and left out: its deb packager alone brings some
 # forty modules into the root module, go-git and OpenPGP among them, and
 # go mod tidy could not complete with it, one of its test dependencies not
-# being on the module proxy; README "Packages".)
+# being on the module proxy; docs/deploy.md "Packages".)
 #
 # Environment:
 #   VERSION      the version to stamp (default: git describe --tags --always
@@ -103,6 +103,10 @@ install -m 0644 examples/rules/herald.hcl "$root/etc/herald/rules/herald.hcl"
 install -D -m 0644 examples/keys/AuthKey_DEMOKEY001.p8 "$root/etc/herald/keys/AuthKey_DEMOKEY001.p8"
 install -m 0644 packaging/herald.service "$root/lib/systemd/system/herald.service"
 install -m 0644 README.md "$root/usr/share/doc/herald/README.md"
+# The pages the README links to, under the same relative paths.
+(find docs -type f -print) | while read -r f; do
+	install -D -m 0644 "$f" "$root/usr/share/doc/herald/$f"
+done
 # The examples as the repository has them (the quick start's config, both
 # rules syntaxes, directory files to import, events to emit, the Grafana
 # dashboard); the Go and Python plugin sources stay in the repository, and
@@ -113,7 +117,7 @@ install -m 0644 README.md "$root/usr/share/doc/herald/README.md"
 done
 
 # The tarball: the same tree under one directory, with the postinst to run
-# after copying it into place (README "Packages").
+# after copying it into place (docs/deploy.md "Packages").
 install -m 0755 packaging/debian/postinst "$root/postinst"
 tar --create --gzip --file "$DIST_DIR/$name.tar.gz" --directory "$work" \
 	--sort=name --owner=0 --group=0 --numeric-owner --mtime="@$EPOCH" "$name"

@@ -159,7 +159,7 @@ func (l *netLab) iptables(args ...string) {
 
 // fault is one kind of network fault between herald and one server port.
 type fault struct {
-	// name is what the test and the README call it.
+	// name is what the test and docs/reliability.md call it.
 	name string
 	// match is the iptables target (and matches before it) applied to
 	// every packet between herald and the port, both ways.

@@ -24,8 +24,8 @@ import (
 	"github.com/heraldhq/herald/sdk/producer"
 )
 
-// Network fault figures (scripts/test-chaos.sh; the README's reliability
-// section quotes them): the load, and how long each fault lasts.
+// Network fault figures (scripts/test-chaos.sh; docs/reliability.md
+// quotes them): the load, and how long each fault lasts.
 const (
 	netemRate      = 10 // events per second, 9 deliveries each
 	netemDelay     = 200 * time.Millisecond

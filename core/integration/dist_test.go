@@ -122,6 +122,7 @@ func TestDistPackage(t *testing.T) {
 		"./etc/herald/keys/AuthKey_DEMOKEY001.p8":           "-rw-r--r--",
 		"./lib/systemd/system/herald.service":               "-rw-r--r--",
 		"./usr/share/doc/herald/README.md":                  "-rw-r--r--",
+		"./usr/share/doc/herald/docs/deploy.md":             "-rw-r--r--",
 		"./usr/lib/herald/plugins/":                         "drwxr-xr-x",
 		"./usr/share/doc/herald/examples/rules/herald.yaml": "-rw-r--r--",
 	}

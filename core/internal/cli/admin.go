@@ -30,7 +30,7 @@ func newMigrateCmd() *cobra.Command {
 
 up applies every pending migration, or with --to N those up to N: a long
 migration (0018, 0019 and 0021 copy a whole table) can then be applied on
-its own, in a window of its choosing (README, "Upgrading a large database").`,
+its own, in a window of its choosing (docs/operations.md, "Upgrading a large database").`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"up", "down", "status"},
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -48,7 +48,7 @@ func jsonInstance(t *testing.T, v any) any {
 
 // rulesExamples returns every rules file the project ships as an example:
 // examples/, the golden archives that load, and the hcl/yaml snippets of
-// README.md and docs/rules.md.
+// README.md and the pages under docs/.
 func rulesExamples(t *testing.T) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
@@ -82,7 +82,11 @@ func rulesExamples(t *testing.T) map[string][]byte {
 	}
 	fence := regexp.MustCompile("(?s)```(hcl|yaml)\n(.*?)```")
 	rulesSnippet := regexp.MustCompile(`(?m)^(channel|event|defaults)\b`)
-	for _, doc := range []string{"../../../README.md", "../../../docs/rules.md"} {
+	// The README and every page under docs/ (the README's sections moved
+	// there; docs/rules.md holds most of the snippets).
+	docs, _ := filepath.Glob("../../../docs/*.md")
+	sub, _ := filepath.Glob("../../../docs/*/*.md")
+	for _, doc := range append(append([]string{"../../../README.md"}, docs...), sub...) {
 		for i, m := range fence.FindAllSubmatch(read(doc), -1) {
 			src := m[2]
 			switch {
