@@ -49,6 +49,8 @@ func (l pluginLogger) dedup(args []any) []any {
 	return out
 }
 
+// Log, Trace, Debug, Info, Warn and Error log through the wrapped logger
+// without the pairs dedup drops.
 func (l pluginLogger) Log(level hclog.Level, msg string, args ...any) {
 	l.Logger.Log(level, msg, l.dedup(args)...)
 }
@@ -58,6 +60,8 @@ func (l pluginLogger) Info(msg string, args ...any)  { l.Logger.Info(msg, l.dedu
 func (l pluginLogger) Warn(msg string, args ...any)  { l.Logger.Warn(msg, l.dedup(args)...) }
 func (l pluginLogger) Error(msg string, args ...any) { l.Logger.Error(msg, l.dedup(args)...) }
 
+// With, Named and ResetNamed return loggers that dedup as well: go-plugin
+// names its logger after the plugin binary before it re-emits a line.
 func (l pluginLogger) With(args ...any) hclog.Logger { return pluginLogger{l.Logger.With(args...)} }
 func (l pluginLogger) Named(name string) hclog.Logger {
 	return pluginLogger{l.Logger.Named(name)}
