@@ -5,6 +5,18 @@
 # starts the local provider stand-ins (herald devpeers: SMTP, FCM, Twilio,
 # Slack webhooks, and over TLS Web Push and APNs) and runs `herald serve`
 # with examples/herald.hcl in the foreground.
+#
+# Everything a second terminal needs to talk to this herald (the config
+# file, the variables the quickstart rules read, the demo API key and the
+# demo tenant's HS256 token key) goes to .herald/quickstart.env (mode 0600,
+# git-ignored):
+#   source .herald/quickstart.env && bin/herald doctor
+#
+# Settings (env), each overriding examples/herald.hcl when given:
+# HERALD_HTTP_LISTEN (127.0.0.1:8080), HERALD_HTTP_ADMIN_LISTEN
+# (127.0.0.1:8081), HERALD_AMQP_URL (amqp://guest:guest@127.0.0.1:5672/;
+# the websocket plugin of the quickstart rules uses it too),
+# HERALD_DEMO_API_KEY (hk_demo_quickstart_key_0001).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +26,26 @@ cd "$(dirname "$0")/.."
 # any non-empty one.
 export HERALD_QUICKSTART_SMS_AUTH_TOKEN=${HERALD_QUICKSTART_SMS_AUTH_TOKEN:-devpeer-dummy-auth-token}
 export HERALD_CONFIG=${HERALD_CONFIG:-examples/herald.hcl}
+# Absolute, so that the env file works from any directory.
+HERALD_CONFIG=$(realpath "$HERALD_CONFIG")
+# One broker URL for the daemon and for the websocket plugin, which the
+# quickstart rules give amqp_url = "env:HERALD_AMQP_URL".
+export HERALD_AMQP_URL=${HERALD_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/}
+# The listen addresses, here so that the URLs printed below are the ones
+# herald serves.
+export HERALD_HTTP_LISTEN=${HERALD_HTTP_LISTEN:-127.0.0.1:8080}
+export HERALD_HTTP_ADMIN_LISTEN=${HERALD_HTTP_ADMIN_LISTEN:-127.0.0.1:8081}
+# The base URL of the public API as a client on this machine reaches it:
+# a wildcard listen address (":8080", "0.0.0.0:8080", "[::]:8080") is
+# reached on loopback.
+url_of() {
+	local host=${1%:*} port=${1##*:}
+	case $host in "" | 0.0.0.0 | "[::]") host=127.0.0.1 ;; esac
+	echo "http://$host:$port"
+}
+HERALD_URL=$(url_of "$HERALD_HTTP_LISTEN")
+admin_url=$(url_of "$HERALD_HTTP_ADMIN_LISTEN")
+env_file=$PWD/.herald/quickstart.env
 # herald devpeers' TLS peer (Web Push, APNs) writes its CA and throw-away
 # VAPID and APNs keys here at every start (git ignores the directory); the
 # quickstart rules read the CA's path and the keys from the
@@ -55,29 +87,106 @@ export HERALD_QUICKSTART_VAPID_PUBLIC_KEY HERALD_QUICKSTART_VAPID_PRIVATE_KEY HE
 # postgres superuser, and this is a no-op then.
 bin/herald db roles
 bin/herald migrate up
-bin/herald apikeys create --tenant demo --name quickstart --key "$HERALD_DEMO_API_KEY" --insecure-dev-key >/dev/null
+# quiet CMD...: runs CMD, showing what it writes to stderr only when it
+# fails. The commands below print a key on stdout, which is kept for the
+# env file and printed at the end, and a "shown once" note on stderr that
+# would otherwise stand here with no key after it.
+quiet() {
+	local log
+	log=$(mktemp -t herald-run.XXXXXX)
+	if "$@" 2>"$log"; then
+		rm -f "$log"
+		return 0
+	fi
+	cat "$log" >&2
+	rm -f "$log"
+	return 1
+}
+api_key=$(quiet bin/herald apikeys create --tenant demo --name quickstart --key "$HERALD_DEMO_API_KEY" --insecure-dev-key)
 bin/herald directory import --tenant demo examples/quickstart/directory.json
-# The demo tenant's development token key, so that `herald tokens issue`
-# can sign user tokens for the live walk-through (a production backend
-# registers its own keys: herald tokens keys add --jwks ...).
-if ! bin/herald tokens keys list --tenant demo | grep -q '^demo '; then
-	bin/herald tokens keys add --tenant demo --kid demo --issuer https://demo.invalid --generate-hs256 >/dev/null
+
+# The demo tenant's development HS256 token key, so that `herald tokens
+# issue`, and a backend of yours in any language, can sign user tokens
+# for the live walk-through (a production backend registers its own keys:
+# herald tokens keys add --jwks ...). Its secret is shown once, when the
+# key is made: the env file keeps it, and a later run reuses the key it
+# names while the database has it. Without the secret (a database an
+# earlier run set up, an env file removed) a new key is made beside the
+# old one.
+env_value() { # NAME: a one-line value of the env file a previous run wrote
+	[ -f "$env_file" ] && sed -n "s/^export $1='\([^']*\)'\$/\1/p" "$env_file" | head -n 1
+}
+hs256_issuer=https://demo.invalid
+hs256_kid=$(env_value HERALD_QUICKSTART_HS256_KID || true)
+hs256_secret=$(env_value HERALD_QUICKSTART_HS256_SECRET || true)
+token_keys=$(bin/herald tokens keys list --tenant demo)
+if [ -z "$hs256_kid" ] || [ -z "$hs256_secret" ] || ! grep -Eq "^$hs256_kid +HS256 +active " <<<"$token_keys"; then
+	hs256_kid=demo
+	if grep -q '^demo ' <<<"$token_keys"; then
+		hs256_kid=demo-$(date -u +%Y%m%d%H%M%S)
+	fi
+	hs256_secret=$(quiet bin/herald tokens keys add --tenant demo --kid "$hs256_kid" --issuer "$hs256_issuer" --generate-hs256)
 fi
+
+# The env file: what a second terminal sources to reach this herald with
+# the CLI (doctor, rules check, events show, tokens issue) or curl, and
+# what a backend of yours needs to sign demo tokens. Single-quoted values,
+# so that any POSIX shell reads them back (the APNs key spans lines).
+quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+mkdir -p -m 0700 "$(dirname "$env_file")"
+(
+	umask 077
+	written=
+	{
+		echo "# Written by scripts/run.sh at every start: source it in another terminal"
+		echo "#   source .herald/quickstart.env"
+		echo "# to run bin/herald doctor, bin/herald rules check, bin/herald events show ... against the quick start."
+		for name in HERALD_CONFIG HERALD_AMQP_URL HERALD_HTTP_LISTEN HERALD_HTTP_ADMIN_LISTEN \
+			HERALD_QUICKSTART_SMS_AUTH_TOKEN HERALD_QUICKSTART_CA_FILE HERALD_QUICKSTART_VAPID_PUBLIC_KEY \
+			HERALD_QUICKSTART_VAPID_PRIVATE_KEY HERALD_QUICKSTART_APNS_KEY; do
+			echo "export $name=$(quote "${!name}")"
+			written+=" $name"
+		done
+		# Any other HERALD_* setting given to this script
+		# (HERALD_DATABASE_URL, HERALD_LOG_LEVEL, ...).
+		for name in $(compgen -e | grep '^HERALD_' | sort); do
+			case " $written HERALD_URL HERALD_API_KEY " in
+			*" $name "*) ;;
+			*) echo "export $name=$(quote "${!name}")" ;;
+			esac
+		done
+		echo "# The public API (herald events show reads HERALD_URL and HERALD_API_KEY)."
+		echo "export HERALD_URL=$(quote "$HERALD_URL")"
+		echo "export HERALD_API_KEY=$(quote "$api_key")"
+		echo "# The demo tenant's HS256 token key: a backend signs user tokens (JWT, alg HS256,"
+		echo "# header kid, claim iss) with the base64-DECODED bytes of the secret."
+		echo "export HERALD_QUICKSTART_HS256_KID=$(quote "$hs256_kid")"
+		echo "export HERALD_QUICKSTART_HS256_ISSUER=$(quote "$hs256_issuer")"
+		echo "export HERALD_QUICKSTART_HS256_SECRET=$(quote "$hs256_secret")"
+	} >"$env_file.tmp"
+	chmod 0600 "$env_file.tmp"
+	mv "$env_file.tmp" "$env_file"
+)
 
 # A token for staff1's web inbox, carried in the URL fragment (a fragment
 # never reaches the server or its logs). It lasts 15 minutes, the longest
 # auth.max_token_lifetime allows by default.
-inbox_token=$(bin/herald tokens issue --tenant demo --kid demo --user staff1 --user-type STAFF --roles MANAGER --ttl 15m)
+inbox_token=$(bin/herald tokens issue --tenant demo --kid "$hs256_kid" --user staff1 --user-type STAFF --roles MANAGER --ttl 15m)
 
 cat >&2 <<MSG
-run: herald is starting on http://127.0.0.1:8080 (admin on 127.0.0.1:8081)
-run: web inbox of staff1 (the token lasts 15 minutes; a later one: bin/herald tokens issue --tenant demo --kid demo --user staff1 --user-type STAFF --roles MANAGER --ttl 15m):
-run:       http://127.0.0.1:8080/inbox#token=$inbox_token
-run: demo tenant API key: $HERALD_DEMO_API_KEY
+run: herald is starting on $HERALD_URL (admin on $admin_url)
+run: in another terminal, for bin/herald doctor, bin/herald rules check, bin/herald events show ...:
+run:       source .herald/quickstart.env
+run: web inbox of staff1 (the token lasts 15 minutes; a later one: bin/herald tokens issue --tenant demo --kid $hs256_kid --user staff1 --user-type STAFF --roles MANAGER --ttl 15m):
+run:       $HERALD_URL/inbox#token=$inbox_token
+run: demo tenant API key (HERALD_API_KEY in the env file): $api_key
+run: demo tenant HS256 token key for your backend: kid $hs256_kid, issuer $hs256_issuer, secret (base64; sign with its decoded bytes):
+run:       $hs256_secret
+run:       (HERALD_QUICKSTART_HS256_KID, _ISSUER and _SECRET in .herald/quickstart.env, mode 0600)
 run: superadmin view across tenants: bin/herald admins create   (prints a credential once), then
-run:       curl -s -H "Authorization: Bearer <credential>" http://127.0.0.1:8080/v1/admin/stats
-run: try:  curl -s -H "Authorization: Bearer $HERALD_DEMO_API_KEY" -H 'Content-Type: application/json' \\
-             --data @examples/quickstart/reservation.json http://127.0.0.1:8080/v1/events
+run:       curl -s -H "Authorization: Bearer <credential>" $HERALD_URL/v1/admin/stats
+run: try:  curl -s -H "Authorization: Bearer $api_key" -H 'Content-Type: application/json' \\
+             --data @examples/quickstart/reservation.json $HERALD_URL/v1/events
 run: the devpeers lines above then show each message: smtp, fcm, twilio, "webpush accepted ...
 run:       payload={...}" (decrypted), "apns accepted token=..." and "slack webhook posted hook=...".
 MSG

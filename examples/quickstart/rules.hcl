@@ -9,7 +9,11 @@
 # into --tls-dir at every start (git ignores examples/quickstart/.devpeers);
 # scripts/run.sh starts the peers first and exports the CA's path and the
 # keys as the HERALD_QUICKSTART_* variables the PUSH channel below reads,
-# so these rules work from a copy anywhere too.
+# so these rules work from a copy anywhere too. It also writes every
+# variable these rules read to .herald/quickstart.env: in another
+# terminal, `source .herald/quickstart.env` and then
+# `bin/herald rules check examples/quickstart/rules.hcl` or
+# `bin/herald doctor` resolve them as herald serve does.
 #
 # The credentials below are dummies the dev peers accept. The dev peers are
 # for demos and development only: for production, start from
@@ -152,13 +156,16 @@ channel "SLACK" {
 # Browsers hold their sessions on herald serve's live gateway (/v1/live);
 # the websocket plugin hands each delivery to it over RabbitMQ's live
 # exchange, and reports "offline" when no daemon holds a session of the user.
+# The plugin reaches the broker herald serve uses: scripts/run.sh exports
+# HERALD_AMQP_URL (amqp://guest:guest@127.0.0.1:5672/ unless set), which
+# is also the daemon's amqp.url.
 channel "WEBSOCKET" {
   best_effort = true
   providers = [{
     plugin = "websocket"
     name   = "local-websocket"
     config = {
-      amqp_url = "amqp://guest:guest@127.0.0.1:5672/"
+      amqp_url = "env:HERALD_AMQP_URL"
     }
   }]
 }

@@ -85,8 +85,10 @@ type DeliveryStatus struct {
 	ProviderMessageID string `json:"provider_message_id,omitempty"`
 	// LastError is the last attempt's failure, if any.
 	LastError string `json:"last_error,omitempty"`
-	// NextAttemptAt is when a RETRY delivery is tried again.
-	NextAttemptAt time.Time `json:"next_attempt_at"`
+	// NextAttemptAt is when a RETRY delivery is tried again (a DEFERRED
+	// one, when its quiet hours end); zero, and absent from the JSON, for
+	// a SENT or FAILED delivery.
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	// UpdatedAt is when the delivery last changed.
 	UpdatedAt time.Time `json:"updated_at"`
 }

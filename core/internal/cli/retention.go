@@ -11,6 +11,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 )
 
@@ -84,8 +85,8 @@ func retentionOf(d config.Daemon) store.Retention {
 func day(t time.Time) string { return t.UTC().Format("2006-01-02") }
 
 // runRetentionStatus prints, for every partitioned table, its retention
-// and each partition with its range, size and when retention drops it
-// (at now or past: on the daemon's next round).
+// and each partition with its range, rows (partitionRows), size and when
+// retention drops it (at now or past: on the daemon's next round).
 func runRetentionStatus(ctx context.Context, w io.Writer, q store.Querier, r store.Retention, now time.Time) error {
 	for _, t := range store.PartitionedTables {
 		parts, err := store.Partitions(ctx, q, t)
@@ -98,8 +99,12 @@ func runRetentionStatus(ctx context.Context, w io.Writer, q store.Querier, r sto
 		}
 		fmt.Fprintf(w, "%s: kept %s, %d monthly partitions\n", t, keep, len(parts))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PARTITION\tFROM\tTO\tROWS (EST.)\tBYTES\tDROPPED")
+		fmt.Fprintln(tw, "PARTITION\tFROM\tTO\tROWS\tBYTES\tDROPPED")
 		for _, p := range parts {
+			rows, err := partitionRows(ctx, q, p)
+			if err != nil {
+				return err
+			}
 			drop := "never"
 			if at, ok := r.DropAt(p); ok {
 				drop = at.UTC().Format(time.RFC3339)
@@ -107,13 +112,40 @@ func runRetentionStatus(ctx context.Context, w io.Writer, q store.Querier, r sto
 					drop += " (due: next round)"
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", p.Name, day(p.From), day(p.To), p.EstimatedRows, p.Bytes, drop)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", p.Name, day(p.From), day(p.To), rows, p.Bytes, drop)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// partitionCountCap is how many rows of a partition `herald retention
+// status` counts before it gives the planner's estimate instead.
+const partitionCountCap = 100000
+
+// partitionRows says how many rows partition p holds: counted exactly up
+// to partitionCountCap; past it, the planner's estimate from the last
+// ANALYZE marked "~N (est.)", or "100000+" when that estimate is older
+// than the rows (pg_class.reltuples is 0, or -1, until a partition is
+// first analyzed, which is why the estimate alone showed 0 rows for a
+// partition that holds some).
+func partitionRows(ctx context.Context, q store.Querier, p store.Partition) (string, error) {
+	var n int64
+	err := q.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+pgx.Identifier{"public", p.Name}.Sanitize()+` LIMIT $1) s`,
+		partitionCountCap+1).Scan(&n)
+	if err != nil {
+		return "", fmt.Errorf("count rows of %s: %w", p.Name, err)
+	}
+	switch {
+	case n <= partitionCountCap:
+		return fmt.Sprint(n), nil
+	case p.EstimatedRows > partitionCountCap:
+		return fmt.Sprintf("~%d (est.)", p.EstimatedRows), nil
+	default:
+		return fmt.Sprintf("%d+", partitionCountCap), nil
+	}
 }
 
 // sweepDueCap is where `herald retention status` stops counting a sweep's

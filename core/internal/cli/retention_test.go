@@ -129,3 +129,57 @@ func TestRetentionSweepsStatusAndApply(t *testing.T) {
 		t.Errorf("status after apply:\n%s", status)
 	}
 }
+
+// TestRetentionStatusCountsRows: a partition that holds rows shows them
+// before any ANALYZE (pg_class.reltuples, the planner's estimate, is 0
+// or -1 until then); past the counting cap it says so, and after ANALYZE
+// gives the estimate, marked as one.
+func TestRetentionStatusCountsRows(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	old := now.AddDate(0, -2, 0)
+	oldMonth := time.Date(old.Year(), old.Month(), 1, 0, 0, 0, 0, time.UTC)
+	if _, err := db.Pool.Exec(ctx, `SELECT herald_ensure_partitions('delivery_attempts', $1, $2)`, oldMonth, now); err != nil {
+		t.Fatal(err)
+	}
+	oldPart := "delivery_attempts_y" + oldMonth.Format("2006") + "m" + oldMonth.Format("01")
+	curPart := "delivery_attempts_y" + now.Format("2006") + "m" + now.Format("01")
+	insert := func(n int, at time.Time) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, started_at, delivery_created_at)
+			SELECT 'acme', gen_random_uuid(), 1, 'sent', $2, $2 FROM generate_series(1, $1)`, n, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(7, oldMonth.Add(time.Hour))
+	insert(partitionCountCap+1, now)
+	rowsOf := func(part string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := runRetentionStatus(ctx, &out, db.Pool, store.Retention{}, now); err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^` + part + `\s+\S+\s+\S+\s+(\S+(?: \(est\.\))?)\s`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("status lacks %s:\n%s", part, &out)
+		}
+		return m[1]
+	}
+	if got := rowsOf(oldPart); got != "7" {
+		t.Errorf("%s before ANALYZE: rows %q, want 7", oldPart, got)
+	}
+	if got, want := rowsOf(curPart), "100000+"; got != want {
+		t.Errorf("%s before ANALYZE: rows %q, want %q", curPart, got, want)
+	}
+	if _, err := db.Pool.Exec(ctx, `ANALYZE delivery_attempts`); err != nil {
+		t.Fatal(err)
+	}
+	if got := rowsOf(oldPart); got != "7" {
+		t.Errorf("%s after ANALYZE: rows %q, want 7", oldPart, got)
+	}
+	if got := rowsOf(curPart); !regexp.MustCompile(`^~\d{6} \(est\.\)$`).MatchString(got) {
+		t.Errorf("%s after ANALYZE: rows %q, want ~N (est.) with N about %d", curPart, got, partitionCountCap+1)
+	}
+}

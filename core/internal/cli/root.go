@@ -53,13 +53,13 @@ func Main(args []string) int {
 	if err == nil {
 		return 0
 	}
+	code := 1
 	var ee *ExitError
 	if errors.As(err, &ee) {
-		if ee.Err != nil {
-			fmt.Fprintln(os.Stderr, "herald:", ee.Err)
-		}
-		return ee.Code
+		code, err = ee.Code, ee.Err
 	}
-	fmt.Fprintln(os.Stderr, "herald:", err)
-	return 1
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "herald:", withSchemaHint(err))
+	}
+	return code
 }

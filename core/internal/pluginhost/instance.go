@@ -260,8 +260,10 @@ func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fil
 		AutoMTLS:         true,
 		// The plugin gets cmd.Env and go-plugin's protocol variables,
 		// never the rest of the host's environment.
-		SkipHostEnv:  true,
-		Logger:       p.log,
+		SkipHostEnv: true,
+		// The plugin's own log lines, re-emitted under the provider's
+		// names without repeating them (pluginLogger).
+		Logger:       newPluginLogger(p.log),
 		StartTimeout: p.h.cfg.StartTimeout,
 		// Stderr sees every line the plugin writes to stderr; go-plugin
 		// re-emits only its JSON log lines above debug level, so what a

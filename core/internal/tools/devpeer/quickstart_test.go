@@ -326,6 +326,8 @@ func quickstartEnv(tlsDir string, read func(name string) string) map[string]stri
 		"HERALD_QUICKSTART_VAPID_PUBLIC_KEY":  read(FileVAPIDPublicKey),
 		"HERALD_QUICKSTART_VAPID_PRIVATE_KEY": read(FileVAPIDPrivateKey),
 		"HERALD_QUICKSTART_APNS_KEY":          read(FileAPNsKey),
+		// The websocket plugin's broker, the daemon's amqp.url.
+		"HERALD_AMQP_URL": "amqp://guest:guest@127.0.0.1:5672/",
 	}
 }
 
@@ -357,6 +359,13 @@ func TestRunScriptExportsTheQuickstartEnvironment(t *testing.T) {
 		t.Error("scripts/run.sh and herald devpeers disagree on the line that says the peers are up (\"waiting for messages\")")
 	}
 	env := quickstartEnv("TLSDIR", func(name string) string { return "<" + name + ">" })
+	// The variables run.sh writes to the env file a second terminal
+	// sources: the for loop over their names.
+	loop := regexp.MustCompile(`(?s)for name in (HERALD_CONFIG .*?); do`).FindStringSubmatch(run)
+	if loop == nil {
+		t.Fatal("scripts/run.sh has no `for name in HERALD_CONFIG ...; do` loop writing the env file")
+	}
+	envFileNames := strings.Fields(strings.ReplaceAll(loop[1], "\\", " "))
 	refs := regexp.MustCompile(`(?m)^\s*[a-z_]+\s*=\s*"env:([A-Z0-9_]+)"`).FindAllStringSubmatch(string(rulesSrc), -1)
 	if len(refs) != len(env) {
 		t.Errorf("the quickstart rules hold %d env: references, quickstartEnv sets %d", len(refs), len(env))
@@ -371,6 +380,9 @@ func TestRunScriptExportsTheQuickstartEnvironment(t *testing.T) {
 		exported := regexp.MustCompile(`(?m)^export( [A-Z0-9_]+)*( ` + name + `)( |$)|^export ` + name + `=`).MatchString(run)
 		if !exported {
 			t.Errorf("scripts/run.sh does not export %s", name)
+		}
+		if !slices.Contains(envFileNames, name) {
+			t.Errorf("scripts/run.sh does not write %s to .herald/quickstart.env (a second terminal's CLI could not resolve env:%s)", name, name)
 		}
 		switch {
 		case strings.HasPrefix(val, "<"):
