@@ -40,11 +40,12 @@ test: ## run the whole test suite against real servers
 test-chaos: ## network faults and broker node loss (root: Linux namespaces, iptables; this kernel has no tc netem)
 	scripts/test-chaos.sh
 
-check: ## gofmt, go mod tidy -diff (every module), vet (root and sdk modules), sdk tests with -race, generated code in sync (installs protoc when missing)
+check: ## gofmt, go mod tidy -diff (every module), vet (root, sdk and sdk/producer modules), sdk tests with -race, generated code in sync (installs protoc when missing)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1)
 	scripts/tidy-check.sh
 	$(GO) vet ./...
 	cd sdk && $(GO) vet ./... && $(GO) test -race -count=1 -timeout=6m ./...
+	cd sdk/producer && $(GO) vet ./...
 	@# protoc from Debian's packages when missing, as scripts/test.sh does
 	scripts/tools.sh protoc
 	scripts/gen-proto.sh check
