@@ -17,6 +17,12 @@
 // this SDK negotiate sdk.ProtocolVersion (2); plugins built before SDK v1
 // negotiate 1 and are spoken to in herald.channel.v1, their outcomes mapped
 // to today's.
+//
+// The package holds the whole host side, so that package sdk holds only
+// what a plugin author needs: client.go is the gRPC client (both protocol
+// versions), trace.go sends the caller's trace context with each Send, and
+// the sdk module's internal/wire converts the host's requests and the
+// plugin's responses.
 package host
 
 import (
