@@ -5,7 +5,7 @@ PLUGINS := email push sms slack websocket
 # VERSION stamps herald (main.Version, `herald version`) and every bundled
 # plugin (main.Version, the PluginVersion that Describe and `herald plugins ls`
 # report) from git.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev)
 # herald version also reports the commit and the build date.
 COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
 BUILD_DATE := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -40,11 +40,12 @@ test: ## run the whole test suite against real servers
 test-chaos: ## network faults and broker node loss (root: Linux namespaces, iptables; this kernel has no tc netem)
 	scripts/test-chaos.sh
 
-check: ## gofmt, go mod tidy -diff (every module), vet (root and sdk modules), sdk tests with -race, generated code in sync (installs protoc when missing)
+check: ## gofmt, go mod tidy -diff (every module), vet (root, sdk and sdk/producer modules), sdk tests with -race, generated code in sync (installs protoc when missing)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1)
 	scripts/tidy-check.sh
 	$(GO) vet ./...
 	cd sdk && $(GO) vet ./... && $(GO) test -race -count=1 -timeout=6m ./...
+	cd sdk/producer && $(GO) vet ./...
 	@# protoc from Debian's packages when missing, as scripts/test.sh does
 	scripts/tools.sh protoc
 	scripts/gen-proto.sh check

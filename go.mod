@@ -72,6 +72,7 @@ require (
 	github.com/hashicorp/hcl v1.0.0 // indirect
 	github.com/hashicorp/yamux v0.1.2 // indirect
 	github.com/heraldhq/herald/sdk v0.0.0
+	github.com/heraldhq/herald/sdk/producer v0.0.0
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -113,4 +114,9 @@ tool (
 	google.golang.org/protobuf/cmd/protoc-gen-go
 )
 
-replace github.com/heraldhq/herald/sdk => ./sdk
+// The sdk modules are published on their own (tags sdk/vX.Y.Z and
+// sdk/producer/vX.Y.Z); the repository builds against its own checkout.
+replace (
+	github.com/heraldhq/herald/sdk => ./sdk
+	github.com/heraldhq/herald/sdk/producer => ./sdk/producer
+)

@@ -15,7 +15,7 @@
 # being on the module proxy; docs/deploy.md "Packages".)
 #
 # Environment:
-#   VERSION      the version to stamp (default: git describe --tags --always
+#   VERSION      the version to stamp (default: git describe --tags --match 'v[0-9]*' --always
 #                --dirty, or 0.0.0-dev outside git)
 #   DIST_DIR     where the artifacts go (default: dist)
 #   DIST_DEV=1   build as the tests do (cgo as go env says, no -trimpath) so
@@ -31,7 +31,7 @@ GO=${GO:-go}
 DIST_DIR=${DIST_DIR:-dist}
 PLUGINS="email push sms slack websocket"
 
-VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || true)}
+VERSION=${VERSION:-$(git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || true)}
 VERSION=${VERSION:-0.0.0-dev}
 COMMIT=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 if [ "$COMMIT" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates the Go code for the plugin protocol (sdk/proto) with the
-# generators pinned as `tool` directives in go.mod.
+# Regenerates the Go code for the plugin protocol with the generators pinned
+# as `tool` directives in go.mod. The .proto files live in sdk/proto (the
+# contract, readable by plugins in any language); the Go packages generated
+# from them go where their go_package option says, under sdk/internal/proto,
+# so that nothing outside the sdk module imports them.
 #
 #   scripts/gen-proto.sh          regenerate in place (make proto)
 #   scripts/gen-proto.sh check    fail if the committed code is out of date (make check)
@@ -34,15 +37,17 @@ export PATH="$bindir:$PATH"
 protos=$(cd sdk/proto && find . -name '*.proto' | sed 's|^\./||' | sort)
 outdir=$(mktemp -d)
 # shellcheck disable=SC2086
+# module= strips the sdk module's path from go_package: the files land in
+# $outdir/internal/proto/..., the path under sdk/ they are committed at.
 (cd sdk/proto && protoc -I . -I /usr/include \
-	--go_out="$outdir" --go_opt=paths=source_relative \
-	--go-grpc_out="$outdir" --go-grpc_opt=paths=source_relative \
+	--go_out="$outdir" --go_opt=module=github.com/heraldhq/herald/sdk \
+	--go-grpc_out="$outdir" --go-grpc_opt=module=github.com/heraldhq/herald/sdk \
 	$protos)
 
 status=0
 while IFS= read -r gen; do
 	rel=${gen#"$outdir"/}
-	dst=sdk/proto/$rel
+	dst=sdk/$rel
 	if [ "$mode" = check ]; then
 		if ! cmp -s "$gen" "$dst"; then
 			echo "gen-proto: $dst is out of date; run make proto and commit the result" >&2
@@ -50,6 +55,7 @@ while IFS= read -r gen; do
 			status=1
 		fi
 	else
+		mkdir -p "$(dirname "$dst")"
 		cp "$gen" "$dst"
 		echo "gen-proto: wrote $dst"
 	fi
@@ -58,9 +64,9 @@ done < <(find "$outdir" -name '*.go' | sort)
 if [ "$mode" = check ]; then
 	# Generated files with no .proto behind them are stale too.
 	while IFS= read -r dst; do
-		rel=${dst#sdk/proto/}
+		rel=${dst#sdk/}
 		[ -f "$outdir/$rel" ] || { echo "gen-proto: $dst has no .proto source" >&2; status=1; }
-	done < <(find sdk/proto -name '*.pb.go' | sort)
+	done < <(find sdk/proto sdk/internal/proto -name '*.pb.go' 2>/dev/null | sort)
 	[ $status -eq 0 ] && echo "gen-proto: generated code is in sync"
 fi
 if [ "$mode" = check ]; then

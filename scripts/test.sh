@@ -2,7 +2,7 @@
 # test.sh runs Herald's whole test suite against real servers: it brings up
 # PostgreSQL and RabbitMQ (scripts/servers.sh), checks formatting, vet and the
 # generated protobuf code, runs every package's tests with -race (the root
-# module, then the sdk module), then the
+# module, then the sdk and sdk/producer modules), then the
 # black-box integration suite (which stops and starts the broker, so it runs
 # alone, one package at a time; it drives the web inbox in headless Chromium,
 # installed from Debian's packages when missing).
@@ -24,8 +24,10 @@ fi
 
 echo "== go vet"
 go vet ./...
-# The sdk is its own module (sdk/go.mod): ./... at the root does not reach it.
+# The sdk and the producer are modules of their own (sdk/go.mod,
+# sdk/producer/go.mod): ./... at the root does not reach them.
 (cd sdk && go vet ./...)
+(cd sdk/producer && go vet ./...)
 
 # protoc for the generated-code check, Chromium for the web inbox's
 # end-to-end test (core/integration/webinbox_test.go), installed from
@@ -49,6 +51,8 @@ go test -race -count=1 -timeout=6m -p 2 $(go list ./... | grep -v /core/integrat
 
 echo "== sdk (own module; its tests also check it imports nothing of the core)"
 (cd sdk && go test -race -count=1 -timeout=6m -p 2 ./...)
+echo "== sdk/producer (own module)"
+(cd sdk/producer && go test -race -count=1 -timeout=2m ./...)
 
 echo "== fuzz targets, briefly (a failing input lands in the package's testdata/fuzz)"
 # One target per line: NAME PACKAGE. go test -fuzz runs one target at a

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # tidy-check.sh fails when `go mod tidy` would change the go.mod or go.sum of
-# the root module, the sdk module or a Go module under examples/plugins/
-# (printing the change to make). make check and scripts/test.sh run it.
+# the root module, the sdk and sdk/producer modules or a Go module under
+# examples/plugins/ (printing the change to make). make check and
+# scripts/test.sh run it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 status=0
-for mod in . sdk examples/plugins/*/; do
+for mod in . sdk sdk/producer examples/plugins/*/; do
 	mod=${mod%/}
 	[ -f "$mod/go.mod" ] || continue
 	if ! diff=$(cd "$mod" && go mod tidy -diff 2>&1); then

@@ -12,10 +12,12 @@
 // # Versions and compatibility
 //
 // The module github.com/heraldhq/herald/sdk follows semantic versioning
-// (Version). Within major version 1 no exported name is removed or changes
-// meaning, and every RPC takes a request struct and returns a response
-// struct, so new fields can be added without breaking a plugin. Zero values
-// of new fields keep the old behaviour.
+// (Version), released under tags sdk/vX.Y.Z of the Herald repository (go
+// get github.com/heraldhq/herald/sdk@v1.0.0). Within major version 1 no
+// exported name is removed or changes meaning, and every RPC takes a
+// request struct and returns a response struct, so new fields can be added
+// without breaking a plugin. Zero values of new fields keep the old
+// behaviour.
 //
 // The wire protocol has its own version (ProtocolVersion), negotiated
 // between host and plugin by go-plugin's VersionedPlugins. A host serves

@@ -16,7 +16,7 @@ import (
 // exported field of an exported struct has its own comment.
 func TestGoDocComplete(t *testing.T) {
 	t.Parallel()
-	for _, dir := range []string{".", "host", "plugintest", "producer", "producer/jsonguard"} {
+	for _, dir := range []string{".", "host", "plugintest", "internal/wire"} {
 		fset := token.NewFileSet()
 		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
 			return !strings.HasSuffix(fi.Name(), "_test.go")

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/heraldhq/herald/sdk/internal/hostapi"
 )
 
 type timeoutErr struct{}
@@ -22,6 +20,13 @@ type ownPermanent struct{}
 func (ownPermanent) Error() string   { return "mailbox unavailable" }
 func (ownPermanent) Permanent() bool { return true }
 func (ownPermanent) Code() string    { return "550" }
+
+// ownRetryable is classified the way host.ErrPluginExited is (package
+// sdk/host tests that one).
+type ownRetryable struct{}
+
+func (ownRetryable) Error() string   { return "plugin exited" }
+func (ownRetryable) Retryable() bool { return true }
 
 func TestClassify(t *testing.T) {
 	t.Parallel()
@@ -41,7 +46,7 @@ func TestClassify(t *testing.T) {
 		"own type permanent":  {err: fmt.Errorf("x: %w", ownPermanent{}), wantOutcome: OutcomePermanent, wantClassified: true, wantCode: "550"},
 		"timeout":             {err: timeoutErr{}, wantOutcome: OutcomeRetryable, wantClassified: true},
 		"deadline":            {err: fmt.Errorf("post: %w", context.DeadlineExceeded), wantOutcome: OutcomeRetryable, wantClassified: true},
-		"plugin exited":       {err: fmt.Errorf("send: %w", hostapi.ErrPluginExited), wantOutcome: OutcomeRetryable, wantClassified: true},
+		"own type retryable":  {err: fmt.Errorf("send: %w", ownRetryable{}), wantOutcome: OutcomeRetryable, wantClassified: true},
 		"nil wrapped in ctor": {err: PermanentError(nil, ""), wantOutcome: OutcomePermanent, wantClassified: true},
 	}
 	for name, tc := range tests {

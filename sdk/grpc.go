@@ -13,23 +13,25 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/heraldhq/herald/sdk/internal/hostapi"
-	pb "github.com/heraldhq/herald/sdk/proto/herald/channel/v2"
+	pb "github.com/heraldhq/herald/sdk/internal/proto/herald/channel/v2"
 )
 
-// dispenseName is the name the channel plugin is served under.
-const dispenseName = hostapi.DispenseName
+// dispenseName is the name the channel plugin is served under in the
+// plugin's own plugin set. With gRPC the name never crosses the wire: the
+// host dispenses under its own (host.DispenseName).
+const dispenseName = "channel"
 
-// channelPlugin is the go-plugin GRPCPlugin for protocol version 2: the
-// plugin side registers grpcServer, the host side gets a grpcClient.
+// channelPlugin is the plugin side of protocol version 2: it registers
+// grpcServer on the plugin's gRPC server. The host side is package
+// sdk/host.
 type channelPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
-	// impl is the plugin's Channel; nil on the host side.
+	// impl is the plugin's Channel.
 	impl Channel
-	// logger is the plugin's logger; nil on the host side.
+	// logger is the plugin's logger; nil logs nowhere.
 	logger hclog.Logger
-	// host cancels Send calls when the host process is gone; nil on the
-	// host side and in debug mode.
+	// host cancels Send calls when the host process is gone; nil in debug
+	// mode.
 	host *hostWatch
 }
 
@@ -48,10 +50,9 @@ func (p *channelPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	return nil
 }
 
-// GRPCClient returns the host-side Channel. ctx is cancelled by go-plugin
-// when the plugin process exits.
-func (p *channelPlugin) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return &grpcClient{rpc: pb.NewChannelPluginClient(c), exited: ctx, version: ProtocolVersion}, nil
+// GRPCClient refuses: a plugin serves, the host (package sdk/host) calls.
+func (p *channelPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return nil, errors.New("sdk: the host side of the plugin protocol is package sdk/host")
 }
 
 // grpcServer serves a Channel over herald.channel.v2.

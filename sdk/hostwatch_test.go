@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
+
+	pb "github.com/heraldhq/herald/sdk/internal/proto/herald/channel/v2"
 )
 
 // blockingChannel is a fakeChannel whose Send waits for its context and
@@ -46,17 +47,10 @@ func TestHostPipeClosedCancelsSendAndExits(t *testing.T) {
 	r.Close()
 	watch := newHostWatch()
 	impl := &blockingChannel{started: make(chan struct{}), stopped: make(chan error, 1)}
-	ps := map[string]plugin.Plugin{dispenseName: &channelPlugin{impl: impl, logger: hclog.NewNullLogger(), host: watch}}
-	client, _ := plugin.TestPluginGRPCConn(t, false, ps)
-	t.Cleanup(func() { _ = client.Close() })
-	raw, err := client.Dispense(dispenseName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := raw.(Channel)
+	ch := rawConnect(t, impl, watch)
 	// The host's own call has no deadline: only the host watch can end it.
 	go func() {
-		_, _ = ch.Send(context.Background(), SendRequest{Deliveries: []Delivery{{DeliveryID: "d1", IdempotencyKey: "k1"}}})
+		_, _ = ch.Send(context.Background(), &pb.SendRequest{Deliveries: []*pb.Delivery{{DeliveryId: "d1", IdempotencyKey: "k1"}}})
 	}()
 	select {
 	case <-impl.started:

@@ -21,7 +21,8 @@ import (
 // SDK sees its own spans as children of the host's, in the producer's
 // trace; one that does not still finds the trace and the host's span id in
 // trace.SpanContextFromContext(ctx). The metadata is ignored by plugins
-// built with older sdks, whatever their protocol version.
+// built with older sdks, whatever their protocol version. This file is the
+// plugin's half; the host's (withOutgoingTrace) is in package sdk/host.
 
 // TracerName is the instrumentation scope of the spans the sdk starts.
 const TracerName = "github.com/heraldhq/herald/sdk"
@@ -48,22 +49,6 @@ func (c mdCarrier) Keys() []string {
 		keys = append(keys, k)
 	}
 	return keys
-}
-
-// withOutgoingTrace adds the span context of ctx, if any, to the gRPC
-// metadata of the calls made with the returned context.
-func withOutgoingTrace(ctx context.Context) context.Context {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ctx
-	}
-	md, ok := metadata.FromOutgoingContext(ctx)
-	if ok {
-		md = md.Copy()
-	} else {
-		md = metadata.MD{}
-	}
-	traceContext.Inject(ctx, mdCarrier(md))
-	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // withIncomingTrace returns ctx with the remote span context the host sent

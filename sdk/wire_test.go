@@ -1,4 +1,4 @@
-package sdk
+package sdk_test
 
 import (
 	"encoding/json"
@@ -10,13 +10,20 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	pb "github.com/heraldhq/herald/sdk/proto/herald/channel/v2"
+	"github.com/heraldhq/herald/sdk"
+	pb "github.com/heraldhq/herald/sdk/internal/proto/herald/channel/v2"
+	"github.com/heraldhq/herald/sdk/internal/wire"
 )
+
+// These tests check the plugin side's converters (package sdk, exported
+// to this test by export_test.go) against the host side's (internal/wire):
+// a round trip goes out through one and back through the other, as a
+// message does.
 
 var created = time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC)
 
-func fullDelivery() Delivery {
-	return Delivery{
+func fullDelivery() sdk.Delivery {
+	return sdk.Delivery{
 		DeliveryID:     "d1",
 		IdempotencyKey: "idem-1",
 		TenantID:       "t1",
@@ -26,14 +33,14 @@ func fullDelivery() Delivery {
 		Channel:        "EMAIL",
 		Severity:       "info",
 		Attempt:        3,
-		Recipient: Recipient{
+		Recipient: sdk.Recipient{
 			UserID: "u1", UserType: "customer", Email: "a@example.org", Phone: "+39",
 			Locale: "it-IT", TimeZone: "Europe/Rome", DeviceTokens: []string{"tok"},
 			Attributes: map[string]string{"slack_user_id": "U1"},
-			Devices: []Device{{Kind: DeviceFCM, Token: "tok"}, {Kind: DeviceAPNs, Token: "abcd"},
-				{Kind: DeviceWebPush, Token: "https://push.example/s/1", Endpoint: "https://push.example/s/1", P256dh: "BKey", Auth: "auth"}},
+			Devices: []sdk.Device{{Kind: sdk.DeviceFCM, Token: "tok"}, {Kind: sdk.DeviceAPNs, Token: "abcd"},
+				{Kind: sdk.DeviceWebPush, Token: "https://push.example/s/1", Endpoint: "https://push.example/s/1", P256dh: "BKey", Auth: "auth"}},
 		},
-		Content: Content{
+		Content: sdk.Content{
 			Subject: "s", Title: "t", Body: "b", HTML: "<p>b</p>", Data: json.RawMessage(`{"k":1}`),
 		},
 		CreatedAt:   created,
@@ -45,17 +52,17 @@ func fullDelivery() Delivery {
 func TestDeliveryRoundTrip(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in Delivery
+		in sdk.Delivery
 	}{
-		"zero":                {in: Delivery{}},
+		"zero":                {in: sdk.Delivery{}},
 		"full":                {in: fullDelivery()},
-		"only ids":            {in: Delivery{DeliveryID: "d", IdempotencyKey: "k"}},
-		"recipient only addr": {in: Delivery{Recipient: Recipient{Email: "x@y"}}},
+		"only ids":            {in: sdk.Delivery{DeliveryID: "d", IdempotencyKey: "k"}},
+		"recipient only addr": {in: sdk.Delivery{Recipient: sdk.Recipient{Email: "x@y"}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got := deliveryFromProto(deliveryToProto(tc.in))
+			got := sdk.DeliveryFromProto(wire.DeliveryToProto(tc.in))
 			if diff := cmp.Diff(tc.in, got); diff != "" {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
@@ -66,27 +73,27 @@ func TestDeliveryRoundTrip(t *testing.T) {
 func TestDeliveryToProto(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in   Delivery
+		in   sdk.Delivery
 		want *pb.Delivery
 	}{
 		"zero value has empty sub-messages and no timestamp": {
-			in:   Delivery{},
+			in:   sdk.Delivery{},
 			want: &pb.Delivery{Recipient: &pb.Recipient{}, Content: &pb.Content{}},
 		},
 		"empty collections travel as absent": {
-			in: Delivery{Recipient: Recipient{DeviceTokens: []string{}, Attributes: map[string]string{}, Devices: []Device{}},
-				Content: Content{Data: json.RawMessage{}}},
+			in: sdk.Delivery{Recipient: sdk.Recipient{DeviceTokens: []string{}, Attributes: map[string]string{}, Devices: []sdk.Device{}},
+				Content: sdk.Content{Data: json.RawMessage{}}},
 			want: &pb.Delivery{Recipient: &pb.Recipient{}, Content: &pb.Content{}},
 		},
 		"timestamp and attempt": {
-			in:   Delivery{Attempt: 2, CreatedAt: created},
+			in:   sdk.Delivery{Attempt: 2, CreatedAt: created},
 			want: &pb.Delivery{Attempt: 2, CreatedAt: timestamppb.New(created), Recipient: &pb.Recipient{}, Content: &pb.Content{}},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if diff := cmp.Diff(tc.want, deliveryToProto(tc.in), protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(tc.want, wire.DeliveryToProto(tc.in), protocmp.Transform()); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -98,21 +105,21 @@ func TestFromProtoNil(t *testing.T) {
 	tests := map[string]struct {
 		got, want any
 	}{
-		"delivery":    {got: deliveryFromProto(nil), want: Delivery{}},
-		"deliveries":  {got: deliveriesFromProto(nil), want: []Delivery(nil)},
-		"nil entry":   {got: deliveriesFromProto([]*pb.Delivery{nil}), want: []Delivery{{}}},
-		"recipient":   {got: recipientFromProto(nil), want: Recipient{}},
-		"content":     {got: contentFromProto(nil), want: Content{}},
-		"result":      {got: resultFromProto(nil), want: Result{}},
-		"results":     {got: resultsFromProto(nil), want: []Result(nil)},
-		"description": {got: descriptionFromProto(nil), want: Description{}},
-		"field spec":  {got: fieldSpecFromProto(nil), want: FieldSpec{}},
-		"configure":   {got: configureRequestFromProto(nil), want: ConfigureRequest{}},
-		"health":      {got: healthFromProto(nil), want: HealthResponse{}},
-		"config val":  {got: configValueFromProto(nil), want: nil},
-		"empty val":   {got: configValueFromProto(&pb.ConfigValue{}), want: nil},
-		"duration":    {got: durationFromProto(nil), want: time.Duration(0)},
-		"time":        {got: timeFromProto(nil), want: time.Time{}},
+		"delivery":    {got: sdk.DeliveryFromProto(nil), want: sdk.Delivery{}},
+		"deliveries":  {got: sdk.DeliveriesFromProto(nil), want: []sdk.Delivery(nil)},
+		"nil entry":   {got: sdk.DeliveriesFromProto([]*pb.Delivery{nil}), want: []sdk.Delivery{{}}},
+		"recipient":   {got: sdk.RecipientFromProto(nil), want: sdk.Recipient{}},
+		"content":     {got: sdk.ContentFromProto(nil), want: sdk.Content{}},
+		"result":      {got: wire.ResultFromProto(nil), want: sdk.Result{}},
+		"results":     {got: wire.ResultsFromProto(nil), want: []sdk.Result(nil)},
+		"description": {got: wire.DescriptionFromProto(nil), want: sdk.Description{}},
+		"field spec":  {got: wire.FieldSpecFromProto(nil), want: sdk.FieldSpec{}},
+		"configure":   {got: sdk.ConfigureRequestFromProto(nil), want: sdk.ConfigureRequest{}},
+		"health":      {got: wire.HealthFromProto(nil), want: sdk.HealthResponse{}},
+		"config val":  {got: sdk.ConfigValueFromProto(nil), want: nil},
+		"empty val":   {got: sdk.ConfigValueFromProto(&pb.ConfigValue{}), want: nil},
+		"duration":    {got: wire.DurationFromProto(nil), want: time.Duration(0)},
+		"time":        {got: sdk.TimeFromProto(nil), want: time.Time{}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -127,23 +134,23 @@ func TestFromProtoNil(t *testing.T) {
 func TestResultRoundTrip(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in Result
+		in sdk.Result
 	}{
-		"zero is sent":   {in: Result{}},
-		"sent":           {in: Result{DeliveryID: "d", Outcome: OutcomeSent, ProviderMessageID: "m"}},
-		"retry no hint":  {in: Result{DeliveryID: "d", Outcome: OutcomeRetryable, Reason: "timeout"}},
-		"retry hint":     {in: Result{DeliveryID: "d", Outcome: OutcomeRetryable, RetryAfter: 1500 * time.Millisecond}},
-		"rate limited":   {in: Result{DeliveryID: "d", Outcome: OutcomeRateLimited, RetryAfter: time.Minute, Reason: "429"}},
-		"permanent":      {in: Result{DeliveryID: "d", Outcome: OutcomePermanent, Reason: "bad address", Code: "550"}},
-		"unclassified":   {in: Result{DeliveryID: "d", Outcome: OutcomeRetryable, Unclassified: true}},
-		"gone devices":   {in: Gone("d", "push: subscription gone", "https://push.example/s/1", "tok")},
-		"large duration": {in: Result{Outcome: OutcomeRetryable, RetryAfter: 72 * time.Hour}},
-		"unspecified":    {in: Result{DeliveryID: "d"}},
+		"zero is sent":   {in: sdk.Result{}},
+		"sent":           {in: sdk.Result{DeliveryID: "d", Outcome: sdk.OutcomeSent, ProviderMessageID: "m"}},
+		"retry no hint":  {in: sdk.Result{DeliveryID: "d", Outcome: sdk.OutcomeRetryable, Reason: "timeout"}},
+		"retry hint":     {in: sdk.Result{DeliveryID: "d", Outcome: sdk.OutcomeRetryable, RetryAfter: 1500 * time.Millisecond}},
+		"rate limited":   {in: sdk.Result{DeliveryID: "d", Outcome: sdk.OutcomeRateLimited, RetryAfter: time.Minute, Reason: "429"}},
+		"permanent":      {in: sdk.Result{DeliveryID: "d", Outcome: sdk.OutcomePermanent, Reason: "bad address", Code: "550"}},
+		"unclassified":   {in: sdk.Result{DeliveryID: "d", Outcome: sdk.OutcomeRetryable, Unclassified: true}},
+		"gone devices":   {in: sdk.Gone("d", "push: subscription gone", "https://push.example/s/1", "tok")},
+		"large duration": {in: sdk.Result{Outcome: sdk.OutcomeRetryable, RetryAfter: 72 * time.Hour}},
+		"unspecified":    {in: sdk.Result{DeliveryID: "d"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got := resultFromProto(resultToProto(tc.in))
+			got := wire.ResultFromProto(sdk.ResultToProto(tc.in))
 			if diff := cmp.Diff(tc.in, got); diff != "" {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
@@ -156,14 +163,14 @@ func TestOutcomeUnknownIsUnspecified(t *testing.T) {
 	tests := map[string]struct {
 		got, want any
 	}{
-		"to proto":               {got: outcomeToProto(Outcome(42)), want: pb.Outcome_OUTCOME_UNSPECIFIED},
-		"from proto":             {got: outcomeFromProto(pb.Outcome(42)), want: OutcomeUnspecified},
-		"zero to proto":          {got: outcomeToProto(Outcome(0)), want: pb.Outcome_OUTCOME_UNSPECIFIED},
-		"zero from proto":        {got: outcomeFromProto(pb.Outcome(0)), want: OutcomeUnspecified},
-		"sent is not zero":       {got: outcomeToProto(OutcomeSent), want: pb.Outcome_OUTCOME_SENT},
-		"permanent from proto":   {got: outcomeFromProto(pb.Outcome_OUTCOME_PERMANENT), want: OutcomePermanent},
-		"rate limited from wire": {got: outcomeFromProto(pb.Outcome_OUTCOME_RATE_LIMITED), want: OutcomeRateLimited},
-		"class":                  {got: classFromProto(pb.Class(9)), want: Persistent},
+		"to proto":               {got: sdk.OutcomeToProto(sdk.Outcome(42)), want: pb.Outcome_OUTCOME_UNSPECIFIED},
+		"from proto":             {got: wire.OutcomeFromProto(pb.Outcome(42)), want: sdk.OutcomeUnspecified},
+		"zero to proto":          {got: sdk.OutcomeToProto(sdk.Outcome(0)), want: pb.Outcome_OUTCOME_UNSPECIFIED},
+		"zero from proto":        {got: wire.OutcomeFromProto(pb.Outcome(0)), want: sdk.OutcomeUnspecified},
+		"sent is not zero":       {got: sdk.OutcomeToProto(sdk.OutcomeSent), want: pb.Outcome_OUTCOME_SENT},
+		"permanent from proto":   {got: wire.OutcomeFromProto(pb.Outcome_OUTCOME_PERMANENT), want: sdk.OutcomePermanent},
+		"rate limited from wire": {got: wire.OutcomeFromProto(pb.Outcome_OUTCOME_RATE_LIMITED), want: sdk.OutcomeRateLimited},
+		"class":                  {got: wire.ClassFromProto(pb.Class(9)), want: sdk.Persistent},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -178,16 +185,16 @@ func TestOutcomeUnknownIsUnspecified(t *testing.T) {
 func TestDescriptionRoundTrip(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in Description
+		in sdk.Description
 	}{
-		"zero": {in: Description{}},
-		"full": {in: Description{
+		"zero": {in: sdk.Description{}},
+		"full": {in: sdk.Description{
 			ChannelType: "EMAIL", Provider: "smtp", PluginVersion: "1.2.3", APIVersions: []int{1},
-			UserTypes: []string{"customer"}, Class: BestEffort, MaxBatch: 100,
-			Config: []FieldSpec{
-				{Name: "host", Type: FieldString, Required: true, Description: "SMTP host"},
-				{Name: "mode", Type: FieldString, Default: "tls", Enum: []string{"tls", "plain"}},
-				{Name: "password", Type: FieldString, Secret: true},
+			UserTypes: []string{"customer"}, Class: sdk.BestEffort, MaxBatch: 100,
+			Config: []sdk.FieldSpec{
+				{Name: "host", Type: sdk.FieldString, Required: true, Description: "SMTP host"},
+				{Name: "mode", Type: sdk.FieldString, Default: "tls", Enum: []string{"tls", "plain"}},
+				{Name: "password", Type: sdk.FieldString, Secret: true},
 			},
 			Capabilities: []string{"idempotency"}, SDKVersion: "1.0.0",
 		}},
@@ -195,7 +202,7 @@ func TestDescriptionRoundTrip(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got := descriptionFromProto(descriptionToProto(tc.in))
+			got := wire.DescriptionFromProto(sdk.DescriptionToProto(tc.in))
 			if diff := cmp.Diff(tc.in, got); diff != "" {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
@@ -237,14 +244,14 @@ func TestConfigValues(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			pv, err := configValueToProto(tc.in)
+			pv, err := wire.ConfigValueToProto(tc.in)
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("configValueToProto(%#v) error = %v, want error %v", tc.in, err, tc.wantErr)
+				t.Fatalf("wire.ConfigValueToProto(%#v) error = %v, want error %v", tc.in, err, tc.wantErr)
 			}
 			if err != nil {
 				return
 			}
-			if diff := cmp.Diff(tc.want, configValueFromProto(pv)); diff != "" {
+			if diff := cmp.Diff(tc.want, sdk.ConfigValueFromProto(pv)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -254,20 +261,20 @@ func TestConfigValues(t *testing.T) {
 func TestConfigureRequest(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in      ConfigureRequest
-		want    ConfigureRequest
+		in      sdk.ConfigureRequest
+		want    sdk.ConfigureRequest
 		wantErr string
 	}{
-		"zero":          {in: ConfigureRequest{}, want: ConfigureRequest{}},
-		"empty map":     {in: ConfigureRequest{Config: map[string]any{}}, want: ConfigureRequest{}},
-		"typed values":  {in: ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}, want: ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}},
-		"map value":     {in: ConfigureRequest{Config: map[string]any{"hooks": map[string]any{"ops": "https://x"}}}, want: ConfigureRequest{Config: map[string]any{"hooks": map[string]string{"ops": "https://x"}}}},
-		"bad value key": {in: ConfigureRequest{Config: map[string]any{"nested": map[string]any{"a": map[string]any{}}}}, wantErr: `config "nested": map entry "a" is map[string]interface {}, not a string`},
+		"zero":          {in: sdk.ConfigureRequest{}, want: sdk.ConfigureRequest{}},
+		"empty map":     {in: sdk.ConfigureRequest{Config: map[string]any{}}, want: sdk.ConfigureRequest{}},
+		"typed values":  {in: sdk.ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}, want: sdk.ConfigureRequest{ProviderName: "p", Config: map[string]any{"port": 25, "tls": true, "timeout": time.Second}, HostCapabilities: []string{"x"}}},
+		"map value":     {in: sdk.ConfigureRequest{Config: map[string]any{"hooks": map[string]any{"ops": "https://x"}}}, want: sdk.ConfigureRequest{Config: map[string]any{"hooks": map[string]string{"ops": "https://x"}}}},
+		"bad value key": {in: sdk.ConfigureRequest{Config: map[string]any{"nested": map[string]any{"a": map[string]any{}}}}, wantErr: `config "nested": map entry "a" is map[string]interface {}, not a string`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			p, err := configureRequestToProto(tc.in)
+			p, err := wire.ConfigureRequestToProto(tc.in)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("error = %v, want %q", err, tc.wantErr)
@@ -277,7 +284,7 @@ func TestConfigureRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, configureRequestFromProto(p)); diff != "" {
+			if diff := cmp.Diff(tc.want, sdk.ConfigureRequestFromProto(p)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -297,7 +304,7 @@ func TestDurationToProto(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if diff := cmp.Diff(tc.want, durationToProto(tc.in), protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(tc.want, sdk.DurationToProto(tc.in), protocmp.Transform()); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -307,16 +314,16 @@ func TestDurationToProto(t *testing.T) {
 func TestHealthRoundTrip(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		in HealthResponse
+		in sdk.HealthResponse
 	}{
-		"zero":      {in: HealthResponse{}},
-		"healthy":   {in: HealthResponse{Healthy: true, Message: "ok"}},
-		"unhealthy": {in: HealthResponse{Message: "smtp down"}},
+		"zero":      {in: sdk.HealthResponse{}},
+		"healthy":   {in: sdk.HealthResponse{Healthy: true, Message: "ok"}},
+		"unhealthy": {in: sdk.HealthResponse{Message: "smtp down"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if diff := cmp.Diff(tc.in, healthFromProto(healthToProto(tc.in))); diff != "" {
+			if diff := cmp.Diff(tc.in, wire.HealthFromProto(sdk.HealthToProto(tc.in))); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

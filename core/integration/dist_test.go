@@ -71,7 +71,7 @@ func TestDistPackage(t *testing.T) {
 	// the same without a leading v (0.0.0+git.HASH for a bare hash that
 	// starts with a letter, which Debian refuses).
 	version := "0.0.0-dev"
-	if b, err := distGit(repo, "describe", "--tags", "--always", "--dirty"); err == nil {
+	if b, err := distGit(repo, "describe", "--tags", "--match", "v[0-9]*", "--always", "--dirty"); err == nil {
 		version = b
 	}
 	pkgVersion := strings.TrimPrefix(version, "v")

@@ -17,6 +17,12 @@
 // this SDK negotiate sdk.ProtocolVersion (2); plugins built before SDK v1
 // negotiate 1 and are spoken to in herald.channel.v1, their outcomes mapped
 // to today's.
+//
+// The package holds the whole host side, so that package sdk holds only
+// what a plugin author needs: client.go is the gRPC client (both protocol
+// versions), trace.go sends the caller's trace context with each Send, and
+// the sdk module's internal/wire converts the host's requests and the
+// plugin's responses.
 package host
 
 import (
@@ -25,12 +31,11 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/heraldhq/herald/sdk"
-	"github.com/heraldhq/herald/sdk/internal/hostapi"
 )
 
 // DispenseName is the name the channel plugin is dispensed under in the
 // plugin set (plugin.ClientProtocol.Dispense(host.DispenseName)).
-const DispenseName = hostapi.DispenseName
+const DispenseName = "channel"
 
 // ProtocolVersions lists the protocol versions the host serves, oldest
 // first; the last is sdk.ProtocolVersion.
@@ -40,12 +45,22 @@ var ProtocolVersions = []int{1, sdk.ProtocolVersion}
 // (or its connection broke) during a call. It prompts the caller to move
 // every delivery of the batch to RETRY and restart the plugin with backoff.
 // Test for it with errors.Is; sdk.IsRetryable reports true for it.
-var ErrPluginExited = hostapi.ErrPluginExited
+var ErrPluginExited error = exitedError{}
+
+// exitedError is ErrPluginExited: retryable by the sdk's classification
+// (Retryable() bool).
+type exitedError struct{}
+
+func (exitedError) Error() string   { return "plugin exited" }
+func (exitedError) Retryable() bool { return true }
 
 // PluginSet returns the VersionedPlugins a host puts in
 // plugin.ClientConfig: one entry per version of ProtocolVersions.
 func PluginSet() map[int]plugin.PluginSet {
-	return hostapi.PluginSet()
+	return map[int]plugin.PluginSet{
+		1:                   {DispenseName: &channelPluginV1{}},
+		sdk.ProtocolVersion: {DispenseName: &channelPlugin{}},
+	}
 }
 
 // Client is a dispensed channel plugin: an sdk.Channel whose methods call

@@ -4,8 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/heraldhq/herald/sdk"
 )
 
 // shBlockAfter returns the first ```sh block of doc after the heading.
@@ -54,13 +57,26 @@ func TestGuideFromEmptyDirectory(t *testing.T) {
 		t.Logf("%s", out)
 	}
 
-	run(work, shBlockAfter(t, doc, "## 2. Create the module"))
+	// Step 2 fetches a released SDK (go get …/sdk@vX.Y.Z). The test
+	// requires that version from this checkout instead, as the guide's
+	// note on unreleased SDKs says, and checks that the guide names the
+	// version this SDK is (sdk.Version).
+	step2 := shBlockAfter(t, doc, "## 2. Create the module")
+	goGet := regexp.MustCompile(`(?m)^go get (github\.com/heraldhq/herald/sdk)@(v\S+)$`)
+	m := goGet.FindStringSubmatch(step2)
+	if m == nil {
+		t.Fatalf("docs/plugin-authoring.md step 2 has no `go get github.com/heraldhq/herald/sdk@vX.Y.Z` line:\n%s", step2)
+	}
+	if m[2] != "v"+sdk.Version {
+		t.Errorf("docs/plugin-authoring.md step 2 fetches sdk %s, but sdk.Version is %s", m[2], sdk.Version)
+	}
+	run(work, goGet.ReplaceAllString(step2, "go mod edit -require $1@$2 -replace $1=$$HERALD/sdk"))
 	mod := filepath.Join(work, "herald-plugin-webhook")
 	gomod, err := os.ReadFile(filepath.Join(mod, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(gomod), "github.com/heraldhq/herald ") || !strings.Contains(string(gomod), "github.com/heraldhq/herald/sdk v0.0.0") {
+	if strings.Contains(string(gomod), "github.com/heraldhq/herald ") || !strings.Contains(string(gomod), "github.com/heraldhq/herald/sdk "+m[2]) {
 		t.Fatalf("step 2 made a go.mod that does not depend on the sdk module alone:\n%s", gomod)
 	}
 	// Steps 3 to 7: the example's files. Its go.sum only spares the run a

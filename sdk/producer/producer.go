@@ -4,6 +4,12 @@
 // caller's own pgx transaction, so the event exists if and only if the
 // business change commits. Client does the same over Herald's HTTP API for
 // services that do not share Herald's database.
+//
+// The package is the Go module github.com/heraldhq/herald/sdk/producer,
+// released under tags sdk/producer/vX.Y.Z and versioned apart from the
+// plugin SDK (github.com/heraldhq/herald/sdk), so that a plugin's build
+// does not pull pgx and a service's build does not pull go-plugin and
+// gRPC: go get github.com/heraldhq/herald/sdk/producer@v1.0.0.
 package producer
 
 import (

@@ -1,11 +1,11 @@
 module github.com/heraldhq/herald/examples/plugins/telegram
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.8.0
-	github.com/heraldhq/herald/sdk v0.0.0
+	github.com/heraldhq/herald/sdk v1.0.0
 	google.golang.org/grpc v1.85.0
 )
 
@@ -31,4 +31,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+// This example builds against the SDK of its own checkout. A plugin of your
+// own needs no replace: go get github.com/heraldhq/herald/sdk@v1.0.0
+// (docs/plugin-authoring.md).
 replace github.com/heraldhq/herald/sdk => ../../../sdk

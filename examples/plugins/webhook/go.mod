@@ -1,10 +1,10 @@
 module github.com/heraldhq/herald/examples/plugins/webhook
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/google/go-cmp v0.7.0
-	github.com/heraldhq/herald/sdk v0.0.0
+	github.com/heraldhq/herald/sdk v1.0.0
 )
 
 require (
@@ -32,4 +32,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+// This example builds against the SDK of its own checkout. A plugin of your
+// own needs no replace: go get github.com/heraldhq/herald/sdk@v1.0.0
+// (docs/plugin-authoring.md).
 replace github.com/heraldhq/herald/sdk => ../../../sdk

@@ -1,6 +1,7 @@
-package sdk
+package host
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -8,9 +9,39 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	pbv1 "github.com/heraldhq/herald/sdk/proto/herald/channel/v1"
-	pb "github.com/heraldhq/herald/sdk/proto/herald/channel/v2"
+	"github.com/heraldhq/herald/sdk"
+	pbv1 "github.com/heraldhq/herald/sdk/internal/proto/herald/channel/v1"
+	pb "github.com/heraldhq/herald/sdk/internal/proto/herald/channel/v2"
+	"github.com/heraldhq/herald/sdk/internal/wire"
 )
+
+// fullDelivery is a delivery with every field set.
+func fullDelivery() sdk.Delivery {
+	return sdk.Delivery{
+		DeliveryID:     "d1",
+		IdempotencyKey: "idem-1",
+		TenantID:       "t1",
+		EventID:        "e1",
+		EventType:      "RESERVATION_REQUESTED",
+		NotificationID: "n1",
+		Channel:        "EMAIL",
+		Severity:       "info",
+		Attempt:        3,
+		Recipient: sdk.Recipient{
+			UserID: "u1", UserType: "customer", Email: "a@example.org", Phone: "+39",
+			Locale: "it-IT", TimeZone: "Europe/Rome", DeviceTokens: []string{"tok"},
+			Attributes: map[string]string{"slack_user_id": "U1"},
+			Devices: []sdk.Device{{Kind: sdk.DeviceFCM, Token: "tok"}, {Kind: sdk.DeviceAPNs, Token: "abcd"},
+				{Kind: sdk.DeviceWebPush, Token: "https://push.example/s/1", Endpoint: "https://push.example/s/1", P256dh: "BKey", Auth: "auth"}},
+		},
+		Content: sdk.Content{
+			Subject: "s", Title: "t", Body: "b", HTML: "<p>b</p>", Data: json.RawMessage(`{"k":1}`),
+		},
+		CreatedAt:   time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC),
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		TraceState:  "vendor=x",
+	}
+}
 
 func TestOutcomeV1ToV2(t *testing.T) {
 	t.Parallel()
@@ -38,7 +69,7 @@ func TestOutcomeV1ToV2(t *testing.T) {
 // the two protocols share every field number.
 func TestRecodeKeepsEveryField(t *testing.T) {
 	t.Parallel()
-	in := &pb.SendRequest{Deliveries: deliveriesToProto([]Delivery{fullDelivery(), {DeliveryID: "only-id"}})}
+	in := &pb.SendRequest{Deliveries: wire.DeliveriesToProto([]sdk.Delivery{fullDelivery(), {DeliveryID: "only-id"}})}
 	v1, err := recode(in, &pbv1.SendRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package sdk
+package host
 
 import (
 	"context"
@@ -11,21 +11,33 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/heraldhq/herald/sdk/internal/hostapi"
-	pbv1 "github.com/heraldhq/herald/sdk/proto/herald/channel/v1"
-	pb "github.com/heraldhq/herald/sdk/proto/herald/channel/v2"
+	"github.com/heraldhq/herald/sdk"
+	pbv1 "github.com/heraldhq/herald/sdk/internal/proto/herald/channel/v1"
+	pb "github.com/heraldhq/herald/sdk/internal/proto/herald/channel/v2"
+	"github.com/heraldhq/herald/sdk/internal/wire"
 )
 
-// This file is the host side of the protocol. Package sdk/host hands it to
-// the Herald host through internal/hostapi; plugin authors never see it.
+// This file is the host side of the protocol: the go-plugin plugins a host
+// launches a channel plugin with, and the Client they dispense.
 
-func init() {
-	hostapi.PluginSet = func() map[int]plugin.PluginSet {
-		return map[int]plugin.PluginSet{
-			1:               {dispenseName: &channelPluginV1{}},
-			ProtocolVersion: {dispenseName: &channelPlugin{}},
-		}
-	}
+// channelPlugin is the host side of protocol version 2, the version this
+// SDK's plugins serve (sdk.ProtocolVersion).
+type channelPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+}
+
+var _ plugin.GRPCPlugin = (*channelPlugin)(nil)
+
+// GRPCServer refuses: the host calls plugins, it serves none (plugins
+// serve with sdk.Serve).
+func (p *channelPlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
+	return errors.New("host: a plugin serves with sdk.Serve, not with the host's plugin set")
+}
+
+// GRPCClient returns the host-side Channel. ctx is cancelled by go-plugin
+// when the plugin process exits.
+func (p *channelPlugin) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return &grpcClient{rpc: pb.NewChannelPluginClient(c), exited: ctx, version: sdk.ProtocolVersion}, nil
 }
 
 // channelPluginV1 is the host side of protocol version 1, spoken by plugins
@@ -35,9 +47,12 @@ type channelPluginV1 struct {
 	plugin.NetRPCUnsupportedPlugin
 }
 
-// GRPCServer refuses: this SDK serves protocol version 2 only.
+var _ plugin.GRPCPlugin = (*channelPluginV1)(nil)
+
+// GRPCServer refuses: protocol version 1 is served only by plugins built
+// before SDK v1.
 func (p *channelPluginV1) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
-	return errors.New("sdk: protocol version 1 is served only by plugins built before SDK v1")
+	return errors.New("host: protocol version 1 is served only by plugins built before SDK v1")
 }
 
 // GRPCClient returns the host-side Channel over herald.channel.v1.
@@ -47,8 +62,8 @@ func (p *channelPluginV1) GRPCClient(ctx context.Context, _ *plugin.GRPCBroker, 
 
 // grpcClient is the host side of a plugin: a Channel whose calls cross the
 // process boundary. Transport failures come back as errors wrapping
-// hostapi.ErrPluginExited (plugin gone) or the context's error; outcomes
-// travel as data.
+// ErrPluginExited (plugin gone) or the context's error; outcomes travel as
+// data.
 type grpcClient struct {
 	rpc pb.ChannelPluginClient
 	// exited is cancelled by go-plugin when the plugin process exits.
@@ -57,7 +72,7 @@ type grpcClient struct {
 	version int
 }
 
-var _ Channel = (*grpcClient)(nil)
+var _ Client = (*grpcClient)(nil)
 
 // Done is closed when the plugin process has exited.
 func (c *grpcClient) Done() <-chan struct{} { return c.exited.Done() }
@@ -65,46 +80,46 @@ func (c *grpcClient) Done() <-chan struct{} { return c.exited.Done() }
 // ProtocolVersion is the protocol version spoken with the plugin.
 func (c *grpcClient) ProtocolVersion() int { return c.version }
 
-func (c *grpcClient) Describe(ctx context.Context, _ DescribeRequest) (DescribeResponse, error) {
+func (c *grpcClient) Describe(ctx context.Context, _ sdk.DescribeRequest) (sdk.DescribeResponse, error) {
 	resp, err := c.rpc.Describe(ctx, &pb.DescribeRequest{})
 	if err != nil {
-		return DescribeResponse{}, c.transportErr(ctx, "describe", err)
+		return sdk.DescribeResponse{}, c.transportErr(ctx, "describe", err)
 	}
-	return DescribeResponse{Description: descriptionFromProto(resp)}, nil
+	return sdk.DescribeResponse{Description: wire.DescriptionFromProto(resp)}, nil
 }
 
-func (c *grpcClient) Configure(ctx context.Context, req ConfigureRequest) (ConfigureResponse, error) {
-	in, err := configureRequestToProto(req)
+func (c *grpcClient) Configure(ctx context.Context, req sdk.ConfigureRequest) (sdk.ConfigureResponse, error) {
+	in, err := wire.ConfigureRequestToProto(req)
 	if err != nil {
-		return ConfigureResponse{}, fmt.Errorf("configure: %w", err)
+		return sdk.ConfigureResponse{}, fmt.Errorf("configure: %w", err)
 	}
 	resp, err := c.rpc.Configure(ctx, in)
 	if err != nil {
-		return ConfigureResponse{}, c.transportErr(ctx, "configure", err)
+		return sdk.ConfigureResponse{}, c.transportErr(ctx, "configure", err)
 	}
 	if ce := resp.GetConfigError(); ce != nil {
-		return ConfigureResponse{}, &ConfigError{Field: ce.GetField(), Msg: ce.GetMessage()}
+		return sdk.ConfigureResponse{}, &sdk.ConfigError{Field: ce.GetField(), Msg: ce.GetMessage()}
 	}
-	return ConfigureResponse{}, nil
+	return sdk.ConfigureResponse{}, nil
 }
 
-func (c *grpcClient) Send(ctx context.Context, req SendRequest) (SendResponse, error) {
-	resp, err := c.rpc.Send(withOutgoingTrace(ctx), &pb.SendRequest{Deliveries: deliveriesToProto(req.Deliveries)})
+func (c *grpcClient) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse, error) {
+	resp, err := c.rpc.Send(withOutgoingTrace(ctx), &pb.SendRequest{Deliveries: wire.DeliveriesToProto(req.Deliveries)})
 	if err != nil {
-		return SendResponse{}, c.transportErr(ctx, "send", err)
+		return sdk.SendResponse{}, c.transportErr(ctx, "send", err)
 	}
 	if be := resp.GetBatchError(); be != nil {
-		return SendResponse{}, batchError(be)
+		return sdk.SendResponse{}, batchError(be)
 	}
-	return SendResponse{Results: resultsFromProto(resp.GetResults())}, nil
+	return sdk.SendResponse{Results: wire.ResultsFromProto(resp.GetResults())}, nil
 }
 
-func (c *grpcClient) Health(ctx context.Context, _ HealthRequest) (HealthResponse, error) {
+func (c *grpcClient) Health(ctx context.Context, _ sdk.HealthRequest) (sdk.HealthResponse, error) {
 	resp, err := c.rpc.Health(ctx, &pb.HealthRequest{})
 	if err != nil {
-		return HealthResponse{}, c.transportErr(ctx, "health", err)
+		return sdk.HealthResponse{}, c.transportErr(ctx, "health", err)
 	}
-	return healthFromProto(resp), nil
+	return wire.HealthFromProto(resp), nil
 }
 
 // transportErr maps a gRPC failure. The caller's own cancellation or
@@ -117,7 +132,7 @@ func (c *grpcClient) transportErr(ctx context.Context, op string, err error) err
 	case ctx.Err() != nil:
 		return fmt.Errorf("plugin %s: %w", op, ctx.Err())
 	case st.Code() == codes.Unavailable || st.Code() == codes.Canceled || c.exited.Err() != nil:
-		return fmt.Errorf("plugin %s: %w: %s", op, hostapi.ErrPluginExited, st.Message())
+		return fmt.Errorf("plugin %s: %w: %s", op, ErrPluginExited, st.Message())
 	case st.Code() == codes.DeadlineExceeded:
 		return fmt.Errorf("plugin %s: %w", op, context.DeadlineExceeded)
 	}
@@ -131,14 +146,14 @@ func batchError(be *pb.BatchError) error {
 	if be.GetUnclassified() {
 		return err
 	}
-	after := durationFromProto(be.GetRetryAfter())
-	switch outcomeFromProto(be.GetOutcome()) {
-	case OutcomePermanent:
-		return PermanentError(err, be.GetCode())
-	case OutcomeRateLimited:
-		return RateLimitedError(err, after)
+	after := wire.DurationFromProto(be.GetRetryAfter())
+	switch wire.OutcomeFromProto(be.GetOutcome()) {
+	case sdk.OutcomePermanent:
+		return sdk.PermanentError(err, be.GetCode())
+	case sdk.OutcomeRateLimited:
+		return sdk.RateLimitedError(err, after)
 	}
-	return RetryableError(err, after)
+	return sdk.RetryableError(err, after)
 }
 
 // v1Client speaks herald.channel.v1 behind the v2 client interface. The two

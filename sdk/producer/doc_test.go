@@ -1,0 +1,87 @@
+package producer
+
+import (
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGoDocComplete checks that `go doc` of every exported name of the
+// producer module's packages shows a sentence, and that every
+// exported field of an exported struct has its own comment.
+func TestGoDocComplete(t *testing.T) {
+	t.Parallel()
+	for _, dir := range []string{".", "jsonguard"} {
+		fset := token.NewFileSet()
+		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
+			return !strings.HasSuffix(fi.Name(), "_test.go")
+		}, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pkg := range pkgs {
+			p := doc.New(pkg, "github.com/heraldhq/herald/sdk/producer/"+dir, 0)
+			where := filepath.Join("sdk/producer", dir)
+			if strings.TrimSpace(p.Doc) == "" {
+				t.Errorf("%s: package %s has no doc comment", where, p.Name)
+			}
+			checkValues := func(vs []*doc.Value) {
+				for _, v := range vs {
+					if strings.TrimSpace(v.Doc) != "" {
+						continue
+					}
+					// A grouped declaration may document each name instead.
+					for _, spec := range v.Decl.Specs {
+						vs := spec.(*ast.ValueSpec)
+						for _, n := range vs.Names {
+							if n.IsExported() && vs.Doc == nil && vs.Comment == nil {
+								t.Errorf("%s: %s has no doc comment", where, n.Name)
+							}
+						}
+					}
+				}
+			}
+			checkFuncs := func(fs []*doc.Func) {
+				for _, f := range fs {
+					if strings.TrimSpace(f.Doc) == "" {
+						t.Errorf("%s: func %s has no doc comment", where, f.Name)
+					}
+				}
+			}
+			checkValues(p.Consts)
+			checkValues(p.Vars)
+			checkFuncs(p.Funcs)
+			for _, typ := range p.Types {
+				if strings.TrimSpace(typ.Doc) == "" {
+					t.Errorf("%s: type %s has no doc comment", where, typ.Name)
+				}
+				checkValues(typ.Consts)
+				checkValues(typ.Vars)
+				checkFuncs(typ.Funcs)
+				for _, m := range typ.Methods {
+					if ast.IsExported(m.Name) && strings.TrimSpace(m.Doc) == "" {
+						t.Errorf("%s: method %s.%s has no doc comment", where, typ.Name, m.Name)
+					}
+				}
+				for _, spec := range typ.Decl.Specs {
+					st, ok := spec.(*ast.TypeSpec).Type.(*ast.StructType)
+					if !ok {
+						continue
+					}
+					for _, f := range st.Fields.List {
+						for _, n := range f.Names {
+							if n.IsExported() && f.Doc == nil && f.Comment == nil {
+								t.Errorf("%s: field %s.%s has no comment", where, typ.Name, n.Name)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
