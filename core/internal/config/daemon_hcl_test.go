@@ -123,6 +123,12 @@ func TestDaemonEnvOverridesANestedKey(t *testing.T) {
 	if diff := cmp.Diff([]string{"a.example.com", "*.b.example.com"}, d.Live.AllowedOrigins); diff != "" {
 		t.Fatalf("live.allowed_origins (-want +got):\n%s", diff)
 	}
+	t.Setenv("HERALD_RELAY_WORKERS", "0")
+	_, err = LoadDaemon(p)
+	if err == nil || !strings.Contains(err.Error(), "environment: HERALD_RELAY_WORKERS (relay.workers): must be positive") {
+		t.Fatalf("a bad value from the environment: %v", err)
+	}
+	t.Setenv("HERALD_RELAY_WORKERS", "3")
 	t.Setenv("HERALD_HTTP_RATE_LIMIT_BURST", "lots")
 	_, err = LoadDaemon(p)
 	if err == nil || !strings.Contains(err.Error(), "HERALD_HTTP_RATE_LIMIT_BURST (http.rate_limit.burst)") ||

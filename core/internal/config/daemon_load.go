@@ -205,8 +205,9 @@ func LoadDaemon(path string) (Daemon, error) {
 	return d, nil
 }
 
-// locate prefixes each field error of a Validate with where its key
-// stands in the file ("file:line"), or with the file's name.
+// locate prefixes each field error of a Validate with where its value
+// came from: the environment variable that set it, or where its key
+// stands in the file ("file:line"), or the file's name.
 func (f daemonFile) locate(err error) error {
 	errs, ok := err.(field.Errors)
 	if !ok {
@@ -214,6 +215,11 @@ func (f daemonFile) locate(err error) error {
 	}
 	msgs := make([]string, len(errs))
 	for i, e := range errs {
+		key, _, _ := strings.Cut(e.Field, "[")
+		if env := envName(key); e.Field != "" && os.Getenv(env) != "" {
+			msgs[i] = fmt.Sprintf("environment: %s (%s): %s", env, e.Field, e.Msg)
+			continue
+		}
 		msgs[i] = f.at(e.Field) + ": " + e.Error()
 	}
 	return fmt.Errorf("%s", strings.Join(msgs, "; "))
