@@ -11,7 +11,7 @@ COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
 BUILD_DATE := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -X main.Version=$(VERSION) -X main.Commit=$(COMMIT) -X main.BuildDate=$(BUILD_DATE)
 
-.PHONY: help build plugins bench-plugins run up test test-chaos check proto bench dist clean
+.PHONY: help build plugins bench-plugins run up test test-chaos check proto docs bench dist clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -40,7 +40,7 @@ test: ## run the whole test suite against real servers
 test-chaos: ## network faults and broker node loss (root: Linux namespaces, iptables; this kernel has no tc netem)
 	scripts/test-chaos.sh
 
-check: ## gofmt, go mod tidy -diff (every module), vet (root, sdk and sdk/producer modules), sdk tests with -race, generated code in sync (installs protoc when missing)
+check: ## gofmt, go mod tidy -diff (every module), vet (root, sdk and sdk/producer modules), sdk tests with -race, generated code and docs/configuration.md in sync (installs protoc when missing)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1)
 	scripts/tidy-check.sh
 	$(GO) vet ./...
@@ -49,6 +49,10 @@ check: ## gofmt, go mod tidy -diff (every module), vet (root, sdk and sdk/produc
 	@# protoc from Debian's packages when missing, as scripts/test.sh does
 	scripts/tools.sh protoc
 	scripts/gen-proto.sh check
+	@tmp=$$(mktemp) && $(GO) run ./core/internal/config/cmd/gendocs > $$tmp && diff -u docs/configuration.md $$tmp; s=$$?; rm -f $$tmp; [ $$s -eq 0 ] || { echo "docs/configuration.md is out of date: run make docs"; exit 1; }
+
+docs: ## regenerate docs/configuration.md from the doc comments of the Config types
+	$(GO) run ./core/internal/config/cmd/gendocs -o docs/configuration.md
 
 proto: ## regenerate the protobuf code with the pinned generators
 	scripts/gen-proto.sh

@@ -1,7 +1,9 @@
 # Daemon settings for `herald serve` (the quick start uses this file).
 # Every key can be overridden from the environment: HERALD_DATABASE_URL,
 # HERALD_AMQP_URL, HERALD_HTTP_LISTEN, HERALD_PLUGINS_DIR, HERALD_RULES, ...
-# docs/configuration.md lists every key and its default.
+# docs/configuration.md lists every key, its default and its variable.
+# The syntax is HCL2, as in the rules files: one setting per line inside a
+# block, and expressions such as 8 * 2 work.
 #
 # Any value may be a reference instead of the secret itself:
 #   "env:NAME"   the herald process's environment variable NAME
@@ -49,7 +51,11 @@ amqp {
   # With no queue blocks Herald declares one queue per channel
   # ("herald.email" bound to "*.EMAIL", ...). The seeds' per-recipient-type
   # queues are a matter of config:
-  #   queue "notification.restaurant" { bindings = ["STAFF.*"]    prefetch = 50 concurrency = 4 }
+  #   queue "notification.restaurant" {
+  #     bindings    = ["STAFF.*"]
+  #     prefetch    = 50
+  #     concurrency = 4
+  #   }
   #   queue "notification.customer"   { bindings = ["CUSTOMER.*"] }
   #   queue "notification.agency"     { bindings = ["AGENT.*"] }
   #   queue "notification.admin"      { bindings = ["ADMIN.*"] }
@@ -103,10 +109,9 @@ relay {
 }
 
 publisher {
-  batch_size     = 500
-  confirm_window = 1000
-  per_message    = 50
-  workers        = 2
+  batch_size  = 500 # also bounds one worker's publishes waiting for a broker confirm
+  per_message = 50
+  workers     = 2
 }
 
 retry {
@@ -144,5 +149,8 @@ retention {
   archived_notifications = "0s" # e.g. "720h": archived ones go 30 days after archiving (short batches)
   events                 = "0s" # e.g. "720h": PROCESSED/FAILED events; the producers' idempotency window
   # A tenant kept shorter than the rest (each period at most the global one):
-  # tenant "acme" { notifications = "2160h"  events = "168h" }
+  # tenant "acme" {
+  #   notifications = "2160h"
+  #   events        = "168h"
+  # }
 }

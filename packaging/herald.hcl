@@ -1,7 +1,8 @@
 # Daemon settings for `herald serve`, as the Debian package installs them
 # (/etc/herald/herald.hcl; the herald.service unit runs with it).
-# docs/configuration.md lists every key and its default, docs/deploy.md
-# the packaged layout (both under /usr/share/doc/herald/).
+# docs/configuration.md lists every key, its default and its variable,
+# docs/deploy.md the packaged layout (both under /usr/share/doc/herald/).
+# The syntax is HCL2, as in the rules files.
 #
 # Secrets stay out of this file. Every key can be overridden from the
 # environment, and the unit reads /etc/herald/herald.env (mode 0640, group
@@ -76,10 +77,9 @@ relay {
 }
 
 publisher {
-  batch_size     = 500
-  confirm_window = 1000
-  per_message    = 50
-  workers        = 2
+  batch_size  = 500
+  per_message = 50
+  workers     = 2
 }
 
 retry {

@@ -64,6 +64,7 @@ done <<'FUZZ'
 FuzzLoadRulesHCL ./core/internal/config
 FuzzLoadRulesYAML ./core/internal/config
 FuzzDirectory ./core/internal/directory
+FuzzDaemonHCL ./core/internal/config
 FUZZ
 
 if [ -n "$(go list ./core/integration/... 2>/dev/null)" ]; then

@@ -57,20 +57,9 @@ type Server struct {
 	perKey, perIP *httpguard.Limiter
 }
 
-// RateLimits are the public API's request rates, in requests per second
-// (0: no limit), each with a bucket of Burst requests.
-type RateLimits struct {
-	// PerKey limits one API key, counted after authentication.
-	PerKey float64
-	// PerIP limits one client IP (the TCP peer), counted before
-	// authentication on every route.
-	PerIP float64
-	// Burst is how many requests a key or an IP may make at once.
-	Burst int
-}
-
-// SetRateLimits limits request rates; call it before Handler.
-func (s *Server) SetRateLimits(l RateLimits) {
+// SetRateLimits limits request rates (http.rate_limit); call it before
+// Handler.
+func (s *Server) SetRateLimits(l httpguard.RateLimits) {
 	s.perKey = httpguard.NewLimiter(httpguard.LimiterConfig{Rate: l.PerKey, Burst: l.Burst})
 	s.perIP = httpguard.NewLimiter(httpguard.LimiterConfig{Rate: l.PerIP, Burst: l.Burst})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/api"
+	"github.com/heraldhq/herald/core/internal/config/field"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,25 +43,41 @@ const MaxTokenLen = 8 << 10
 // safe to show the caller: it never says whether a tenant or key exists.
 var ErrInvalidToken = errors.New("invalid token")
 
-// Config tunes the verifier.
+// Config tunes the verifier: the daemon's auth { ... } settings (the
+// fields with a koanf tag) and what code sets.
 type Config struct {
-	// Audience is the aud claim every token must carry ("herald").
-	Audience string
-	// MaxLifetime caps exp - iat (15 minutes by default).
-	MaxLifetime time.Duration
-	// Leeway absorbs clock skew on exp, iat and nbf (5 s).
+	// Audience is the aud claim every token must carry.
+	Audience string `koanf:"audience"`
+	// MaxTokenLifetime caps a token's exp - iat.
+	MaxTokenLifetime time.Duration `koanf:"max_token_lifetime"`
+	// Leeway absorbs clock skew on exp, iat and nbf (0: 5 s).
 	Leeway time.Duration
 	// CacheTTL bounds how long a key (or its absence) is remembered: a
-	// revoked key stops working within it (1 s).
+	// revoked key stops working within it (0: 1 s).
 	CacheTTL time.Duration
 }
 
+// DefaultConfig returns the verifier's default settings.
+func DefaultConfig() Config {
+	return Config{Audience: "herald", MaxTokenLifetime: 15 * time.Minute}
+}
+
+// Validate checks the settings; it returns field.Errors naming the keys.
+func (c Config) Validate() error {
+	var errs field.Errors
+	errs.NotEmpty("audience", c.Audience)
+	errs.PositiveDuration("max_token_lifetime", c.MaxTokenLifetime)
+	return errs.Err()
+}
+
+// setDefaults gives every setting left zero its default.
 func (c *Config) setDefaults() {
+	d := DefaultConfig()
 	if c.Audience == "" {
-		c.Audience = "herald"
+		c.Audience = d.Audience
 	}
-	if c.MaxLifetime <= 0 {
-		c.MaxLifetime = 15 * time.Minute
+	if c.MaxTokenLifetime <= 0 {
+		c.MaxTokenLifetime = d.MaxTokenLifetime
 	}
 	if c.Leeway <= 0 {
 		c.Leeway = 5 * time.Second
@@ -184,8 +201,8 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 		return User{}, invalid("the subject is longer than 200 bytes")
 	case c.IssuedAt == nil:
 		return User{}, invalid("no issued-at time (iat)")
-	case c.ExpiresAt.Sub(c.IssuedAt.Time) > v.cfg.MaxLifetime:
-		return User{}, invalid("lives %s; at most %s is accepted", c.ExpiresAt.Sub(c.IssuedAt.Time), v.cfg.MaxLifetime)
+	case c.ExpiresAt.Sub(c.IssuedAt.Time) > v.cfg.MaxTokenLifetime:
+		return User{}, invalid("lives %s; at most %s is accepted", c.ExpiresAt.Sub(c.IssuedAt.Time), v.cfg.MaxTokenLifetime)
 	}
 	if c.Project != "" && store.ValidID("project", c.Project) != nil {
 		return User{}, invalid("the project claim is malformed")

@@ -77,7 +77,7 @@ func setup(t *testing.T) (*auth.Verifier, keys, *testenv.DB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(api.Close)
-	return auth.NewVerifier(api, auth.Config{Audience: "herald", MaxLifetime: 15 * time.Minute, CacheTTL: time.Nanosecond}), k, db
+	return auth.NewVerifier(api, auth.Config{Audience: "herald", MaxTokenLifetime: 15 * time.Minute, CacheTTL: time.Nanosecond}), k, db
 }
 
 func enc(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }

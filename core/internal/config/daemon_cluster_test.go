@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/heraldhq/herald/core/internal/broker"
 )
 
 func TestLoadDaemonAMQPClusterURLsAndQueueType(t *testing.T) {
@@ -28,7 +30,7 @@ amqp:
 		if got := d.AMQP.BrokerURLs(); !slices.Equal(got, want) {
 			t.Errorf("%s: broker URLs %v, want %v", p, got, want)
 		}
-		if d.AMQP.URL != want[0] || d.AMQP.QueueType != QueueQuorum {
+		if d.AMQP.URL != want[0] || d.AMQP.QueueType != broker.QueueQuorum {
 			t.Errorf("%s: url %q queue_type %q", p, d.AMQP.URL, d.AMQP.QueueType)
 		}
 		// Every node's password is redacted from the logs.
@@ -46,14 +48,14 @@ func TestLoadDaemonAMQPURLStillWorks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := d.AMQP.BrokerURLs(); !slices.Equal(got, []string{"amqp://u:p@mq:5672/"}) || d.AMQP.QueueType != QueueClassic {
+	if got := d.AMQP.BrokerURLs(); !slices.Equal(got, []string{"amqp://u:p@mq:5672/"}) || d.AMQP.QueueType != broker.QueueClassic {
 		t.Fatalf("broker URLs %v, queue type %q", got, d.AMQP.QueueType)
 	}
 	def, err := LoadDaemon("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := def.AMQP.BrokerURLs(); len(got) != 1 || got[0] != DefaultDaemon().AMQP.URL || def.AMQP.QueueType != QueueClassic {
+	if got := def.AMQP.BrokerURLs(); len(got) != 1 || got[0] != DefaultDaemon().AMQP.URL || def.AMQP.QueueType != broker.QueueClassic {
 		t.Fatalf("defaults: broker URLs %v, queue type %q", got, def.AMQP.QueueType)
 	}
 }
@@ -65,7 +67,7 @@ func TestLoadDaemonAMQPURLsFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := d.AMQP.BrokerURLs(); !slices.Equal(got, []string{"amqp://a:5672/", "amqp://b:5672/"}) || d.AMQP.QueueType != QueueQuorum {
+	if got := d.AMQP.BrokerURLs(); !slices.Equal(got, []string{"amqp://a:5672/", "amqp://b:5672/"}) || d.AMQP.QueueType != broker.QueueQuorum {
 		t.Fatalf("broker URLs %v, queue type %q", got, d.AMQP.QueueType)
 	}
 }
@@ -77,10 +79,10 @@ func TestLoadDaemonAMQPClusterErrorsNameTheField(t *testing.T) {
 		want []string
 	}{
 		"unknown queue type": {`amqp { queue_type = "stream" }`, []string{"amqp.queue_type", `"stream"`, "classic", "quorum"}},
-		"url and urls":       {`amqp { url = "amqp://a/"  urls = ["amqp://b/"] }`, []string{"amqp.url and amqp.urls"}},
+		"url and urls":       {"amqp {\n  url  = \"amqp://a/\"\n  urls = [\"amqp://b/\"]\n}", []string{"amqp.url and amqp.urls"}},
 		"bad scheme in urls": {`amqp { urls = ["amqp://a/", "http://b/"] }`, []string{"amqp.urls[1]", `scheme "http"`}},
 		"empty url in urls":  {`amqp { urls = ["amqp://a/", ""] }`, []string{"amqp.urls[1]: must not be empty"}},
-		"tls with amqp urls": {`amqp { urls = ["amqps://a/", "amqp://b/"]  tls_server_name = "mq" }`, []string{"amqp.urls[1]", "amqps://"}},
+		"tls with amqp urls": {"amqp {\n  urls            = [\"amqps://a/\", \"amqp://b/\"]\n  tls_server_name = \"mq\"\n}", []string{"amqp.urls[1]", "amqps://"}},
 		"urls not a list":    {`amqp { urls = 5 }`, []string{"urls"}},
 	}
 	for name, tc := range tests {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/httpguard"
 )
 
 func writeFile(t *testing.T, name, body string) string {
@@ -23,10 +25,17 @@ func TestLoadDaemonHCLAndYAMLAgree(t *testing.T) {
 	hclPath := writeFile(t, "herald.hcl", `
 database { url = "postgres://a@127.0.0.1/x" }
 amqp {
-  queue "notification.restaurant" { bindings = ["RESTAURANT.*"] prefetch = 50 concurrency = 2 }
+  queue "notification.restaurant" {
+    bindings    = ["RESTAURANT.*"]
+    prefetch    = 50
+    concurrency = 2
+  }
 }
 rules = ["rules/a.hcl"]
-relay { batch_size = 10  poll_interval = "250ms" }
+relay {
+  batch_size    = 10
+  poll_interval = "250ms"
+}
 `)
 	yamlPath := writeFile(t, "herald.yaml", `
 database: {url: "postgres://a@127.0.0.1/x"}
@@ -79,16 +88,16 @@ func TestLoadDaemonErrorsNameTheField(t *testing.T) {
 		"unknown key":      {`relay { batchsize = 3 }`, "batchsize"},
 		"bad duration":     {`retry { poll_interval = "soon" }`, "poll_interval"},
 		"negative":         {`relay { batch_size = -1 }`, "relay.batch_size"},
-		"queue no binding": {`amqp { queue "q" { prefetch = 1 } }`, "amqp.queue.q.bindings"},
+		"queue no binding": {"amqp {\n  queue \"q\" { prefetch = 1 }\n}", "amqp.queue.q.bindings"},
 		"bad level":        {`log { level = "loud" }`, "log.level"},
 		"admin on every interface without a token": {`http { admin_listen = ":8081" }`, "http.admin_token_file"},
 		"admin on a LAN address without a token":   {`http { admin_listen = "10.0.0.5:8081" }`, "http.admin_listen"},
 		"zero read timeout":                        {`http { read_timeout = "0s" }`, "http.read_timeout"},
 		"zero header limit":                        {`http { max_header_bytes = 0 }`, "http.max_header_bytes"},
 		"negative connection cap":                  {`http { max_conns = -1 }`, "http.max_conns"},
-		"negative rate":                            {`http { rate_limit { per_ip = -1 } }`, "http.rate_limit"},
-		"rate without burst":                       {`http { rate_limit { burst = 0 } }`, "http.rate_limit.burst"},
-		"misspelt rate key":                        {`http { rate_limit { per_keys = 1 } }`, "per_keys"},
+		"negative rate":                            {"http {\n  rate_limit { per_ip = -1 }\n}", "http.rate_limit"},
+		"rate without burst":                       {"http {\n  rate_limit { burst = 0 }\n}", "http.rate_limit.burst"},
+		"misspelt rate key":                        {"http {\n  rate_limit { per_keys = 1 }\n}", "per_keys"},
 		"zero shutdown grace":                      {`supervisor { shutdown_grace = "0s" }`, "supervisor.shutdown_grace"},
 		"negative liveness timeout":                {`supervisor { liveness_timeout = "-1s" }`, "supervisor.liveness_timeout"},
 		"shutdown grace not a duration":            {`supervisor { shutdown_grace = 30 }`, "shutdown_grace"},
@@ -110,9 +119,15 @@ func TestLoadDaemonErrorsNameTheField(t *testing.T) {
 func TestLoadDaemonSeveralQueuesWithDots(t *testing.T) {
 	hclPath := writeFile(t, "herald.hcl", `
 amqp {
-  queue "notification.restaurant" { bindings = ["RESTAURANT.*"] prefetch = 50 }
-  queue "notification.customer"   { bindings = ["CUSTOMER.*"] quorum = true }
-  queue "plain"                   { bindings = ["*.X", "*.Y"] }
+  queue "notification.restaurant" {
+    bindings = ["RESTAURANT.*"]
+    prefetch = 50
+  }
+  queue "notification.customer" {
+    bindings = ["CUSTOMER.*"]
+    quorum   = true
+  }
+  queue "plain" { bindings = ["*.X", "*.Y"] }
 }
 `)
 	yamlPath := writeFile(t, "herald.yaml", `
@@ -133,7 +148,7 @@ amqp:
 			t.Fatalf("%s: queues %+v", p, q)
 		}
 	}
-	bad := writeFile(t, "bad.hcl", `amqp { queue "q.x" { bindings = ["*.X"] prefetc = 5 } }`)
+	bad := writeFile(t, "bad.hcl", "amqp {\n  queue \"q.x\" {\n    bindings = [\"*.X\"]\n    prefetc  = 5\n  }\n}")
 	if _, err := LoadDaemon(bad); err == nil || !strings.Contains(err.Error(), "amqp.queue.q.x") || !strings.Contains(err.Error(), "prefetc") {
 		t.Fatalf("misspelt queue key: %v", err)
 	}
@@ -229,7 +244,7 @@ http:
 			t.Fatalf("%s: %v", p, err)
 		}
 		h := d.HTTP
-		if h.ReadTimeout != 5*time.Second || h.MaxConns != 0 || h.RateLimit != (RateLimitConfig{PerKey: 2.5, Burst: 7}) {
+		if h.ReadTimeout != 5*time.Second || h.MaxConns != 0 || h.RateLimit != (httpguard.RateLimits{PerKey: 2.5, Burst: 7}) {
 			t.Fatalf("%s: http %+v", p, h)
 		}
 		if h.WriteTimeout != 30*time.Second || h.MaxHeaderBytes != 64<<10 || h.IdleTimeout != 2*time.Minute {
@@ -359,7 +374,10 @@ amqp {
   url         = "env:HERALD_TEST_AMQP_URL"
   tls_ca_file = "env:HERALD_TEST_CA"
   exchange    = "raw:env:literal"
-  queue "q" { bindings = ["env:HERALD_TEST_BINDING"] prefetch = "env:HERALD_TEST_BATCH" }
+  queue "q" {
+    bindings = ["env:HERALD_TEST_BINDING"]
+    prefetch = "env:HERALD_TEST_BATCH"
+  }
 }
 relay { batch_size = "env:HERALD_TEST_BATCH" }
 `
@@ -432,7 +450,7 @@ func TestLoadDaemonAMQPTLS(t *testing.T) {
 		want string
 	}{
 		"tls keys with amqp://": {`amqp { tls_ca_file = "/ca.pem" }`, "amqp.tls_* settings need an amqps:// URL"},
-		"cert without key":      {`amqp { url = "amqps://mq/" tls_cert_file = "/c.pem" }`, "amqp.tls_cert_file"},
+		"cert without key":      {"amqp {\n  url           = \"amqps://mq/\"\n  tls_cert_file = \"/c.pem\"\n}", "amqp.tls_cert_file"},
 		"bad scheme":            {`amqp { url = "http://mq/" }`, `scheme "http"`},
 		// url.Parse would repeat the URL, password and all.
 		"unparsable URL": {`amqp { url = "amqps://guest:pa%zzssword@mq/" }`, "not a valid URL"},
@@ -571,9 +589,9 @@ func TestTenantRetentionConfig(t *testing.T) {
   }
 }`, "retention.tenant.acme.archived_notifications"},
 		"events under a day":        {`retention { events = "2h" }`, "retention.events"},
-		"tenant period under a day": {`retention { tenant "acme" { delivery_attempts = "1h" } }`, "retention.tenant.acme.delivery_attempts"},
-		"misspelt tenant key":       {`retention { tenant "acme" { event = "48h" } }`, "event"},
-		"tenant not a duration":     {`retention { tenant "acme" { events = 48 } }`, "retention.tenant.acme"},
+		"tenant period under a day": {"retention {\n  tenant \"acme\" { delivery_attempts = \"1h\" }\n}", "retention.tenant.acme.delivery_attempts"},
+		"misspelt tenant key":       {"retention {\n  tenant \"acme\" { event = \"48h\" }\n}", "event"},
+		"tenant not a duration":     {"retention {\n  tenant \"acme\" { events = 48 }\n}", "retention.tenant.acme"},
 		"tenant twice": {`retention {
   tenant "acme" { events = "48h" }
   tenant "acme" { events = "72h" }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/config/field"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/tracing"
@@ -20,47 +21,75 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// PublisherConfig tunes the publisher.
+// PublisherConfig tunes the publisher and the relay's handoff: the
+// daemon's publisher { ... } settings (the fields with a koanf tag) and
+// what the daemon wires in.
 type PublisherConfig struct {
-	// BatchSize is how many deliveries one claim takes.
-	BatchSize int
-	// PerMessage caps the deliveries one broker message carries.
-	PerMessage int
+	// BatchSize is how many deliveries one claim takes; the publisher
+	// publishes a claim's messages, then waits for their confirms, so it
+	// also bounds the publishes waiting for a confirm on one worker.
+	BatchSize int `koanf:"batch_size"`
+	// PerMessage caps the deliveries one broker message carries; above
+	// 1000 (the most an envelope holds) it is 1000.
+	PerMessage int `koanf:"per_message"`
 	// PollInterval is the fallback wake-up when no notification arrives.
-	PollInterval time.Duration
-	// ReclaimAfter republishes PUBLISHED deliveries no listener took.
-	ReclaimAfter time.Duration
-	// ConfirmTimeout bounds the wait for the broker's confirms.
-	ConfirmTimeout time.Duration
+	PollInterval time.Duration `koanf:"poll_interval"`
+	// ReclaimAfter republishes PUBLISHED deliveries no listener took in
+	// time (a message lost with its queue).
+	ReclaimAfter time.Duration `koanf:"reclaim_after"`
 	// Workers is the number of concurrent publishing loops, each with its
 	// own broker channel; SKIP LOCKED keeps their claims apart.
-	Workers int
+	Workers int `koanf:"workers"`
+	// Handoff lets the relay publish the deliveries it writes itself
+	// (false: the publisher claims every new delivery).
+	Handoff bool `koanf:"handoff"`
+	// ConfirmTimeout bounds the wait for the broker's confirms (0: 30 s).
+	ConfirmTimeout time.Duration
 	// Metrics records batches, unconfirmed publishes and unroutable
 	// deliveries (nil: none).
 	Metrics *metrics.Metrics
 }
 
+// DefaultPublisherConfig returns the publisher's default settings.
+func DefaultPublisherConfig() PublisherConfig {
+	return PublisherConfig{BatchSize: 500, PerMessage: 50, PollInterval: time.Second, ReclaimAfter: 5 * time.Minute, Workers: 2,
+		Handoff: true}
+}
+
+// Validate checks the settings; it returns field.Errors naming the keys.
+func (c PublisherConfig) Validate() error {
+	var errs field.Errors
+	errs.Positive("batch_size", c.BatchSize)
+	errs.Positive("per_message", c.PerMessage)
+	errs.PositiveDuration("poll_interval", c.PollInterval)
+	errs.PositiveDuration("reclaim_after", c.ReclaimAfter)
+	errs.Positive("workers", c.Workers)
+	return errs.Err()
+}
+
+// setDefaults gives every setting left zero its default.
 func (c *PublisherConfig) setDefaults() {
+	d := DefaultPublisherConfig()
 	if c.BatchSize <= 0 {
-		c.BatchSize = 500
+		c.BatchSize = d.BatchSize
 	}
 	if c.PerMessage <= 0 {
-		c.PerMessage = 50
+		c.PerMessage = d.PerMessage
 	}
 	if c.PerMessage > MaxEnvelope {
 		c.PerMessage = MaxEnvelope
 	}
 	if c.PollInterval <= 0 {
-		c.PollInterval = time.Second
+		c.PollInterval = d.PollInterval
 	}
 	if c.ReclaimAfter <= 0 {
-		c.ReclaimAfter = 5 * time.Minute
+		c.ReclaimAfter = d.ReclaimAfter
 	}
 	if c.ConfirmTimeout <= 0 {
 		c.ConfirmTimeout = 30 * time.Second
 	}
 	if c.Workers <= 0 {
-		c.Workers = 2
+		c.Workers = d.Workers
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/inbox"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
@@ -64,7 +65,7 @@ func newWorld(t *testing.T) *world {
 	}
 	d := config.DefaultDaemon()
 	d.Database.URL, d.Database.MaxConns, d.Database.APIMaxConns = w.db.URL, 8, 8
-	d.HTTP.RateLimit = config.RateLimitConfig{}
+	d.HTTP.RateLimit = httpguard.RateLimits{}
 	var err error
 	if w.pools, err = server.OpenPools(ctx, d.Database); err != nil {
 		t.Fatal(err)

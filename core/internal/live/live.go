@@ -34,6 +34,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/api"
 	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/config/field"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/internal/liveproto"
 	"github.com/jackc/pgx/v5"
@@ -53,43 +54,68 @@ const readLimit = 4096
 // RouteKey is the user's routing key on the live exchange.
 func RouteKey(tenant, user string) string { return liveproto.RouteKey(tenant, user) }
 
-// Config tunes live sessions.
+// Config tunes live sessions: the daemon's live { ... } settings.
 type Config struct {
-	// Exchange is the direct exchange updates travel on ("herald.live").
-	Exchange string
-	// TicketTTL is how long a ticket may wait to be redeemed (30 s).
-	TicketTTL time.Duration
-	// AllowedOrigins are origin host patterns browsers may connect from,
-	// besides the server's own host.
-	AllowedOrigins []string
-	// MaxSessionsPerUser caps one user's sessions on one daemon (16).
-	MaxSessionsPerUser int
-	// PingInterval is the keepalive period (30 s); WriteTimeout bounds
-	// writing one frame (10 s); SendBuffer is the per-session frame queue
-	// (64): a session whose queue is full is dropped as a slow consumer.
-	PingInterval time.Duration
-	WriteTimeout time.Duration
-	SendBuffer   int
+	// Exchange is the direct exchange live updates travel on; the
+	// WEBSOCKET plugin's exchange must be the same.
+	Exchange string `koanf:"exchange"`
+	// TicketTTL is how long a session ticket may wait to be redeemed.
+	TicketTTL time.Duration `koanf:"ticket_ttl"`
+	// AllowedOrigins are origin host patterns (app.example.com,
+	// *.example.com) browsers may connect from besides the API's own host.
+	AllowedOrigins []string `koanf:"allowed_origins"`
+	// MaxSessionsPerUser caps one user's open sessions on one daemon.
+	MaxSessionsPerUser int `koanf:"max_sessions_per_user"`
+	// PingInterval is the sessions' keepalive period (at least 1s).
+	PingInterval time.Duration `koanf:"ping_interval"`
+	// WriteTimeout bounds writing one frame to a browser.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// SendBuffer is the frames queued per session; a session whose queue
+	// is full is dropped as a slow consumer.
+	SendBuffer int `koanf:"send_buffer"`
 }
 
+// DefaultConfig returns the live gateway's default settings.
+func DefaultConfig() Config {
+	return Config{Exchange: liveproto.DefaultExchange, TicketTTL: 30 * time.Second, AllowedOrigins: []string{}, MaxSessionsPerUser: 16,
+		PingInterval: 30 * time.Second, WriteTimeout: 10 * time.Second, SendBuffer: 64}
+}
+
+// Validate checks the settings; it returns field.Errors naming the keys.
+func (c Config) Validate() error {
+	var errs field.Errors
+	errs.NotEmpty("exchange", c.Exchange)
+	errs.PositiveDuration("ticket_ttl", c.TicketTTL)
+	errs.Positive("max_sessions_per_user", c.MaxSessionsPerUser)
+	errs.PositiveDuration("ping_interval", c.PingInterval)
+	if c.PingInterval > 0 && c.PingInterval < time.Second {
+		errs.Add("ping_interval", "must be at least 1s")
+	}
+	errs.PositiveDuration("write_timeout", c.WriteTimeout)
+	errs.Positive("send_buffer", c.SendBuffer)
+	return errs.Err()
+}
+
+// setDefaults gives every setting left zero its default.
 func (c *Config) setDefaults() {
+	d := DefaultConfig()
 	if c.Exchange == "" {
-		c.Exchange = liveproto.DefaultExchange
+		c.Exchange = d.Exchange
 	}
 	if c.TicketTTL <= 0 {
-		c.TicketTTL = 30 * time.Second
+		c.TicketTTL = d.TicketTTL
 	}
 	if c.MaxSessionsPerUser <= 0 {
-		c.MaxSessionsPerUser = 16
+		c.MaxSessionsPerUser = d.MaxSessionsPerUser
 	}
 	if c.PingInterval <= 0 {
-		c.PingInterval = 30 * time.Second
+		c.PingInterval = d.PingInterval
 	}
 	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 10 * time.Second
+		c.WriteTimeout = d.WriteTimeout
 	}
 	if c.SendBuffer <= 0 {
-		c.SendBuffer = 64
+		c.SendBuffer = d.SendBuffer
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heraldhq/herald/core/internal/backoff"
+	"github.com/heraldhq/herald/core/internal/config/field"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/secret"
@@ -98,11 +99,18 @@ func (b Backoff) delay(attempt int) time.Duration {
 	return backoff.Policy{Initial: b.Initial, Max: b.Max, Multiplier: b.Multiplier}.Delay(attempt)
 }
 
-// Config configures a Host.
+// Config configures a Host: the daemon's plugins { ... } settings (the
+// fields with a koanf tag) and what the daemon wires in.
 type Config struct {
-	// Dir is the plugin directory; provider plugin "email" runs
-	// Dir/herald-plugin-email.
-	Dir string
+	// Dir holds the herald-plugin-* binaries: provider plugin "email" runs
+	// herald-plugin-email there. It and the binaries must be owned by
+	// herald's user or root and writable by nobody else. Relative to the
+	// config file.
+	Dir string `koanf:"dir"`
+	// Watch hot-swaps a plugin when its binary changes in the plugin
+	// directory (checked every 2s). Off: a new binary runs after `herald plugins reload
+	// NAME`.
+	Watch bool `koanf:"watch"`
 	// Logger receives the host's logs and every plugin's logs, re-emitted
 	// under plugin=<name>, channel=<channel>, provider=<provider>.
 	Logger hclog.Logger
@@ -113,8 +121,9 @@ type Config struct {
 	// provider's circuit.
 	HealthInterval time.Duration
 	// WatchInterval is how often the plugin directory is checked for
-	// changed binaries, which are then hot-swapped. Zero (the default) or
-	// negative: no watching, a new binary runs after Reload.
+	// changed binaries, which are then hot-swapped. Zero: every
+	// DefaultWatchInterval when Watch is on, else no watching; negative:
+	// no watching. Without watching a new binary runs after Reload.
 	WatchInterval time.Duration
 	// CallTimeout bounds Describe, Configure and Health calls (default 10s).
 	CallTimeout time.Duration
@@ -139,14 +148,16 @@ type Config struct {
 	// filesystem that allows executing files (default: a new directory
 	// under os.TempDir, mode 0700, removed by Close).
 	KeepDir string
-	// Env names variables of the host's environment that plugins get
-	// besides DefaultEnv (e.g. HTTPS_PROXY). HERALD_* and PLUGIN_* names
-	// are refused.
-	Env []string
-	// InsecurePermissions turns off the checks that refuse a plugin
-	// directory or binary that is group- or world-writable or owned by
-	// another user than the host's or root. For development only.
-	InsecurePermissions bool
+	// Env names variables of the daemon's environment that plugins get on
+	// top of the allow-list (PATH, HOME, TMPDIR, TZ, LANG, LC_*, ...), e.g.
+	// ["HTTPS_PROXY"]. HERALD_* and PLUGIN_* names are refused: they are
+	// the daemon's own settings and secrets, and the plugin protocol's. In
+	// the environment, comma-separated.
+	Env []string `koanf:"env"`
+	// InsecurePermissions runs plugins from a directory or binaries that
+	// other users could write (group- or world-writable, or owned by
+	// another user than herald's or root). For development only.
+	InsecurePermissions bool `koanf:"insecure_permissions"`
 	// Breaker configures failover between the providers of a channel. A
 	// channel's rules may set their own cooldown (rules.BreakerConfig).
 	Breaker BreakerPolicy
@@ -164,7 +175,20 @@ type Config struct {
 	Metrics *metrics.Metrics
 }
 
+// DefaultWatchInterval is how often the plugin directory is checked for
+// changed binaries when Watch is on.
+const DefaultWatchInterval = 2 * time.Second
+
+// DefaultConfig returns the daemon's default plugin settings: the
+// binaries make build writes, no watching, permission checks on.
+func DefaultConfig() Config {
+	return Config{Dir: "bin/plugins", Env: []string{}}
+}
+
 func (c *Config) setDefaults() {
+	if c.Watch && c.WatchInterval == 0 {
+		c.WatchInterval = DefaultWatchInterval
+	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
@@ -190,17 +214,18 @@ func (c *Config) setDefaults() {
 	c.Breaker.setDefaults()
 }
 
-// Validate checks the config.
+// Validate checks the config; it returns field.Errors naming the keys of
+// the settings (dir, env), and the channels' errors after them.
 func (c *Config) Validate() error {
-	if c.Dir == "" {
-		return errors.New("pluginhost: config: Dir is required")
-	}
+	var errs field.Errors
+	errs.NotEmpty("dir", c.Dir)
 	for _, n := range c.Env {
 		if err := validEnvName(n); err != nil {
-			return fmt.Errorf("pluginhost: config: Env: %w", err)
+			errs.Add("env", "%v", err)
 		}
 	}
-	return validateChannels(c.Channels)
+	errs.Merge("", validateChannels(c.Channels))
+	return errs.Err()
 }
 
 func validateChannels(chs []rules.ChannelConfig) error {

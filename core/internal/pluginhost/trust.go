@@ -105,7 +105,7 @@ var DefaultEnv = []string{
 // protocol, nor one of the daemon's own HERALD_ settings.
 func validEnvName(name string) error {
 	if name == "" {
-		return fmt.Errorf("empty variable name")
+		return fmt.Errorf("an empty variable name")
 	}
 	for i, r := range name {
 		if r != '_' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (i == 0 || r < '0' || r > '9') {
@@ -113,10 +113,11 @@ func validEnvName(name string) error {
 		}
 	}
 	if strings.HasPrefix(name, "HERALD_") {
-		return fmt.Errorf("%s: HERALD_ variables are the daemon's own settings and secrets, and the plugin protocol's; they are never passed to plugins", name)
+		return fmt.Errorf("%s: HERALD_* variables are the daemon's own settings and secrets (HERALD_DATABASE_URL holds a password) "+
+			"and the plugin protocol's, and are never passed to plugins", name)
 	}
 	if strings.HasPrefix(name, "PLUGIN_") {
-		return fmt.Errorf("%s: PLUGIN_ variables belong to go-plugin's protocol and are set by the host", name)
+		return fmt.Errorf("%s: PLUGIN_* variables belong to the plugin protocol (go-plugin's) and are set by the host", name)
 	}
 	return nil
 }

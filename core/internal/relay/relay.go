@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/config/field"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -26,17 +27,20 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Config tunes the relay.
+// Config tunes the relay: the daemon's relay { ... } settings (the
+// fields with a koanf tag) and what the daemon wires in.
 type Config struct {
 	// BatchSize is how many events one transaction claims.
-	BatchSize int
-	// PollInterval is the fallback wake-up when no notification arrives.
-	PollInterval time.Duration
+	BatchSize int `koanf:"batch_size"`
+	// PollInterval is the fallback wake-up when no notification arrives
+	// (producers' NOTIFY wakes an idle relay at once).
+	PollInterval time.Duration `koanf:"poll_interval"`
 	// MaxAttempts bounds how often an event that cannot be processed is
 	// tried before it is marked FAILED.
-	MaxAttempts int
-	// Workers is the number of concurrent relay loops.
-	Workers int
+	MaxAttempts int `koanf:"max_attempts"`
+	// Workers is the number of concurrent relay loops: the first relays
+	// whenever woken, the others join while claims come back full.
+	Workers int `koanf:"workers"`
 	// Handoff, when set, publishes the deliveries of each committed batch
 	// itself (see delivery.Handoff); without it, or while it is not ready,
 	// the publisher claims them.
@@ -44,6 +48,21 @@ type Config struct {
 	// Metrics records batches, processed and failed events and deferred
 	// deliveries (nil: none).
 	Metrics *metrics.Metrics
+}
+
+// DefaultConfig returns the relay's default settings.
+func DefaultConfig() Config {
+	return Config{BatchSize: 100, PollInterval: 200 * time.Millisecond, MaxAttempts: 5, Workers: 2}
+}
+
+// Validate checks the settings; it returns field.Errors naming the keys.
+func (c Config) Validate() error {
+	var errs field.Errors
+	errs.Positive("batch_size", c.BatchSize)
+	errs.PositiveDuration("poll_interval", c.PollInterval)
+	errs.Positive("max_attempts", c.MaxAttempts)
+	errs.Positive("workers", c.Workers)
+	return errs.Err()
 }
 
 // Handoff takes the deliveries of committed relay batches to the broker.
@@ -59,18 +78,20 @@ type Handoff interface {
 	Offer(ctx context.Context, id int64, dels []store.NewDelivery)
 }
 
+// setDefaults gives every setting left zero its default.
 func (c *Config) setDefaults() {
+	d := DefaultConfig()
 	if c.BatchSize <= 0 {
-		c.BatchSize = 100
+		c.BatchSize = d.BatchSize
 	}
 	if c.PollInterval <= 0 {
-		c.PollInterval = 200 * time.Millisecond
+		c.PollInterval = d.PollInterval
 	}
 	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 5
+		c.MaxAttempts = d.MaxAttempts
 	}
 	if c.Workers <= 0 {
-		c.Workers = 1
+		c.Workers = d.Workers
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
@@ -39,16 +40,16 @@ const waitLimit = 15 * time.Second
 
 // httpConfig is the default HTTP config on ephemeral loopback ports with
 // no rate limits.
-func httpConfig() config.HTTPConfig {
+func httpConfig() httpguard.Config {
 	c := config.DefaultDaemon().HTTP
 	c.Listen, c.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
-	c.RateLimit = config.RateLimitConfig{}
+	c.RateLimit = httpguard.RateLimits{}
 	return c
 }
 
 // serveAPI starts the public API (w's database) with c and returns its
 // address.
-func serveAPI(t *testing.T, w *world, c config.HTTPConfig) string {
+func serveAPI(t *testing.T, w *world, c httpguard.Config) string {
 	t.Helper()
 	d := config.DefaultDaemon()
 	d.HTTP = c
@@ -300,7 +301,7 @@ func TestAPIRateLimitPerKey(t *testing.T) {
 	w := newWorld(t)
 	c := httpConfig()
 	// One request in 1000 s: no token comes back during the test.
-	c.RateLimit = config.RateLimitConfig{PerKey: 0.001, Burst: 2}
+	c.RateLimit = httpguard.RateLimits{PerKey: 0.001, Burst: 2}
 	addr := serveAPI(t, w, c)
 	for i := range 2 {
 		if resp, body := call(t, http.MethodGet, addr, "/v1/events/nope", w.keys["a"], ""); resp.StatusCode != http.StatusNotFound {
@@ -324,7 +325,7 @@ func TestAPIRateLimitPerIP(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	c := httpConfig()
-	c.RateLimit = config.RateLimitConfig{PerIP: 0.001, Burst: 2}
+	c.RateLimit = httpguard.RateLimits{PerIP: 0.001, Burst: 2}
 	addr := serveAPI(t, w, c)
 	for i := range 2 {
 		if resp, _ := call(t, http.MethodGet, addr, "/v1/events/nope", "", ""); resp.StatusCode != http.StatusUnauthorized {

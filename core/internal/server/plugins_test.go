@@ -17,7 +17,7 @@ func TestPluginHostConfig(t *testing.T) {
 	t.Parallel()
 	log := hclog.NewNullLogger()
 	tests := map[string]struct {
-		plugins config.PluginsConfig
+		plugins pluginhost.Config
 		want    pluginhost.Config
 	}{
 		"defaults": {
@@ -25,8 +25,8 @@ func TestPluginHostConfig(t *testing.T) {
 			want:    pluginhost.Config{Dir: "bin/plugins", Env: []string{}},
 		},
 		"watch, extra variables, no permission checks": {
-			plugins: config.PluginsConfig{Dir: "/p", Watch: true, Env: []string{"HTTPS_PROXY"}, InsecurePermissions: true},
-			want:    pluginhost.Config{Dir: "/p", WatchInterval: PluginWatchInterval, Env: []string{"HTTPS_PROXY"}, InsecurePermissions: true},
+			plugins: pluginhost.Config{Dir: "/p", Watch: true, Env: []string{"HTTPS_PROXY"}, InsecurePermissions: true},
+			want:    pluginhost.Config{Dir: "/p", Watch: true, Env: []string{"HTTPS_PROXY"}, InsecurePermissions: true},
 		},
 	}
 	for name, tc := range tests {

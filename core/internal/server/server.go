@@ -51,7 +51,7 @@ func Topology(d config.Daemon, rs *rules.RuleSet) broker.Topology {
 		}
 		t.Queues = broker.DefaultQueues(names)
 		for i := range t.Queues {
-			t.Queues[i].Quorum = d.AMQP.QueueType == config.QueueQuorum
+			t.Queues[i].Quorum = d.AMQP.QueueType == broker.QueueQuorum
 		}
 		return t
 	}
@@ -63,7 +63,7 @@ func Topology(d config.Daemon, rs *rules.RuleSet) broker.Topology {
 	for _, n := range names {
 		q := d.AMQP.Queues[n]
 		bq := broker.Queue{Name: n, Bindings: q.Bindings, Prefetch: q.Prefetch, Concurrency: q.Concurrency,
-			Quorum: q.Quorum || d.AMQP.QueueType == config.QueueQuorum}
+			Quorum: q.Quorum || d.AMQP.QueueType == broker.QueueQuorum}
 		if q.Quorum {
 			bq.Setting = "amqp.queue." + n + ".quorum"
 		}
@@ -96,7 +96,7 @@ func (p *Pools) Close() {
 // OpenPools connects the three pools and refuses roles that do not fit
 // their part: the API's must be bound by row-level security, the worker's
 // and the superadmin's must be members of their group roles.
-func OpenPools(ctx context.Context, db config.DatabaseConfig) (*Pools, error) {
+func OpenPools(ctx context.Context, db store.Config) (*Pools, error) {
 	p := &Pools{}
 	var err error
 	fail := func(err error) (*Pools, error) {
@@ -179,17 +179,15 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	verifier := auth.NewVerifier(pools.API, auth.Config{Audience: d.Auth.Audience, MaxLifetime: d.Auth.MaxTokenLifetime})
-	gw := live.New(live.Config{Exchange: d.Live.Exchange, TicketTTL: d.Live.TicketTTL, AllowedOrigins: d.Live.AllowedOrigins,
-		MaxSessionsPerUser: d.Live.MaxSessionsPerUser, PingInterval: d.Live.PingInterval, WriteTimeout: d.Live.WriteTimeout,
-		SendBuffer: d.Live.SendBuffer}, pools.API, verifier, conn, log)
+	verifier := auth.NewVerifier(pools.API, d.Auth)
+	gw := live.New(d.Live, pools.API, verifier, conn, log)
 	apiSrv := api.New(pools.API, ruleset, log)
 	if ready == nil {
 		ready = Readiness(pools, conn)
 	}
 	apiSrv.Ready = readyErr(ready)
 	apiSrv.Metrics = m
-	apiSrv.SetRateLimits(api.RateLimits{PerKey: d.HTTP.RateLimit.PerKey, PerIP: d.HTTP.RateLimit.PerIP, Burst: d.HTTP.RateLimit.Burst})
+	apiSrv.SetRateLimits(d.HTTP.RateLimit)
 	apiSrv.Mount("/v1/admin/", admin.New(pools.Admin, cursorKey, log).Handler())
 	apiSrv.Mount("/v1/live", gw.Handler())
 	apiSrv.Mount("/v1/live/", gw.Handler())
@@ -261,33 +259,22 @@ func CountersRepairHandler(pool *pgxpool.Pool) http.Handler {
 	})
 }
 
-// listenerLimits are the bounds of a listener of c; the admin listener's
-// writes may take longer (plugin reloads, profiles).
-func listenerLimits(c config.HTTPConfig, admin bool) httpguard.Limits {
-	l := httpguard.Limits{ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
-		IdleTimeout: c.IdleTimeout, MaxHeaderBytes: c.MaxHeaderBytes, MaxConns: c.MaxConns}
-	if admin {
-		l.WriteTimeout = c.AdminWriteTimeout
-	}
-	return l
-}
-
 // NewAPIServer listens on http.listen and returns the public API's server
 // for h: bounded by c's timeouts, header size and connection cap, every
 // response with the security headers.
-func NewAPIServer(h http.Handler, c config.HTTPConfig, log hclog.Logger) (*http.Server, net.Listener, error) {
+func NewAPIServer(h http.Handler, c httpguard.Config, log hclog.Logger) (*http.Server, net.Listener, error) {
 	ln, err := httpguard.Listen(c.Listen, c.MaxConns)
 	if err != nil {
 		return nil, nil, fmt.Errorf("http.listen: %w", err)
 	}
-	return httpguard.NewServer(httpguard.Headers(h), listenerLimits(c, false), log.Named("http")), ln, nil
+	return httpguard.NewServer(httpguard.Headers(h), c.Limits(false), log.Named("http")), ln, nil
 }
 
 // NewAdminServer listens on http.admin_listen and returns the admin API's
 // server for h: bounded like the public one (with the admin write
 // timeout), behind an AdminGuard for the bound address and token (nil:
 // none), every response with the security headers.
-func NewAdminServer(h http.Handler, c config.HTTPConfig, token []byte, log hclog.Logger) (*http.Server, net.Listener, error) {
+func NewAdminServer(h http.Handler, c httpguard.Config, token []byte, log hclog.Logger) (*http.Server, net.Listener, error) {
 	ln, err := httpguard.Listen(c.AdminListen, c.MaxConns)
 	if err != nil {
 		return nil, nil, fmt.Errorf("http.admin_listen: %w", err)
@@ -297,13 +284,13 @@ func NewAdminServer(h http.Handler, c config.HTTPConfig, token []byte, log hclog
 		ln.Close()
 		return nil, nil, fmt.Errorf("http.admin_listen: %w", err)
 	}
-	return httpguard.NewServer(httpguard.Headers(guard.Wrap(h)), listenerLimits(c, true), log.Named("admin-http")), ln, nil
+	return httpguard.NewServer(httpguard.Headers(guard.Wrap(h)), c.Limits(true), log.Named("admin-http")), ln, nil
 }
 
 // AdminToken reads http.admin_token_file; with none configured it returns
 // nil, and warns when there is an admin listener (loopback only: Validate
 // refuses a token-less admin API anywhere else).
-func AdminToken(c config.HTTPConfig, log hclog.Logger) ([]byte, error) {
+func AdminToken(c httpguard.Config, log hclog.Logger) ([]byte, error) {
 	if c.AdminListen == "" {
 		return nil, nil
 	}
@@ -319,19 +306,11 @@ func AdminToken(c config.HTTPConfig, log hclog.Logger) ([]byte, error) {
 	return tok, nil
 }
 
-// PluginWatchInterval is how often the plugin directory is checked for
-// changed binaries when plugins.watch is on.
-const PluginWatchInterval = 2 * time.Second
-
-// PluginHostConfig is the plugin host's config for the daemon's plugins
-// settings: watching only when plugins.watch is on, the extra variables of
-// plugins.env, and the permission checks unless plugins.insecure_permissions.
-func PluginHostConfig(pc config.PluginsConfig, log hclog.Logger, channels []rules.ChannelConfig) pluginhost.Config {
-	cfg := pluginhost.Config{Dir: pc.Dir, Logger: log, Channels: channels, Env: pc.Env, InsecurePermissions: pc.InsecurePermissions}
-	if pc.Watch {
-		cfg.WatchInterval = PluginWatchInterval
-	}
-	return cfg
+// PluginHostConfig is the plugin host's config: the daemon's plugins
+// settings (pc), its logger and the channels of the rules.
+func PluginHostConfig(pc pluginhost.Config, log hclog.Logger, channels []rules.ChannelConfig) pluginhost.Config {
+	pc.Logger, pc.Channels = log, channels
+	return pc
 }
 
 // Run serves until ctx ends or SIGINT/SIGTERM arrives; SIGHUP reloads the
@@ -350,6 +329,9 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 
 	if err := d.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	for _, w := range d.Warnings {
+		log.Warn("config: " + w)
 	}
 	adminToken, err := AdminToken(d.HTTP, log)
 	if err != nil {
@@ -453,18 +435,14 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 			live.Close()
 		}
 	}()
-	pub := delivery.NewPublisher(pool, conn, log, delivery.PublisherConfig{
-		BatchSize: d.Publisher.BatchSize, PerMessage: d.Publisher.PerMessage,
-		PollInterval: d.Publisher.PollInterval, ReclaimAfter: d.Publisher.ReclaimAfter, Workers: d.Publisher.Workers,
-		Metrics: m,
-	})
-	relayCfg := relay.Config{
-		BatchSize: d.Relay.BatchSize, PollInterval: d.Relay.PollInterval, MaxAttempts: d.Relay.MaxAttempts, Workers: d.Relay.Workers,
-		Metrics: m,
-	}
+	pubCfg := d.Publisher
+	pubCfg.Metrics = m
+	pub := delivery.NewPublisher(pool, conn, log, pubCfg)
+	relayCfg := d.Relay
+	relayCfg.Metrics = m
 	var handoff *delivery.Handoff
 	if d.Publisher.Handoff {
-		handoff = delivery.NewHandoff(pool, conn, live, log, delivery.PublisherConfig{PerMessage: d.Publisher.PerMessage, Metrics: m}, pub.Kick)
+		handoff = delivery.NewHandoff(pool, conn, live, log, pubCfg, pub.Kick)
 		relayCfg.Handoff = handoff
 	}
 	rl := relay.New(pool, current, pub.Kick, log, relayCfg)

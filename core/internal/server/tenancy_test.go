@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/admin"
 	"github.com/heraldhq/herald/core/internal/api/openapitest"
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -61,7 +62,7 @@ func newWorld(t *testing.T) *world {
 	}
 	t.Cleanup(w.pools.Close)
 	d := config.DefaultDaemon()
-	d.HTTP.RateLimit = config.RateLimitConfig{} // the tests send bursts; rate limits have tests of their own
+	d.HTTP.RateLimit = httpguard.RateLimits{} // the tests send bursts; rate limits have tests of their own
 	pub, err := server.PublicAPI(ctx, d, w.pools, nil, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -569,10 +570,10 @@ func TestOpenPoolsRefusesAnAPIRoleThatBypassesRLS(t *testing.T) {
 	ctx := context.Background()
 	cfg := config.DefaultDaemon().Database
 	cfg.URL, cfg.MaxConns, cfg.APIMaxConns = db.URL, 2, 2
-	cases := map[string]func(c *config.DatabaseConfig){
-		"owner as API":  func(c *config.DatabaseConfig) { c.APIRole = "" },
-		"worker as API": func(c *config.DatabaseConfig) { c.APIRole = store.RoleWorker },
-		"superuser as API": func(c *config.DatabaseConfig) {
+	cases := map[string]func(c *store.Config){
+		"owner as API":  func(c *store.Config) { c.APIRole = "" },
+		"worker as API": func(c *store.Config) { c.APIRole = store.RoleWorker },
+		"superuser as API": func(c *store.Config) {
 			c.APIURL, c.APIRole = testenv.SuperuserURL(t, db), ""
 		},
 	}

@@ -25,19 +25,19 @@ func TestTopologyQueueType(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := map[string]struct {
-		amqp config.AMQPConfig
+		amqp broker.Config
 		want []broker.Queue
 	}{
 		"default: classic queues per channel": {
-			amqp: config.AMQPConfig{QueueType: config.QueueClassic},
+			amqp: broker.Config{QueueType: broker.QueueClassic},
 			want: []broker.Queue{{Name: "herald.email", Bindings: []string{"*.EMAIL"}}, {Name: "herald.push", Bindings: []string{"*.PUSH"}}},
 		},
 		"queue_type quorum: quorum queues per channel": {
-			amqp: config.AMQPConfig{QueueType: config.QueueQuorum},
+			amqp: broker.Config{QueueType: broker.QueueQuorum},
 			want: []broker.Queue{{Name: "herald.email", Bindings: []string{"*.EMAIL"}, Quorum: true}, {Name: "herald.push", Bindings: []string{"*.PUSH"}, Quorum: true}},
 		},
 		"configured queues: queue_type, or one queue's quorum": {
-			amqp: config.AMQPConfig{QueueType: config.QueueClassic, Queues: map[string]config.QueueConfig{
+			amqp: broker.Config{QueueType: broker.QueueClassic, Queues: map[string]broker.QueueConfig{
 				"a": {Bindings: []string{"*.EMAIL"}, Quorum: true},
 				"b": {Bindings: []string{"*.PUSH"}},
 			}},
@@ -47,7 +47,7 @@ func TestTopologyQueueType(t *testing.T) {
 			},
 		},
 		"configured queues under queue_type quorum": {
-			amqp: config.AMQPConfig{QueueType: config.QueueQuorum, Queues: map[string]config.QueueConfig{"b": {Bindings: []string{"*.PUSH"}}}},
+			amqp: broker.Config{QueueType: broker.QueueQuorum, Queues: map[string]broker.QueueConfig{"b": {Bindings: []string{"*.PUSH"}}}},
 			want: []broker.Queue{{Name: "b", Bindings: []string{"*.PUSH"}, Quorum: true}},
 		},
 	}

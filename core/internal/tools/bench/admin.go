@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -228,7 +229,7 @@ func RunAdmin(ctx context.Context, env Env, sc AdminScenario) (res AdminResult, 
 	}
 	defer pools.Close()
 	d := config.DefaultDaemon()
-	d.HTTP.RateLimit = config.RateLimitConfig{} // the benchmark is the only client
+	d.HTTP.RateLimit = httpguard.RateLimits{} // the benchmark is the only client
 	pub, err := server.PublicAPI(ctx, d, pools, nil, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
 	if err != nil {
 		return res, err

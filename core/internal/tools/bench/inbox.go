@@ -24,6 +24,7 @@ import (
 
 	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -344,7 +345,7 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 	// The real API, in this process, with the daemon's pools.
 	d := config.DefaultDaemon()
 	d.Database.URL, d.Database.APIMaxConns = dbURL, sc.APIConns
-	d.HTTP.RateLimit = config.RateLimitConfig{} // the benchmark is the only client
+	d.HTTP.RateLimit = httpguard.RateLimits{} // the benchmark is the only client
 	pools, err := server.OpenPools(ctx, d.Database)
 	if err != nil {
 		return res, err
