@@ -28,7 +28,10 @@ type Config struct {
 	// "classic" or "quorum" (replicated on the cluster's nodes: a queue
 	// survives the loss of a minority of them). A queue's type cannot
 	// change once it exists: RabbitMQ refuses the declaration, and Herald
-	// logs an error naming this setting and the queue.
+	// logs an error naming this setting and the queue, which is also the
+	// reason GET /admin/v1/ready gives. The connection is retried (the
+	// deliveries wait in the database) until the queue is drained and
+	// deleted (rabbitmqctl delete_queue) or the setting is put back.
 	QueueType string `koanf:"queue_type"`
 	// TLSCAFile is a PEM file of the CA certificates that sign the broker's
 	// certificate (amqps:// only; empty: the system's roots). The broker's
@@ -44,11 +47,13 @@ type Config struct {
 	// TLSServerName is the name the broker's certificate must hold when it
 	// is not the URL's host (empty: the URL's host).
 	TLSServerName string `koanf:"tls_server_name"`
-	// Exchange is the durable topic exchange deliveries are published to.
+	// Exchange is the durable topic exchange deliveries are published to,
+	// each with the routing key "<user type>.<channel>".
 	Exchange string `koanf:"exchange"`
-	// Queues maps queue names to their bindings and consumer settings
-	// (`queue "name" { ... }` blocks). With none, one queue per channel of
-	// the rules is declared: "herald.<channel>" bound to "*.<CHANNEL>".
+	// Queues maps the names of durable queues to their bindings and
+	// consumer settings (`queue "name" { ... }` blocks). With none, one
+	// queue per channel of the rules is declared: "herald.<channel>" bound
+	// to "*.<CHANNEL>".
 	Queues map[string]QueueConfig `koanf:"queue"`
 }
 

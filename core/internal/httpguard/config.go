@@ -19,15 +19,18 @@ type Config struct {
 	// it needs admin_token_file.
 	AdminListen string `koanf:"admin_listen"`
 	// AdminTokenFile holds the bearer token every admin API request must
-	// carry (read at start; mode 0600 or stricter). Relative to the config
-	// file.
+	// carry (read at start; mode 0600 or stricter): at least 16 printable
+	// ASCII characters without spaces (surrounding white space and the
+	// trailing newline are trimmed), the file at most 4 KiB. Relative to
+	// the config file.
 	AdminTokenFile string `koanf:"admin_token_file"`
 	// Pprof exposes /debug/pprof on the admin listener, behind its token.
 	Pprof bool `koanf:"pprof"`
-	// ReadHeaderTimeout bounds reading a request's headers; it also bounds
-	// how long a new connection may stay silent.
+	// ReadHeaderTimeout bounds reading a request's headers, on both
+	// listeners; it also bounds how long a new connection may stay silent.
 	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
-	// ReadTimeout bounds reading a whole request, body included.
+	// ReadTimeout bounds reading a whole request, body included, on both
+	// listeners.
 	ReadTimeout time.Duration `koanf:"read_timeout"`
 	// WriteTimeout bounds a public API request from the end of its headers
 	// to the end of its response.
@@ -44,7 +47,9 @@ type Config struct {
 	// MaxConns caps the open connections of each listener (0: no cap);
 	// connections beyond it wait in the kernel's backlog.
 	MaxConns int `koanf:"max_conns"`
-	// RateLimit bounds the public API's request rates.
+	// RateLimit bounds the public API's request rates: each rate has a
+	// token bucket of burst requests, and a request over its rate gets 429
+	// with Retry-After.
 	RateLimit RateLimits `koanf:"rate_limit"`
 }
 
@@ -57,7 +62,8 @@ type RateLimits struct {
 	PerKey float64 `koanf:"per_key"`
 	// PerIP is the requests per second one client IP (IPv4 address or IPv6
 	// /64; the TCP peer, so behind a reverse proxy the proxy) may make (0:
-	// no limit), counted before authentication, for every route.
+	// no limit), counted before authentication, for every route. Behind a
+	// reverse proxy, limit per client there and set per_ip to 0.
 	PerIP float64 `koanf:"per_ip"`
 	// Burst is how many requests a key or an IP may make at once above
 	// its rate.

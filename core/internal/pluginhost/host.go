@@ -104,8 +104,9 @@ func (b Backoff) delay(attempt int) time.Duration {
 type Config struct {
 	// Dir holds the herald-plugin-* binaries: provider plugin "email" runs
 	// herald-plugin-email there. It and the binaries must be owned by
-	// herald's user or root and writable by nobody else. Relative to the
-	// config file.
+	// herald's user or root and writable by neither their group nor others
+	// (a plugin that fails this is refused; see insecure_permissions).
+	// Relative to the config file.
 	Dir string `koanf:"dir"`
 	// Watch hot-swaps a plugin when its binary changes in the plugin
 	// directory (checked every 2s). Off: a new binary runs after `herald plugins reload

@@ -12,10 +12,16 @@ import (
 // tenant set per transaction, the pipeline as WorkerRole (every tenant),
 // the superadmin API as AdminRole (read only).
 type Config struct {
-	// URL is a libpq-style URL for the pipeline and the CLI; the role it
-	// logs in as owns Herald's tables when it runs the migrations. For TLS
-	// add sslmode=verify-full and sslrootcert=<CA file> (pgx reads libpq's
-	// ssl* parameters).
+	// URL is a libpq-style URL (or a libpq key/value string, "host=...
+	// dbname=...") for the pipeline and the CLI; the role it logs in as
+	// owns Herald's tables when it runs the migrations. For TLS add
+	// sslmode=verify-full and sslrootcert=<CA file> (pgx reads libpq's
+	// ssl* parameters). A connection attempt (TCP, TLS, startup and
+	// authentication) is bounded by the connect_timeout url gives, 10s when
+	// it gives none; and on Linux the kernel closes a connection whose sent
+	// data stays unacknowledged for 10s (TCP_USER_TIMEOUT): the statement
+	// fails and the pool dials again, so a network partition is noticed
+	// and retried rather than waited out on TCP's retransmission backoff.
 	URL string `koanf:"url"`
 	// MaxConns caps the pipeline's connection pool.
 	MaxConns int `koanf:"max_conns"`
