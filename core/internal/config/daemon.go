@@ -52,7 +52,8 @@ type Daemon struct {
 	Publisher delivery.PublisherConfig `koanf:"publisher"`
 	// Retry tunes the retry poller and the listeners' lease.
 	Retry RetryConfig `koanf:"retry"`
-	// Log sets the log level and format.
+	// Log sets the level and format of the daemon's log (hclog, on
+	// standard error).
 	Log LogConfig `koanf:"log"`
 	// Auth verifies end users' tokens (keys: `herald tokens keys add`).
 	Auth auth.Config `koanf:"auth"`
@@ -65,7 +66,8 @@ type Daemon struct {
 	Tracing tracing.Config `koanf:"tracing"`
 	// Retention drops old rows of the partitioned tables, whole months
 	// at a time, and sweeps what a partition cannot give; zero keeps them
-	// forever.
+	// forever. The daemon applies it at start and every hour; `herald
+	// retention status` shows what will go when.
 	Retention RetentionConfig `koanf:"retention"`
 
 	// Warnings are what LoadDaemon accepted but the operator should fix
@@ -80,12 +82,13 @@ type SupervisorConfig struct {
 	// ShutdownGrace bounds an orderly stop (SIGTERM, SIGINT or a failed
 	// stage): the HTTP listeners close, the relay stops claiming, handoffs
 	// finish or are left due, listeners finish their in-flight batches and
-	// the plugins close within it. Past it the daemon exits non-zero,
-	// naming the stages still running.
+	// the plugins close within it. Past it `herald serve` exits with
+	// status 1, naming the stages still running.
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
 	// LivenessTimeout is how long the daemon runs without its liveness
-	// lock (its PostgreSQL session lost and not taken again) before it
-	// stops as a failed stage.
+	// lock (its PostgreSQL session lost and not taken again) before the
+	// liveness stage fails: the daemon stops in order (within
+	// shutdown_grace) and exits with status 1.
 	LivenessTimeout time.Duration `koanf:"liveness_timeout"`
 }
 

@@ -151,10 +151,20 @@ An unknown key, a block given twice or a value of the wrong type is an error nam
 line and the key.
 
 Durations take a unit (` + "`\"30s\"`, `\"5m\"`, `\"720h\"`" + `); a bare number is refused. Any value, in the file
-or the environment, may be a reference instead of the secret itself: ` + "`\"env:NAME\"`" + ` (the herald
-process's variable NAME), ` + "`\"file:PATH\"`" + ` (the file's contents without the trailing newline,
-relative to the config file) or ` + "`\"raw:TEXT\"`" + ` (TEXT as written). Relative paths the file gives
+or the environment (` + "`HERALD_RULES`" + ` aside), may be a reference instead of the secret itself:
+` + "`\"env:NAME\"`" + ` (the herald process's variable NAME; unset is an error naming the key),
+` + "`\"file:PATH\"`" + ` (the file's contents without one trailing newline, relative to the config file; at
+most 1 MiB, and unreadable is an error naming the key and the path) or ` + "`\"raw:TEXT\"`" + ` (TEXT as
+written: the escape for a literal that starts with ` + "`env:`, `file:` or `raw:`" + `). The same references work in
+the ` + "`config`" + ` of every provider in the rules files ([rules.md](rules.md#secrets-in-provider-config)). Relative paths the file gives
 (` + "`rules`, `plugins.dir`, `http.admin_token_file`, `amqp.tls_*_file`" + `) are relative to the config file.
+
+The daemon file is read at start; the rules files, and the secrets their providers name, at start
+and on every rules reload. Plugins get resolved values only. The passwords of the database and
+broker URLs, and the values of every field a plugin declares secret, are never printed: ` + "`herald serve`" + `
+replaces them with ` + "`[redacted]`" + ` in its log (values of 8 bytes or more), the plugins' own log lines
+included. The rules files (channels and their providers, events, audiences, templates, defaults)
+are described in [rules.md](rules.md); the plugins' own config fields in [plugins.md](plugins.md).
 
 ` + "```hcl" + `
 database {
