@@ -34,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/heraldhq/herald/core/internal/progress"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
@@ -352,9 +353,9 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 			soak.producersStopped()
 		}
 	}()
-	var bar *Progress
+	var bar *progress.Bar
 	if env.Progress != nil {
-		bar = NewProgress(env.Progress, sc.Name, total, progressEvery, tail.count)
+		bar = progress.New(env.Progress, sc.Name, total, progressEvery, tail.count)
 	}
 	produceWG.Wait()
 	produced := int(enqueued.Load())
