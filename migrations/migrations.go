@@ -6,5 +6,5 @@ import "embed"
 
 // FS holds every NNNN_verb_noun.sql migration.
 //
-//go:embed *.sql
+//go:embed [0-9][0-9][0-9][0-9]_*.sql
 var FS embed.FS

@@ -75,7 +75,7 @@ for i in "${!paths[@]}"; do
 	fi
 	kind=$(native "$blob" "$size")
 	if [ -n "$kind" ]; then
-		fail "$path" "a $kind executable or object is tracked"
+		fail "$path" "a native executable or object ($kind) is tracked"
 		continue
 	fi
 	if [ "${modes[$i]}" = 100755 ]; then
