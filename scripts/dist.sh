@@ -61,7 +61,9 @@ case "$PKG_VERSION" in
 esac
 
 export GOOS=linux GOARCH=amd64
-buildflags=()
+# No VCS stamp of go build's own (the commit and its time come in LDFLAGS),
+# as make build: with -trimpath, two builds of one commit are the same bytes.
+buildflags=(-buildvcs=false)
 if [ "${DIST_DEV:-0}" != 1 ]; then
 	export CGO_ENABLED=0
 	buildflags+=(-trimpath)
