@@ -70,7 +70,7 @@ fi
 herald=${HERALD:-}
 if [ -z "$herald" ]; then
 	herald=$work/herald
-	"$GO" build -o "$herald" ./core/cmd/herald
+	"$GO" build -buildvcs=false -o "$herald" ./core/cmd/herald
 fi
 
 psql_admin -c "CREATE DATABASE $db" >/dev/null
