@@ -4,7 +4,8 @@ package migrations
 
 import "embed"
 
-// FS holds every NNNN_verb_noun.sql migration.
+// FS holds every NNNN_verb_noun.sql migration; schema.sql beside them,
+// the schema they build in one file (make schema), is not embedded.
 //
-//go:embed *.sql
+//go:embed [0-9][0-9][0-9][0-9]_*.sql
 var FS embed.FS

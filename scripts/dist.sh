@@ -61,7 +61,9 @@ case "$PKG_VERSION" in
 esac
 
 export GOOS=linux GOARCH=amd64
-buildflags=()
+# No VCS stamp of go build's own (the commit and its time come in LDFLAGS),
+# as make build: with -trimpath, two builds of one commit are the same bytes.
+buildflags=(-buildvcs=false)
 if [ "${DIST_DEV:-0}" != 1 ]; then
 	export CGO_ENABLED=0
 	buildflags+=(-trimpath)
@@ -153,6 +155,8 @@ Description: self-hosted notification gateway
 CONTROL
 find "$root" -exec touch -h -d "@$EPOCH" {} +
 deb="$DIST_DIR/herald_${PKG_VERSION}_amd64.deb"
-dpkg-deb --root-owner-group -Zgzip -z6 --build "$root" "$deb" >&2
+# dpkg-deb stamps the archive's members with SOURCE_DATE_EPOCH when set,
+# else with the clock: the commit's time keeps the .deb reproducible.
+SOURCE_DATE_EPOCH=$EPOCH dpkg-deb --root-owner-group -Zgzip -z6 --build "$root" "$deb" >&2
 echo "$DIST_DIR/$name.tar.gz"
 echo "$deb"

@@ -111,7 +111,7 @@ func TestPluginSendSpanIsAChildOfTheHosts(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range span.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range map[string]string{"herald.channel": "EMAIL", "herald.provider": "fake", "herald.batch_size": "1", "herald.outcome": "sent"} {
 		if attrs[k] != v {

@@ -9,7 +9,8 @@ import (
 
 // Version, Commit and BuildDate describe the build; make stamps them from
 // git with -ldflags "-X main.Version=$(git describe --tags --always
-// --dirty) -X main.Commit=... -X main.BuildDate=...".
+// --dirty) -X main.Commit=... -X main.BuildDate=..." (BuildDate is the
+// commit's time, so that a rebuild of one commit gives the same bytes).
 var (
 	Version   = "dev"
 	Commit    = ""

@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhq/herald/core/internal/directory"
+	"github.com/heraldhq/herald/core/internal/progress"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
-	"github.com/heraldhq/herald/core/internal/tools/bench"
 )
 
 func newDirectoryCmd() *cobra.Command {
@@ -98,13 +98,9 @@ func runDirectoryImport(ctx context.Context, stdout, stderr io.Writer, pool *pgx
 		}
 	}
 	dir := &res.Directory
-	rows := len(dir.Recipients) + len(dir.Groups) + len(dir.Members) + len(dir.Preferences) + len(dir.Settings)
-	for _, r := range dir.Recipients {
-		rows += len(r.DeviceTokens)
-	}
 	var done atomic.Int64
 	start := time.Now()
-	pr := bench.NewProgress(stderr, "rows imported", rows, 0, func() int { return int(done.Load()) })
+	pr := progress.New(stderr, "rows imported", store.ImportRows(dir), 0, func() int { return int(done.Load()) })
 	err = store.ImportDirectoryProgress(ctx, pool, tenant, dir, &done)
 	pr.Stop()
 	if err != nil {
@@ -120,22 +116,22 @@ func runDirectoryImport(ctx context.Context, stdout, stderr io.Writer, pool *pgx
 }
 
 // readDirectory parses a directory file, with a progress bar of the bytes
-// read when progress is set. A file that cannot be read as a directory at
+// read when showProgress is set. A file that cannot be read as a directory at
 // all is an ExitError 1 after its problem is printed.
-func readDirectory(stderr io.Writer, path string, format directory.Format, known func(groups, users []string) (map[string]bool, map[string]bool, error), progress bool) (*directory.Result, error) {
+func readDirectory(stderr io.Writer, path string, format directory.Format, known func(groups, users []string) (map[string]bool, map[string]bool, error), showProgress bool) (*directory.Result, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: err}
 	}
 	defer fh.Close()
 	var read atomic.Int64
-	var pr *bench.Progress
-	if progress {
+	var pr *progress.Bar
+	if showProgress {
 		size := 0
 		if st, err := fh.Stat(); err == nil {
 			size = int(st.Size())
 		}
-		pr = bench.NewProgress(stderr, "bytes checked", size, 0, func() int { return int(read.Load()) })
+		pr = progress.New(stderr, "bytes checked", size, 0, func() int { return int(read.Load()) })
 	}
 	res, err := directory.Parse(fh, path, directory.Options{Format: format, Known: known, Read: &read})
 	if pr != nil {

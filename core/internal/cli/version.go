@@ -25,7 +25,10 @@ var (
 	// Commit is the full git commit herald was built from. Empty: the
 	// vcs.revision go build recorded, if any.
 	Commit = ""
-	// BuildDate is when herald was built, RFC 3339 in UTC. Empty: unknown.
+	// BuildDate is the time of the commit herald was built from, RFC 3339
+	// in UTC: make and make dist stamp the commit's time, not the clock's,
+	// so that two builds of one commit are the same bytes. Empty:
+	// unknown.
 	BuildDate = ""
 )
 
@@ -37,7 +40,8 @@ type BuildInfo struct {
 	// neither make nor go build recorded it; "-dirty" follows it when the
 	// tree had changes go build saw.
 	Commit string `json:"commit"`
-	// BuildDate is when herald was built (RFC 3339), or "unknown".
+	// BuildDate is the time of the commit herald was built from (RFC
+	// 3339), or "unknown".
 	BuildDate string `json:"build_date"`
 	// GoVersion is the Go toolchain herald was built with.
 	GoVersion string `json:"go_version"`

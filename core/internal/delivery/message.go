@@ -6,7 +6,6 @@ package delivery
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -102,6 +101,3 @@ func DecodeEnvelope(body []byte) (Envelope, error) {
 	}
 	return e, nil
 }
-
-// errNoProvider prompts the listener to retry: no plugin serves the channel.
-var errNoProvider = errors.New("no provider serves the channel")

@@ -141,8 +141,6 @@ func TestEveryEndpointHidesOtherTenants(t *testing.T) {
 	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO notification_counters (tenant_id, user_id, unread) VALUES ('a', 'alice', 3)`); err != nil {
 		t.Fatal(err)
 	}
-	before := w.snapshot(t, "a")
-
 	cases := map[string]struct {
 		method, path, body string
 		key                string
@@ -162,7 +160,7 @@ func TestEveryEndpointHidesOtherTenants(t *testing.T) {
 	if err := store.EnsureProject(ctx, w.db.Pool, "a", "a-only", ""); err != nil {
 		t.Fatal(err)
 	}
-	before = w.snapshot(t, "a")
+	before := w.snapshot(t, "a")
 	covered := map[string]bool{}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

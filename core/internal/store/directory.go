@@ -162,7 +162,7 @@ func ImportDirectory(ctx context.Context, q TxBeginner, tenantID string, dir *ru
 }
 
 // ImportDirectoryProgress is ImportDirectory that adds every row it has
-// sent to done (when not nil), for a progress bar.
+// sent to done (when not nil), for a progress bar: ImportRows(dir) in all.
 func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string, dir *rules.Directory, done *atomic.Int64) error {
 	tx, err := q.Begin(ctx)
 	if err != nil {
@@ -174,10 +174,7 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 			done.Add(1)
 		}
 	}
-	var devices int
-	for _, r := range dir.Recipients {
-		devices += len(r.DeviceTokens) + len(r.Devices)
-	}
+	devices := deviceRows(dir)
 	steps := []struct {
 		what, table string
 		cols        []string
@@ -280,6 +277,23 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 		return fmt.Errorf("import directory: %w", err)
 	}
 	return nil
+}
+
+// ImportRows is how many rows ImportDirectoryProgress writes for dir, the
+// total its done counter reaches: one for each recipient, group, member,
+// preference and setting, and one for each device, whether declared as a
+// bare token (device_tokens) or with its kind (devices).
+func ImportRows(dir *rules.Directory) int {
+	return len(dir.Recipients) + deviceRows(dir) + len(dir.Groups) + len(dir.Members) + len(dir.Preferences) + len(dir.Settings)
+}
+
+// deviceRows is how many recipient_devices rows dir holds.
+func deviceRows(dir *rules.Directory) int {
+	n := 0
+	for _, r := range dir.Recipients {
+		n += len(r.DeviceTokens) + len(r.Devices)
+	}
+	return n
 }
 
 func quietEnds(q *rules.QuietHours) (string, string) {

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/heraldhq/herald/core/internal/progress"
 	"github.com/heraldhq/herald/core/internal/store"
 )
 
@@ -52,8 +53,8 @@ func newCeiling(name, unit string, ops int, elapsed time.Duration) Ceiling {
 
 // String formats c as "name: 9,100 msgs/s (50,000 in 5.49s)".
 func (c Ceiling) String() string {
-	return fmt.Sprintf("%s: %s %s (%s in %s)", c.Name, groupThousands(int64(c.PerSec+0.5)), c.Unit,
-		groupThousands(int64(c.Ops)), c.Elapsed.Round(time.Millisecond))
+	return fmt.Sprintf("%s: %s %s (%s in %s)", c.Name, progress.Thousands(int64(c.PerSec+0.5)), c.Unit,
+		progress.Thousands(int64(c.Ops)), c.Elapsed.Round(time.Millisecond))
 }
 
 // Scratch objects are named with these prefixes and a random suffix. The

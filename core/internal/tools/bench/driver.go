@@ -34,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/heraldhq/herald/core/internal/progress"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
@@ -196,150 +197,272 @@ const (
 	benchEventType = "BENCH_EVENT"
 )
 
-// Run runs one scenario from an empty database to the exactly-once check.
+// Run runs one scenario from an empty database to the exactly-once check,
+// in steps: set up the run's database, directory, topology and rules;
+// fill a soak run's backlog; start the daemons; measure (produce, follow
+// the sink's records until every delivery is final, stop the daemons,
+// take their memory peaks); and judge (the exactly-once check, the rates
+// and the latencies).
 func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	if sc.Window > 0 {
-		if sc.Deliveries < sc.Window || sc.Backlog < 1 || sc.Rate > 0 {
-			return res, fmt.Errorf("bench: soak run %s: want 1 ≤ window (%d) ≤ deliveries (%d), a backlog ≥ 1 (%d) and no rate (%v)",
-				sc.Name, sc.Window, sc.Deliveries, sc.Backlog, sc.Rate)
+		if err := checkSoakScenario(sc); err != nil {
+			return res, err
 		}
 		sc.Events = soakEvents(sc)
 	}
 	res.Scenario = sc
-	logf := env.Log
-	if logf == nil {
-		logf = func(string, ...any) {}
+	if err := checkScenario(sc); err != nil {
+		return res, err
 	}
+	r := &pipelineRun{env: env, sc: sc, logf: env.Log, res: &res}
+	if r.logf == nil {
+		r.logf = func(string, ...any) {}
+	}
+	defer r.close()
+	if err := r.setUp(ctx); err != nil {
+		return res, err
+	}
+	if err := r.fillBacklog(ctx); err != nil {
+		return res, err
+	}
+	if err := r.startDaemons(ctx); err != nil {
+		return res, err
+	}
+	m, err := r.measure(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := r.judge(ctx, m); err != nil {
+		return res, err
+	}
+	for _, d := range r.daemons {
+		if d.exitErr() != nil {
+			r.logf("%s: daemon %d exited: %v (log %s)", sc.Name, d.index, d.exitErr(), d.logPath)
+		}
+	}
+	return res, nil
+}
+
+// checkSoakScenario checks what a soak run (Window set) needs.
+func checkSoakScenario(sc Scenario) error {
+	if sc.Deliveries < sc.Window || sc.Backlog < 1 || sc.Rate > 0 {
+		return fmt.Errorf("bench: soak run %s: want 1 ≤ window (%d) ≤ deliveries (%d), a backlog ≥ 1 (%d) and no rate (%v)",
+			sc.Name, sc.Window, sc.Deliveries, sc.Backlog, sc.Rate)
+	}
+	return nil
+}
+
+// checkScenario checks the counts and the row-level security mode of any
+// run.
+func checkScenario(sc Scenario) error {
 	if sc.Events < 1 || sc.Recipients < 1 || sc.Channels < 1 || sc.Producers < 1 || sc.Serve < 1 {
-		return res, errors.New("bench: events, recipients, channels, producers and serve must be at least 1")
+		return errors.New("bench: events, recipients, channels, producers and serve must be at least 1")
 	}
 	if !sc.RLS.valid() {
-		return res, fmt.Errorf("bench: %s", sc.RLS)
+		return fmt.Errorf("bench: %s", sc.RLS)
 	}
+	return nil
+}
+
+// pipelineRun is one Run under way: what its steps set up and share, and
+// the cleanups that undo them, run in reverse order by close.
+type pipelineRun struct {
+	env  Env
+	sc   Scenario
+	logf func(format string, args ...any)
+	res  *Result
+
+	// Set up by setUp.
+	dir       string // configs, the sink's records and the daemons' logs
+	dbURL     string
+	pool      *pgxpool.Pool
+	groups    int
+	exchange  string
+	channels  []string
+	recordDir string
+
+	// commits holds each event's commit time (Unix ns); enqueued counts
+	// the events committed, filled those a soak run enqueued before its
+	// daemons started.
+	commits  []int64
+	enqueued atomic.Int64
+	filled   int
+
+	daemons []*daemon
+	// roots are the daemons' process ids.
+	roots []int
+
+	cleanups []func()
+}
+
+// onClose registers f to run when the run closes, before the cleanups
+// registered earlier.
+func (r *pipelineRun) onClose(f func()) { r.cleanups = append(r.cleanups, f) }
+
+// close runs the cleanups, the latest first.
+func (r *pipelineRun) close() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+// setUp makes the run's directory, its database (seeded with the
+// directory, row-level security as the scenario says), the names of its
+// broker topology and its rules file.
+func (r *pipelineRun) setUp(ctx context.Context) error {
+	sc, env := r.sc, r.env
 	sink := filepath.Join(env.PluginDir, "herald-plugin-sink")
 	if _, err := os.Stat(sink); err != nil {
-		return res, fmt.Errorf("bench: sink plugin %s: %w (build it with make bench-plugins)", sink, err)
+		return fmt.Errorf("bench: sink plugin %s: %w (build it with make bench-plugins)", sink, err)
 	}
 	id := fmt.Sprintf("%d_%d", time.Now().Unix(), os.Getpid())
 	dir, err := os.MkdirTemp("", "herald-bench-")
 	if err != nil {
-		return res, err
+		return err
 	}
+	r.dir = dir
 	if env.Keep {
-		res.Dir = dir
+		r.res.Dir = dir
 	} else {
-		defer os.RemoveAll(dir)
+		r.onClose(func() { os.RemoveAll(dir) })
 	}
 
 	// A database of the run's own.
 	dbURL, pool, dropDB, err := heraldDatabase(ctx, env.AdminDatabaseURL, "herald_bench_"+id, sc.Producers+2, sc.MigrationLevel)
 	if err != nil {
-		return res, err
+		return err
 	}
+	r.dbURL, r.pool = dbURL, pool
 	if !env.Keep {
-		defer func() { _ = dropDB() }()
+		r.onClose(func() { _ = dropDB() })
 	}
-	defer pool.Close()
+	r.onClose(pool.Close)
 	if sc.RLS == RLSOff {
 		if err := disableRLS(ctx, pool); err != nil {
-			return res, err
+			return err
 		}
 	}
-	if res.RelayRLS, err = relayRowSecurity(ctx, pool, sc.RLS); err != nil {
-		return res, err
+	if r.res.RelayRLS, err = relayRowSecurity(ctx, pool, sc.RLS); err != nil {
+		return err
 	}
-	groups := seedGroups(sc)
-	if err := seed(ctx, pool, sc, groups); err != nil {
-		return res, err
+	r.groups = seedGroups(sc)
+	if err := seed(ctx, pool, sc, r.groups); err != nil {
+		return err
 	}
 
 	// Topology names of the run's own, removed afterwards.
-	exchange := "herald.bench." + id
-	channels := make([]string, sc.Channels)
-	for i := range channels {
-		channels[i] = fmt.Sprintf("BENCH%d", i+1)
+	r.exchange = "herald.bench." + id
+	r.channels = make([]string, sc.Channels)
+	for i := range r.channels {
+		r.channels[i] = fmt.Sprintf("BENCH%d", i+1)
 	}
 	if !env.Keep {
-		defer deleteTopology(env.AMQPURL, exchange, channels)
+		r.onClose(func() { deleteTopology(env.AMQPURL, r.exchange, r.channels) })
 	}
-	recordDir := filepath.Join(dir, "records")
-	if err := os.MkdirAll(recordDir, 0o755); err != nil {
-		return res, err
+	r.recordDir = filepath.Join(dir, "records")
+	if err := os.MkdirAll(r.recordDir, 0o755); err != nil {
+		return err
 	}
 	rulesPath := filepath.Join(dir, "rules.hcl")
-	if err := os.WriteFile(rulesPath, []byte(rulesFile(sc, channels, recordDir)), 0o600); err != nil {
-		return res, err
-	}
+	return os.WriteFile(rulesPath, []byte(rulesFile(sc, r.channels, r.recordDir)), 0o600)
+}
 
-	// A soak run's producers fill the backlog before the daemons start,
-	// so that its first window, like every other, starts with the backlog
-	// built and sees the producers enqueue only what the daemon delivers
-	// (when they can keep up), not the backlog on top.
-	commits := make([]int64, sc.Events) // commit time per event, Unix ns
-	var enqueued atomic.Int64
-	filled := 0
-	if sc.Window > 0 {
-		fill := sc
-		fill.Events = sc.Backlog / sc.perEvent()
-		if err := produce(ctx, pool, fill, groups, commits, 0, &enqueued, nil); err != nil {
-			return res, fmt.Errorf("bench: %s: fill the backlog: %w", sc.Name, err)
-		}
-		filled = int(enqueued.Load())
+// fillBacklog has a soak run's producers fill the backlog before the
+// daemons start, so that its first window, like every other, starts with
+// the backlog built and sees the producers enqueue only what the daemon
+// delivers (when they can keep up), not the backlog on top. Any other run
+// enqueues nothing here.
+func (r *pipelineRun) fillBacklog(ctx context.Context) error {
+	sc := r.sc
+	r.commits = make([]int64, sc.Events)
+	if sc.Window == 0 {
+		return nil
 	}
+	fill := sc
+	fill.Events = sc.Backlog / sc.perEvent()
+	if err := produce(ctx, r.pool, fill, r.groups, r.commits, 0, &r.enqueued, nil); err != nil {
+		return fmt.Errorf("bench: %s: fill the backlog: %w", sc.Name, err)
+	}
+	r.filled = int(r.enqueued.Load())
+	return nil
+}
 
-	// Start the daemons.
-	var daemons []*daemon
-	defer func() {
-		for _, d := range daemons {
+// startDaemons starts the scenario's herald serve processes and waits
+// until each is ready.
+func (r *pipelineRun) startDaemons(ctx context.Context) error {
+	sc := r.sc
+	r.onClose(func() {
+		for _, d := range r.daemons {
 			d.stop()
 		}
-	}()
+	})
 	for i := range sc.Serve {
-		d, err := startDaemon(ctx, env, dir, i, dbURL, exchange, channels, sc)
+		d, err := startDaemon(ctx, r.env, r.dir, i, r.dbURL, r.exchange, r.channels, sc)
 		if err != nil {
-			return res, err
+			return err
 		}
-		daemons = append(daemons, d)
-		res.Admin = append(res.Admin, d.adminURL)
+		r.daemons = append(r.daemons, d)
+		r.res.Admin = append(r.res.Admin, d.adminURL)
 	}
-	for _, d := range daemons {
+	for _, d := range r.daemons {
 		if err := d.waitReady(ctx, 60*time.Second); err != nil {
-			return res, err
+			return err
 		}
 	}
 	if sc.Window > 0 {
-		logf("%s: %d daemon(s) ready (%s; the relay writes by %s); %d events enqueued before they started; enqueuing events × %d deliveries until %d are recorded, at most %d waiting",
-			sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), enqueued.Load(), sc.perEvent(), sc.Deliveries, sc.Backlog)
+		r.logf("%s: %d daemon(s) ready (%s; the relay writes by %s); %d events enqueued before they started; enqueuing events × %d deliveries until %d are recorded, at most %d waiting",
+			sc.Name, len(r.daemons), sc.RLS, relayWrite(r.res.RelayRLS), r.enqueued.Load(), sc.perEvent(), sc.Deliveries, sc.Backlog)
 	} else {
-		logf("%s: %d daemon(s) ready (%s; the relay writes by %s); enqueuing %d events × %d deliveries",
-			sc.Name, len(daemons), sc.RLS, relayWrite(res.RelayRLS), sc.Events, sc.perEvent())
+		r.logf("%s: %d daemon(s) ready (%s; the relay writes by %s); enqueuing %d events × %d deliveries",
+			sc.Name, len(r.daemons), sc.RLS, relayWrite(r.res.RelayRLS), sc.Events, sc.perEvent())
 	}
+	r.roots = make([]int, len(r.daemons))
+	for i, d := range r.daemons {
+		r.roots[i] = d.cmd.Process.Pid
+	}
+	return nil
+}
 
+// measured is what the measure step hands to judge.
+type measured struct {
+	// produced is how many events the producers committed; expected the
+	// deliveries they make.
+	produced, expected int
+	// wallStart is when the producers started (after a soak run's fill).
+	wallStart time.Time
+	// waitErr is why the run ended before every delivery was final, if it
+	// did.
+	waitErr error
+	tail    *recordTail
+}
+
+// measure produces the scenario's events while it follows the sink's
+// records and the processes' memory, waits until every expected delivery
+// is final in the database (or the run's Duration has passed), stops the
+// daemons and takes their peaks.
+func (r *pipelineRun) measure(ctx context.Context) (measured, error) {
+	sc, res := r.sc, r.res
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	roots := make([]int, len(daemons))
-	for i, d := range daemons {
-		roots[i] = d.cmd.Process.Pid
-	}
 	// Peaks come from the kernel's high-water mark (VmHWM), so a slow
 	// watch loses nothing of a process it sees at least once; each sample
 	// scans the whole of /proc, which the run would pay for in CPU.
-	rss := WatchRSS(watchCtx, rssEvery, roots...)
+	rss := WatchRSS(watchCtx, rssEvery, r.roots...)
 
 	// Produce, and follow the sink's records while it runs.
 	deadline := time.Now().Add(sc.Duration)
 	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
-	defer cancelRun()
+	r.onClose(cancelRun)
 	cpuStart, wallStart := selfCPU(), time.Now()
-	tail := newRecordTail(recordDir)
-	defer tail.close()
+	tail := newRecordTail(r.recordDir)
+	r.onClose(tail.close)
 	// A soak run's watch holds and stops the producers; any other run's
 	// producers enqueue sc.Events unheld.
 	var soak *soakWatch
 	var admit func(context.Context) bool
 	total := sc.Events * sc.perEvent()
 	if sc.Window > 0 {
-		soak = watchSoak(watchCtx, pool, sc.Window, sc.Deliveries, sc.Backlog, wallStart, tail.count,
-			func() int { return int(enqueued.Load()) * sc.perEvent() }, roots)
+		soak = watchSoak(watchCtx, r.pool, sc.Window, sc.Deliveries, sc.Backlog, wallStart, tail.count,
+			func() int { return int(r.enqueued.Load()) * sc.perEvent() }, r.roots)
 		admit, total = soak.admit, sc.Deliveries
 	}
 	var produceErr error
@@ -347,29 +470,29 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	produceWG.Add(1)
 	go func() {
 		defer produceWG.Done()
-		produceErr = produce(runCtx, pool, sc, groups, commits, int(enqueued.Load()), &enqueued, admit)
+		produceErr = produce(runCtx, r.pool, sc, r.groups, r.commits, int(r.enqueued.Load()), &r.enqueued, admit)
 		if soak != nil {
 			soak.producersStopped()
 		}
 	}()
-	var bar *Progress
-	if env.Progress != nil {
-		bar = NewProgress(env.Progress, sc.Name, total, progressEvery, tail.count)
+	var bar *progress.Bar
+	if r.env.Progress != nil {
+		bar = progress.New(r.env.Progress, sc.Name, total, progressEvery, tail.count)
 	}
 	produceWG.Wait()
-	produced := int(enqueued.Load())
-	expected := produced * sc.perEvent()
+	m := measured{produced: int(r.enqueued.Load()), wallStart: wallStart, tail: tail}
+	m.expected = m.produced * sc.perEvent()
 	if produceErr != nil && !errors.Is(produceErr, context.DeadlineExceeded) {
 		if bar != nil {
 			bar.Stop()
 		}
 		stopWatch()
-		return res, produceErr
+		return m, produceErr
 	}
 	// Wait for every expected delivery to reach a final state in the
 	// database (SENT or FAILED), polling the sink's records for progress
 	// and the database only when they say the run may be complete.
-	waitErr := waitDone(runCtx, pool, tail, expected)
+	m.waitErr = waitDone(runCtx, r.pool, tail, m.expected)
 	doneAt := time.Now()
 	if bar != nil {
 		bar.Stop()
@@ -380,37 +503,45 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 	}
 	rss.sample() // the last high-water marks, while every process is alive
 	if soak != nil {
-		res.Soak = soak.finish(expected, doneAt)
-		res.Soak.MigrationLevel, res.Soak.Filled = sc.MigrationLevel, filled*sc.perEvent()
+		res.Soak = soak.finish(m.expected, doneAt)
+		res.Soak.MigrationLevel, res.Soak.Filled = sc.MigrationLevel, r.filled*sc.perEvent()
 	}
-	for _, d := range daemons {
+	for _, d := range r.daemons {
 		d.stop()
 	}
 	stopWatch()
 	<-rss.Done()
 	res.Processes = rss.Peaks()
 	for _, p := range res.Processes {
-		if slices.Contains(roots, p.PID) {
+		if slices.Contains(r.roots, p.PID) {
 			res.DaemonPeakBytes = max(res.DaemonPeakBytes, p.PeakBytes)
 		} else {
 			res.PluginPeakBytes = max(res.PluginPeakBytes, p.PeakBytes)
 		}
 	}
+	return m, nil
+}
 
+// judge checks that every expected delivery was SENT exactly once and
+// computes the rates and latencies from the commit times, the sink's
+// records and the rows' timestamps.
+func (r *pipelineRun) judge(ctx context.Context, m measured) error {
+	sc, res, produced := r.sc, r.res, m.produced
 	res.EventsEnqueued = produced
-	res.Expected = expected
-	recs, err := tail.all()
+	res.Expected = m.expected
+	recs, err := m.tail.all()
 	if err != nil {
-		return res, err
+		return err
 	}
-	res.Check, err = check(ctx, pool, expected, recs)
+	res.Check, err = check(ctx, r.pool, m.expected, recs)
 	if err != nil {
-		return res, err
+		return err
 	}
-	if waitErr != nil {
+	if m.waitErr != nil {
 		res.Check.OK = false
 		res.Check.Detail = fmt.Sprintf("run cut off after %s: %s", sc.Duration, res.Check.Detail)
 	}
+	commits := r.commits
 	firstCommit, lastCommit := int64(0), int64(0)
 	for _, c := range commits[:produced] {
 		if c == 0 {
@@ -424,24 +555,24 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 		}
 	}
 	start := firstCommit
-	if filled > 0 {
+	if r.filled > 0 {
 		// A soak run is timed from when its daemons were ready, and the
 		// events it enqueued before, which waited for them to start, are
 		// left out of the latencies.
-		start = wallStart.UnixNano()
-		clear(commits[:filled])
+		start = m.wallStart.UnixNano()
+		clear(commits[:r.filled])
 	}
 	lat := &Latencies{}
 	var lastSent int64
-	for _, r := range recs {
-		if r.At > lastSent {
-			lastSent = r.At
+	for _, rec := range recs {
+		if rec.At > lastSent {
+			lastSent = rec.At
 		}
-		i, ok := eventIndex(r.EventID)
-		if !ok || i >= produced || commits[i] == 0 || r.Attempt != 1 {
+		i, ok := eventIndex(rec.EventID)
+		if !ok || i >= produced || commits[i] == 0 || rec.Attempt != 1 {
 			continue
 		}
-		lat.Add(time.Duration(r.At - commits[i]))
+		lat.Add(time.Duration(rec.At - commits[i]))
 	}
 	if start > 0 && lastSent > start {
 		res.Elapsed = time.Duration(lastSent - start)
@@ -453,16 +584,8 @@ func Run(ctx context.Context, env Env, sc Scenario) (res Result, err error) {
 		res.ProduceRate = float64(produced-1) / time.Duration(lastCommit-firstCommit).Seconds()
 	}
 	res.Latency = summarize(lat)
-	res.ToFanout, res.ToRecord, err = stageLatencies(ctx, pool, commits[:produced])
-	if err != nil {
-		return res, err
-	}
-	for _, d := range daemons {
-		if d.exitErr() != nil {
-			logf("%s: daemon %d exited: %v (log %s)", sc.Name, d.index, d.exitErr(), d.logPath)
-		}
-	}
-	return res, nil
+	res.ToFanout, res.ToRecord, err = stageLatencies(ctx, r.pool, commits[:produced])
+	return err
 }
 
 // How often a run samples memory, redraws its progress and looks for the

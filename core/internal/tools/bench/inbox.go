@@ -255,7 +255,10 @@ type inboxUser struct{ tenant, user string }
 
 func inboxUserID(u int) string { return "user-" + fmt.Sprintf("%05d", u) }
 
-// RunInbox runs the notification centre benchmark.
+// RunInbox runs the notification centre benchmark, in the steps
+// InboxScenario lists: a database of its own with the tenants, their token
+// keys and the notifications loaded; the API served in this process; then
+// the lone reader, the concurrent readers, the writers and the check.
 func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, err error) {
 	sc.setDefaults()
 	res.Scenario = sc
@@ -278,47 +281,97 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 	}
 	defer pool.Close()
 
-	perTenant := sc.Users / sc.Tenants
+	keys, err := inboxTenants(ctx, pool, sc)
+	if err != nil {
+		return res, err
+	}
+	if err := loadInbox(ctx, pool, sc, &res, logf); err != nil {
+		return res, err
+	}
+	users := make([]inboxUser, 0, sc.Users)
+	for t := range sc.Tenants {
+		for u := range sc.Users / sc.Tenants {
+			users = append(users, inboxUser{adminTenant(t), inboxUserID(u)})
+		}
+	}
+	api, err := serveInbox(ctx, sc, dbURL, keys, users)
+	if err != nil {
+		return res, err
+	}
+	defer api.close()
+
+	// 1. One reader alone.
+	if res.Baseline, err = api.baseline(ctx, sc, logf); err != nil {
+		return res, err
+	}
+	// 2. The concurrent readers.
+	if err := api.readers(ctx, sc, &res, logf); err != nil {
+		return res, err
+	}
+	// 3. The writers, on notifications sampled beforehand.
+	won, readIDs, err := api.writers(ctx, pool, sc, &res, logf)
+	if err != nil {
+		return res, err
+	}
+	// 4. The state the writes left.
+	res.Check, err = checkInbox(ctx, pool, won, readIDs)
+	if err != nil {
+		return res, err
+	}
+	for _, e := range append(append(res.Baseline[:len(res.Baseline):len(res.Baseline)], res.Reads...), res.Writes...) {
+		res.Failed += e.Failed
+	}
+	return res, nil
+}
+
+// inboxTenants creates the scenario's tenants, the extra projects of the
+// first few, and an HS256 token key each.
+func inboxTenants(ctx context.Context, pool *pgxpool.Pool, sc InboxScenario) (map[string]store.TokenKey, error) {
 	keys := map[string]store.TokenKey{}
 	for t := range sc.Tenants {
 		tenant := adminTenant(t)
 		if err := store.EnsureTenant(ctx, pool, tenant, "Inbox benchmark "+strconv.Itoa(t)); err != nil {
-			return res, err
+			return nil, err
 		}
 		if t < adminProjectTenants {
 			for _, p := range adminExtraProjects {
 				if err := store.EnsureProject(ctx, pool, tenant, p, p); err != nil {
-					return res, err
+					return nil, err
 				}
 			}
 		}
 		secret, err := auth.NewSecret()
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		k := store.TokenKey{TenantID: tenant, Kid: "inbox-bench", Alg: "HS256", Issuer: "https://inbox-bench.example", Key: secret}
 		if err := store.AddTokenKey(ctx, pool, k); err != nil {
-			return res, err
+			return nil, err
 		}
 		keys[tenant] = k
 	}
+	return keys, nil
+}
 
+// loadInbox inserts the notifications, shared ones included, fills the
+// counters, vacuums and records how long each took and the table's size.
+func loadInbox(ctx context.Context, pool *pgxpool.Pool, sc InboxScenario, res *InboxResult, logf func(string, ...any)) error {
 	res.SharedRows = sc.SharedEvents * sc.Sharers
 	logf("inbox: inserting %s notifications (%s shared: %s events × %d sharers) of %s users in %d tenants, %d days",
 		num(float64(sc.Rows)), num(float64(res.SharedRows)), num(float64(sc.SharedEvents)), sc.Sharers, num(float64(sc.Users)), sc.Tenants, sc.Days)
 	now := time.Now().UTC()
 	start := time.Now()
 	if err := loadNotifications(ctx, pool, AdminScenario{Rows: sc.Rows - res.SharedRows, Tenants: sc.Tenants,
-		UsersPerTenant: perTenant, Days: sc.Days}, now); err != nil {
-		return res, err
+		UsersPerTenant: sc.Users / sc.Tenants, Days: sc.Days}, now); err != nil {
+		return err
 	}
 	if err := loadShared(ctx, pool, sc, now); err != nil {
-		return res, err
+		return err
 	}
 	res.Load = time.Since(start)
 	start = time.Now()
 	if err := fillCounters(ctx, pool); err != nil {
-		return res, err
+		return err
 	}
 	res.Counters = time.Since(start)
 	// VACUUM as well as ANALYZE: the rows are as the daemon's tables are
@@ -326,86 +379,108 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 	// autovacuum does not start on the fresh million rows mid-measurement.
 	start = time.Now()
 	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) notifications, notification_counters, notification_actions`); err != nil {
-		return res, fmt.Errorf("bench: inbox: vacuum: %w", err)
+		return fmt.Errorf("bench: inbox: vacuum: %w", err)
 	}
 	res.Vacuum = time.Since(start)
 	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::bigint FROM pg_partition_tree('notifications') WHERE isleaf`).Scan(&res.TableBytes); err != nil {
-		return res, fmt.Errorf("bench: inbox: table size: %w", err)
+		return fmt.Errorf("bench: inbox: table size: %w", err)
 	}
 	logf("inbox: loaded in %s, counters in %s, VACUUM (ANALYZE) in %s; %s with indexes", res.Load.Round(100*time.Millisecond),
 		res.Counters.Round(100*time.Millisecond), res.Vacuum.Round(100*time.Millisecond), mib(res.TableBytes))
+	return nil
+}
 
-	users := make([]inboxUser, 0, sc.Users)
-	for t := range sc.Tenants {
-		for u := range perTenant {
-			users = append(users, inboxUser{adminTenant(t), inboxUserID(u)})
-		}
-	}
+// inboxAPI is the real public API served in this process on a loopback
+// listener, with the daemon's pools, and a client of it.
+type inboxAPI struct {
+	d     config.Daemon
+	cl    *inboxClient
+	keys  map[string]store.TokenKey
+	users []inboxUser
+	// close shuts the API down and closes its pools.
+	close func()
+}
 
-	// The real API, in this process, with the daemon's pools.
+// serveInbox serves the public API on the database at dbURL.
+func serveInbox(ctx context.Context, sc InboxScenario, dbURL string, keys map[string]store.TokenKey, users []inboxUser) (*inboxAPI, error) {
 	d := config.DefaultDaemon()
 	d.Database.URL, d.Database.APIMaxConns = dbURL, sc.APIConns
 	d.HTTP.RateLimit = httpguard.RateLimits{} // the benchmark is the only client
 	pools, err := server.OpenPools(ctx, d.Database)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer pools.Close()
 	pub, err := server.PublicAPI(ctx, d, pools, nil, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
 	if err != nil {
-		return res, err
+		pools.Close()
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return res, err
+		pools.Close()
+		return nil, err
 	}
 	srv := &http.Server{Handler: pub.Handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	defer func() {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		_ = srv.Shutdown(c)
-	}()
 	conns := sc.Readers + sc.Writers
 	cl := &inboxClient{base: "http://" + ln.Addr().String(), http: &http.Client{Timeout: 30 * time.Second,
 		Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute, DisableCompression: true}}}
-	defer cl.http.CloseIdleConnections()
-	tokens := func() (map[inboxUser]string, error) {
-		out := make(map[inboxUser]string, len(users))
-		at := time.Now()
-		for _, u := range users {
-			tok, err := auth.Issue(keys[u.tenant], d.Auth.Audience, auth.User{UserID: u.user, UserType: "STAFF"}, d.Auth.MaxTokenLifetime, at)
-			if err != nil {
-				return nil, err
-			}
-			out[u] = tok
-		}
-		return out, nil
-	}
+	return &inboxAPI{d: d, cl: cl, keys: keys, users: users, close: func() {
+		cl.http.CloseIdleConnections()
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = srv.Shutdown(c)
+		pools.Close()
+	}}, nil
+}
 
-	// 1. One reader alone.
-	toks, err := tokens()
+// tokens issues a fresh token for every user: each phase gets its own, so
+// that none expires within a phase.
+func (a *inboxAPI) tokens() (map[inboxUser]string, error) {
+	out := make(map[inboxUser]string, len(a.users))
+	at := time.Now()
+	for _, u := range a.users {
+		tok, err := auth.Issue(a.keys[u.tenant], a.d.Auth.Audience, auth.User{UserID: u.user, UserType: "STAFF"}, a.d.Auth.MaxTokenLifetime, at)
+		if err != nil {
+			return nil, err
+		}
+		out[u] = tok
+	}
+	return out, nil
+}
+
+// baseline has one reader alone send sc.Baseline rounds: the service time
+// of each read endpoint without queueing.
+func (a *inboxAPI) baseline(ctx context.Context, sc InboxScenario, logf func(string, ...any)) ([]EndpointResult, error) {
+	toks, err := a.tokens()
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	logf("inbox: one reader alone: %d rounds", sc.Baseline)
 	base := newReadEndpoints(sc.Limit)
 	rng := rand.New(rand.NewPCG(7, 0))
 	for range sc.Baseline {
-		u := users[rng.IntN(len(users))]
+		u := a.users[rng.IntN(len(a.users))]
 		for _, e := range base {
-			if err := cl.read(ctx, e, toks[u], true); err != nil {
-				return res, err
+			if err := a.cl.read(ctx, e, toks[u], true); err != nil {
+				return nil, err
 			}
 		}
 	}
+	var out []EndpointResult
 	for _, e := range base {
-		res.Baseline = append(res.Baseline, e.result(0))
+		out = append(out, e.result(0))
 	}
+	return out, nil
+}
 
-	// 2. The concurrent readers.
-	if toks, err = tokens(); err != nil {
-		return res, err
+// readers runs sc.Readers concurrent readers over random users, Warmup
+// unmeasured and then ReadFor measured, and records their endpoints, rate
+// and CPU in res.
+func (a *inboxAPI) readers(ctx context.Context, sc InboxScenario, res *InboxResult, logf func(string, ...any)) error {
+	toks, err := a.tokens()
+	if err != nil {
+		return err
 	}
 	logf("inbox: %d readers: %s unmeasured, then %s measured", sc.Readers, sc.Warmup, sc.ReadFor)
 	reads := newReadEndpoints(sc.Limit)
@@ -425,9 +500,9 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 				if !at.Before(end) || ctx.Err() != nil {
 					return
 				}
-				u := users[rng.IntN(len(users))]
+				u := a.users[rng.IntN(len(a.users))]
 				for _, e := range reads {
-					if err := cl.read(ctx, e, toks[u], !at.Before(measureFrom)); err != nil {
+					if err := a.cl.read(ctx, e, toks[u], !at.Before(measureFrom)); err != nil {
 						errs <- err
 						return
 					}
@@ -440,7 +515,7 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 	res.ReadCPU = (selfCPU() - time.Duration(cpuFrom.Load())).Seconds() / sc.ReadFor.Seconds()
 	close(errs)
 	if err := <-errs; err != nil {
-		return res, err
+		return err
 	}
 	answered := 0
 	for _, e := range reads {
@@ -450,18 +525,26 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 	}
 	res.ReadsPerSec = float64(answered) / sc.ReadFor.Seconds()
 	logf("inbox: %s reads/s", num(res.ReadsPerSec))
+	return nil
+}
 
-	// 3. The writers, on notifications sampled beforehand.
+// writers runs sc.Writers concurrent writers that mark unread
+// notifications read and act on shared ones, both sampled beforehand, for
+// WriteFor or MaxWrites requests, and records their endpoints and rate in
+// res. It returns how many actions were answered 200 and the ids of the
+// notifications answered 200 to read.
+func (a *inboxAPI) writers(ctx context.Context, pool *pgxpool.Pool, sc InboxScenario, res *InboxResult, logf func(string, ...any)) (int, []string, error) {
 	unread, err := sampleNotes(ctx, pool, `read_at IS NULL AND archived_at IS NULL`, sc.MaxWrites)
 	if err != nil {
-		return res, err
+		return 0, nil, err
 	}
 	shared, err := sampleNotes(ctx, pool, `share_key IS NOT NULL`, res.SharedRows)
 	if err != nil {
-		return res, err
+		return 0, nil, err
 	}
-	if toks, err = tokens(); err != nil {
-		return res, err
+	toks, err := a.tokens()
+	if err != nil {
+		return 0, nil, err
 	}
 	logf("inbox: %d writers: up to %s or %s writes, %.0f %% actions", sc.Writers, sc.WriteFor, num(float64(sc.MaxWrites)), sc.ActionShare*100)
 	readOp := &endpoint{name: "read", request: "POST /v1/inbox/{id}/read", lat: &Latencies{}}
@@ -469,9 +552,10 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 	var nextRead, nextAct, writes atomic.Int64
 	var readIDs []string
 	var readMu sync.Mutex
-	errs = make(chan error, sc.Writers)
-	begin = time.Now()
-	end = begin.Add(sc.WriteFor)
+	var wg sync.WaitGroup
+	errs := make(chan error, sc.Writers)
+	begin := time.Now()
+	end := begin.Add(sc.WriteFor)
 	for w := range sc.Writers {
 		wg.Add(1)
 		go func() {
@@ -480,7 +564,7 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 			for time.Now().Before(end) && ctx.Err() == nil && writes.Add(1) <= int64(sc.MaxWrites) {
 				if len(shared) > 0 && rng.Float64() < sc.ActionShare {
 					n := shared[int(nextAct.Add(1)-1)%len(shared)]
-					if err := cl.act(ctx, actOp, toks[n.inboxUser], n.id); err != nil {
+					if err := a.cl.act(ctx, actOp, toks[n.inboxUser], n.id); err != nil {
 						errs <- err
 						return
 					}
@@ -491,7 +575,7 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 					return
 				}
 				n := unread[i]
-				ok, err := cl.markRead(ctx, readOp, toks[n.inboxUser], n.id)
+				ok, err := a.cl.markRead(ctx, readOp, toks[n.inboxUser], n.id)
 				if err != nil {
 					errs <- err
 					return
@@ -508,9 +592,9 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 	res.WriteTime = time.Since(begin)
 	close(errs)
 	if err := <-errs; err != nil {
-		return res, err
+		return 0, nil, err
 	}
-	answered = 0
+	answered := 0
 	for _, e := range []*endpoint{readOp, actOp} {
 		r := e.result(res.WriteTime)
 		res.Writes = append(res.Writes, r)
@@ -518,16 +602,7 @@ func RunInbox(ctx context.Context, env Env, sc InboxScenario) (res InboxResult, 
 	}
 	res.WritesPerSec = float64(answered) / res.WriteTime.Seconds()
 	logf("inbox: %s writes/s over %s", num(res.WritesPerSec), res.WriteTime.Round(100*time.Millisecond))
-
-	// 4. The state the writes left.
-	res.Check, err = checkInbox(ctx, pool, int(actOp.won.Load()), readIDs)
-	if err != nil {
-		return res, err
-	}
-	for _, e := range append(append(res.Baseline[:len(res.Baseline):len(res.Baseline)], res.Reads...), res.Writes...) {
-		res.Failed += e.Failed
-	}
-	return res, nil
+	return int(actOp.won.Load()), readIDs, nil
 }
 
 // loadShared inserts the shared notifications: sc.SharedEvents events of

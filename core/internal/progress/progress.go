@@ -1,4 +1,7 @@
-package bench
+// Package progress draws a one-line progress bar on a terminal, or a plain
+// line every 2 s on any other writer. herald bench and herald directory
+// import use it.
+package progress
 
 import (
 	"fmt"
@@ -10,24 +13,24 @@ import (
 	"time"
 )
 
-// progressBarWidth is the number of cells between the brackets.
-const progressBarWidth = 20
+// barWidth is the number of cells between the brackets.
+const barWidth = 20
 
 // plainEvery is the shortest interval between two lines when the output is
 // not a terminal (a log file or a pipe).
 const plainEvery = 2 * time.Second
 
-// defaultProgressEvery is the redraw interval when NewProgress gets none.
-const defaultProgressEvery = 200 * time.Millisecond
+// defaultEvery is the redraw interval when New gets none.
+const defaultEvery = 200 * time.Millisecond
 
-// Progress draws a one-line progress bar such as
+// Bar draws a one-line progress bar such as
 //
 //	[#########...........] 45%  12,345/27,000 deliveries  4,012/s  eta 4s
 //
 // On a terminal it redraws the line in place with a carriage return; on any
 // other writer it prints a plain line at most every 2 s. The rate is the
-// average since the start. Start it with NewProgress and end it with Stop.
-type Progress struct {
+// average since the start. Start it with New and end it with Stop.
+type Bar struct {
 	w        io.Writer
 	label    string
 	total    int
@@ -41,23 +44,23 @@ type Progress struct {
 	lastLen  int // length of the last terminal line, to blank out leftovers
 }
 
-// NewProgress starts drawing the progress of current() towards total on w
+// New starts drawing the progress of current() towards total on w
 // every interval (at most every 2 s when w is not a terminal). label names
 // the unit, such as "deliveries". A total of zero or less means the total is
 // unknown: the bar, percentage and eta are left out. current is called from
 // another goroutine, so it must be safe for concurrent use.
-func NewProgress(w io.Writer, label string, total int, every time.Duration, current func() int) *Progress {
-	return newProgress(w, label, total, every, current, isTerminal(w))
+func New(w io.Writer, label string, total int, every time.Duration, current func() int) *Bar {
+	return newBar(w, label, total, every, current, isTerminal(w))
 }
 
-func newProgress(w io.Writer, label string, total int, every time.Duration, current func() int, terminal bool) *Progress {
+func newBar(w io.Writer, label string, total int, every time.Duration, current func() int, terminal bool) *Bar {
 	if every <= 0 {
-		every = defaultProgressEvery
+		every = defaultEvery
 	}
 	if !terminal && every < plainEvery {
 		every = plainEvery
 	}
-	p := &Progress{
+	p := &Bar{
 		w: w, label: label, total: total, current: current, terminal: terminal,
 		start: time.Now(), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -78,7 +81,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func (p *Progress) run(every time.Duration) {
+func (p *Bar) run(every time.Duration) {
 	defer close(p.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -94,7 +97,7 @@ func (p *Progress) run(every time.Duration) {
 
 // Stop stops redrawing and prints the final state followed by a newline.
 // Later calls do nothing.
-func (p *Progress) Stop() {
+func (p *Bar) Stop() {
 	p.stopOnce.Do(func() {
 		close(p.stop)
 		<-p.done
@@ -104,7 +107,7 @@ func (p *Progress) Stop() {
 
 // draw writes one state. It is called by one goroutine at a time: the
 // constructor, then run, then Stop after run has returned.
-func (p *Progress) draw(cur int, elapsed time.Duration, final bool) {
+func (p *Bar) draw(cur int, elapsed time.Duration, final bool) {
 	line := p.line(cur, elapsed, final)
 	if !p.terminal {
 		fmt.Fprintln(p.w, line)
@@ -124,7 +127,7 @@ func (p *Progress) draw(cur int, elapsed time.Duration, final bool) {
 
 // line renders the state after elapsed with cur done. The final line shows
 // the elapsed time instead of the eta.
-func (p *Progress) line(cur int, elapsed time.Duration, final bool) string {
+func (p *Bar) line(cur int, elapsed time.Duration, final bool) string {
 	var b strings.Builder
 	rate := 0.0
 	if elapsed > 0 {
@@ -133,18 +136,18 @@ func (p *Progress) line(cur int, elapsed time.Duration, final bool) string {
 	if p.total > 0 {
 		frac := float64(cur) / float64(p.total)
 		frac = max(0, min(1, frac))
-		cells := int(frac * progressBarWidth)
+		cells := int(frac * barWidth)
 		b.WriteByte('[')
 		b.WriteString(strings.Repeat("#", cells))
-		b.WriteString(strings.Repeat(".", progressBarWidth-cells))
-		fmt.Fprintf(&b, "] %3d%%  %s/%s", int(frac*100), groupThousands(int64(cur)), groupThousands(int64(p.total)))
+		b.WriteString(strings.Repeat(".", barWidth-cells))
+		fmt.Fprintf(&b, "] %3d%%  %s/%s", int(frac*100), Thousands(int64(cur)), Thousands(int64(p.total)))
 	} else {
-		b.WriteString(groupThousands(int64(cur)))
+		b.WriteString(Thousands(int64(cur)))
 	}
 	if p.label != "" {
 		b.WriteString(" " + p.label)
 	}
-	b.WriteString("  " + groupThousands(int64(rate+0.5)) + "/s")
+	b.WriteString("  " + Thousands(int64(rate+0.5)) + "/s")
 	switch {
 	case final:
 		b.WriteString("  in " + formatSeconds(elapsed))
@@ -182,8 +185,8 @@ func formatSeconds(d time.Duration) string {
 	return formatETA(d)
 }
 
-// groupThousands formats n with commas between groups of three digits.
-func groupThousands(n int64) string {
+// Thousands formats n with commas between groups of three digits.
+func Thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	neg := strings.HasPrefix(s, "-")
 	if neg {

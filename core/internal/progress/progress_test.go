@@ -1,4 +1,4 @@
-package bench
+package progress
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func TestProgressLine(t *testing.T) {
 		"no label": {cur: 5, elapsed: time.Second, total: 10, label: "-",
 			want: "[##########..........]  50%  5/10  5/s  eta 1s"},
 	} {
-		q := &Progress{label: "deliveries", total: 27000}
+		q := &Bar{label: "deliveries", total: 27000}
 		if tc.total != 0 {
 			q.total = max(tc.total, 0)
 		}
@@ -55,12 +55,12 @@ func TestProgressLine(t *testing.T) {
 	}
 }
 
-func TestGroupThousands(t *testing.T) {
+func TestThousands(t *testing.T) {
 	t.Parallel()
 	for n, want := range map[int64]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 12345: "12,345",
 		1234567: "1,234,567", -1234: "-1,234", -999: "-999"} {
-		if got := groupThousands(n); got != want {
-			t.Errorf("groupThousands(%d) = %q, want %q", n, got, want)
+		if got := Thousands(n); got != want {
+			t.Errorf("Thousands(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
@@ -72,7 +72,7 @@ func TestProgressPlain(t *testing.T) {
 	var buf bytes.Buffer
 	var cur atomic.Int64
 	cur.Store(250)
-	p := NewProgress(&buf, "deliveries", 1000, time.Millisecond, func() int { return int(cur.Load()) })
+	p := New(&buf, "deliveries", 1000, time.Millisecond, func() int { return int(cur.Load()) })
 	if p.terminal {
 		t.Fatal("a bytes.Buffer is taken for a terminal")
 	}
@@ -100,7 +100,7 @@ func TestProgressTerminal(t *testing.T) {
 	t.Parallel()
 	var buf testenv.LogBuffer
 	var cur atomic.Int64
-	p := newProgress(&buf, "events", 20000, time.Millisecond, func() int { return int(cur.Load()) }, true)
+	p := newBar(&buf, "events", 20000, time.Millisecond, func() int { return int(cur.Load()) }, true)
 	// The first state is drawn at once.
 	if got := buf.String(); !strings.HasPrefix(got, "\r[....................]   0%  0/20,000 events") {
 		t.Errorf("first draw = %q", got)
@@ -126,7 +126,7 @@ func TestProgressTerminal(t *testing.T) {
 func TestProgressPadding(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	p := &Progress{w: &buf, label: "x", total: 0, terminal: true}
+	p := &Bar{w: &buf, label: "x", total: 0, terminal: true}
 	p.draw(123456789, time.Second, false)
 	long := buf.Len()
 	buf.Reset()
