@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/store"
 )
 
@@ -49,7 +49,7 @@ With --directory it prints the directory format's schema instead, the same
 as herald directory schema.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := config.RulesJSONSchema()
+			out := rulesfile.JSONSchema()
 			if dir {
 				var err error
 				if out, err = directory.Schema(false); err != nil {
@@ -122,7 +122,7 @@ func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, to
 		channels   = map[string]bool{}
 	)
 	for _, set := range sets {
-		rs, read, warnings, err := config.CheckRules(config.RulesOptions{PluginDir: pluginDir, KeepReferences: noResolve}, set...)
+		rs, read, warnings, err := rulesfile.Check(rulesfile.Options{PluginDir: pluginDir, KeepReferences: noResolve}, set...)
 		// Warnings do not change the exit code.
 		for _, w := range warnings {
 			fmt.Fprintln(stderr, "warning: "+w.Error())
@@ -131,7 +131,7 @@ func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, to
 			files[f] = true
 		}
 		if err != nil {
-			var errs config.RulesErrors
+			var errs rulesfile.Errors
 			if errors.As(err, &errs) {
 				for _, e := range errs {
 					fmt.Fprintln(stderr, e.Error())
@@ -239,9 +239,9 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 	}
 	// Explaining starts no plugin: provider config, and its secrets, are
 	// not needed.
-	rs, _, err := config.LoadRulesWith(config.RulesOptions{KeepReferences: true}, o.rules...)
+	rs, _, err := rulesfile.LoadWith(rulesfile.Options{KeepReferences: true}, o.rules...)
 	if err != nil {
-		var errs config.RulesErrors
+		var errs rulesfile.Errors
 		if errors.As(err, &errs) {
 			for _, e := range errs {
 				fmt.Fprintln(stderr, e.Error())

@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
@@ -360,8 +360,8 @@ func TestRulesSchemaCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if stdout != string(config.RulesJSONSchema()) {
-		t.Error("rules schema does not print config.RulesJSONSchema")
+	if stdout != string(rulesfile.JSONSchema()) {
+		t.Error("rules schema does not print rulesfile.JSONSchema")
 	}
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || doc["$schema"] == nil {

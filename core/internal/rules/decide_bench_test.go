@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 )
 
 // BenchmarkDecideIndexed is the relay's decision for one event reaching a
 // group of 50 staff (the hot path; explanation fields are left out).
 func BenchmarkDecideIndexed(b *testing.B) {
-	rs, _, err := config.LoadRulesWith(config.RulesOptions{KeepReferences: true}, "../../../examples/rules/herald.hcl")
+	rs, _, err := rulesfile.LoadWith(rulesfile.Options{KeepReferences: true}, "../../../examples/rules/herald.hcl")
 	if err != nil {
 		b.Fatal(err)
 	}

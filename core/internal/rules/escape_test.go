@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 )
 
 const slackRules = `
@@ -46,7 +46,7 @@ func TestSlackEscapesInterpolatedValues(t *testing.T) {
 	if err := os.WriteFile(p, []byte(slackRules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := config.LoadRules(p)
+	rs, err := rulesfile.Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}

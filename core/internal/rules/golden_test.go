@@ -15,9 +15,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/tools/txtar"
 
-	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected sections of testdata/*.txtar")
@@ -99,7 +99,7 @@ func runGolden(t *testing.T, file string) {
 	}
 
 	got := map[string]string{}
-	rs, _, warnings, err := config.CheckRules(config.RulesOptions{}, rulesPaths...)
+	rs, _, warnings, err := rulesfile.Check(rulesfile.Options{}, rulesPaths...)
 	if len(warnings) > 0 {
 		got["warnings.txt"] = strings.ReplaceAll(warnings.Error(), dir+string(filepath.Separator), "") + "\n"
 	}

@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 )
 
 // TestPreparedEventRendersPerRecipient renders one prepared event for two
@@ -27,7 +27,7 @@ event "E" {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := config.LoadRules(path)
+	rs, err := rulesfile.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

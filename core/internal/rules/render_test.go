@@ -7,13 +7,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 )
 
 func exampleRules(t *testing.T) *rules.RuleSet {
 	t.Helper()
-	rs, err := config.LoadRules("../../../examples/rules/herald.hcl")
+	rs, err := rulesfile.Load("../../../examples/rules/herald.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 // Spec is the declarative form of a rule set: what an operator writes in the
 // rules files, after parsing and with defaults applied. New compiles a Spec
-// into a RuleSet. The config package builds a Spec from HCL or YAML files;
+// into a RuleSet. Package rulesfile builds a Spec from HCL or YAML files;
 // tests and tools may build one directly.
 type Spec struct {
 	// Channels are the configured channels, sorted by name.

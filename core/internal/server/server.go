@@ -32,6 +32,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/webinbox"
@@ -358,7 +359,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	if len(d.Rules) == 0 {
 		return errors.New("rules: no rules files configured (set rules = [...] or HERALD_RULES)")
 	}
-	watcher, err := config.NewRulesWatcher(d.Rules, log.Named("rules"))
+	watcher, err := rulesfile.NewWatcher(d.Rules, log.Named("rules"))
 	if err != nil {
 		return err
 	}

@@ -20,8 +20,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
-	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/internal/pushpeer"
 	"github.com/heraldhq/herald/sdk"
@@ -53,7 +53,7 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 	for name, val := range quickstartEnv(p.tlsDir, func(name string) string { return p.readTLSFile(t, name) }) {
 		t.Setenv(name, val)
 	}
-	rs, err := config.LoadRules(filepath.Join(qs, "rules.hcl"))
+	rs, err := rulesfile.Load(filepath.Join(qs, "rules.hcl"))
 	if err != nil {
 		t.Fatalf("load quickstart rules: %v", err)
 	}
@@ -465,7 +465,7 @@ func TestReadmeMalformedEventNamesPax(t *testing.T) {
 	}
 	// The schema check needs no secret: keep the references as written
 	// (the TLS keys exist only once herald devpeers has run).
-	rs, _, err := config.LoadRulesWith(config.RulesOptions{KeepReferences: true}, filepath.Join(root, "examples", "quickstart", "rules.hcl"))
+	rs, _, err := rulesfile.LoadWith(rulesfile.Options{KeepReferences: true}, filepath.Join(root, "examples", "quickstart", "rules.hcl"))
 	if err != nil {
 		t.Fatalf("load quickstart rules: %v", err)
 	}

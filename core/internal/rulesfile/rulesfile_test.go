@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"errors"
@@ -14,11 +14,11 @@ import (
 
 func TestExampleRulesHCLAndYAMLAreEqual(t *testing.T) {
 	t.Parallel()
-	hcl, err := LoadRules("../../../examples/rules/herald.hcl")
+	hcl, err := Load("../../../examples/rules/herald.hcl")
 	if err != nil {
 		t.Fatalf("herald.hcl: %v", err)
 	}
-	yaml, err := LoadRules("../../../examples/rules/herald.yaml")
+	yaml, err := Load("../../../examples/rules/herald.yaml")
 	if err != nil {
 		t.Fatalf("herald.yaml: %v", err)
 	}
@@ -187,14 +187,14 @@ a.hcl:11: event "PING": severity: "severity" is an attribute: write severity = v
 			for _, p := range tc.paths {
 				paths = append(paths, filepath.Join(dir, p))
 			}
-			rs, err := LoadRules(paths...)
+			rs, err := Load(paths...)
 			if tc.wantErr != "" {
 				if err == nil {
 					t.Fatal("got no error")
 				}
-				var errs RulesErrors
+				var errs Errors
 				if !errors.As(err, &errs) {
-					t.Fatalf("error %T is not RulesErrors", err)
+					t.Fatalf("error %T is not Errors", err)
 				}
 				got := strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "")
 				if diff := cmp.Diff(tc.wantErr, got); diff != "" {
@@ -215,12 +215,12 @@ a.hcl:11: event "PING": severity: "severity" is an attribute: write severity = v
 func TestRulesErrorFields(t *testing.T) {
 	t.Parallel()
 	dir := writeRulesFiles(t, map[string]string{"a.hcl": strings.Replace(pingHCL, `user_type = "ADMIN"`, `user_typ = "ADMIN"`, 1)})
-	_, err := LoadRules(filepath.Join(dir, "a.hcl"))
-	var errs RulesErrors
+	_, err := Load(filepath.Join(dir, "a.hcl"))
+	var errs Errors
 	if !errors.As(err, &errs) {
-		t.Fatalf("got %v, want RulesErrors", err)
+		t.Fatalf("got %v, want Errors", err)
 	}
-	want := RulesErrors{
+	want := Errors{
 		{File: filepath.Join(dir, "a.hcl"), Line: 6, Column: 3, Rule: `event "PING"`, Field: "audience.0", Msg: "set exactly one of group, user, user_type and payload_path",
 			Snippet: "    6 |   audience {\n      |   ^"},
 		{File: filepath.Join(dir, "a.hcl"), Line: 7, Column: 5, Rule: `event "PING"`, Field: "audience.0.user_typ", Msg: `unknown field "user_typ" (did you mean "user_type"?)`,
