@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhq/herald/core/internal/directory"
-	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/tools/bench"
 )
@@ -221,7 +220,7 @@ groups and users) is checked by herald directory check / import.`,
 
 // readExplainDirectory reads the --directory file of rules explain: every
 // problem is listed and none may remain.
-func readExplainDirectory(stderr io.Writer, path string) (*rules.Directory, error) {
+func readExplainDirectory(stderr io.Writer, path string) (*directory.Directory, error) {
 	res, err := readDirectory(stderr, path, "", nil, false)
 	if err != nil {
 		return nil, err

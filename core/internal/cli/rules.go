@@ -267,7 +267,7 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 		fmt.Fprintf(stderr, "warning: the event would be refused at enqueue: %v\n", err)
 	}
 
-	var dir *rules.Directory
+	var dir *directory.Directory
 	if o.databaseURL != "" {
 		tenant := o.tenant
 		if tenant == "" {
@@ -282,7 +282,7 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 		}
 		if o.user != "" {
 			// The user is loaded even when no audience reaches them.
-			needs = needs.Union(rules.Needs{UserIDs: []string{o.user}})
+			needs = needs.Union(directory.Needs{UserIDs: []string{o.user}})
 		}
 		pool, err := pgxpool.New(ctx, o.databaseURL)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -314,7 +315,7 @@ func TestRulesExplain(t *testing.T) {
 func TestRulesExplainLiveDirectory(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
-	var dir rules.Directory
+	var dir directory.Directory
 	b, err := os.ReadFile(examples + "directory/restaurant5.json")
 	if err != nil {
 		t.Fatal(err)

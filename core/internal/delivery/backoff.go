@@ -1,19 +1,19 @@
 package delivery
 
 import (
+	"github.com/heraldhq/herald/core/internal/channel"
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/backoff"
-	"github.com/heraldhq/herald/core/internal/rules"
 )
 
 // DefaultRetry is used for channels without a retry policy.
-var DefaultRetry = rules.RetryPolicy{MaxAttempts: 5, Initial: 2 * time.Second, Max: 10 * time.Minute, Multiplier: 2, Jitter: 0.2}
+var DefaultRetry = channel.RetryPolicy{MaxAttempts: 5, Initial: 2 * time.Second, Max: 10 * time.Minute, Multiplier: 2, Jitter: 0.2}
 
 // Backoff returns the delay before the attempt after `attempt` (1-based):
 // exponential from Initial by Multiplier, capped at Max, with ±Jitter, and
 // never shorter than the provider's retryAfter.
-func Backoff(p rules.RetryPolicy, attempt int, retryAfter time.Duration) time.Duration {
+func Backoff(p channel.RetryPolicy, attempt int, retryAfter time.Duration) time.Duration {
 	if p.Initial <= 0 {
 		p.Initial = DefaultRetry.Initial
 	}

@@ -1,17 +1,16 @@
 package delivery
 
 import (
+	"github.com/heraldhq/herald/core/internal/channel"
 	"testing"
 	"time"
-
-	"github.com/heraldhq/herald/core/internal/rules"
 )
 
 func TestBackoff(t *testing.T) {
 	t.Parallel()
-	exact := rules.RetryPolicy{Initial: time.Second, Max: time.Minute, Multiplier: 3}
+	exact := channel.RetryPolicy{Initial: time.Second, Max: time.Minute, Multiplier: 3}
 	tests := map[string]struct {
-		p          rules.RetryPolicy
+		p          channel.RetryPolicy
 		attempt    int
 		retryAfter time.Duration
 		want       time.Duration
@@ -21,8 +20,8 @@ func TestBackoff(t *testing.T) {
 		"capped":                   {exact, 10, 0, time.Minute},
 		"retry-after is the floor": {exact, 1, 30 * time.Second, 30 * time.Second},
 		"retry-after below delay":  {exact, 3, time.Second, 9 * time.Second},
-		"defaults":                 {rules.RetryPolicy{}, 2, 0, 4 * time.Second},
-		"default cap":              {rules.RetryPolicy{}, 100, 0, 10 * time.Minute},
+		"defaults":                 {channel.RetryPolicy{}, 2, 0, 4 * time.Second},
+		"default cap":              {channel.RetryPolicy{}, 100, 0, 10 * time.Minute},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package pluginhost
 
 import (
 	"encoding/json"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,12 +10,11 @@ import (
 	"testing"
 
 	"github.com/heraldhq/herald/core/internal/api/openapitest"
-	"github.com/heraldhq/herald/core/internal/rules"
 )
 
 func TestAdminHandler(t *testing.T) {
 	t.Parallel()
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, nil)
 	srv := httptest.NewServer(AdminHandler(env.h))
 	defer srv.Close()
 	openapitest.Watch(t, srv.URL)

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"os"
 	"sort"
 	"sync"
@@ -37,7 +38,6 @@ import (
 
 	"github.com/heraldhq/herald/core/internal/backoff"
 	"github.com/heraldhq/herald/core/internal/metrics"
-	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"
@@ -107,7 +107,7 @@ type Config struct {
 	// under plugin=<name>, channel=<channel>, provider=<provider>.
 	Logger hclog.Logger
 	// Channels maps each channel to its providers.
-	Channels []rules.ChannelConfig
+	Channels []channel.Config
 	// HealthInterval is how often serving plugins are health-checked
 	// (default 10s). Breaker.HealthFailures failed checks in a row open the
 	// provider's circuit.
@@ -148,7 +148,7 @@ type Config struct {
 	// another user than the host's or root. For development only.
 	InsecurePermissions bool
 	// Breaker configures failover between the providers of a channel. A
-	// channel's rules may set their own cooldown (rules.BreakerConfig).
+	// channel's rules may set their own cooldown (channel.Breaker).
 	Breaker BreakerPolicy
 	// HostCapabilities is sent to plugins in ConfigureRequest.
 	HostCapabilities []string
@@ -203,7 +203,7 @@ func (c *Config) Validate() error {
 	return validateChannels(c.Channels)
 }
 
-func validateChannels(chs []rules.ChannelConfig) error {
+func validateChannels(chs []channel.Config) error {
 	seen := map[string]bool{}
 	for _, ch := range chs {
 		if ch.Name == "" {
@@ -246,7 +246,7 @@ type Host struct {
 
 // channelGroup is one channel's providers in failover order.
 type channelGroup struct {
-	cfg       rules.ChannelConfig
+	cfg       channel.Config
 	providers []*provider
 }
 
@@ -326,7 +326,7 @@ func (h *Host) startProviders(ctx context.Context, ps []*provider) {
 
 // buildGroups makes channel groups for chs, reusing providers from keep
 // (keyed by channel/provider) when their config is unchanged.
-func (h *Host) buildGroups(chs []rules.ChannelConfig, keep map[string]*provider) map[string]*channelGroup {
+func (h *Host) buildGroups(chs []channel.Config, keep map[string]*provider) map[string]*channelGroup {
 	groups := make(map[string]*channelGroup, len(chs))
 	for _, ch := range chs {
 		g := &channelGroup{cfg: ch}
@@ -357,7 +357,7 @@ func (h *Host) buildGroups(chs []rules.ChannelConfig, keep map[string]*provider)
 
 // breakerPolicy is the breaker policy of ch's providers: the host's, with
 // the channel's own cooldown when its rules give one.
-func (h *Host) breakerPolicy(ch rules.ChannelConfig) BreakerPolicy {
+func (h *Host) breakerPolicy(ch channel.Config) BreakerPolicy {
 	pol := h.cfg.Breaker
 	if ch.Breaker.Cooldown > 0 {
 		pol.Cooldown = ch.Breaker.Cooldown
@@ -574,7 +574,7 @@ func (e *redactedError) Unwrap() error { return e.err }
 // so the channel's deliveries wait as RETRY. Unchanged providers keep running. A
 // removed or replaced provider's process finishes its sends in flight
 // (up to DrainTimeout) before it is stopped, in the background.
-func (h *Host) Reconfigure(channels []rules.ChannelConfig) error {
+func (h *Host) Reconfigure(channels []channel.Config) error {
 	if err := validateChannels(channels); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"reflect"
 	"strings"
 	"sync"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"
@@ -100,7 +100,7 @@ func refused(format string, args ...any) error {
 type provider struct {
 	h       *Host
 	channel string
-	cfg     rules.Provider
+	cfg     channel.Provider
 	name    string
 	log     hclog.Logger
 
@@ -138,19 +138,19 @@ type reloadRequest struct {
 	result chan error
 }
 
-func providerName(p rules.Provider) string {
+func providerName(p channel.Provider) string {
 	if p.Name != "" {
 		return p.Name
 	}
 	return p.Plugin
 }
 
-func sameProvider(a, b rules.Provider) bool {
+func sameProvider(a, b channel.Provider) bool {
 	return a.Plugin == b.Plugin && strings.EqualFold(a.Checksum, b.Checksum) && providerName(a) == providerName(b) &&
 		reflect.DeepEqual(a.Config, b.Config)
 }
 
-func newProvider(h *Host, ch rules.ChannelConfig, cfg rules.Provider) *provider {
+func newProvider(h *Host, ch channel.Config, cfg channel.Provider) *provider {
 	name := providerName(cfg)
 	return &provider{
 		h:         h,

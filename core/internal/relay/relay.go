@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -238,7 +239,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	// round of queries per event.
 	var retried, failedEvents int
 	needErr := make([]error, len(events))
-	merged := map[string]rules.Needs{}
+	merged := map[string]directory.Needs{}
 	for i, e := range events {
 		n, err := rs.Needs(toRulesEvent(e))
 		if needErr[i] = err; err != nil {
@@ -466,7 +467,7 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // PluginRecipient is the recipient as the relay hands it to plugins (in
 // every delivery's Recipient).
-func PluginRecipient(r rules.Recipient) sdk.Recipient {
+func PluginRecipient(r directory.Recipient) sdk.Recipient {
 	return sdk.Recipient{UserID: r.UserID, UserType: r.UserType, Email: r.Email, Phone: r.Phone,
 		Locale: r.Locale, TimeZone: r.TimeZone, Attributes: r.Attributes,
 		DeviceTokens: deviceTokens(r), Devices: sdkDevices(r)}
@@ -474,10 +475,10 @@ func PluginRecipient(r rules.Recipient) sdk.Recipient {
 
 // deviceTokens is the recipient's DeviceTokens for plugins built before
 // Devices: the tokens of every device that is not a web push subscription.
-func deviceTokens(r rules.Recipient) []string {
+func deviceTokens(r directory.Recipient) []string {
 	toks := append([]string(nil), r.DeviceTokens...)
 	for _, d := range r.Devices {
-		if d.Kind != rules.DeviceWebPush {
+		if d.Kind != directory.DeviceWebPush {
 			toks = append(toks, d.Token)
 		}
 	}
@@ -487,7 +488,7 @@ func deviceTokens(r rules.Recipient) []string {
 // sdkDevices is the recipient's devices for plugins: tokens of no declared
 // kind first, then the typed devices; a web push subscription's Token is
 // its endpoint.
-func sdkDevices(r rules.Recipient) []sdk.Device {
+func sdkDevices(r directory.Recipient) []sdk.Device {
 	var out []sdk.Device
 	for _, t := range r.DeviceTokens {
 		out = append(out, sdk.Device{Token: t})

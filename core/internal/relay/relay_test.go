@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
@@ -61,7 +62,7 @@ func setup(t *testing.T) (*testenv.DB, *rules.RuleSet) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := &rules.Directory{Recipients: []rules.Recipient{
+	dir := &directory.Directory{Recipients: []directory.Recipient{
 		{UserID: "u1", UserType: "CUSTOMER", Email: "u1@example.com", Active: true},
 		{UserID: "u2", UserType: "CUSTOMER", Email: "u2@example.com", Active: false},
 	}}

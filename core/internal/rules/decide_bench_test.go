@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
 )
@@ -17,14 +18,14 @@ func BenchmarkDecideIndexed(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir := &rules.Directory{Groups: []rules.Group{{Key: "restaurant:5", Type: "restaurant"}}}
+	dir := &directory.Directory{Groups: []directory.Group{{Key: "restaurant:5", Type: "restaurant"}}}
 	roles := []string{"MANAGER", "CHEF", "WAITER"}
 	for i := 0; i < 50; i++ {
 		id := fmt.Sprintf("s%02d", i)
-		dir.Recipients = append(dir.Recipients, rules.Recipient{UserID: id, UserType: "STAFF", TimeZone: "Europe/Rome", Active: true})
-		dir.Members = append(dir.Members, rules.Member{Group: "restaurant:5", UserID: id, Role: roles[i%3]})
+		dir.Recipients = append(dir.Recipients, directory.Recipient{UserID: id, UserType: "STAFF", TimeZone: "Europe/Rome", Active: true})
+		dir.Members = append(dir.Members, directory.Member{Group: "restaurant:5", UserID: id, Role: roles[i%3]})
 	}
-	dir.Settings = []rules.GroupSetting{{Group: "restaurant:5", Channel: "SMS", Enabled: false}}
+	dir.Settings = []directory.GroupSetting{{Group: "restaurant:5", Channel: "SMS", Enabled: false}}
 	ix := rules.IndexDirectory(dir)
 	ev := rules.Event{EventID: "e", Type: "RESERVATION_REQUESTED",
 		Payload: json.RawMessage(`{"reservation_id": 1, "restaurant_id": 5, "customer_name": "Ann", "pax": 2, "time": "13:00"}`)}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
 )
@@ -52,7 +54,7 @@ func TestSlackEscapesInterpolatedValues(t *testing.T) {
 	}
 	ev := rules.Event{EventID: "e", Type: "ALERT", Payload: json.RawMessage(
 		`{"who": "<b>", "msg": "<!channel> & <https://evil.example|your bank>", "tags": ["<@U123>", "ok"]}`)}
-	r := rules.Recipient{UserID: "u1", Attributes: map[string]string{"team": "<!subteam^S1>"}}
+	r := directory.Recipient{UserID: "u1", Attributes: map[string]string{"team": "<!subteam^S1>"}}
 	cases := map[string]struct {
 		channel     string
 		title, body string
@@ -80,7 +82,7 @@ func TestSlackEscapesInterpolatedValues(t *testing.T) {
 			}
 		})
 	}
-	if ch, _ := rs.Channel("SLACK"); ch.TextFormat != rules.TextSlack {
+	if ch, _ := rs.Channel("SLACK"); ch.TextFormat != channel.TextSlack {
 		t.Fatalf("a channel of the slack plugin defaults to %q", ch.TextFormat)
 	}
 }

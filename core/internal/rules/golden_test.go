@@ -114,7 +114,7 @@ func runGolden(t *testing.T, file string) {
 		// (a membership may outlive its recipient row); what the strict
 		// parser of `rules explain --directory` would refuse in the file
 		// is directory_problems.txt.
-		var d rules.Directory
+		var d directory.Directory
 		if err := json.Unmarshal(inputs["directory.json"], &d); err != nil {
 			t.Fatalf("directory.json: %v", err)
 		}

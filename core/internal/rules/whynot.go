@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"slices"
 	"strings"
 	"time"
@@ -59,7 +60,7 @@ func audienceWarnings(outs []audienceOutcome, ix *dirIndex) []string {
 type UserExplanation struct {
 	UserID string `json:"user_id"`
 	// Recipient is the user's directory entry (nil: not in the directory).
-	Recipient *Recipient `json:"recipient,omitempty"`
+	Recipient *directory.Recipient `json:"recipient,omitempty"`
 	// Audiences checks every audience of the rule against the user.
 	Audiences []AudienceCheck `json:"audiences"`
 	// Decision is the user's channels when they are notified.
@@ -83,7 +84,7 @@ type AudienceCheck struct {
 // different user type, not in the payload's list), and a reached user's
 // channels or exclusion (inactive, over max_recipients) follow. dir must
 // hold the user (add their id to Needs.UserIDs when loading it).
-func (rs *RuleSet) ExplainUser(ev Event, dir *Directory, at time.Time, userID string) (UserExplanation, error) {
+func (rs *RuleSet) ExplainUser(ev Event, dir *directory.Directory, at time.Time, userID string) (UserExplanation, error) {
 	ix := indexDirectory(dir)
 	d, err := rs.decideIndexed(ev, DirectoryIndex{ix}, at, true)
 	if err != nil {

@@ -25,6 +25,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/secret"
 )
@@ -507,12 +509,12 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile, resolve bool) (rules.
 	}
 
 	var spec rules.Spec
-	defaultRetry := rules.DefaultRetry
+	defaultRetry := channel.DefaultRetry
 	if f := owners.defaults; f != nil {
 		d := f.raw.Defaults
 		spec.Defaults = rules.DefaultsSpec{TimeZone: d.TimeZone, Locale: d.Locale}
 		if d.QuietHours != nil {
-			spec.Defaults.QuietHours = &rules.QuietHours{Start: d.QuietHours.Start, End: d.QuietHours.End}
+			spec.Defaults.QuietHours = &directory.QuietHours{Start: d.QuietHours.Start, End: d.QuietHours.End}
 		}
 		defaultRetry = rulesRetryFrom(c, f, d.Retry, defaultRetry, []string{rules.KeyDefaults, rules.KeyRetry})
 		if len(d.UserTypes) > 0 {
@@ -526,7 +528,7 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile, resolve bool) (rules.
 						td.EnabledSet = true
 					}
 					if raw.QuietHours != nil {
-						td.QuietHours = &rules.QuietHours{Start: raw.QuietHours.Start, End: raw.QuietHours.End}
+						td.QuietHours = &directory.QuietHours{Start: raw.QuietHours.Start, End: raw.QuietHours.End}
 					}
 				}
 				spec.Defaults.UserTypes[ut] = td
@@ -541,7 +543,7 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile, resolve bool) (rules.
 		if raw == nil {
 			raw = &rulesChannelRaw{}
 		}
-		ch := rules.ChannelConfig{
+		ch := channel.Config{
 			Name:       name,
 			BestEffort: rules.DefaultBestEffort(name),
 			Intrusive:  rules.DefaultIntrusive(name),
@@ -567,7 +569,7 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile, resolve bool) (rules.
 				continue
 			}
 			cfgPath := []string{rules.KeyChannel, name, rules.KeyProviders, strconv.Itoa(i), rules.KeyConfig}
-			ch.Providers = append(ch.Providers, rules.Provider{
+			ch.Providers = append(ch.Providers, channel.Provider{
 				Name: p.Name, Plugin: p.Plugin, Priority: p.Priority, Checksum: p.Checksum,
 				Config: rulesResolveConfig(c, f, p.Config, cfgPath, resolve),
 			})
@@ -702,7 +704,7 @@ func rulesTemplateFrom(t *rulesTemplateRaw) rules.TemplateSpec {
 
 // rulesRetryFrom fills a retry policy from a retry block, field by field
 // over base.
-func rulesRetryFrom(c *rulesCollector, f *rulesFile, raw *rulesRetryRaw, base rules.RetryPolicy, path []string) rules.RetryPolicy {
+func rulesRetryFrom(c *rulesCollector, f *rulesFile, raw *rulesRetryRaw, base channel.RetryPolicy, path []string) channel.RetryPolicy {
 	out := base
 	if raw == nil {
 		return out
@@ -733,8 +735,8 @@ func rulesRetryFrom(c *rulesCollector, f *rulesFile, raw *rulesRetryRaw, base ru
 }
 
 // rulesBreakerFrom reads a channel's breaker block.
-func rulesBreakerFrom(c *rulesCollector, f *rulesFile, raw *rulesBreakerRaw, path []string) rules.BreakerConfig {
-	var out rules.BreakerConfig
+func rulesBreakerFrom(c *rulesCollector, f *rulesFile, raw *rulesBreakerRaw, path []string) channel.Breaker {
+	var out channel.Breaker
 	if raw == nil || raw.Cooldown == "" {
 		return out
 	}

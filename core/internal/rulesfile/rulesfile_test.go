@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/rules"
 )
 
@@ -236,7 +237,7 @@ func TestSpecFromProgrammaticRules(t *testing.T) {
 	// The pipeline's tests may build a Spec directly: New applies the
 	// same defaults the loader does.
 	rs, err := rules.New(rules.Spec{
-		Channels: []rules.ChannelConfig{{Name: "EMAIL", Intrusive: true, Providers: []rules.Provider{{Plugin: "email"}}}},
+		Channels: []channel.Config{{Name: "EMAIL", Intrusive: true, Providers: []channel.Provider{{Plugin: "email"}}}},
 		Events: []rules.EventSpec{{
 			Type: "X", Audiences: []rules.AudienceSpec{{UserType: "ADMIN"}}, Optional: []string{"EMAIL"},
 		}},
@@ -246,7 +247,7 @@ func TestSpecFromProgrammaticRules(t *testing.T) {
 	}
 	ev, _ := rs.Event("X")
 	email, _ := rs.Channel("EMAIL")
-	if ev.Severity != rules.SeverityInfo || ev.QuietHours != rules.QuietDrop || email.Retry != rules.DefaultRetry || email.Providers[0].Name != "email" {
+	if ev.Severity != rules.SeverityInfo || ev.QuietHours != rules.QuietDrop || email.Retry != channel.DefaultRetry || email.Providers[0].Name != "email" {
 		t.Errorf("defaults not applied: %+v %+v", ev, email)
 	}
 }

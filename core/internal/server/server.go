@@ -23,6 +23,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/api"
 	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/delivery"
 	"github.com/heraldhq/herald/core/internal/httpguard"
@@ -327,7 +328,7 @@ const PluginWatchInterval = 2 * time.Second
 // PluginHostConfig is the plugin host's config for the daemon's plugins
 // settings: watching only when plugins.watch is on, the extra variables of
 // plugins.env, and the permission checks unless plugins.insecure_permissions.
-func PluginHostConfig(pc config.PluginsConfig, log hclog.Logger, channels []rules.ChannelConfig) pluginhost.Config {
+func PluginHostConfig(pc config.PluginsConfig, log hclog.Logger, channels []channel.Config) pluginhost.Config {
 	cfg := pluginhost.Config{Dir: pc.Dir, Logger: log, Channels: channels, Env: pc.Env, InsecurePermissions: pc.InsecurePermissions}
 	if pc.Watch {
 		cfg.WatchInterval = PluginWatchInterval

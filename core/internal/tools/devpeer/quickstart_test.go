@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/testenv"
@@ -57,7 +58,7 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load quickstart rules: %v", err)
 	}
-	var dir rules.Directory
+	var dir directory.Directory
 	readJSON(t, filepath.Join(qs, "directory.json"), &dir)
 	var body struct {
 		EventID       string          `json:"event_id"`
@@ -83,9 +84,9 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 	// peer; the test's listens on a free port.
 	tlsBase := "https://" + DefaultTLSAddr + pushpeer.WebPushPath
 	for i, rd := range dec.Recipients {
-		var devs []rules.Device
+		var devs []directory.Device
 		for _, d := range rd.Recipient.Devices {
-			if d.Kind == rules.DeviceWebPush {
+			if d.Kind == directory.DeviceWebPush {
 				id, ok := strings.CutPrefix(d.Endpoint, tlsBase)
 				if !ok {
 					t.Fatalf("%s: web push endpoint %q, want one on herald devpeers' %s", rd.Recipient.UserID, d.Endpoint, tlsBase)
@@ -262,7 +263,7 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 
 func TestQuickstartDirectoryAndEventAreStrictJSON(t *testing.T) {
 	qs := filepath.Join(testenv.RepoRoot(t), "examples", "quickstart")
-	var dir rules.Directory
+	var dir directory.Directory
 	readJSON(t, filepath.Join(qs, "directory.json"), &dir)
 	if len(dir.Recipients) != 4 || len(dir.Members) != 3 {
 		t.Errorf("directory: %d recipients, %d members; want 4 and 3", len(dir.Recipients), len(dir.Members))

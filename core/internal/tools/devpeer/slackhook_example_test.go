@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/testenv"
@@ -35,7 +36,7 @@ func TestSlackWebhookExampleRoutesAdminAlerts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load rules: %v", err)
 	}
-	var dir rules.Directory
+	var dir directory.Directory
 	readJSON(t, filepath.Join(ex, "directory.json"), &dir)
 	var body struct {
 		EventID       string          `json:"event_id"`
