@@ -42,12 +42,18 @@ func (p Provider) String() string {
 
 // Config is the configured behaviour of one channel.
 type Config struct {
-	Name       string
-	BestEffort bool
-	// Intrusive channels are subject to quiet hours (EMAIL, PUSH, SMS by default).
-	Intrusive bool
-	// UserTypes lists user types the channel supports (empty = all).
-	UserTypes []string
+	Name string
+	// Set is what the rules file says of the channel's class, quiet hours
+	// and user types; what it leaves unset comes from what the channel's
+	// plugin declares (see Resolve, class.go).
+	Set Overrides
+	// Resolved is the class, intrusiveness and user types in force, each
+	// with where it came from. rules.New fills it from Set alone;
+	// RuleSet.WithDeclared fills it again with the plugins' declarations.
+	Resolved Resolved
+	// Retry is the channel's retry policy: the channel's own, else the
+	// rules' defaults. A best-effort channel is tried once whatever it
+	// says (Resolve sets MaxAttempts to 1).
 	Retry     RetryPolicy
 	Providers []Provider
 	// Breaker tunes the circuit breaker that fails over between the

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/channel"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/server"

@@ -1,10 +1,10 @@
 package delivery
 
 import (
-	"github.com/heraldhq/herald/core/internal/channel"
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/backoff"
+	"github.com/heraldhq/herald/core/internal/channel"
 )
 
 // DefaultRetry is used for channels without a retry policy.

@@ -1,9 +1,10 @@
 package delivery
 
 import (
-	"github.com/heraldhq/herald/core/internal/channel"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/channel"
 )
 
 func TestBackoff(t *testing.T) {

@@ -2,7 +2,6 @@ package pluginhost
 
 import (
 	"encoding/json"
-	"github.com/heraldhq/herald/core/internal/channel"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/heraldhq/herald/core/internal/api/openapitest"
+	"github.com/heraldhq/herald/core/internal/channel"
 )
 
 func TestAdminHandler(t *testing.T) {

@@ -2,7 +2,6 @@ package pluginhost
 
 import (
 	"context"
-	"github.com/heraldhq/herald/core/internal/channel"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
 )

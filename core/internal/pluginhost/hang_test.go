@@ -2,10 +2,11 @@ package pluginhost
 
 import (
 	"context"
-	"github.com/heraldhq/herald/core/internal/channel"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/channel"
 )
 
 // TestHungProviderOpensCircuit has provider a answer slower than the host's

@@ -3,13 +3,13 @@ package pluginhost
 import (
 	"context"
 	"errors"
-	"github.com/heraldhq/herald/core/internal/channel"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
 )

@@ -28,7 +28,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/channel"
 	"os"
 	"sort"
 	"sync"
@@ -37,6 +36,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heraldhq/herald/core/internal/backoff"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/sdk"
@@ -242,6 +242,10 @@ type Host struct {
 	channels map[string]*channelGroup
 	started  bool
 	closed   bool
+
+	// onDeclared are called when a plugin's declaration changes.
+	declMu     sync.Mutex
+	onDeclared []func()
 }
 
 // channelGroup is one channel's providers in failover order.
@@ -473,6 +477,63 @@ func (h *Host) Describe(channel string) (sdk.Description, bool) {
 		}
 	}
 	return sdk.Description{}, false
+}
+
+// Declared returns what the plugins declare about each configured channel
+// in Describe: its class and user types, from the channel's first provider
+// (by priority) whose plugin has been described; a provider keeps the
+// declaration of its last launch while it restarts. A channel none of
+// whose plugins has been described is missing. The rules engine takes
+// this map (rules.RuleSet.WithDeclared): a channel's class comes from its
+// plugin unless the rules set it.
+func (h *Host) Declared() map[string]channel.Declared {
+	h.mu.RLock()
+	groups := make([]*channelGroup, 0, len(h.channels))
+	for _, g := range h.channels {
+		groups = append(groups, g)
+	}
+	h.mu.RUnlock()
+	out := make(map[string]channel.Declared, len(groups))
+	for _, g := range groups {
+		byName := make(map[string]*provider, len(g.providers))
+		for _, p := range g.providers {
+			byName[p.name] = p
+		}
+		d, ok := channel.DeclarationOf(g.cfg, func(cp channel.Provider) (channel.Declared, bool) {
+			p := byName[providerName(cp)]
+			if p == nil {
+				return channel.Declared{}, false
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.declared == nil {
+				return channel.Declared{}, false
+			}
+			return *p.declared, true
+		})
+		if ok {
+			out[g.cfg.Name] = d
+		}
+	}
+	return out
+}
+
+// OnDeclared registers fn to be called, from the goroutine that launched
+// the plugin, whenever a plugin's declaration (class, user types) becomes
+// known or changes, so that the caller can read Declared again.
+func (h *Host) OnDeclared(fn func()) {
+	h.declMu.Lock()
+	h.onDeclared = append(h.onDeclared, fn)
+	h.declMu.Unlock()
+}
+
+func (h *Host) declaredChanged() {
+	h.declMu.Lock()
+	fns := append([]func(){}, h.onDeclared...)
+	h.declMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 }
 
 // Channels returns the names of the configured channels, sorted.

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/channel"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"

@@ -4,18 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/channel"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // State is a provider's state as `herald plugins ls` shows it.
@@ -122,6 +123,9 @@ type provider struct {
 	good *keptBinary
 	// lastSeen is the binary's stat when last looked at.
 	lastSeen fileStamp
+	// declared is what the plugin of the last launch declared in
+	// Describe (nil: never launched).
+	declared *channel.Declared
 
 	crashed   chan *instance
 	reloads   chan reloadRequest
@@ -136,6 +140,17 @@ type reloadRequest struct {
 	ctx    context.Context
 	reason string
 	result chan error
+}
+
+// setDeclared records what desc declares about the channel and reports
+// whether it changed. p.mu is held.
+func (p *provider) setDeclared(desc sdk.Description) bool {
+	d := channel.Declared{Plugin: p.cfg.Plugin, BestEffort: desc.Class == sdk.BestEffort, UserTypes: slices.Clone(desc.UserTypes)}
+	if old := p.declared; old != nil && old.Plugin == d.Plugin && old.BestEffort == d.BestEffort && slices.Equal(old.UserTypes, d.UserTypes) {
+		return false
+	}
+	p.declared = &d
+	return true
 }
 
 func providerName(p channel.Provider) string {
@@ -293,6 +308,7 @@ func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) er
 	p.inst = inst
 	p.state = StateServing
 	p.breaker.health(time.Now(), true)
+	declChanged := p.setDeclared(inst.desc)
 	if kept == nil {
 		p.badSum, p.badErr = "", ""
 	} else {
@@ -304,6 +320,9 @@ func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) er
 		}
 	}
 	p.mu.Unlock()
+	if declChanged {
+		p.h.declaredChanged()
+	}
 	p.log.Info("plugin serving", "version", inst.desc.PluginVersion, "pid", inst.pid, "sha256", inst.stamp.sum, "binary", inst.path, "executable", inst.exe)
 	p.keepGood(inst)
 	return nil
@@ -474,7 +493,11 @@ func (p *provider) swap(ctx context.Context, reason string, attempt *int) error 
 	p.state = StateServing
 	p.badSum, p.badErr = "", ""
 	p.breaker.health(time.Now(), true)
+	declChanged := p.setDeclared(next.desc)
 	p.mu.Unlock()
+	if declChanged {
+		p.h.declaredChanged()
+	}
 	p.log.Info("hot swap: traffic switched", "reason", reason,
 		"old_version", old.desc.PluginVersion, "old_pid", old.pid,
 		"new_version", next.desc.PluginVersion, "new_pid", next.pid)

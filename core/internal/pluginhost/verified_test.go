@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/channel"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
 )

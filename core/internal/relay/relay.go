@@ -435,12 +435,12 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 			if maxAttempts <= 0 {
 				maxAttempts = 5
 			}
-			if cc.BestEffort {
+			if cc.Resolved.BestEffort {
 				maxAttempts = 1
 			}
 			d := store.NewDelivery{NotificationID: nid.String(), TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
 				UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: cd.Channel, Severity: dec.Severity,
-				Status: store.StatusPending, BestEffort: cc.BestEffort, MaxAttempts: maxAttempts, NextAttemptAt: now,
+				Status: store.StatusPending, BestEffort: cc.Resolved.BestEffort, MaxAttempts: maxAttempts, NextAttemptAt: now,
 				Recipient: recipient, Content: body}
 			switch {
 			case failed:

@@ -2,11 +2,13 @@ package rules
 
 import (
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/directory"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 // Audience descriptions used in RecipientDecision.Via.
@@ -320,8 +322,24 @@ func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, exp
 	slices.SortFunc(d.Excluded, func(a, b Exclusion) int { return strings.Compare(a.UserID, b.UserID) })
 	if explain {
 		d.Warnings = audienceWarnings(outcomes, ix)
+		d.Channels = rs.channelClasses(ce)
 	}
 	return d, nil
+}
+
+// channelClasses lists the class, intrusiveness and user types of every
+// channel ce considers, with the source that won each.
+func (rs *RuleSet) channelClasses(ce *compiledEvent) []ChannelClass {
+	out := make([]ChannelClass, 0, len(ce.considered))
+	for _, name := range ce.considered {
+		r := rs.channels[name].Resolved
+		out = append(out, ChannelClass{
+			Channel: name, Class: r.ClassName(), ClassFrom: r.ClassFrom,
+			Intrusive: r.Intrusive, IntrusiveFrom: r.IntrusiveFrom,
+			UserTypes: slices.Clone(r.UserTypes), UserTypesFrom: r.UserTypesFrom,
+		})
+	}
+	return out
 }
 
 // applyMaxRecipients ranks the active users reached through each capped
@@ -395,8 +413,8 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 	for _, ch := range ce.considered {
 		cfg := rs.channels[ch]
 		cd := ChannelDecision{Channel: ch, Mandatory: ce.mandatory[ch]}
-		if len(cfg.UserTypes) > 0 && !slices.Contains(cfg.UserTypes, rec.UserType) {
-			drop(cd, "not supported for user type "+rec.UserType+" (the channel's user_types)")
+		if ut := cfg.Resolved.UserTypes; len(ut) > 0 && !slices.Contains(ut, rec.UserType) {
+			drop(cd, "not supported for user type "+rec.UserType+" ("+userTypesSource(cfg.Resolved.UserTypesFrom)+")")
 			continue
 		}
 		if cd.Mandatory {
@@ -421,7 +439,7 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 				continue
 			}
 		}
-		if cfg.Intrusive {
+		if cfg.Resolved.Intrusive {
 			mode := ce.spec.QuietHours
 			if m, ok := ce.spec.QuietHoursByChannel[ch]; ok {
 				mode = m
@@ -449,6 +467,14 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 		keep(cd)
 	}
 	return rd
+}
+
+// userTypesSource says whose list of user types left a recipient out.
+func userTypesSource(from string) string {
+	if from == channel.FromRules {
+		return "the channel's user_types, set in rules"
+	}
+	return "the channel's user types, " + from
 }
 
 func anyIn(have, want []string) bool {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/tools/txtar"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
@@ -50,6 +51,27 @@ func TestGolden(t *testing.T) {
 			runGolden(t, file)
 		})
 	}
+}
+
+// bundledBestEffort is the class each bundled plugin declares in Describe
+// (plugins/<name>: websocket and slack best effort, the others
+// persistent), as the daemon passes it to WithDeclared.
+var bundledBestEffort = map[string]bool{"websocket": true, "slack": true, "email": false, "push": false, "sms": false}
+
+// withBundledPlugins gives rs the classes the bundled plugins declare, as
+// the daemon does once it has launched them.
+func withBundledPlugins(rs *rules.RuleSet) *rules.RuleSet {
+	declared := map[string]channel.Declared{}
+	for _, ch := range rs.Channels() {
+		d, ok := channel.DeclarationOf(ch, func(p channel.Provider) (channel.Declared, bool) {
+			be, ok := bundledBestEffort[p.Plugin]
+			return channel.Declared{Plugin: p.Plugin, BestEffort: be}, ok
+		})
+		if ok {
+			declared[ch.Name] = d
+		}
+	}
+	return rs.WithDeclared(declared)
 }
 
 func runGolden(t *testing.T, file string) {
@@ -100,6 +122,9 @@ func runGolden(t *testing.T, file string) {
 
 	got := map[string]string{}
 	rs, _, warnings, err := rulesfile.Check(rulesfile.Options{}, rulesPaths...)
+	if rs != nil {
+		rs = withBundledPlugins(rs)
+	}
 	if len(warnings) > 0 {
 		got["warnings.txt"] = strings.ReplaceAll(warnings.Error(), dir+string(filepath.Separator), "") + "\n"
 	}

@@ -42,10 +42,10 @@ func randomCase(t *testing.T, seed uint64) (*rules.RuleSet, rules.Event, directo
 	chNames := []string{"A", "B", "C", "D", "E"}
 	spec := rules.Spec{Defaults: rules.DefaultsSpec{TimeZone: "Europe/Rome", QuietHours: windows[pick(len(windows))]}}
 	for _, name := range chNames {
+		intrusive, uts := r.IntN(2) == 0, subset(userTypes)
 		spec.Channels = append(spec.Channels, channel.Config{
 			Name:      name,
-			Intrusive: r.IntN(2) == 0,
-			UserTypes: subset(userTypes),
+			Set:       channel.Overrides{Intrusive: &intrusive, UserTypes: uts, UserTypesSet: true},
 			Providers: []channel.Provider{{Plugin: "p" + name}},
 		})
 	}
@@ -173,7 +173,7 @@ func checkDecisionProperties(t *testing.T, seed uint64, atUnix int64) {
 	considered := append(slices.Clone(spec.Mandatory), spec.Optional...)
 	supported := func(ch, userType string) bool {
 		cfg, ok := rs.Channel(ch)
-		return ok && (len(cfg.UserTypes) == 0 || slices.Contains(cfg.UserTypes, userType))
+		return ok && (len(cfg.Resolved.UserTypes) == 0 || slices.Contains(cfg.Resolved.UserTypes, userType))
 	}
 
 	seen := map[string]bool{}

@@ -1,11 +1,12 @@
 package rules
 
 import (
-	"github.com/heraldhq/herald/core/internal/directory"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 func mustZone(t *testing.T, name string) *time.Location {

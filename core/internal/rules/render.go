@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/channel"
-	"github.com/heraldhq/herald/core/internal/directory"
 	htmltemplate "html/template"
 	"io"
 	"strconv"
@@ -17,6 +15,9 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 // templateFuncs are available in every template.

@@ -197,11 +197,11 @@ func TestAccessors(t *testing.T) {
 		t.Errorf("Channels (-want +got):\n%s", diff)
 	}
 	ws, ok := rs.Channel("WEBSOCKET")
-	if !ok || !ws.BestEffort || ws.Intrusive || ws.Retry.MaxAttempts != 1 {
+	if !ok || !ws.Resolved.BestEffort || ws.Resolved.Intrusive || ws.Retry.MaxAttempts != 1 {
 		t.Errorf("WEBSOCKET = %+v, want best effort, not intrusive, one attempt", ws)
 	}
 	email, _ := rs.Channel("EMAIL")
-	if email.Providers[0].Name != "smtp-primary" || email.Providers[1].Name != "smtp-backup" || !email.Intrusive {
+	if email.Providers[0].Name != "smtp-primary" || email.Providers[1].Name != "smtp-backup" || !email.Resolved.Intrusive {
 		t.Errorf("EMAIL = %+v", email)
 	}
 	// Changing a returned value does not change the rule set.

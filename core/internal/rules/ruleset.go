@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/channel"
-	"github.com/heraldhq/herald/core/internal/directory"
 	htmltemplate "html/template"
 	"slices"
 	"sort"
@@ -17,6 +15,9 @@ import (
 	_ "time/tzdata" // Recipients' zones must resolve even on hosts without zoneinfo.
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 // ErrNoRule means the event's type has no rule. It prompts the caller to
@@ -157,7 +158,7 @@ func New(spec Spec) (*RuleSet, error) {
 			continue
 		}
 		checkChannel(c, ch)
-		rs.channels[ch.Name] = ch
+		rs.channels[ch.Name] = ch.Resolve(nil)
 	}
 	for ut, d := range rs.spec.Defaults.UserTypes {
 		for _, ch := range d.Enabled {
@@ -265,7 +266,7 @@ func checkChannel(c *specChecker, ch channel.Config) {
 			}
 		}
 	}
-	for i, ut := range ch.UserTypes {
+	for i, ut := range ch.Set.UserTypes {
 		if ut == "" {
 			c.add("empty user type", extend(base, KeyUserTypes, strconv.Itoa(i))...)
 		}
@@ -275,7 +276,7 @@ func checkChannel(c *specChecker, ch channel.Config) {
 	default:
 		c.addf(extend(base, KeyTextFormat), "must be %q or %q, got %q", channel.TextPlain, channel.TextSlack, ch.TextFormat)
 	}
-	if ch.BestEffort && ch.Retry.MaxAttempts > 1 {
+	if ch.Set.BestEffort != nil && *ch.Set.BestEffort && ch.Retry.MaxAttempts > 1 {
 		c.addf(extend(base, KeyRetry, KeyMaxAttempts), "best-effort channels are not retried (set %s = false to retry)", KeyBestEffort)
 	}
 	checkRetry(c, ch.Retry, extend(base, KeyRetry))
@@ -301,7 +302,7 @@ func (s *Spec) setDefaults() {
 		ch := &s.Channels[i]
 		if ch.Retry == (channel.RetryPolicy{}) {
 			ch.Retry = s.Defaults.Retry
-			if ch.BestEffort {
+			if ch.Set.BestEffort != nil && *ch.Set.BestEffort {
 				ch.Retry.MaxAttempts = 1
 			}
 		}
@@ -554,13 +555,33 @@ func normalizeLocale(l string) string {
 // Spec returns a copy of the rule set's spec, with defaults applied.
 func (rs *RuleSet) Spec() Spec { return cloneSpec(rs.spec) }
 
-// Channels returns the configured channels, sorted by name.
+// Channels returns the configured channels, sorted by name, each with its
+// class, intrusiveness and user types in force (Resolved).
 func (rs *RuleSet) Channels() []channel.Config {
 	out := make([]channel.Config, len(rs.spec.Channels))
 	for i, ch := range rs.spec.Channels {
-		out[i] = cloneChannel(ch)
+		out[i] = cloneChannel(rs.channels[ch.Name])
 	}
 	return out
+}
+
+// WithDeclared returns a copy of rs in which each channel's class and user
+// types come from what its plugin declared (declared maps a channel name
+// to its plugin's declaration; a channel missing from it has none), unless
+// the rules set them: the plugin host passes its plugins' Describe answers
+// here when it loads or reloads them. rs is unchanged; the copy shares
+// everything else with it.
+func (rs *RuleSet) WithDeclared(declared map[string]channel.Declared) *RuleSet {
+	out := *rs
+	out.channels = make(map[string]channel.Config, len(rs.channels))
+	for _, ch := range rs.spec.Channels {
+		if d, ok := declared[ch.Name]; ok {
+			out.channels[ch.Name] = ch.Resolve(&d)
+		} else {
+			out.channels[ch.Name] = ch.Resolve(nil)
+		}
+	}
+	return &out
 }
 
 // Channel returns the named channel's configuration.
@@ -625,7 +646,7 @@ func cloneSpec(s Spec) Spec {
 }
 
 func cloneChannel(ch channel.Config) channel.Config {
-	ch.UserTypes = slices.Clone(ch.UserTypes)
+	ch = ch.Clone()
 	if ch.Providers != nil {
 		ps := make([]channel.Provider, len(ch.Providers))
 		for i, p := range ch.Providers {

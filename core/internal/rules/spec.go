@@ -2,6 +2,7 @@ package rules
 
 import (
 	"encoding/json"
+
 	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/directory"
 )
@@ -198,23 +199,3 @@ const (
 	DefaultTimeZone = "UTC"
 	DefaultLocale   = "en"
 )
-
-// DefaultIntrusive reports whether a channel is intrusive when its block
-// does not say: EMAIL, PUSH and SMS are.
-func DefaultIntrusive(channel string) bool {
-	switch channel {
-	case "EMAIL", "PUSH", "SMS":
-		return true
-	}
-	return false
-}
-
-// DefaultBestEffort reports whether a channel is best effort when its block
-// does not say: WEBSOCKET and SLACK are.
-func DefaultBestEffort(channel string) bool {
-	switch channel {
-	case "WEBSOCKET", "SLACK":
-		return true
-	}
-	return false
-}

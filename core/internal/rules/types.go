@@ -2,6 +2,8 @@ package rules
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/directory"
@@ -31,6 +33,40 @@ type Decision struct {
 	Excluded []Exclusion `json:"excluded,omitempty"`
 	// Warnings name audiences that matched nobody to notify, and why.
 	Warnings []string `json:"warnings,omitempty"`
+	// Channels are the channels the event's rule considers, each with
+	// its class, intrusiveness and user types and where each came from
+	// (explanations only).
+	Channels []ChannelClass `json:"channels,omitempty"`
+}
+
+// ChannelClass is one channel's class (best-effort or persistent), whether
+// quiet hours hold it (intrusive) and the user types it supports, each
+// with the source that won: the rules ("set in rules"), the channel's
+// plugin ("declared by plugin websocket") or the default's reason.
+type ChannelClass struct {
+	Channel       string   `json:"channel"`
+	Class         string   `json:"class"`
+	ClassFrom     string   `json:"class_from"`
+	Intrusive     bool     `json:"intrusive"`
+	IntrusiveFrom string   `json:"intrusive_from"`
+	UserTypes     []string `json:"user_types,omitempty"`
+	UserTypesFrom string   `json:"user_types_from"`
+}
+
+// String is the class in explain's words: "class best-effort (declared by
+// plugin websocket); not intrusive (a best-effort channel)".
+func (c ChannelClass) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "class %s (%s); ", c.Class, c.ClassFrom)
+	if c.Intrusive {
+		fmt.Fprintf(&b, "intrusive (%s)", c.IntrusiveFrom)
+	} else {
+		fmt.Fprintf(&b, "not intrusive (%s)", c.IntrusiveFrom)
+	}
+	if len(c.UserTypes) > 0 {
+		fmt.Fprintf(&b, "; user types %s (%s)", strings.Join(c.UserTypes, ", "), c.UserTypesFrom)
+	}
+	return b.String()
 }
 
 // RecipientDecision is the outcome for one recipient. Exactly one per user.

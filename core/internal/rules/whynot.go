@@ -2,10 +2,11 @@ package rules
 
 import (
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/directory"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 // audienceOutcome is what one audience of a decision reached.
@@ -69,6 +70,9 @@ type UserExplanation struct {
 	Excluded string `json:"excluded,omitempty"`
 	// Summary is one line: notified on N channels, or why not.
 	Summary string `json:"summary"`
+	// Channels are the rule's channels with their class and its source,
+	// as in Decision.
+	Channels []ChannelClass `json:"channels,omitempty"`
 }
 
 // AudienceCheck is one audience of a rule, checked against one user.
@@ -180,6 +184,7 @@ func (rs *RuleSet) ExplainUser(ev Event, dir *directory.Directory, at time.Time,
 	default:
 		ue.Summary = "not notified: no audience of " + ev.Type + " reached the user"
 	}
+	ue.Channels = d.Channels
 	return ue, nil
 }
 

@@ -100,9 +100,9 @@ type rulesFileRaw struct {
 
 type rulesChannelRaw struct {
 	Providers  []*rulesProviderRaw `hcl:"providers,attr" doc:"The plugins that deliver this channel, tried by priority (lowest first) with failover."`
-	BestEffort *bool               `hcl:"best_effort,attr" doc:"Best-effort channels are not retried (default: true for WEBSOCKET and SLACK)."`
-	Intrusive  *bool               `hcl:"intrusive,attr" doc:"Intrusive channels obey quiet hours (default: true for EMAIL, PUSH and SMS)."`
-	UserTypes  []string            `hcl:"user_types,attr" doc:"The user types this channel supports (empty: all)."`
+	BestEffort *bool               `hcl:"best_effort,attr" doc:"Best-effort channels are not retried (default: the class the channel's plugin declares; persistent when none is declared)."`
+	Intrusive  *bool               `hcl:"intrusive,attr" doc:"Intrusive channels obey quiet hours (default: true for persistent channels, false for best-effort ones)."`
+	UserTypes  []string            `hcl:"user_types,attr" doc:"The user types this channel supports (empty: all; default: the user types the channel's plugin declares)."`
 	Retry      *rulesRetryRaw      `hcl:"retry,block"`
 	Breaker    *rulesBreakerRaw    `hcl:"breaker,block"`
 	TextFormat *string             `hcl:"text_format,attr" doc:"How message text is written for this channel."`
@@ -543,23 +543,15 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile, resolve bool) (rules.
 		if raw == nil {
 			raw = &rulesChannelRaw{}
 		}
-		ch := channel.Config{
-			Name:       name,
-			BestEffort: rules.DefaultBestEffort(name),
-			Intrusive:  rules.DefaultIntrusive(name),
-			UserTypes:  raw.UserTypes,
-		}
-		if raw.BestEffort != nil {
-			ch.BestEffort = *raw.BestEffort
-		}
-		if raw.Intrusive != nil {
-			ch.Intrusive = *raw.Intrusive
-		}
+		ch := channel.Config{Name: name, Set: channel.Overrides{
+			BestEffort: raw.BestEffort, Intrusive: raw.Intrusive,
+			UserTypes: raw.UserTypes, UserTypesSet: raw.UserTypes != nil,
+		}}
 		if raw.TextFormat != nil {
 			ch.TextFormat = *raw.TextFormat
 		}
 		base := defaultRetry
-		if ch.BestEffort {
+		if raw.BestEffort != nil && *raw.BestEffort {
 			base.MaxAttempts = 1
 		}
 		ch.Retry = rulesRetryFrom(c, f, raw.Retry, base, []string{rules.KeyChannel, name, rules.KeyRetry})

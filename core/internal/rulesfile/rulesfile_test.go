@@ -237,7 +237,7 @@ func TestSpecFromProgrammaticRules(t *testing.T) {
 	// The pipeline's tests may build a Spec directly: New applies the
 	// same defaults the loader does.
 	rs, err := rules.New(rules.Spec{
-		Channels: []channel.Config{{Name: "EMAIL", Intrusive: true, Providers: []channel.Provider{{Plugin: "email"}}}},
+		Channels: []channel.Config{{Name: "EMAIL", Providers: []channel.Provider{{Plugin: "email"}}}},
 		Events: []rules.EventSpec{{
 			Type: "X", Audiences: []rules.AudienceSpec{{UserType: "ADMIN"}}, Optional: []string{"EMAIL"},
 		}},

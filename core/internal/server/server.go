@@ -418,12 +418,18 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	if err := host.Start(ctx); err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}
+	// From here on the rules in force carry what the plugins declare
+	// about their channels (class, user types).
+	inForce := NewRulesInForce(watcher.Current, host.Declared)
+	host.OnDeclared(inForce.Refresh)
+	current = inForce.Current
 	RegisterStateCollectors(reg, pool, host, conn)
 	listener := delivery.NewListener(pool, conn, host, current, log, delivery.ListenerConfig{Lease: d.Retry.Lease, Metrics: m})
 	watcher.OnChange(func(rs *rules.RuleSet) {
 		if err := host.Reconfigure(rs.Channels()); err != nil {
 			log.Error("plugin providers not reconfigured for the new rules", "error", err)
 		}
+		inForce.Refresh()
 		// Channels the new rules add get their queue now (default
 		// topology) or must match a configured binding.
 		want := Topology(d, rs)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/relay"
 	"maps"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/heraldhq/herald/core/internal/directory"
+	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/testenv"
