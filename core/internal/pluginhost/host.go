@@ -35,7 +35,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/heraldhq/herald/core/internal/backoff"
 	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/secret"
@@ -67,35 +66,33 @@ var (
 	ErrClosed = errors.New("plugin host closed")
 )
 
-// Backoff is the restart policy after a plugin crash or a failed start.
-type Backoff struct {
-	// Initial is the first delay (default 100ms).
-	Initial time.Duration
-	// Max caps the delay (default 30s). A plugin that served for longer
-	// than Max before crashing restarts from Initial again.
-	Max time.Duration
-	// Multiplier grows the delay after each failed attempt (default 2).
-	Multiplier float64
-}
+// DefaultRestart is the restart policy after a plugin crash or a failed
+// start: 100ms, 200ms, 400ms… up to 30s between tries, without jitter and
+// without end (MaxAttempts 0). A plugin that served for longer than Max
+// before crashing restarts from Initial again.
+var DefaultRestart = channel.RetryPolicy{Initial: 100 * time.Millisecond, Max: 30 * time.Second, Multiplier: 2}
 
-func (b *Backoff) setDefaults() {
-	if b.Initial <= 0 {
-		b.Initial = 100 * time.Millisecond
+// setRestartDefaults fills the zero fields of a restart policy from
+// DefaultRestart.
+func setRestartDefaults(p *channel.RetryPolicy) {
+	if p.Initial <= 0 {
+		p.Initial = DefaultRestart.Initial
 	}
-	if b.Max <= 0 {
-		b.Max = 30 * time.Second
+	if p.Max <= 0 {
+		p.Max = DefaultRestart.Max
 	}
-	if b.Multiplier < 1 {
-		b.Multiplier = 2
+	if p.Multiplier < 1 {
+		p.Multiplier = DefaultRestart.Multiplier
 	}
 }
 
-// delay is the wait before restart attempt+1; none before the first.
-func (b Backoff) delay(attempt int) time.Duration {
+// restartDelay is the wait before restart attempt+1; none before the
+// first.
+func (h *Host) restartDelay(attempt int) time.Duration {
 	if attempt <= 0 {
 		return 0
 	}
-	return backoff.Policy{Initial: b.Initial, Max: b.Max, Multiplier: b.Multiplier}.Delay(attempt)
+	return h.cfg.Restart.Next(attempt, 0)
 }
 
 // Config configures a Host.
@@ -128,8 +125,10 @@ type Config struct {
 	// DrainTimeout is how long a hot swap waits for the old plugin's
 	// in-flight sends before stopping it (default 30s).
 	DrainTimeout time.Duration
-	// Restart is the backoff between restarts of a crashed plugin.
-	Restart Backoff
+	// Restart is the retry policy of restarts of a crashed plugin (zero
+	// fields: DefaultRestart's; MaxAttempts is not used: a plugin is
+	// restarted until it serves or the host closes).
+	Restart channel.RetryPolicy
 	// KeepDir is where the host keeps the private copies of plugin
 	// binaries that plugin processes run, by SHA-256; the copy of the last
 	// good version of each plugin (one that passed its launch) stays while
@@ -186,7 +185,7 @@ func (c *Config) setDefaults() {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
-	c.Restart.setDefaults()
+	setRestartDefaults(&c.Restart)
 	c.Breaker.setDefaults()
 }
 

@@ -115,7 +115,7 @@ func startHost(t *testing.T, channels []channel.Config, tweak func(*Config)) *ho
 		Channels:       channels,
 		HealthInterval: 200 * time.Millisecond,
 		WatchInterval:  -1,
-		Restart:        Backoff{Initial: 50 * time.Millisecond, Max: time.Second},
+		Restart:        channel.RetryPolicy{Initial: 50 * time.Millisecond, Max: time.Second},
 	}
 	if tweak != nil {
 		tweak(&cfg)

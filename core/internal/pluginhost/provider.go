@@ -216,7 +216,7 @@ func (p *provider) run() {
 		inst, state := p.inst, p.state
 		p.mu.Unlock()
 		if inst == nil && state != StateRefused {
-			if d := p.h.cfg.Restart.delay(attempt); d > 0 {
+			if d := p.h.restartDelay(attempt); d > 0 {
 				t := time.NewTimer(d)
 				select {
 				case <-p.quit:
@@ -291,7 +291,7 @@ func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) er
 				*attempt++
 				p.mu.Unlock()
 				p.log.Error("plugin not restarted: its binary was rejected and no good version is kept", "rejected_sha256", badSum,
-					"reason", badErr, "next_check_in", p.h.cfg.Restart.delay(*attempt))
+					"reason", badErr, "next_check_in", p.h.restartDelay(*attempt))
 				return err
 			}
 			kept = good
@@ -344,7 +344,7 @@ func (p *provider) startFailed(err error, tried fileStamp, kept *keptBinary, att
 		p.state = StateRestarting
 		*attempt++
 		p.log.Error("the last good version failed to start from its kept copy; retrying with backoff", "error", err,
-			"attempt", *attempt, "next_in", p.h.cfg.Restart.delay(*attempt))
+			"attempt", *attempt, "next_in", p.h.restartDelay(*attempt))
 	case p.good != nil && tried.sum != "" && tried.sum != p.good.sum:
 		// A new binary that fails while a good version is kept is
 		// rejected, as in a failed hot swap: the next attempt runs the
@@ -353,7 +353,7 @@ func (p *provider) startFailed(err error, tried fileStamp, kept *keptBinary, att
 		p.badSum, p.badErr = tried.sum, err.Error()
 		*attempt++
 		p.log.Error("plugin binary on disk failed to start; rejected, the next attempt restarts the last good version from its kept copy",
-			"error", err, "rejected_sha256", tried.sum, "good_version", p.good.version, "next_in", p.h.cfg.Restart.delay(*attempt))
+			"error", err, "rejected_sha256", tried.sum, "good_version", p.good.version, "next_in", p.h.restartDelay(*attempt))
 	case errors.As(err, &re):
 		p.state = StateRefused
 		p.badSum, p.badErr = rejectedSum(tried, p.lastSeen), err.Error()
@@ -362,7 +362,7 @@ func (p *provider) startFailed(err error, tried fileStamp, kept *keptBinary, att
 		p.state = StateRestarting
 		*attempt++
 		p.log.Error("plugin failed to start; retrying with backoff", "error", err, "attempt", *attempt,
-			"next_in", p.h.cfg.Restart.delay(*attempt))
+			"next_in", p.h.restartDelay(*attempt))
 	}
 }
 
@@ -416,7 +416,7 @@ func (p *provider) onCrash(inst *instance, why string, attempt *int) {
 	*attempt++
 	p.mu.Unlock()
 	p.log.Error("plugin crashed; restarting", "reason", why, "pid", inst.pid, "version", inst.desc.PluginVersion,
-		"restart_in", p.h.cfg.Restart.delay(*attempt))
+		"restart_in", p.h.restartDelay(*attempt))
 	inst.kill()
 }
 

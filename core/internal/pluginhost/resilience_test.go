@@ -292,7 +292,7 @@ func TestRestartWithoutKeptCopyWaitsForGoodBinary(t *testing.T) {
 	broken := sinkVariant(t, "version=2.0.0-broken", "brokenHealth=true")
 	v2 := sinkVariant(t, "version=2.0.0")
 	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, func(c *Config) {
-		c.Restart = Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}
+		c.Restart = channel.RetryPolicy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}
 	})
 	before := statusOf(t, env.h, "TEST", "sink")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

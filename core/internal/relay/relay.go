@@ -10,11 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
@@ -26,6 +26,13 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// DefaultEventRetry is the retry policy of an event the relay cannot
+// process (its rule, a template or its data fail, or the database does):
+// retried after 1s, 2s, 4s… up to 5 minutes, without jitter, until
+// Config.MaxAttempts tries (which replaces MaxAttempts here) have failed;
+// then it is FAILED.
+var DefaultEventRetry = channel.RetryPolicy{MaxAttempts: 5, Initial: time.Second, Max: 5 * time.Minute, Multiplier: 2}
 
 // Config tunes the relay.
 type Config struct {
@@ -296,8 +303,10 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			if ctx.Err() != nil {
 				return 0, ctx.Err()
 			}
-			retryIn := time.Duration(math.Min(float64(time.Second)*math.Pow(2, float64(e.Attempts)), float64(5*time.Minute)))
-			failed, ferr := store.FailEventAttempt(ctx, tx, e.ID, err.Error(), r.cfg.MaxAttempts, retryIn)
+			policy := DefaultEventRetry
+			policy.MaxAttempts = r.cfg.MaxAttempts
+			retryIn := policy.Next(e.Attempts+1, 0)
+			failed, ferr := store.FailEventAttempt(ctx, tx, e.ID, err.Error(), policy.MaxAttempts, retryIn)
 			if ferr != nil {
 				return 0, ferr
 			}
@@ -433,7 +442,7 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 			cc, _ := rs.Channel(cd.Channel)
 			maxAttempts := cc.Retry.MaxAttempts
 			if maxAttempts <= 0 {
-				maxAttempts = 5
+				maxAttempts = channel.DefaultRetry.MaxAttempts
 			}
 			if cc.Resolved.BestEffort {
 				maxAttempts = 1

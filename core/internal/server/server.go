@@ -1,6 +1,7 @@
 // Package server wires `herald serve`: rules (hot-reloaded), the database
 // pool, the broker connection and topology, the plugin host, the relay,
-// the publisher, the listeners, the retry poller and the HTTP APIs.
+// the publisher, the listeners, the maintenance stage (lost attempts,
+// deferred rows, planner statistics) and the HTTP APIs.
 package server
 
 import (
@@ -29,6 +30,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/inbox"
 	"github.com/heraldhq/herald/core/internal/live"
+	"github.com/heraldhq/herald/core/internal/maintenance"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/relay"
@@ -76,7 +78,7 @@ func Topology(d config.Daemon, rs *rules.RuleSet) broker.Topology {
 
 // Pools are the daemon's connection pools, one per database role.
 type Pools struct {
-	// Worker serves the pipeline (relay, publisher, listeners, poller):
+	// Worker serves the pipeline (relay, publisher, listeners, maintenance):
 	// every tenant.
 	Worker *pgxpool.Pool
 	// API serves the public HTTP API, bound to one tenant per transaction
@@ -476,7 +478,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		relayCfg.Handoff = handoff
 	}
 	rl := relay.New(pool, current, pub.Kick, log, relayCfg)
-	poller := delivery.NewRetryPoller(pool, d.Retry.PollInterval, pub.Kick, log)
+	maint := maintenance.New(pool, d.Retry.PollInterval, pub.Kick, log)
 
 	ready := Readiness(pools, conn, ProviderReadiness(host.Status))
 	public, err := publicAPI(ctx, d, pools, conn, current, log, m, ready)
@@ -525,7 +527,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		sup.Add(PhasePublish, "handoff", handoff.Run)
 	}
 	sup.Add(PhasePublish, "publisher", pub.Run)
-	sup.Add(PhasePublish, "retry poller", poller.Run)
+	sup.Add(PhasePublish, "maintenance (lost attempts, deferred rows, analyze)", maint.Run)
 	sup.Add(PhaseDeliver, "listener", listener.Run)
 	sup.Add(PhasePlugins, "plugin host", WaitThen(host.Close))
 	// The broker connection reconnects inside; it closes once nothing
