@@ -439,13 +439,12 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 			if err != nil {
 				return nil, nil, err
 			}
+			// The channel's class in force already made a best-effort
+			// channel's policy a single try (channel.Config.Resolve).
 			cc, _ := rs.Channel(cd.Channel)
 			maxAttempts := cc.Retry.MaxAttempts
 			if maxAttempts <= 0 {
 				maxAttempts = channel.DefaultRetry.MaxAttempts
-			}
-			if cc.Resolved.BestEffort {
-				maxAttempts = 1
 			}
 			d := store.NewDelivery{NotificationID: nid.String(), TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
 				UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: cd.Channel, Severity: dec.Severity,
