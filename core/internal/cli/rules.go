@@ -356,7 +356,11 @@ func withDeclaredClasses(ctx context.Context, stderr io.Writer, rs *rules.RuleSe
 		if pluginDir != "" {
 			how = "their plugins could not be asked"
 		}
-		fmt.Fprintf(stderr, "note: channels %s are taken as persistent: the rules do not set best_effort and %s\n", strings.Join(unknown, ", "), how)
+		which := "channels " + strings.Join(unknown, ", ") + " are"
+		if len(unknown) == 1 {
+			which = "channel " + unknown[0] + " is"
+		}
+		fmt.Fprintf(stderr, "note: %s taken as persistent: the rules do not set best_effort and %s\n", which, how)
 	}
 	return rs
 }
