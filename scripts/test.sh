@@ -61,8 +61,8 @@ while read -r target pkg; do
 	[ -n "$target" ] || continue
 	go test -run '^$' -fuzz "^${target}\$" -fuzztime 20s -fuzzminimizetime 5s -parallel 2 "$pkg" </dev/null
 done <<'FUZZ'
-FuzzLoadRulesHCL ./core/internal/config
-FuzzLoadRulesYAML ./core/internal/config
+FuzzLoadRulesHCL ./core/internal/rulesfile
+FuzzLoadRulesYAML ./core/internal/rulesfile
 FuzzDirectory ./core/internal/directory
 FuzzDaemonHCL ./core/internal/config
 FUZZ

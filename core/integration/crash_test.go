@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk/producer"
@@ -77,13 +77,13 @@ func (r *twilioRecorder) requests() []twilioRequest {
 
 // crashStaff is restaurant 9: crashRecipients members with a phone and an
 // email address each.
-func crashStaff(n int) *rules.Directory {
-	d := &rules.Directory{Groups: []rules.Group{{Key: "restaurant:9", Type: "restaurant"}}}
+func crashStaff(n int) *directory.Directory {
+	d := &directory.Directory{Groups: []directory.Group{{Key: "restaurant:9", Type: "restaurant"}}}
 	for i := range n {
 		id := fmt.Sprintf("crash%02d", i)
-		d.Recipients = append(d.Recipients, rules.Recipient{UserID: id, UserType: "STAFF", Email: id + "@example.com",
+		d.Recipients = append(d.Recipients, directory.Recipient{UserID: id, UserType: "STAFF", Email: id + "@example.com",
 			Phone: fmt.Sprintf("+1500555%04d", i), Active: true})
-		d.Members = append(d.Members, rules.Member{Group: "restaurant:9", UserID: id, Role: "MANAGER"})
+		d.Members = append(d.Members, directory.Member{Group: "restaurant:9", UserID: id, Role: "MANAGER"})
 	}
 	return d
 }

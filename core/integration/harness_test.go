@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/api/openapitest"
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk/producer"
@@ -155,14 +155,14 @@ JSON
 `
 
 // staff is the directory: restaurant 5 with three staff members.
-var staff = rules.Directory{
-	Recipients: []rules.Recipient{
+var staff = directory.Directory{
+	Recipients: []directory.Recipient{
 		{UserID: "staff1", UserType: "STAFF", Email: "s1@example.com", Active: true},
 		{UserID: "staff2", UserType: "STAFF", Email: "s2@example.com", Active: true},
 		{UserID: "staff3", UserType: "STAFF", Email: "s3@example.com", Active: true},
 	},
-	Groups:  []rules.Group{{Key: "restaurant:5", Type: "restaurant"}},
-	Members: []rules.Member{{Group: "restaurant:5", UserID: "staff1", Role: "MANAGER"}, {Group: "restaurant:5", UserID: "staff2", Role: "CHEF"}, {Group: "restaurant:5", UserID: "staff3", Role: "WAITER"}},
+	Groups:  []directory.Group{{Key: "restaurant:5", Type: "restaurant"}},
+	Members: []directory.Member{{Group: "restaurant:5", UserID: "staff1", Role: "MANAGER"}, {Group: "restaurant:5", UserID: "staff2", Role: "CHEF"}, {Group: "restaurant:5", UserID: "staff3", Role: "WAITER"}},
 }
 
 // deliveriesPerEvent is what one RESERVATION_REQUESTED yields for staff.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/internal/pushpeer"
@@ -78,16 +78,18 @@ channel "WEBSOCKET"`, e.record)
 	body = strings.Replace(body, sinkPush, push+"\n}\nchannel \"WEBSOCKET\"", 1)
 	e.writeRules(body)
 
-	sub := func(id string) rules.Device {
+	sub := func(id string) directory.Device {
 		s := pushpeer.DevSubscription(srv.URL, id)
-		return rules.Device{Kind: rules.DeviceWebPush, Endpoint: s.Endpoint, P256dh: s.P256dh, Auth: s.Auth}
+		return directory.Device{Kind: directory.DeviceWebPush, Endpoint: s.Endpoint, P256dh: s.P256dh, Auth: s.Auth}
 	}
-	tok := func(c string) rules.Device { return rules.Device{Kind: rules.DeviceAPNs, Token: strings.Repeat(c, 64)} }
+	tok := func(c string) directory.Device {
+		return directory.Device{Kind: directory.DeviceAPNs, Token: strings.Repeat(c, 64)}
+	}
 	dir := staff
-	dir.Recipients = append([]rules.Recipient(nil), staff.Recipients...)
-	dir.Recipients[0].Devices = []rules.Device{sub("staff1-browser"), tok("a")}
-	dir.Recipients[1].Devices = []rules.Device{sub("staff2-gone")}
-	dir.Recipients[2].Devices = []rules.Device{tok("c")}
+	dir.Recipients = append([]directory.Recipient(nil), staff.Recipients...)
+	dir.Recipients[0].Devices = []directory.Device{sub("staff1-browser"), tok("a")}
+	dir.Recipients[1].Devices = []directory.Device{sub("staff2-gone")}
+	dir.Recipients[2].Devices = []directory.Device{tok("c")}
 	if err := store.ImportDirectory(context.Background(), e.db.Pool, e.tenant, &dir); err != nil {
 		t.Fatal(err)
 	}

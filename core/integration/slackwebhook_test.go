@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/core/internal/tools/devpeer"
@@ -36,7 +36,7 @@ func TestSlackWebhookThroughTheDaemon(t *testing.T) {
 		"HERALD_TEST_SLACK_GONE="+peers.HTTPURL()+"/services/T0HERALDDEV/B0GONE/"+devpeer.SlackHookRevoked)
 	e.writeConfig()
 	dir := staff
-	dir.Recipients = append([]rules.Recipient(nil), staff.Recipients...)
+	dir.Recipients = append([]directory.Recipient(nil), staff.Recipients...)
 	dir.Recipients[1].Attributes = map[string]string{"slack_webhook": "ops"}
 	dir.Recipients[2].Attributes = map[string]string{"slack_webhook": "gone"}
 	if err := store.ImportDirectory(context.Background(), e.db.Pool, e.tenant, &dir); err != nil {

@@ -1,6 +1,7 @@
-// Package backoff is the one exponential backoff of Herald: plugin
-// restarts (pluginhost), delivery retries (delivery) and broker redials
-// (broker) all compute their delays with a Policy.
+// Package backoff is the one exponential backoff formula of Herald:
+// channel.RetryPolicy (delivery retries, the relay's event retries, lost
+// attempts, plugin restarts) and the broker's redials compute their delays
+// with a Policy.
 package backoff
 
 import (

@@ -14,7 +14,6 @@ import (
 
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/progress"
-	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 )
 
@@ -217,7 +216,7 @@ groups and users) is checked by herald directory check / import.`,
 
 // readExplainDirectory reads the --directory file of rules explain: every
 // problem is listed and none may remain.
-func readExplainDirectory(stderr io.Writer, path string) (*rules.Directory, error) {
+func readExplainDirectory(stderr io.Writer, path string) (*directory.Directory, error) {
 	res, err := readDirectory(stderr, path, "", nil, false)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -162,7 +163,7 @@ func (dr *doctor) checkConfig(cfgPath string) (d config.Daemon, rs *rules.RuleSe
 		dr.add(checkFail, "config", "%s: no rules files configured (set rules = [...] or HERALD_RULES)", where)
 		return d, nil, true
 	}
-	rs, files, err := config.LoadRulesWith(config.RulesOptions{}, d.Rules...)
+	rs, files, err := rulesfile.LoadWith(rulesfile.Options{}, d.Rules...)
 	if err != nil {
 		dr.add(checkFail, "config", "rules: %s", strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; "))
 		return d, nil, true

@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/migrations"
@@ -81,7 +82,7 @@ func declareTopology(t *testing.T, cfgPath string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := config.LoadRules(d.Rules...)
+	rs, err := rulesfile.Load(d.Rules...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
-	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
@@ -25,9 +25,9 @@ func TestPluginsLsAndReload(t *testing.T) {
 	t.Parallel()
 	dir := testenv.PluginBinaries(t, "sink")
 	h, err := pluginhost.New(pluginhost.Config{Dir: dir, Logger: hclog.NewNullLogger(), WatchInterval: -1,
-		Channels: []rules.ChannelConfig{
-			{Name: "TEST", Providers: []rules.Provider{{Plugin: "sink", Name: "primary"}}},
-			{Name: "PINNED", Providers: []rules.Provider{{Plugin: "sink", Checksum: strings.Repeat("0", 64)}}},
+		Channels: []channel.Config{
+			{Name: "TEST", Providers: []channel.Provider{{Plugin: "sink", Name: "primary"}}},
+			{Name: "PINNED", Providers: []channel.Provider{{Plugin: "sink", Checksum: strings.Repeat("0", 64)}}},
 		}})
 	if err != nil {
 		t.Fatal(err)

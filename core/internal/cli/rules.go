@@ -7,14 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/store"
 )
 
@@ -49,7 +51,7 @@ With --directory it prints the directory format's schema instead, the same
 as herald directory schema.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := config.RulesJSONSchema()
+			out := rulesfile.JSONSchema()
 			if dir {
 				var err error
 				if out, err = directory.Schema(false); err != nil {
@@ -122,7 +124,7 @@ func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, to
 		channels   = map[string]bool{}
 	)
 	for _, set := range sets {
-		rs, read, warnings, err := config.CheckRules(config.RulesOptions{PluginDir: pluginDir, KeepReferences: noResolve}, set...)
+		rs, read, warnings, err := rulesfile.Check(rulesfile.Options{PluginDir: pluginDir, KeepReferences: noResolve}, set...)
 		// Warnings do not change the exit code.
 		for _, w := range warnings {
 			fmt.Fprintln(stderr, "warning: "+w.Error())
@@ -131,7 +133,7 @@ func runRulesCheck(stdout, stderr io.Writer, args []string, pluginDir string, to
 			files[f] = true
 		}
 		if err != nil {
-			var errs config.RulesErrors
+			var errs rulesfile.Errors
 			if errors.As(err, &errs) {
 				for _, e := range errs {
 					fmt.Fprintln(stderr, e.Error())
@@ -187,6 +189,7 @@ type rulesExplainOptions struct {
 	databaseURL string
 	tenant      string
 	user        string
+	pluginDir   string
 }
 
 func newRulesExplainCmd() *cobra.Command {
@@ -208,6 +211,13 @@ group, role outside the audience's roles, another user type, not in the
 payload's list), then their channels or why they were left out
 (inactive, over max_recipients, not in the directory).
 
+A channel's class (best effort or persistent: whether quiet hours hold it
+when the rules do not say) and its user types come from what its plugin
+declares, as in herald serve, unless the rules set them: with --plugin-dir
+(default $HERALD_PLUGINS_DIR) every provider's plugin is launched once and
+asked (nothing is configured or sent); without it, channels the rules do
+not classify count as persistent. The "channels" block says which won.
+
 The directory comes from a directory file (JSON, YAML or JSONL, checked
 strictly as herald directory check does: every problem is listed and none
 may remain) or, with --database-url, from the live database of --tenant
@@ -226,6 +236,7 @@ may remain) or, with --database-url, from the live database of --tenant
 	f.StringVar(&o.databaseURL, "database-url", "", "read the directory from this PostgreSQL `URL` instead of --directory")
 	f.StringVar(&o.tenant, "tenant", "", "tenant to read with --database-url (default: the event's tenant_id)")
 	f.StringVar(&o.user, "user", "", "explain this user `ID` only, even when no audience reached them")
+	f.StringVar(&o.pluginDir, "plugin-dir", os.Getenv("HERALD_PLUGINS_DIR"), "ask the plugins in `DIR` for their channels' class and user types (default $HERALD_PLUGINS_DIR)")
 	_ = cmd.MarkFlagRequired("rules")
 	_ = cmd.MarkFlagRequired("event")
 	cmd.MarkFlagsMutuallyExclusive("directory", "database-url")
@@ -239,9 +250,9 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 	}
 	// Explaining starts no plugin: provider config, and its secrets, are
 	// not needed.
-	rs, _, err := config.LoadRulesWith(config.RulesOptions{KeepReferences: true}, o.rules...)
+	rs, _, err := rulesfile.LoadWith(rulesfile.Options{KeepReferences: true}, o.rules...)
 	if err != nil {
-		var errs config.RulesErrors
+		var errs rulesfile.Errors
 		if errors.As(err, &errs) {
 			for _, e := range errs {
 				fmt.Fprintln(stderr, e.Error())
@@ -250,6 +261,7 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 		}
 		return err
 	}
+	rs = withDeclaredClasses(ctx, stderr, rs, o.pluginDir)
 	var ev rules.Event
 	if err := readRulesJSON(o.event, &ev); err != nil {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--event: %w", err)}
@@ -267,7 +279,7 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 		fmt.Fprintf(stderr, "warning: the event would be refused at enqueue: %v\n", err)
 	}
 
-	var dir *rules.Directory
+	var dir *directory.Directory
 	if o.databaseURL != "" {
 		tenant := o.tenant
 		if tenant == "" {
@@ -282,7 +294,7 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 		}
 		if o.user != "" {
 			// The user is loaded even when no audience reaches them.
-			needs = needs.Union(rules.Needs{UserIDs: []string{o.user}})
+			needs = needs.Union(directory.Needs{UserIDs: []string{o.user}})
 		}
 		pool, err := pgxpool.New(ctx, o.databaseURL)
 		if err != nil {
@@ -320,6 +332,37 @@ func runRulesExplain(ctx context.Context, stdout, stderr io.Writer, o rulesExpla
 		return enc.Encode(d)
 	}
 	return rules.WriteExplain(stdout, d, at)
+}
+
+// withDeclaredClasses gives rs what the plugins in pluginDir declare about
+// their channels, as herald serve does, and says on stderr which channels
+// are persistent only by default.
+func withDeclaredClasses(ctx context.Context, stderr io.Writer, rs *rules.RuleSet, pluginDir string) *rules.RuleSet {
+	if pluginDir != "" {
+		declared, problems := declaredClasses(ctx, rs, pluginDir)
+		for _, p := range problems {
+			fmt.Fprintf(stderr, "warning: %s\n", p)
+		}
+		rs = rs.WithDeclared(declared)
+	}
+	var unknown []string
+	for _, ch := range rs.Channels() {
+		if ch.Resolved.ClassFrom == channel.FromNoPlugin {
+			unknown = append(unknown, ch.Name)
+		}
+	}
+	if len(unknown) > 0 {
+		how := "pass --plugin-dir (or set HERALD_PLUGINS_DIR) to use what their plugins declare"
+		if pluginDir != "" {
+			how = "their plugins could not be asked"
+		}
+		which := "channels " + strings.Join(unknown, ", ") + " are"
+		if len(unknown) == 1 {
+			which = "channel " + unknown[0] + " is"
+		}
+		fmt.Fprintf(stderr, "note: %s taken as persistent: the rules do not set best_effort and %s\n", which, how)
+	}
+	return rs
 }
 
 // readRulesJSON decodes a JSON file strictly (unknown fields are errors).

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"
@@ -58,31 +59,11 @@ func checkProviderConfigs(ctx context.Context, files []string, rs *rules.RuleSet
 func configureOnce(ctx context.Context, bin, providerName string, cfg map[string]any) error {
 	ctx, cancel := context.WithTimeout(ctx, configureCheckTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = []string{sdk.EnvHostPID + "=" + fmt.Sprint(os.Getpid())}
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: sdkhost.PluginSet(),
-		Cmd:              cmd,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		AutoMTLS:         true,
-		Logger:           hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Off}),
-		SyncStdout:       io.Discard,
-		SyncStderr:       io.Discard,
-		StartTimeout:     configureCheckTimeout,
-	})
-	defer client.Kill()
-	rpc, err := client.Client()
+	ch, stop, err := launchOnce(ctx, bin)
 	if err != nil {
-		return fmt.Errorf("launch %s: %w", bin, err)
+		return err
 	}
-	if v := client.NegotiatedVersion(); !slices.Contains(sdkhost.ProtocolVersions, v) {
-		return fmt.Errorf("plugin speaks protocol version %d, host serves %v", v, sdkhost.ProtocolVersions)
-	}
-	ch, err := sdkhost.Dispense(rpc)
-	if err != nil {
-		return fmt.Errorf("dispense: %w", err)
-	}
+	defer stop()
 	desc, err := ch.Describe(ctx, sdk.DescribeRequest{})
 	if err != nil {
 		return fmt.Errorf("describe: %w", err)
@@ -101,4 +82,86 @@ func configureOnce(ctx context.Context, bin, providerName string, cfg map[string
 		return fmt.Errorf("config: %s", ce.Msg)
 	}
 	return fmt.Errorf("configure: %w", err)
+}
+
+// describeOnce launches a plugin binary, asks for its Description and
+// stops it.
+func describeOnce(ctx context.Context, bin string) (sdk.Description, error) {
+	ctx, cancel := context.WithTimeout(ctx, configureCheckTimeout)
+	defer cancel()
+	ch, stop, err := launchOnce(ctx, bin)
+	if err != nil {
+		return sdk.Description{}, err
+	}
+	defer stop()
+	desc, err := ch.Describe(ctx, sdk.DescribeRequest{})
+	if err != nil {
+		return sdk.Description{}, fmt.Errorf("describe: %w", err)
+	}
+	return desc.Description, nil
+}
+
+// launchOnce launches a plugin binary as herald serve does (handshake,
+// AutoMTLS) without its output, for one short conversation; stop kills it.
+func launchOnce(ctx context.Context, bin string) (ch sdk.Channel, stop func(), err error) {
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = []string{sdk.EnvHostPID + "=" + fmt.Sprint(os.Getpid())}
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  sdk.Handshake,
+		VersionedPlugins: sdkhost.PluginSet(),
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		Logger:           hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Off}),
+		SyncStdout:       io.Discard,
+		SyncStderr:       io.Discard,
+		StartTimeout:     configureCheckTimeout,
+	})
+	rpc, err := client.Client()
+	if err != nil {
+		client.Kill()
+		return nil, nil, fmt.Errorf("launch %s: %w", bin, err)
+	}
+	if v := client.NegotiatedVersion(); !slices.Contains(sdkhost.ProtocolVersions, v) {
+		client.Kill()
+		return nil, nil, fmt.Errorf("plugin speaks protocol version %d, host serves %v", v, sdkhost.ProtocolVersions)
+	}
+	ch, err = sdkhost.Dispense(rpc)
+	if err != nil {
+		client.Kill()
+		return nil, nil, fmt.Errorf("dispense: %w", err)
+	}
+	return ch, client.Kill, nil
+}
+
+// declaredClasses launches the plugin of every provider of rs's channels
+// from pluginDir, once per plugin, and returns what each channel's plugin
+// declares (class, user types), as herald serve passes it to the rules. A
+// plugin that cannot be described is reported in problems and left out:
+// its channel counts as persistent unless the rules say otherwise.
+func declaredClasses(ctx context.Context, rs *rules.RuleSet, pluginDir string) (declared map[string]channel.Declared, problems []string) {
+	type answer struct {
+		d   channel.Declared
+		err error
+	}
+	seen := map[string]answer{}
+	declared = map[string]channel.Declared{}
+	for _, ch := range rs.Channels() {
+		d, ok := channel.DeclarationOf(ch, func(p channel.Provider) (channel.Declared, bool) {
+			a, done := seen[p.Plugin]
+			if !done {
+				desc, err := describeOnce(ctx, filepath.Join(pluginDir, "herald-plugin-"+p.Plugin))
+				a = answer{channel.Declared{Plugin: p.Plugin, BestEffort: desc.Class == sdk.BestEffort, UserTypes: desc.UserTypes}, err}
+				seen[p.Plugin] = a
+				if err != nil {
+					problems = append(problems, fmt.Sprintf("plugin %s: %v", p.Plugin, err))
+				}
+			}
+			return a.d, a.err == nil
+		})
+		if ok {
+			declared[ch.Name] = d
+		}
+	}
+	return declared, problems
 }

@@ -13,8 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
@@ -314,7 +315,7 @@ func TestRulesExplain(t *testing.T) {
 func TestRulesExplainLiveDirectory(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
-	var dir rules.Directory
+	var dir directory.Directory
 	b, err := os.ReadFile(examples + "directory/restaurant5.json")
 	if err != nil {
 		t.Fatal(err)
@@ -360,8 +361,8 @@ func TestRulesSchemaCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if stdout != string(config.RulesJSONSchema()) {
-		t.Error("rules schema does not print config.RulesJSONSchema")
+	if stdout != string(rulesfile.JSONSchema()) {
+		t.Error("rules schema does not print rulesfile.JSONSchema")
 	}
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || doc["$schema"] == nil {

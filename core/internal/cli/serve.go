@@ -16,7 +16,7 @@ func newServeCmd() *cobra.Command {
 	var cfgPath string
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the gateway: relay, publisher, listeners, retry poller, plugins and HTTP API",
+		Short: "Run the gateway: relay, publisher, listeners, maintenance, plugins and HTTP API",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := loadDaemon(cfgPath)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
@@ -403,7 +404,7 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 	var outs []store.Outcome
 	for _, chName := range channels {
 		group := byChannel[chName]
-		policy := DefaultRetry
+		policy := channel.DefaultRetry
 		if rs != nil {
 			if cc, ok := rs.Channel(chName); ok && cc.Retry.MaxAttempts > 0 {
 				policy = cc.Retry
@@ -440,42 +441,34 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 		for i, c := range group {
 			o := store.Outcome{ID: c.ID, Attempt: c.Attempt, Provider: provider, StartedAt: started}
 			r, ok := byID[c.ID]
+			res := Outcome{Kind: Retryable}
 			switch {
+			case notAttempted(err):
+				// No provider could take the batch (refused, restarting,
+				// circuit open, throttled, shutting down).
+				o.Kind = "unavailable"
+				res = Outcome{Kind: Unavailable, RetryAfter: sdk.RetryAfter(err), Error: err.Error()}
 			case err != nil:
-				o.Kind, o.Error = "error", err.Error()
+				o.Kind, res.Error = "error", err.Error()
 			case !ok:
-				o.Kind, o.Error = "error", "plugin returned no result for the delivery"
+				o.Kind, res.Error = "error", "plugin returned no result for the delivery"
 			default:
-				o.Kind, o.Error, o.RetryAfter = r.Outcome.String(), r.Reason, r.RetryAfter
+				o.Kind, res.Error, res.RetryAfter, res.Code = r.Outcome.String(), r.Reason, r.RetryAfter, r.Code
+				o.RetryAfter = r.RetryAfter
+				switch r.Outcome {
+				case sdk.OutcomeSent:
+					res.Kind = Sent
+				case sdk.OutcomePermanent:
+					res.Kind = Permanent
+				}
 				o.ProviderMessageID = r.ProviderMessageID
 				if len(r.GoneDevices) > 0 {
 					o.TenantID = c.TenantID
 					o.UserID, o.GoneDevices = goneOf(c, r.GoneDevices)
 				}
 			}
-			switch {
-			case notAttempted(err):
-				// No provider could take the batch (refused, restarting,
-				// circuit open, throttled, shutting down): the delivery
-				// waits as RETRY without spending one of its attempts.
-				o.Kind, o.Status, o.NotAttempted = "unavailable", store.StatusRetry, true
-				o.NextAttemptAt = time.Now().Add(Backoff(policy, 1, sdk.RetryAfter(err)))
-			case err == nil && ok && r.Outcome == sdk.OutcomeSent:
-				o.Status = store.StatusSent
-			case err == nil && ok && r.Outcome == sdk.OutcomePermanent:
-				o.Status = store.StatusFailed
-				if r.Code != "" {
-					o.Error = fmt.Sprintf("%s (code %s)", r.Reason, r.Code)
-				}
-			case c.BestEffort || c.Attempt >= c.MaxAttempts:
-				o.Status = store.StatusFailed
-				if !c.BestEffort {
-					o.Error = fmt.Sprintf("attempts exhausted (%d): %s", c.Attempt, o.Error)
-				}
-			default:
-				o.Status = store.StatusRetry
-				o.NextAttemptAt = time.Now().Add(Backoff(policy, c.Attempt, o.RetryAfter))
-			}
+			step := NextStep(res, Attempt{Number: c.Attempt, Max: c.MaxAttempts, BestEffort: c.BestEffort}, policy, time.Now())
+			o.Status, o.NextAttemptAt, o.Error, o.NotAttempted = step.Status, step.At, step.Error, step.NotAttempted
 			if spans[i].IsRecording() {
 				spans[i].SetAttributes(tracing.Provider.String(provider))
 			}

@@ -1,7 +1,11 @@
 // Package delivery moves deliveries from the database through RabbitMQ to
 // the channel plugins: the publisher (PENDING → PUBLISHED on confirm), the
-// listeners (consume, claim, send through the plugin host, record, ack) and
-// the retry poller (due RETRY and DEFERRED deliveries, expired leases).
+// listeners (consume, claim, send through the plugin host, record, ack),
+// with NextStep (outcome.go), the one function from an attempt's outcome to
+// the delivery's next status and time. Due RETRY deliveries are claimed by
+// the publisher like PENDING ones; the maintenance stage
+// (core/internal/maintenance) returns lost attempts and deferred rows to
+// them.
 package delivery
 
 import (

@@ -144,8 +144,8 @@ func (p *Publisher) Kick() {
 }
 
 // Run publishes until ctx ends. It wakes on Kick (the relay left
-// deliveries to it, the handoff gave some up, the retry poller released
-// some) and every PollInterval.
+// deliveries to it, the handoff gave some up, the maintenance stage
+// released some) and every PollInterval.
 func (p *Publisher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i, k := range p.kicks {

@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/mail"
@@ -13,8 +14,6 @@ import (
 	"time"
 	_ "time/tzdata" // zone names check the same on every machine
 	"unicode"
-
-	"github.com/heraldhq/herald/core/internal/rules"
 )
 
 // Bounds of single values.
@@ -84,12 +83,12 @@ func (d *decoder) decodeStruct(n *node, v reflect.Value, path string) {
 			d.fail(n.line, join(path, f.name), "missing (required)")
 		}
 	}
-	if dv, ok := v.Addr().Interface().(*rules.Device); ok && dv.Kind != "" {
-		for _, p := range rules.CheckDevice(*dv) {
+	if dv, ok := v.Addr().Interface().(*Device); ok && dv.Kind != "" {
+		for _, p := range CheckDevice(*dv) {
 			d.fail(n.line, join(path, p.Field), "%s", p.Msg)
 		}
 	}
-	if r, ok := v.Addr().Interface().(*rules.Recipient); ok {
+	if r, ok := v.Addr().Interface().(*Recipient); ok {
 		// One device once: the import keys devices by (user, address).
 		seen := map[string]string{}
 		note := func(addr, at string) {
@@ -106,19 +105,20 @@ func (d *decoder) decodeStruct(n *node, v reflect.Value, path string) {
 			note(t, fmt.Sprintf("device_tokens[%d]", i))
 		}
 		for i, dv := range r.Devices {
-			if dv.Kind == rules.DeviceFCM || dv.Kind == rules.DeviceAPNs || dv.Kind == rules.DeviceWebPush {
+			if dv.Kind == DeviceFCM || dv.Kind == DeviceAPNs || dv.Kind == DeviceWebPush {
 				note(dv.Address(), fmt.Sprintf("devices[%d]", i))
 			}
 		}
 	}
-	if qh, ok := v.Addr().Interface().(*rules.QuietHours); ok && qh.Start != "" && qh.End != "" {
-		if err := rules.ParseQuietHours(*qh); err != nil {
-			// The error reads "end: equals start ...": name the field in the path.
-			sub, msg, ok := strings.Cut(err.Error(), ": ")
-			if !ok {
-				sub, msg = "", err.Error()
+	if qh, ok := v.Addr().Interface().(*QuietHours); ok && qh.Start != "" && qh.End != "" {
+		if _, _, err := qh.Minutes(); err != nil {
+			// Name the end the error is about in the path.
+			var qe *QuietHoursError
+			if errors.As(err, &qe) {
+				d.fail(n.line, join(path, qe.Field), "%s", qe.Msg)
+			} else {
+				d.fail(n.line, path, "%s", err.Error())
 			}
-			d.fail(n.line, join(path, sub), "%s", msg)
 		}
 	}
 }
@@ -238,7 +238,7 @@ func (d *decoder) checkString(n *node, path string, f field) {
 			d.fail(n.line, path, "%s", msg)
 		}
 	case f.checks["clock"]:
-		// Checked with the whole window (rules.ParseQuietHours).
+		// Checked with the whole window (QuietHours.Minutes).
 	default:
 		if len(s) > maxValueBytes {
 			d.fail(n.line, path, "at most %d bytes", maxValueBytes)

@@ -10,7 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/heraldhq/herald/core/internal/directory"
-	"github.com/heraldhq/herald/core/internal/rules"
 )
 
 // TestDevices: device entries of each kind decode; a bad one gets every
@@ -36,7 +35,7 @@ func TestDevices(t *testing.T) {
 	if res.Problems != nil {
 		t.Fatalf("good devices: %v", res.Problems)
 	}
-	want := []rules.Device{{Kind: "fcm", Token: "fcm-1"}, {Kind: "apns", Token: apns},
+	want := []directory.Device{{Kind: "fcm", Token: "fcm-1"}, {Kind: "apns", Token: apns},
 		{Kind: "webpush", Endpoint: "https://push.example/s/1", P256dh: p256dh, Auth: auth}}
 	if diff := cmp.Diff(want, res.Directory.Recipients[0].Devices); diff != "" {
 		t.Errorf("devices (-want +got):\n%s", diff)

@@ -1,7 +1,10 @@
-// Package directory reads directory files (recipients, groups, members,
-// preferences, group settings: the data `herald directory import` loads
-// and `herald rules explain --directory` decides against) strictly and as
-// a whole. One file is JSON or YAML (an object of five lists) or JSONL
+// Package directory is Herald's directory model and its file format. The
+// model (model.go) is recipients, their devices and quiet hours, groups,
+// members, preferences and group settings: the snapshot a decision of the
+// rules engine reads and the SQL layer loads. The package also reads
+// directory files (the data `herald directory import` loads and
+// `herald rules explain --directory` decides against) strictly and as a
+// whole. One file is JSON or YAML (an object of five lists) or JSONL
 // (one entry a line, {"recipient": {...}}, for large imports). Every
 // problem is reported at once, in Herald's words, naming the entry and its
 // line:
@@ -9,8 +12,8 @@
 //	dir.json:14: recipients[3] (user s1): time_zone: unknown zone "Europe/Roma"
 //
 // The types, their field names and which fields are required come from
-// the struct tags of core/internal/rules' Directory types, which the JSON
-// Schema (Schema) is derived from too. Inputs are bounded by Limits.
+// the struct tags of the model's types, which the JSON Schema (Schema) is
+// derived from too. Inputs are bounded by Limits.
 package directory
 
 import (
@@ -24,8 +27,6 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
-
-	"github.com/heraldhq/herald/core/internal/rules"
 )
 
 // Format is the syntax of a directory file.
@@ -163,7 +164,7 @@ func (ps Problems) Error() string {
 // Result is a parsed directory file.
 type Result struct {
 	// Directory holds the good entries only.
-	Directory rules.Directory
+	Directory Directory
 	// Problems lists every problem (up to Limits.MaxProblems; Dropped
 	// counts the rest). Entries with a problem are not in Directory.
 	Problems Problems
@@ -180,11 +181,11 @@ var sections = []struct {
 	name, one string
 	typ       reflect.Type
 }{
-	{"recipients", "recipient", reflect.TypeFor[rules.Recipient]()},
-	{"groups", "group", reflect.TypeFor[rules.Group]()},
-	{"members", "member", reflect.TypeFor[rules.Member]()},
-	{"preferences", "preference", reflect.TypeFor[rules.Preference]()},
-	{"settings", "setting", reflect.TypeFor[rules.GroupSetting]()},
+	{"recipients", "recipient", reflect.TypeFor[Recipient]()},
+	{"groups", "group", reflect.TypeFor[Group]()},
+	{"members", "member", reflect.TypeFor[Member]()},
+	{"preferences", "preference", reflect.TypeFor[Preference]()},
+	{"settings", "setting", reflect.TypeFor[GroupSetting]()},
 }
 
 func sectionNames() string {
@@ -208,7 +209,7 @@ type entry struct {
 	sec   int
 	index int
 	line  int
-	value reflect.Value // *rules.Recipient, ...
+	value reflect.Value // *Recipient, ...
 	bad   bool
 	pos   int // 1-based position in the file
 }
@@ -217,19 +218,19 @@ func (e *entry) label() string {
 	s := fmt.Sprintf("%s[%d]", sections[e.sec].name, e.index)
 	var l string
 	switch v := e.value.Interface().(type) {
-	case *rules.Recipient:
+	case *Recipient:
 		if v.UserID != "" {
 			l = "user " + v.UserID
 		}
-	case *rules.Group:
+	case *Group:
 		if v.Key != "" {
 			l = "group " + v.Key
 		}
-	case *rules.Member:
+	case *Member:
 		l = "group " + v.Group + ", user " + v.UserID
-	case *rules.Preference:
+	case *Preference:
 		l = "user " + v.UserID + ", channel " + v.Channel
-	case *rules.GroupSetting:
+	case *GroupSetting:
 		l = "group " + v.Group + ", channel " + v.Channel
 	}
 	if l != "" {
@@ -445,7 +446,7 @@ func (p *parser) crossCheck(known func(groups, users []string) (map[string]bool,
 	}
 	for _, e := range p.entries {
 		switch v := e.value.Interface().(type) {
-		case *rules.Recipient:
+		case *Recipient:
 			if v.UserID == "" {
 				continue
 			}
@@ -454,7 +455,7 @@ func (p *parser) crossCheck(known func(groups, users []string) (map[string]bool,
 				continue
 			}
 			users[v.UserID] = e
-		case *rules.Group:
+		case *Group:
 			if v.Key == "" {
 				continue
 			}
@@ -469,11 +470,11 @@ func (p *parser) crossCheck(known func(groups, users []string) (map[string]bool,
 	var undGroups, undUsers []string
 	refs := func(e *entry) (group, user string) {
 		switch v := e.value.Interface().(type) {
-		case *rules.Member:
+		case *Member:
 			return v.Group, v.UserID
-		case *rules.Preference:
+		case *Preference:
 			return "", v.UserID
-		case *rules.GroupSetting:
+		case *GroupSetting:
 			return v.Group, ""
 		}
 		return "", ""
@@ -524,11 +525,11 @@ func (p *parser) crossCheck(known func(groups, users []string) (map[string]bool,
 		var k keyed
 		field := ""
 		switch v := e.value.Interface().(type) {
-		case *rules.Member:
+		case *Member:
 			k, field = keyed{v.Group, v.UserID, ""}, "user_id"
-		case *rules.Preference:
+		case *Preference:
 			k, field = keyed{v.UserID, v.EventType, v.Channel}, "channel"
-		case *rules.GroupSetting:
+		case *GroupSetting:
 			k, field = keyed{v.Group, v.EventType, v.Channel}, "channel"
 		}
 		if first, ok := seen[e.sec][k]; ok {
@@ -569,15 +570,15 @@ func (p *parser) collect() {
 			continue
 		}
 		switch v := e.value.Interface().(type) {
-		case *rules.Recipient:
+		case *Recipient:
 			d.Recipients = append(d.Recipients, *v)
-		case *rules.Group:
+		case *Group:
 			d.Groups = append(d.Groups, *v)
-		case *rules.Member:
+		case *Member:
 			d.Members = append(d.Members, *v)
-		case *rules.Preference:
+		case *Preference:
 			d.Preferences = append(d.Preferences, *v)
-		case *rules.GroupSetting:
+		case *GroupSetting:
 			d.Settings = append(d.Settings, *v)
 		}
 	}

@@ -19,7 +19,6 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/heraldhq/herald/core/internal/directory"
-	"github.com/heraldhq/herald/core/internal/rules"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/bad.txt")
@@ -473,4 +472,4 @@ func formatIndex(f directory.Format) int {
 	return 0
 }
 
-var _ = rules.Directory{}
+var _ = directory.Directory{}

@@ -7,7 +7,7 @@ import (
 )
 
 // field is one field of a directory type as the decoder and the schema see
-// it, read from the struct tags of core/internal/rules' types: json (the
+// it, read from the struct tags of the model's types (model.go): json (the
 // name), dir (required, and the checks: id, name, email, e164, zone,
 // clock, nonempty, ref=SECTION), doc and default.
 type field struct {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-
-	"github.com/heraldhq/herald/core/internal/rules"
 )
 
 // Patterns the schema gives for the dir checks the decoder makes.
@@ -47,7 +45,7 @@ func Schema(jsonl bool) ([]byte, error) {
 		root["oneOf"] = one
 	} else {
 		props := map[string]any{}
-		fs := fieldsOf(reflect.TypeFor[rules.Directory]())
+		fs := fieldsOf(reflect.TypeFor[Directory]())
 		for _, f := range fs {
 			for _, s := range sections {
 				if s.name == f.name {

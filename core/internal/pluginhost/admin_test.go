@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"github.com/heraldhq/herald/core/internal/api/openapitest"
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/channel"
 )
 
 func TestAdminHandler(t *testing.T) {
 	t.Parallel()
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, nil)
 	srv := httptest.NewServer(AdminHandler(env.h))
 	defer srv.Close()
 	openapitest.Watch(t, srv.URL)

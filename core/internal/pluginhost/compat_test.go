@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
 )
@@ -22,7 +22,7 @@ import (
 // retried, never counted as sent, and the host logs a contract violation.
 func TestUnspecifiedOutcomeIsRetriedAndLogged(t *testing.T) {
 	t.Parallel()
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", map[string]any{"outcome": "unspecified"})}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("TEST", map[string]any{"outcome": "unspecified"})}, nil)
 	results, _, err := env.h.Send(context.Background(), "TEST", deliveries("u", 2))
 	if err != nil {
 		t.Fatal(err)
@@ -60,9 +60,9 @@ func TestProtocol1PluginFromOldSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &testenv.LogBuffer{}
-	h, err := New(Config{Dir: dir, WatchInterval: -1, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Channels: []rules.ChannelConfig{{
+	h, err := New(Config{Dir: dir, WatchInterval: -1, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}), Channels: []channel.Config{{
 		Name:      "OLDV1",
-		Providers: []rules.Provider{{Plugin: "oldv1", Config: map[string]any{"prefix": "old-"}}},
+		Providers: []channel.Provider{{Plugin: "oldv1", Config: map[string]any{"prefix": "old-"}}},
 	}}})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/channel"
 )
 
 // TestHungProviderOpensCircuit has provider a answer slower than the host's
@@ -16,7 +16,7 @@ import (
 func TestHungProviderOpensCircuit(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
-	env := startHost(t, []rules.ChannelConfig{{Name: "TEST", Providers: []rules.Provider{
+	env := startHost(t, []channel.Config{{Name: "TEST", Providers: []channel.Provider{
 		{Name: "b", Plugin: "sink", Priority: 2, Config: map[string]any{"record_file": filepath.Join(tmp, "b.jsonl")}},
 		{Name: "a", Plugin: "sink", Priority: 1, Config: map[string]any{"record_file": filepath.Join(tmp, "a.jsonl"), "delay": "5s"}},
 	}}}, func(c *Config) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
 )
@@ -26,8 +26,8 @@ func TestNewChecksumPinStopsRunningProcess(t *testing.T) {
 	for name, from := range map[string]string{"unpinned": "", "pinned": good} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ch := func(pin string) []rules.ChannelConfig {
-				return []rules.ChannelConfig{{Name: "PIN", Providers: []rules.Provider{{Plugin: "sink", Checksum: pin}}}}
+			ch := func(pin string) []channel.Config {
+				return []channel.Config{{Name: "PIN", Providers: []channel.Provider{{Plugin: "sink", Checksum: pin}}}}
 			}
 			env := startHost(t, ch(from), nil)
 			before := statusOf(t, env.h, "PIN", "sink")
@@ -73,10 +73,10 @@ func TestNewChecksumPinStopsRunningProcess(t *testing.T) {
 func TestNewPinOfRunningBinaryKeepsServing(t *testing.T) {
 	t.Parallel()
 	good := sha256File(t, sinkVariant(t))
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("PIN", nil)}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("PIN", nil)}, nil)
 	before := statusOf(t, env.h, "PIN", "sink")
 	installPlugin(t, sinkVariant(t, "version=3.0.0"), env.dir, "sink")
-	err := env.h.Reconfigure([]rules.ChannelConfig{{Name: "PIN", Providers: []rules.Provider{{Plugin: "sink", Checksum: good}}}})
+	err := env.h.Reconfigure([]channel.Config{{Name: "PIN", Providers: []channel.Provider{{Plugin: "sink", Checksum: good}}}})
 	if err == nil || !strings.Contains(err.Error(), "old one keeps serving") {
 		t.Errorf("Reconfigure = %v, want the old process kept", err)
 	}
@@ -91,7 +91,7 @@ func TestNewPinOfRunningBinaryKeepsServing(t *testing.T) {
 func TestBrokenBinaryStderrLogged(t *testing.T) {
 	t.Parallel()
 	const text = "sink-broken-build-cannot-start-4711"
-	env := startHost(t, []rules.ChannelConfig{{Name: "BROKEN", Providers: []rules.Provider{{Plugin: "broken"}}}}, func(c *Config) {
+	env := startHost(t, []channel.Config{{Name: "BROKEN", Providers: []channel.Provider{{Plugin: "broken"}}}}, func(c *Config) {
 		installPlugin(t, sinkVariant(t, "dieAtStart="+text), c.Dir, "broken")
 	})
 	testenv.Eventually(t, 10*time.Second, func() bool {
@@ -119,7 +119,7 @@ func TestBundledPluginVersionStamped(t *testing.T) {
 		_, _ = w.Write([]byte(`{"ok":true,"user":"herald","team":"test"}`))
 	}))
 	t.Cleanup(api.Close)
-	env := startHost(t, []rules.ChannelConfig{{Name: "SLACK", Providers: []rules.Provider{{Plugin: "slack",
+	env := startHost(t, []channel.Config{{Name: "SLACK", Providers: []channel.Provider{{Plugin: "slack",
 		Config: map[string]any{"token": "xoxb-test", "api_url": api.URL + "/"}}}}}, func(c *Config) {
 		installPlugin(t, bin, c.Dir, "slack")
 	})

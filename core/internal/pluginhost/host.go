@@ -35,10 +35,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/heraldhq/herald/core/internal/backoff"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/config/field"
 	"github.com/heraldhq/herald/core/internal/metrics"
-	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"
@@ -68,35 +67,33 @@ var (
 	ErrClosed = errors.New("plugin host closed")
 )
 
-// Backoff is the restart policy after a plugin crash or a failed start.
-type Backoff struct {
-	// Initial is the first delay (default 100ms).
-	Initial time.Duration
-	// Max caps the delay (default 30s). A plugin that served for longer
-	// than Max before crashing restarts from Initial again.
-	Max time.Duration
-	// Multiplier grows the delay after each failed attempt (default 2).
-	Multiplier float64
-}
+// DefaultRestart is the restart policy after a plugin crash or a failed
+// start: 100ms, 200ms, 400ms… up to 30s between tries, without jitter and
+// without end (MaxAttempts 0). A plugin that served for longer than Max
+// before crashing restarts from Initial again.
+var DefaultRestart = channel.RetryPolicy{Initial: 100 * time.Millisecond, Max: 30 * time.Second, Multiplier: 2}
 
-func (b *Backoff) setDefaults() {
-	if b.Initial <= 0 {
-		b.Initial = 100 * time.Millisecond
+// setRestartDefaults fills the zero fields of a restart policy from
+// DefaultRestart.
+func setRestartDefaults(p *channel.RetryPolicy) {
+	if p.Initial <= 0 {
+		p.Initial = DefaultRestart.Initial
 	}
-	if b.Max <= 0 {
-		b.Max = 30 * time.Second
+	if p.Max <= 0 {
+		p.Max = DefaultRestart.Max
 	}
-	if b.Multiplier < 1 {
-		b.Multiplier = 2
+	if p.Multiplier < 1 {
+		p.Multiplier = DefaultRestart.Multiplier
 	}
 }
 
-// delay is the wait before restart attempt+1; none before the first.
-func (b Backoff) delay(attempt int) time.Duration {
+// restartDelay is the wait before restart attempt+1; none before the
+// first.
+func (h *Host) restartDelay(attempt int) time.Duration {
 	if attempt <= 0 {
 		return 0
 	}
-	return backoff.Policy{Initial: b.Initial, Max: b.Max, Multiplier: b.Multiplier}.Delay(attempt)
+	return h.cfg.Restart.Next(attempt, 0)
 }
 
 // Config configures a Host: the daemon's plugins { ... } settings (the
@@ -116,7 +113,7 @@ type Config struct {
 	// under plugin=<name>, channel=<channel>, provider=<provider>.
 	Logger hclog.Logger
 	// Channels maps each channel to its providers.
-	Channels []rules.ChannelConfig
+	Channels []channel.Config
 	// HealthInterval is how often serving plugins are health-checked
 	// (default 10s). Breaker.HealthFailures failed checks in a row open the
 	// provider's circuit.
@@ -138,8 +135,10 @@ type Config struct {
 	// DrainTimeout is how long a hot swap waits for the old plugin's
 	// in-flight sends before stopping it (default 30s).
 	DrainTimeout time.Duration
-	// Restart is the backoff between restarts of a crashed plugin.
-	Restart Backoff
+	// Restart is the retry policy of restarts of a crashed plugin (zero
+	// fields: DefaultRestart's; MaxAttempts is not used: a plugin is
+	// restarted until it serves or the host closes).
+	Restart channel.RetryPolicy
 	// KeepDir is where the host keeps the private copies of plugin
 	// binaries that plugin processes run, by SHA-256; the copy of the last
 	// good version of each plugin (one that passed its launch) stays while
@@ -160,7 +159,7 @@ type Config struct {
 	// another user than herald's or root). For development only.
 	InsecurePermissions bool `koanf:"insecure_permissions"`
 	// Breaker configures failover between the providers of a channel. A
-	// channel's rules may set their own cooldown (rules.BreakerConfig).
+	// channel's rules may set their own cooldown (channel.Breaker).
 	Breaker BreakerPolicy
 	// HostCapabilities is sent to plugins in ConfigureRequest.
 	HostCapabilities []string
@@ -211,7 +210,7 @@ func (c *Config) setDefaults() {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
-	c.Restart.setDefaults()
+	setRestartDefaults(&c.Restart)
 	c.Breaker.setDefaults()
 }
 
@@ -229,7 +228,7 @@ func (c *Config) Validate() error {
 	return errs.Err()
 }
 
-func validateChannels(chs []rules.ChannelConfig) error {
+func validateChannels(chs []channel.Config) error {
 	seen := map[string]bool{}
 	for _, ch := range chs {
 		if ch.Name == "" {
@@ -268,11 +267,15 @@ type Host struct {
 	channels map[string]*channelGroup
 	started  bool
 	closed   bool
+
+	// onDeclared are called when a plugin's declaration changes.
+	declMu     sync.Mutex
+	onDeclared []func()
 }
 
 // channelGroup is one channel's providers in failover order.
 type channelGroup struct {
-	cfg       rules.ChannelConfig
+	cfg       channel.Config
 	providers []*provider
 }
 
@@ -352,7 +355,7 @@ func (h *Host) startProviders(ctx context.Context, ps []*provider) {
 
 // buildGroups makes channel groups for chs, reusing providers from keep
 // (keyed by channel/provider) when their config is unchanged.
-func (h *Host) buildGroups(chs []rules.ChannelConfig, keep map[string]*provider) map[string]*channelGroup {
+func (h *Host) buildGroups(chs []channel.Config, keep map[string]*provider) map[string]*channelGroup {
 	groups := make(map[string]*channelGroup, len(chs))
 	for _, ch := range chs {
 		g := &channelGroup{cfg: ch}
@@ -383,7 +386,7 @@ func (h *Host) buildGroups(chs []rules.ChannelConfig, keep map[string]*provider)
 
 // breakerPolicy is the breaker policy of ch's providers: the host's, with
 // the channel's own cooldown when its rules give one.
-func (h *Host) breakerPolicy(ch rules.ChannelConfig) BreakerPolicy {
+func (h *Host) breakerPolicy(ch channel.Config) BreakerPolicy {
 	pol := h.cfg.Breaker
 	if ch.Breaker.Cooldown > 0 {
 		pol.Cooldown = ch.Breaker.Cooldown
@@ -501,6 +504,63 @@ func (h *Host) Describe(channel string) (sdk.Description, bool) {
 	return sdk.Description{}, false
 }
 
+// Declared returns what the plugins declare about each configured channel
+// in Describe: its class and user types, from the channel's first provider
+// (by priority) whose plugin has been described; a provider keeps the
+// declaration of its last launch while it restarts. A channel none of
+// whose plugins has been described is missing. The rules engine takes
+// this map (rules.RuleSet.WithDeclared): a channel's class comes from its
+// plugin unless the rules set it.
+func (h *Host) Declared() map[string]channel.Declared {
+	h.mu.RLock()
+	groups := make([]*channelGroup, 0, len(h.channels))
+	for _, g := range h.channels {
+		groups = append(groups, g)
+	}
+	h.mu.RUnlock()
+	out := make(map[string]channel.Declared, len(groups))
+	for _, g := range groups {
+		byName := make(map[string]*provider, len(g.providers))
+		for _, p := range g.providers {
+			byName[p.name] = p
+		}
+		d, ok := channel.DeclarationOf(g.cfg, func(cp channel.Provider) (channel.Declared, bool) {
+			p := byName[providerName(cp)]
+			if p == nil {
+				return channel.Declared{}, false
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.declared == nil {
+				return channel.Declared{}, false
+			}
+			return *p.declared, true
+		})
+		if ok {
+			out[g.cfg.Name] = d
+		}
+	}
+	return out
+}
+
+// OnDeclared registers fn to be called, from the goroutine that launched
+// the plugin, whenever a plugin's declaration (class, user types) becomes
+// known or changes, so that the caller can read Declared again.
+func (h *Host) OnDeclared(fn func()) {
+	h.declMu.Lock()
+	h.onDeclared = append(h.onDeclared, fn)
+	h.declMu.Unlock()
+}
+
+func (h *Host) declaredChanged() {
+	h.declMu.Lock()
+	fns := append([]func(){}, h.onDeclared...)
+	h.declMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
 // Channels returns the names of the configured channels, sorted.
 func (h *Host) Channels() []string {
 	h.mu.RLock()
@@ -600,7 +660,7 @@ func (e *redactedError) Unwrap() error { return e.err }
 // so the channel's deliveries wait as RETRY. Unchanged providers keep running. A
 // removed or replaced provider's process finishes its sends in flight
 // (up to DrainTimeout) before it is stopped, in the background.
-func (h *Host) Reconfigure(channels []rules.ChannelConfig) error {
+func (h *Host) Reconfigure(channels []channel.Config) error {
 	if err := validateChannels(channels); err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"
@@ -104,7 +104,7 @@ type hostEnv struct {
 }
 
 // startHost runs a Host over a private plugin directory holding the sink.
-func startHost(t *testing.T, channels []rules.ChannelConfig, tweak func(*Config)) *hostEnv {
+func startHost(t *testing.T, channels []channel.Config, tweak func(*Config)) *hostEnv {
 	t.Helper()
 	dir := t.TempDir()
 	installPlugin(t, sinkVariant(t), dir, "sink")
@@ -115,7 +115,7 @@ func startHost(t *testing.T, channels []rules.ChannelConfig, tweak func(*Config)
 		Channels:       channels,
 		HealthInterval: 200 * time.Millisecond,
 		WatchInterval:  -1,
-		Restart:        Backoff{Initial: 50 * time.Millisecond, Max: time.Second},
+		Restart:        channel.RetryPolicy{Initial: 50 * time.Millisecond, Max: time.Second},
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -138,8 +138,8 @@ func startHost(t *testing.T, channels []rules.ChannelConfig, tweak func(*Config)
 	return &hostEnv{h: h, dir: dir, logs: logs}
 }
 
-func sinkChannel(name string, cfg map[string]any) rules.ChannelConfig {
-	return rules.ChannelConfig{Name: name, Providers: []rules.Provider{{Plugin: "sink", Config: cfg}}}
+func sinkChannel(name string, cfg map[string]any) channel.Config {
+	return channel.Config{Name: name, Providers: []channel.Provider{{Plugin: "sink", Config: cfg}}}
 }
 
 func deliveries(prefix string, n int) []sdk.Delivery {
@@ -201,7 +201,7 @@ func allSent(t *testing.T, batch []sdk.Delivery, results []sdk.Result) {
 func TestSendSplitsByMaxBatchAndRecords(t *testing.T) {
 	t.Parallel()
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", map[string]any{"record_file": rec, "version": "v1"})}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("TEST", map[string]any{"record_file": rec, "version": "v1"})}, nil)
 	batch := deliveries("a", 250)
 	results, provider, err := env.h.Send(context.Background(), "TEST", batch)
 	if err != nil {
@@ -254,7 +254,7 @@ func TestSendSplitsByMaxBatchAndRecords(t *testing.T) {
 
 func TestSendErrors(t *testing.T) {
 	t.Parallel()
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, nil)
 	tests := map[string]struct {
 		channel string
 		want    error
@@ -277,7 +277,7 @@ func TestSendErrors(t *testing.T) {
 
 func TestOutcomesAndRateLimitThrottle(t *testing.T) {
 	t.Parallel()
-	env := startHost(t, []rules.ChannelConfig{
+	env := startHost(t, []channel.Config{
 		sinkChannel("PERM", map[string]any{"outcome": "permanent"}),
 		sinkChannel("RETRY", map[string]any{"outcome": "retry"}),
 		sinkChannel("SLOW", map[string]any{"outcome": "rate_limited"}),
@@ -314,7 +314,7 @@ func TestOutcomesAndRateLimitThrottle(t *testing.T) {
 func TestSIGKILLMidBatchRestarts(t *testing.T) {
 	t.Parallel()
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", map[string]any{"record_file": rec, "delay": "1s"})}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("TEST", map[string]any{"record_file": rec, "delay": "1s"})}, nil)
 	before := statusOf(t, env.h, "TEST", "sink")
 
 	type sendResult struct {
@@ -384,7 +384,7 @@ func TestCrashOnceRestartsWithBackoff(t *testing.T) {
 	if err := os.WriteFile(crash, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", map[string]any{"crash_once_file": crash})}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("TEST", map[string]any{"crash_once_file": crash})}, nil)
 	_, _, err := env.h.Send(context.Background(), "TEST", deliveries("a", 3))
 	if !errors.Is(err, sdkhost.ErrPluginExited) {
 		t.Fatalf("Send error = %v, want sdkhost.ErrPluginExited", err)
@@ -408,9 +408,9 @@ func TestChecksumPinning(t *testing.T) {
 	t.Parallel()
 	good := sha256File(t, sinkVariant(t))
 	bad := strings.Repeat("ab", 32)
-	env := startHost(t, []rules.ChannelConfig{
-		{Name: "PINNED", Providers: []rules.Provider{{Plugin: "sink", Checksum: good}}},
-		{Name: "WRONG", Providers: []rules.Provider{{Plugin: "sink", Checksum: bad}}},
+	env := startHost(t, []channel.Config{
+		{Name: "PINNED", Providers: []channel.Provider{{Plugin: "sink", Checksum: good}}},
+		{Name: "WRONG", Providers: []channel.Provider{{Plugin: "sink", Checksum: bad}}},
 	}, nil)
 	st := statusOf(t, env.h, "WRONG", "sink")
 	if st.State != StateRefused || !strings.Contains(st.LastError, "checksum mismatch") || !strings.Contains(st.LastError, good) {
@@ -435,10 +435,10 @@ func TestChecksumPinning(t *testing.T) {
 
 func TestRefusedConfig(t *testing.T) {
 	t.Parallel()
-	env := startHost(t, []rules.ChannelConfig{
+	env := startHost(t, []channel.Config{
 		sinkChannel("BADKEY", map[string]any{"recrod_file": "x"}),
 		sinkChannel("BADVAL", map[string]any{"delay": "-1s"}),
-		{Name: "MISSING", Providers: []rules.Provider{{Plugin: "nope"}}},
+		{Name: "MISSING", Providers: []channel.Provider{{Plugin: "nope"}}},
 		sinkChannel("OK", nil),
 	}, nil)
 	tests := map[string]struct {
@@ -507,7 +507,7 @@ func traffic(h *Host, channel string, stop <-chan struct{}) (sent, failed *atomi
 func TestHotSwapBinaryUnderTraffic(t *testing.T) {
 	t.Parallel()
 	v2 := sinkVariant(t, "version=2.0.0")
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", map[string]any{"delay": "5ms"})}, func(c *Config) {
+	env := startHost(t, []channel.Config{sinkChannel("TEST", map[string]any{"delay": "5ms"})}, func(c *Config) {
 		c.WatchInterval = 100 * time.Millisecond
 	})
 	before := statusOf(t, env.h, "TEST", "sink")
@@ -546,7 +546,7 @@ func TestHotSwapBinaryUnderTraffic(t *testing.T) {
 
 func TestReloadCommandSwaps(t *testing.T) {
 	t.Parallel()
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, nil)
 	before := statusOf(t, env.h, "TEST", "sink")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -565,7 +565,7 @@ func TestReloadCommandSwaps(t *testing.T) {
 func TestBrokenNewBinaryRolledBack(t *testing.T) {
 	t.Parallel()
 	broken := sinkVariant(t, "version=2.0.0-broken", "brokenHealth=true")
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, func(c *Config) {
+	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, func(c *Config) {
 		c.WatchInterval = 100 * time.Millisecond
 	})
 	before := statusOf(t, env.h, "TEST", "sink")
@@ -601,7 +601,7 @@ func TestFailoverAndBack(t *testing.T) {
 	tmp := t.TempDir()
 	down := filepath.Join(tmp, "a-down")
 	recA, recB := filepath.Join(tmp, "a.jsonl"), filepath.Join(tmp, "b.jsonl")
-	env := startHost(t, []rules.ChannelConfig{{Name: "TEST", Providers: []rules.Provider{
+	env := startHost(t, []channel.Config{{Name: "TEST", Providers: []channel.Provider{
 		{Name: "b", Plugin: "sink", Priority: 2, Config: map[string]any{"record_file": recB}},
 		{Name: "a", Plugin: "sink", Priority: 1, Config: map[string]any{"record_file": recA, "fail_file": down}},
 	}}}, func(c *Config) {
@@ -660,11 +660,11 @@ func TestFailoverAndBack(t *testing.T) {
 
 func TestReconfigure(t *testing.T) {
 	t.Parallel()
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("KEEP", nil), sinkChannel("DROP", nil), sinkChannel("CHANGE", map[string]any{"version": "one"})}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("KEEP", nil), sinkChannel("DROP", nil), sinkChannel("CHANGE", map[string]any{"version": "one"})}, nil)
 	keep := statusOf(t, env.h, "KEEP", "sink")
 	drop := statusOf(t, env.h, "DROP", "sink")
 	change := statusOf(t, env.h, "CHANGE", "sink")
-	err := env.h.Reconfigure([]rules.ChannelConfig{
+	err := env.h.Reconfigure([]channel.Config{
 		sinkChannel("KEEP", nil),
 		sinkChannel("CHANGE", map[string]any{"version": "two"}),
 		sinkChannel("ADD", nil),
@@ -690,7 +690,7 @@ func TestReconfigure(t *testing.T) {
 	}
 	// A change that fails keeps the old provider.
 	cur := statusOf(t, env.h, "CHANGE", "sink")
-	err = env.h.Reconfigure([]rules.ChannelConfig{sinkChannel("KEEP", nil), sinkChannel("ADD", nil),
+	err = env.h.Reconfigure([]channel.Config{sinkChannel("KEEP", nil), sinkChannel("ADD", nil),
 		sinkChannel("CHANGE", map[string]any{"outcome": "sometimes"})})
 	if err == nil || !strings.Contains(err.Error(), "old one keeps serving") {
 		t.Errorf("bad reconfigure error = %v", err)
@@ -705,7 +705,7 @@ func TestReconfigure(t *testing.T) {
 // is stopped only afterwards, and the new process takes the next sends.
 func TestReconfigureDrainsReplacedProvider(t *testing.T) {
 	t.Parallel()
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", map[string]any{"delay": "500ms", "version": "one"})}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("TEST", map[string]any{"delay": "500ms", "version": "one"})}, nil)
 	old := statusOf(t, env.h, "TEST", "sink")
 	type sendResult struct {
 		results []sdk.Result
@@ -726,7 +726,7 @@ func TestReconfigureDrainsReplacedProvider(t *testing.T) {
 		defer inst.mu.Unlock()
 		return inst.active > 0
 	}, "send in flight")
-	if err := env.h.Reconfigure([]rules.ChannelConfig{sinkChannel("TEST", map[string]any{"delay": "500ms", "version": "two"})}); err != nil {
+	if err := env.h.Reconfigure([]channel.Config{sinkChannel("TEST", map[string]any{"delay": "500ms", "version": "two"})}); err != nil {
 		t.Fatal(err)
 	}
 	got := <-done
@@ -748,7 +748,7 @@ func TestReconfigureDrainsReplacedProvider(t *testing.T) {
 
 func TestCloseStopsPlugins(t *testing.T) {
 	t.Parallel()
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("A", nil), sinkChannel("B", nil)}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("A", nil), sinkChannel("B", nil)}, nil)
 	var pids []int
 	for _, s := range env.h.Status() {
 		pids = append(pids, s.PID)
@@ -812,7 +812,7 @@ func TestMain(m *testing.M) {
 }
 
 func helperHost(dir string) {
-	h, err := New(Config{Dir: dir, Channels: []rules.ChannelConfig{sinkChannel("TEST", nil)}, WatchInterval: -1})
+	h, err := New(Config{Dir: dir, Channels: []channel.Config{sinkChannel("TEST", nil)}, WatchInterval: -1})
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(1)
@@ -911,9 +911,9 @@ func TestWebhookPluginAddsChannel(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "herald-plugin-webhook"), 0o755); err != nil { // whatever the umask
 		t.Fatal(err)
 	}
-	h, err := New(Config{Dir: dir, WatchInterval: -1, Channels: []rules.ChannelConfig{{
+	h, err := New(Config{Dir: dir, WatchInterval: -1, Channels: []channel.Config{{
 		Name:      "WEBHOOK",
-		Providers: []rules.Provider{{Plugin: "webhook", Config: map[string]any{"url": rcv.URL + "/herald", "secret": secret}}},
+		Providers: []channel.Provider{{Plugin: "webhook", Config: map[string]any{"url": rcv.URL + "/herald", "secret": secret}}},
 	}}})
 	if err != nil {
 		t.Fatal(err)

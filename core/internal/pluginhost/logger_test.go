@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
 
@@ -53,7 +53,7 @@ func TestPluginLoggerNamesEachKeyOnce(t *testing.T) {
 // provider once.
 func TestPluginLogLinesCarryProviderOnce(t *testing.T) {
 	t.Parallel()
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, nil)
 	var line string
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		for _, l := range strings.Split(env.logs.String(), "\n") {

@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // State is a provider's state as `herald plugins ls` shows it.
@@ -100,7 +101,7 @@ func refused(format string, args ...any) error {
 type provider struct {
 	h       *Host
 	channel string
-	cfg     rules.Provider
+	cfg     channel.Provider
 	name    string
 	log     hclog.Logger
 
@@ -122,6 +123,9 @@ type provider struct {
 	good *keptBinary
 	// lastSeen is the binary's stat when last looked at.
 	lastSeen fileStamp
+	// declared is what the plugin of the last launch declared in
+	// Describe (nil: never launched).
+	declared *channel.Declared
 
 	crashed   chan *instance
 	reloads   chan reloadRequest
@@ -138,19 +142,30 @@ type reloadRequest struct {
 	result chan error
 }
 
-func providerName(p rules.Provider) string {
+// setDeclared records what desc declares about the channel and reports
+// whether it changed. p.mu is held.
+func (p *provider) setDeclared(desc sdk.Description) bool {
+	d := channel.Declared{Plugin: p.cfg.Plugin, BestEffort: desc.Class == sdk.BestEffort, UserTypes: slices.Clone(desc.UserTypes)}
+	if old := p.declared; old != nil && old.Plugin == d.Plugin && old.BestEffort == d.BestEffort && slices.Equal(old.UserTypes, d.UserTypes) {
+		return false
+	}
+	p.declared = &d
+	return true
+}
+
+func providerName(p channel.Provider) string {
 	if p.Name != "" {
 		return p.Name
 	}
 	return p.Plugin
 }
 
-func sameProvider(a, b rules.Provider) bool {
+func sameProvider(a, b channel.Provider) bool {
 	return a.Plugin == b.Plugin && strings.EqualFold(a.Checksum, b.Checksum) && providerName(a) == providerName(b) &&
 		reflect.DeepEqual(a.Config, b.Config)
 }
 
-func newProvider(h *Host, ch rules.ChannelConfig, cfg rules.Provider) *provider {
+func newProvider(h *Host, ch channel.Config, cfg channel.Provider) *provider {
 	name := providerName(cfg)
 	return &provider{
 		h:         h,
@@ -201,7 +216,7 @@ func (p *provider) run() {
 		inst, state := p.inst, p.state
 		p.mu.Unlock()
 		if inst == nil && state != StateRefused {
-			if d := p.h.cfg.Restart.delay(attempt); d > 0 {
+			if d := p.h.restartDelay(attempt); d > 0 {
 				t := time.NewTimer(d)
 				select {
 				case <-p.quit:
@@ -276,7 +291,7 @@ func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) er
 				*attempt++
 				p.mu.Unlock()
 				p.log.Error("plugin not restarted: its binary was rejected and no good version is kept", "rejected_sha256", badSum,
-					"reason", badErr, "next_check_in", p.h.cfg.Restart.delay(*attempt))
+					"reason", badErr, "next_check_in", p.h.restartDelay(*attempt))
 				return err
 			}
 			kept = good
@@ -293,6 +308,7 @@ func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) er
 	p.inst = inst
 	p.state = StateServing
 	p.breaker.health(time.Now(), true)
+	declChanged := p.setDeclared(inst.desc)
 	if kept == nil {
 		p.badSum, p.badErr = "", ""
 	} else {
@@ -304,6 +320,9 @@ func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) er
 		}
 	}
 	p.mu.Unlock()
+	if declChanged {
+		p.h.declaredChanged()
+	}
 	p.log.Info("plugin serving", "version", inst.desc.PluginVersion, "pid", inst.pid, "sha256", inst.stamp.sum, "binary", inst.path, "executable", inst.exe)
 	p.keepGood(inst)
 	return nil
@@ -325,7 +344,7 @@ func (p *provider) startFailed(err error, tried fileStamp, kept *keptBinary, att
 		p.state = StateRestarting
 		*attempt++
 		p.log.Error("the last good version failed to start from its kept copy; retrying with backoff", "error", err,
-			"attempt", *attempt, "next_in", p.h.cfg.Restart.delay(*attempt))
+			"attempt", *attempt, "next_in", p.h.restartDelay(*attempt))
 	case p.good != nil && tried.sum != "" && tried.sum != p.good.sum:
 		// A new binary that fails while a good version is kept is
 		// rejected, as in a failed hot swap: the next attempt runs the
@@ -334,7 +353,7 @@ func (p *provider) startFailed(err error, tried fileStamp, kept *keptBinary, att
 		p.badSum, p.badErr = tried.sum, err.Error()
 		*attempt++
 		p.log.Error("plugin binary on disk failed to start; rejected, the next attempt restarts the last good version from its kept copy",
-			"error", err, "rejected_sha256", tried.sum, "good_version", p.good.version, "next_in", p.h.cfg.Restart.delay(*attempt))
+			"error", err, "rejected_sha256", tried.sum, "good_version", p.good.version, "next_in", p.h.restartDelay(*attempt))
 	case errors.As(err, &re):
 		p.state = StateRefused
 		p.badSum, p.badErr = rejectedSum(tried, p.lastSeen), err.Error()
@@ -343,7 +362,7 @@ func (p *provider) startFailed(err error, tried fileStamp, kept *keptBinary, att
 		p.state = StateRestarting
 		*attempt++
 		p.log.Error("plugin failed to start; retrying with backoff", "error", err, "attempt", *attempt,
-			"next_in", p.h.cfg.Restart.delay(*attempt))
+			"next_in", p.h.restartDelay(*attempt))
 	}
 }
 
@@ -397,7 +416,7 @@ func (p *provider) onCrash(inst *instance, why string, attempt *int) {
 	*attempt++
 	p.mu.Unlock()
 	p.log.Error("plugin crashed; restarting", "reason", why, "pid", inst.pid, "version", inst.desc.PluginVersion,
-		"restart_in", p.h.cfg.Restart.delay(*attempt))
+		"restart_in", p.h.restartDelay(*attempt))
 	inst.kill()
 }
 
@@ -474,7 +493,11 @@ func (p *provider) swap(ctx context.Context, reason string, attempt *int) error 
 	p.state = StateServing
 	p.badSum, p.badErr = "", ""
 	p.breaker.health(time.Now(), true)
+	declChanged := p.setDeclared(next.desc)
 	p.mu.Unlock()
+	if declChanged {
+		p.h.declaredChanged()
+	}
 	p.log.Info("hot swap: traffic switched", "reason", reason,
 		"old_version", old.desc.PluginVersion, "old_pid", old.pid,
 		"new_version", next.desc.PluginVersion, "new_pid", next.pid)

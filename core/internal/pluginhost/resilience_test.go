@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
 	sdkhost "github.com/heraldhq/herald/sdk/host"
@@ -26,7 +26,7 @@ func TestUnhealthyProviderFailsOverAndBack(t *testing.T) {
 	down := filepath.Join(tmp, "a-down")
 	recA, recB := filepath.Join(tmp, "a.jsonl"), filepath.Join(tmp, "b.jsonl")
 	const cooldown = 300 * time.Millisecond
-	env := startHost(t, []rules.ChannelConfig{{Name: "TEST", Providers: []rules.Provider{
+	env := startHost(t, []channel.Config{{Name: "TEST", Providers: []channel.Provider{
 		{Name: "a", Plugin: "sink", Priority: 1, Config: map[string]any{"record_file": recA, "fail_file": down}},
 		{Name: "b", Plugin: "sink", Priority: 2, Config: map[string]any{"record_file": recB}},
 	}}}, func(c *Config) {
@@ -108,7 +108,7 @@ func TestCancelledProbeDoesNotCloseCircuit(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
 	down, hold := filepath.Join(tmp, "down"), filepath.Join(tmp, "hold")
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", map[string]any{"fail_file": down, "hold_file": hold})}, func(c *Config) {
+	env := startHost(t, []channel.Config{sinkChannel("TEST", map[string]any{"fail_file": down, "hold_file": hold})}, func(c *Config) {
 		c.Breaker = BreakerPolicy{ConsecutiveFailures: 1, Cooldown: 200 * time.Millisecond}
 		c.HealthInterval = time.Hour
 	})
@@ -195,7 +195,7 @@ func TestRestartAfterRejectedSwapRunsLastGoodVersion(t *testing.T) {
 	t.Parallel()
 	broken := sinkVariant(t, "version=2.0.0-broken", "brokenHealth=true")
 	v2 := sinkVariant(t, "version=2.0.0")
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, func(c *Config) {
+	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, func(c *Config) {
 		c.WatchInterval = 100 * time.Millisecond
 	})
 	before := statusOf(t, env.h, "TEST", "sink")
@@ -255,7 +255,7 @@ func TestRestartAfterRejectedSwapRunsLastGoodVersion(t *testing.T) {
 func TestRestartSkipsBrokenBinaryInstalledBeforeCrash(t *testing.T) {
 	t.Parallel()
 	broken := sinkVariant(t, "version=2.0.0-broken", "brokenHealth=true")
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, nil)
+	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, nil)
 	before := statusOf(t, env.h, "TEST", "sink")
 	installPlugin(t, broken, env.dir, "sink")
 	killPlugin(t, before.PID)
@@ -291,8 +291,8 @@ func TestRestartWithoutKeptCopyWaitsForGoodBinary(t *testing.T) {
 	t.Parallel()
 	broken := sinkVariant(t, "version=2.0.0-broken", "brokenHealth=true")
 	v2 := sinkVariant(t, "version=2.0.0")
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, func(c *Config) {
-		c.Restart = Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}
+	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, func(c *Config) {
+		c.Restart = channel.RetryPolicy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}
 	})
 	before := statusOf(t, env.h, "TEST", "sink")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -331,13 +331,13 @@ func TestRestartWithoutKeptCopyWaitsForGoodBinary(t *testing.T) {
 func TestChannelBreakerCooldown(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
-	channel := func(name string, cooldown time.Duration) rules.ChannelConfig {
-		return rules.ChannelConfig{Name: name, Breaker: rules.BreakerConfig{Cooldown: cooldown}, Providers: []rules.Provider{
+	chanCfg := func(name string, cooldown time.Duration) channel.Config {
+		return channel.Config{Name: name, Breaker: channel.Breaker{Cooldown: cooldown}, Providers: []channel.Provider{
 			{Name: "a", Plugin: "sink", Priority: 1, Config: map[string]any{"fail_file": filepath.Join(tmp, name+"-down")}},
 			{Name: "b", Plugin: "sink", Priority: 2},
 		}}
 	}
-	env := startHost(t, []rules.ChannelConfig{channel("START", 100*time.Millisecond), channel("RELOAD", 0)}, func(c *Config) {
+	env := startHost(t, []channel.Config{chanCfg("START", 100*time.Millisecond), chanCfg("RELOAD", 0)}, func(c *Config) {
 		c.Breaker = BreakerPolicy{ConsecutiveFailures: 1, Cooldown: time.Hour}
 		c.HealthInterval = time.Hour
 	})
@@ -377,7 +377,7 @@ func TestChannelBreakerCooldown(t *testing.T) {
 	// the channel one of its own.
 	trip("RELOAD")
 	pid := statusOf(t, env.h, "RELOAD", "a").PID
-	if err := env.h.Reconfigure([]rules.ChannelConfig{channel("START", 100*time.Millisecond), channel("RELOAD", 100*time.Millisecond)}); err != nil {
+	if err := env.h.Reconfigure([]channel.Config{chanCfg("START", 100*time.Millisecond), chanCfg("RELOAD", 100*time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() bool { return send("RELOAD") == "a" }, "RELOAD: traffic back on a after the reloaded cooldown")

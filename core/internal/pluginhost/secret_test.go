@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
@@ -25,7 +25,7 @@ func TestSecretFieldsRedacted(t *testing.T) {
 	rec := filepath.Join(t.TempDir(), "rec.jsonl")
 	red := secret.NewRedactor()
 	var logs *testenv.LogBuffer
-	env := startHost(t, []rules.ChannelConfig{
+	env := startHost(t, []channel.Config{
 		sinkChannel("SECRET", map[string]any{"record_file": rec, "token": token, "log_token": true}),
 		sinkChannel("LEAKY", map[string]any{"token": leaky, "log_token": true, "fail_health": true}),
 	}, func(c *Config) {

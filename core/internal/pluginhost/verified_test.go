@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
 )
@@ -76,7 +76,7 @@ func TestRenameRaceRunsOnlyVerifiedBytes(t *testing.T) {
 	good := installPlugin(t, sinkVariant(t), stage, "good")
 	sum := sha256File(t, good)
 	keep := filepath.Join(t.TempDir(), "keep")
-	env := startHost(t, []rules.ChannelConfig{{Name: "TEST", Providers: []rules.Provider{{Plugin: "sink", Checksum: sum}}}},
+	env := startHost(t, []channel.Config{{Name: "TEST", Providers: []channel.Provider{{Plugin: "sink", Checksum: sum}}}},
 		func(c *Config) { c.KeepDir = keep })
 	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateServing {
 		t.Fatalf("pinned sink not serving: %+v", st)
@@ -217,7 +217,7 @@ func TestPluginEnvironmentIsAllowListed(t *testing.T) {
 	t.Setenv("LC_TIME", "C.UTF-8")
 	t.Setenv("HTTPS_PROXY", "http://proxy.example:3128")
 	envFile := filepath.Join(t.TempDir(), "plugin.env")
-	env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", map[string]any{"env_file": envFile})},
+	env := startHost(t, []channel.Config{sinkChannel("TEST", map[string]any{"env_file": envFile})},
 		func(c *Config) { c.Env = []string{"HTTPS_PROXY"} })
 	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateServing {
 		t.Fatalf("sink not serving: %+v", st)
@@ -381,7 +381,7 @@ func TestPermissionChecks(t *testing.T) {
 			if tc.rootOnly && !root {
 				t.Skip("changing a file's owner needs root")
 			}
-			env := startHost(t, []rules.ChannelConfig{sinkChannel("TEST", nil)}, func(c *Config) {
+			env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, func(c *Config) {
 				c.InsecurePermissions = tc.insecure
 				tc.setup(t, c, c.Dir, binaryPath(c.Dir, "sink"))
 			})

@@ -10,12 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/config/field"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -26,6 +27,13 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// DefaultEventRetry is the retry policy of an event the relay cannot
+// process (its rule, a template or its data fail, or the database does):
+// retried after 1s, 2s, 4s… up to 5 minutes, without jitter, until
+// Config.MaxAttempts tries (which replaces MaxAttempts here) have failed;
+// then it is FAILED.
+var DefaultEventRetry = channel.RetryPolicy{MaxAttempts: 5, Initial: time.Second, Max: 5 * time.Minute, Multiplier: 2}
 
 // Config tunes the relay: the daemon's relay { ... } settings (the
 // fields with a koanf tag) and what the daemon wires in.
@@ -259,7 +267,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	// round of queries per event.
 	var retried, failedEvents int
 	needErr := make([]error, len(events))
-	merged := map[string]rules.Needs{}
+	merged := map[string]directory.Needs{}
 	for i, e := range events {
 		n, err := rs.Needs(toRulesEvent(e))
 		if needErr[i] = err; err != nil {
@@ -316,8 +324,10 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			if ctx.Err() != nil {
 				return 0, ctx.Err()
 			}
-			retryIn := time.Duration(math.Min(float64(time.Second)*math.Pow(2, float64(e.Attempts)), float64(5*time.Minute)))
-			failed, ferr := store.FailEventAttempt(ctx, tx, e.ID, err.Error(), r.cfg.MaxAttempts, retryIn)
+			policy := DefaultEventRetry
+			policy.MaxAttempts = r.cfg.MaxAttempts
+			retryIn := policy.Next(e.Attempts+1, 0)
+			failed, ferr := store.FailEventAttempt(ctx, tx, e.ID, err.Error(), policy.MaxAttempts, retryIn)
 			if ferr != nil {
 				return 0, ferr
 			}
@@ -450,17 +460,16 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 			if err != nil {
 				return nil, nil, err
 			}
+			// The channel's class in force already made a best-effort
+			// channel's policy a single try (channel.Config.Resolve).
 			cc, _ := rs.Channel(cd.Channel)
 			maxAttempts := cc.Retry.MaxAttempts
 			if maxAttempts <= 0 {
-				maxAttempts = 5
-			}
-			if cc.BestEffort {
-				maxAttempts = 1
+				maxAttempts = channel.DefaultRetry.MaxAttempts
 			}
 			d := store.NewDelivery{NotificationID: nid.String(), TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
 				UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: cd.Channel, Severity: dec.Severity,
-				Status: store.StatusPending, BestEffort: cc.BestEffort, MaxAttempts: maxAttempts, NextAttemptAt: now,
+				Status: store.StatusPending, BestEffort: cc.Resolved.BestEffort, MaxAttempts: maxAttempts, NextAttemptAt: now,
 				Recipient: recipient, Content: body}
 			switch {
 			case failed:
@@ -487,7 +496,7 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // PluginRecipient is the recipient as the relay hands it to plugins (in
 // every delivery's Recipient).
-func PluginRecipient(r rules.Recipient) sdk.Recipient {
+func PluginRecipient(r directory.Recipient) sdk.Recipient {
 	return sdk.Recipient{UserID: r.UserID, UserType: r.UserType, Email: r.Email, Phone: r.Phone,
 		Locale: r.Locale, TimeZone: r.TimeZone, Attributes: r.Attributes,
 		DeviceTokens: deviceTokens(r), Devices: sdkDevices(r)}
@@ -495,10 +504,10 @@ func PluginRecipient(r rules.Recipient) sdk.Recipient {
 
 // deviceTokens is the recipient's DeviceTokens for plugins built before
 // Devices: the tokens of every device that is not a web push subscription.
-func deviceTokens(r rules.Recipient) []string {
+func deviceTokens(r directory.Recipient) []string {
 	toks := append([]string(nil), r.DeviceTokens...)
 	for _, d := range r.Devices {
-		if d.Kind != rules.DeviceWebPush {
+		if d.Kind != directory.DeviceWebPush {
 			toks = append(toks, d.Token)
 		}
 	}
@@ -508,7 +517,7 @@ func deviceTokens(r rules.Recipient) []string {
 // sdkDevices is the recipient's devices for plugins: tokens of no declared
 // kind first, then the typed devices; a web push subscription's Token is
 // its endpoint.
-func sdkDevices(r rules.Recipient) []sdk.Device {
+func sdkDevices(r directory.Recipient) []sdk.Device {
 	var out []sdk.Device
 	for _, t := range r.DeviceTokens {
 		out = append(out, sdk.Device{Token: t})

@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk/producer"
@@ -57,11 +58,11 @@ func setup(t *testing.T) (*testenv.DB, *rules.RuleSet) {
 	if err := os.WriteFile(p, []byte(testRules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := config.LoadRules(p)
+	rs, err := rulesfile.Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := &rules.Directory{Recipients: []rules.Recipient{
+	dir := &directory.Directory{Recipients: []directory.Recipient{
 		{UserID: "u1", UserType: "CUSTOMER", Email: "u1@example.com", Active: true},
 		{UserID: "u2", UserType: "CUSTOMER", Email: "u2@example.com", Active: false},
 	}}

@@ -6,6 +6,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 // Audience descriptions used in RecipientDecision.Via.
@@ -19,29 +22,29 @@ const (
 // Needs returns the directory data the decision for ev reads: group keys and
 // user ids rendered from the payload, and broadcast user types. The caller
 // loads exactly that into the Directory it passes to Decide.
-func (rs *RuleSet) Needs(ev Event) (Needs, error) {
+func (rs *RuleSet) Needs(ev Event) (directory.Needs, error) {
 	ce, err := rs.event(ev.Type)
 	if err != nil {
-		return Needs{}, err
+		return directory.Needs{}, err
 	}
 	payload, err := decodePayload(ev.Payload)
 	if err != nil {
-		return Needs{}, fmt.Errorf("rules: event %s: %w", ev.Type, err)
+		return directory.Needs{}, fmt.Errorf("rules: event %s: %w", ev.Type, err)
 	}
 	data := audienceData(ev, payload)
-	var n Needs
+	var n directory.Needs
 	for i, a := range ce.audiences {
 		switch {
 		case a.group != nil || a.groupsPath != nil:
 			keys, err := a.groupKeys(data, payload)
 			if err != nil {
-				return Needs{}, fmt.Errorf("rules: event %s: audience %d: %w", ev.Type, i, err)
+				return directory.Needs{}, fmt.Errorf("rules: event %s: audience %d: %w", ev.Type, i, err)
 			}
 			n.GroupKeys = append(n.GroupKeys, keys...)
 		case a.user != nil:
 			id, err := renderKey(a.user, data)
 			if err != nil {
-				return Needs{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyUser, err)
+				return directory.Needs{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyUser, err)
 			}
 			n.UserIDs = append(n.UserIDs, id)
 		case a.spec.UserType != "":
@@ -49,7 +52,7 @@ func (rs *RuleSet) Needs(ev Event) (Needs, error) {
 		case a.path != nil:
 			ids, err := payloadUserIDs(payload, a.path)
 			if err != nil {
-				return Needs{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyPayloadPath, err)
+				return directory.Needs{}, fmt.Errorf("rules: event %s: audience %d: %s: %w", ev.Type, i, KeyPayloadPath, err)
 			}
 			n.UserIDs = append(n.UserIDs, ids...)
 		}
@@ -60,16 +63,6 @@ func (rs *RuleSet) Needs(ev Event) (Needs, error) {
 	return n, nil
 }
 
-// Union returns what n and o need together, each list sorted without
-// repeats: one directory snapshot serves the decisions of both.
-func (n Needs) Union(o Needs) Needs {
-	return Needs{
-		GroupKeys: sortedUnique(append(slices.Clone(n.GroupKeys), o.GroupKeys...)),
-		UserIDs:   sortedUnique(append(slices.Clone(n.UserIDs), o.UserIDs...)),
-		UserTypes: sortedUnique(append(slices.Clone(n.UserTypes), o.UserTypes...)),
-	}
-}
-
 func sortedUnique(s []string) []string {
 	sort.Strings(s)
 	return slices.Compact(s)
@@ -77,10 +70,10 @@ func sortedUnique(s []string) []string {
 
 // dirIndex is a Directory indexed for one decision.
 type dirIndex struct {
-	recipients map[string]*Recipient
+	recipients map[string]*directory.Recipient
 	byType     map[string][]string // user type → sorted user ids
-	groups     map[string]*Group
-	members    map[string][]Member // group key → members sorted by user id
+	groups     map[string]*directory.Group
+	members    map[string][]directory.Member // group key → members sorted by user id
 	prefs      map[prefKey]bool
 	settings   map[prefKey]groupSetting
 }
@@ -89,12 +82,12 @@ type dirIndex struct {
 // (owner = group key).
 type prefKey struct{ owner, eventType, channel string }
 
-func indexDirectory(dir *Directory) *dirIndex {
+func indexDirectory(dir *directory.Directory) *dirIndex {
 	ix := &dirIndex{
-		recipients: map[string]*Recipient{},
+		recipients: map[string]*directory.Recipient{},
 		byType:     map[string][]string{},
-		groups:     map[string]*Group{},
-		members:    map[string][]Member{},
+		groups:     map[string]*directory.Group{},
+		members:    map[string][]directory.Member{},
 		prefs:      map[prefKey]bool{},
 		settings:   map[prefKey]groupSetting{},
 	}
@@ -118,7 +111,7 @@ func indexDirectory(dir *Directory) *dirIndex {
 		ix.members[m.Group] = append(ix.members[m.Group], m)
 	}
 	for _, ms := range ix.members {
-		slices.SortFunc(ms, func(a, b Member) int {
+		slices.SortFunc(ms, func(a, b directory.Member) int {
 			if c := strings.Compare(a.UserID, b.UserID); c != 0 {
 				return c
 			}
@@ -169,7 +162,7 @@ func (r *reach) addVia(v string) {
 // Decide computes who gets ev and on which channels, with a reason for every
 // choice, from dir (a snapshot holding at least what Needs asked for) at
 // time at. It does no I/O.
-func (rs *RuleSet) Decide(ev Event, dir *Directory, at time.Time) (Decision, error) {
+func (rs *RuleSet) Decide(ev Event, dir *directory.Directory, at time.Time) (Decision, error) {
 	return rs.decideIndexed(ev, IndexDirectory(dir), at, true)
 }
 
@@ -179,7 +172,9 @@ func (rs *RuleSet) Decide(ev Event, dir *Directory, at time.Time) (Decision, err
 type DirectoryIndex struct{ ix *dirIndex }
 
 // IndexDirectory indexes dir for DecideIndexed.
-func IndexDirectory(dir *Directory) DirectoryIndex { return DirectoryIndex{indexDirectory(dir)} }
+func IndexDirectory(dir *directory.Directory) DirectoryIndex {
+	return DirectoryIndex{indexDirectory(dir)}
+}
 
 // DecideIndexed is Decide against an indexed directory snapshot, for the
 // relay's hot path: the same recipients, channels and reasons, without the
@@ -327,8 +322,24 @@ func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, exp
 	slices.SortFunc(d.Excluded, func(a, b Exclusion) int { return strings.Compare(a.UserID, b.UserID) })
 	if explain {
 		d.Warnings = audienceWarnings(outcomes, ix)
+		d.Channels = rs.channelClasses(ce)
 	}
 	return d, nil
+}
+
+// channelClasses lists the class, intrusiveness and user types of every
+// channel ce considers, with the source that won each.
+func (rs *RuleSet) channelClasses(ce *compiledEvent) []ChannelClass {
+	out := make([]ChannelClass, 0, len(ce.considered))
+	for _, name := range ce.considered {
+		r := rs.channels[name].Resolved
+		out = append(out, ChannelClass{
+			Channel: name, Class: r.ClassName(), ClassFrom: r.ClassFrom,
+			Intrusive: r.Intrusive, IntrusiveFrom: r.IntrusiveFrom,
+			UserTypes: slices.Clone(r.UserTypes), UserTypesFrom: r.UserTypesFrom,
+		})
+	}
+	return out
 }
 
 // applyMaxRecipients ranks the active users reached through each capped
@@ -402,8 +413,8 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 	for _, ch := range ce.considered {
 		cfg := rs.channels[ch]
 		cd := ChannelDecision{Channel: ch, Mandatory: ce.mandatory[ch]}
-		if len(cfg.UserTypes) > 0 && !slices.Contains(cfg.UserTypes, rec.UserType) {
-			drop(cd, "not supported for user type "+rec.UserType+" (the channel's user_types)")
+		if ut := cfg.Resolved.UserTypes; len(ut) > 0 && !slices.Contains(ut, rec.UserType) {
+			drop(cd, "not supported for user type "+rec.UserType+" ("+userTypesSource(cfg.Resolved.UserTypesFrom)+")")
 			continue
 		}
 		if cd.Mandatory {
@@ -428,7 +439,7 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 				continue
 			}
 		}
-		if cfg.Intrusive {
+		if cfg.Resolved.Intrusive {
 			mode := ce.spec.QuietHours
 			if m, ok := ce.spec.QuietHoursByChannel[ch]; ok {
 				mode = m
@@ -456,6 +467,14 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 		keep(cd)
 	}
 	return rd
+}
+
+// userTypesSource says whose list of user types left a recipient out.
+func userTypesSource(from string) string {
+	if from == channel.FromRules {
+		return "the channel's user_types, set in rules"
+	}
+	return "the channel's user types, " + from
 }
 
 func anyIn(have, want []string) bool {
@@ -528,7 +547,7 @@ func (rs *RuleSet) groupEnabled(ix *dirIndex, r *reach, userType, evType, ch str
 // userEnabled applies the user's preference (event type first) or the
 // user type's default. The reason names the source: "disabled by ..." when
 // off, the source alone when on.
-func (rs *RuleSet) userEnabled(ix *dirIndex, rec Recipient, evType, ch string) (bool, string) {
+func (rs *RuleSet) userEnabled(ix *dirIndex, rec directory.Recipient, evType, ch string) (bool, string) {
 	src := ""
 	on, ok := ix.prefs[prefKey{rec.UserID, evType, ch}]
 	switch {
@@ -555,7 +574,7 @@ func (rs *RuleSet) userEnabled(ix *dirIndex, rec Recipient, evType, ch string) (
 // reaching group's, then the user type's default, then the global default)
 // and their zone (bad or empty zones fall back to the defaults' zone), and
 // says whose window it is.
-func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec Recipient) (*window, *time.Location, string) {
+func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec directory.Recipient) (*window, *time.Location, string) {
 	loc := rs.defaultZone
 	if rec.TimeZone != "" {
 		if l := loadZone(rec.TimeZone); l != nil {

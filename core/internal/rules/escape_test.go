@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 )
 
 const slackRules = `
@@ -46,13 +48,13 @@ func TestSlackEscapesInterpolatedValues(t *testing.T) {
 	if err := os.WriteFile(p, []byte(slackRules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := config.LoadRules(p)
+	rs, err := rulesfile.Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ev := rules.Event{EventID: "e", Type: "ALERT", Payload: json.RawMessage(
 		`{"who": "<b>", "msg": "<!channel> & <https://evil.example|your bank>", "tags": ["<@U123>", "ok"]}`)}
-	r := rules.Recipient{UserID: "u1", Attributes: map[string]string{"team": "<!subteam^S1>"}}
+	r := directory.Recipient{UserID: "u1", Attributes: map[string]string{"team": "<!subteam^S1>"}}
 	cases := map[string]struct {
 		channel     string
 		title, body string
@@ -80,7 +82,7 @@ func TestSlackEscapesInterpolatedValues(t *testing.T) {
 			}
 		})
 	}
-	if ch, _ := rs.Channel("SLACK"); ch.TextFormat != rules.TextSlack {
+	if ch, _ := rs.Channel("SLACK"); ch.TextFormat != channel.TextSlack {
 		t.Fatalf("a channel of the slack plugin defaults to %q", ch.TextFormat)
 	}
 }

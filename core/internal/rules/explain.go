@@ -22,6 +22,9 @@ func WriteExplain(w io.Writer, d Decision, at time.Time) error {
 	for _, w := range d.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
+	if err := writeChannelClasses(&b, d.Channels); err != nil {
+		return err
+	}
 	for _, r := range d.Recipients {
 		b.WriteString("\n")
 		if err := writeRecipient(&b, r); err != nil {
@@ -116,8 +119,27 @@ func WriteUserExplain(w io.Writer, ev Event, ue UserExplanation, at time.Time) e
 	case ue.Excluded != "":
 		fmt.Fprintf(&b, "\nexcluded: %s\n", ue.Excluded)
 	}
+	if ue.Decision != nil {
+		if err := writeChannelClasses(&b, ue.Channels); err != nil {
+			return err
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeChannelClasses prints the channels' classes and which source won
+// each (the rules, the plugin, the default).
+func writeChannelClasses(b *strings.Builder, cs []ChannelClass) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	b.WriteString("\nchannels\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	for _, c := range cs {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.Channel, c)
+	}
+	return tw.Flush()
 }
 
 func plural(n int, one, many string) string {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 )
 
@@ -14,7 +16,7 @@ import (
 func TestGroupsPathBadPayload(t *testing.T) {
 	t.Parallel()
 	rs, err := rules.New(rules.Spec{
-		Channels: []rules.ChannelConfig{{Name: "WEBSOCKET", Providers: []rules.Provider{{Plugin: "websocket"}}}},
+		Channels: []channel.Config{{Name: "WEBSOCKET", Providers: []channel.Provider{{Plugin: "websocket"}}}},
 		Events: []rules.EventSpec{{
 			Type: "ALERT", Mandatory: []string{"WEBSOCKET"},
 			Audiences: []rules.AudienceSpec{{GroupsPath: "teams"}},
@@ -41,7 +43,7 @@ func TestGroupsPathBadPayload(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Needs: %v, want an error containing %q", err, tc.want)
 			}
-			_, err = rs.Decide(ev, &rules.Directory{}, time.Now())
+			_, err = rs.Decide(ev, &directory.Directory{}, time.Now())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Decide: %v, want an error containing %q", err, tc.want)
 			}
@@ -50,7 +52,7 @@ func TestGroupsPathBadPayload(t *testing.T) {
 	// Setting roles on a non-group audience is refused; groups_path counts
 	// as a group audience.
 	if _, err := rules.New(rules.Spec{
-		Channels: []rules.ChannelConfig{{Name: "WEBSOCKET", Providers: []rules.Provider{{Plugin: "websocket"}}}},
+		Channels: []channel.Config{{Name: "WEBSOCKET", Providers: []channel.Provider{{Plugin: "websocket"}}}},
 		Events: []rules.EventSpec{{Type: "A", Mandatory: []string{"WEBSOCKET"},
 			Audiences: []rules.AudienceSpec{{GroupsPath: "teams", Roles: []string{"LEAD"}}, {GroupsPath: "x", User: "u"}}}},
 	}); err == nil || !strings.Contains(err.Error(), "set exactly one of") || strings.Contains(err.Error(), "roles only filter") {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 )
 
@@ -18,13 +20,13 @@ import (
 // with random mandatory/optional channels, restrictions and quiet-hours
 // modes, and a directory with random users, groups, roles, preferences,
 // settings, zones, quiet hours and caps.
-func randomCase(t *testing.T, seed uint64) (*rules.RuleSet, rules.Event, rules.Directory) {
+func randomCase(t *testing.T, seed uint64) (*rules.RuleSet, rules.Event, directory.Directory) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	userTypes := []string{"STAFF", "CUSTOMER", "ADMIN"}
 	roles := []string{"MANAGER", "CHEF", "WAITER", "HOST"}
 	zones := []string{"", "Europe/Rome", "America/New_York", "Asia/Tokyo", "Not/AZone"}
-	windows := []*rules.QuietHours{nil, {Start: "22:00", End: "08:00"}, {Start: "12:00", End: "14:00"}, {Start: "00:00", End: "23:59"}}
+	windows := []*directory.QuietHours{nil, {Start: "22:00", End: "08:00"}, {Start: "12:00", End: "14:00"}, {Start: "00:00", End: "23:59"}}
 	modes := []string{rules.QuietDrop, rules.QuietDefer, rules.QuietIgnore}
 	pick := func(n int) int { return r.IntN(n) }
 	subset := func(all []string) []string {
@@ -40,11 +42,11 @@ func randomCase(t *testing.T, seed uint64) (*rules.RuleSet, rules.Event, rules.D
 	chNames := []string{"A", "B", "C", "D", "E"}
 	spec := rules.Spec{Defaults: rules.DefaultsSpec{TimeZone: "Europe/Rome", QuietHours: windows[pick(len(windows))]}}
 	for _, name := range chNames {
-		spec.Channels = append(spec.Channels, rules.ChannelConfig{
+		intrusive, uts := r.IntN(2) == 0, subset(userTypes)
+		spec.Channels = append(spec.Channels, channel.Config{
 			Name:      name,
-			Intrusive: r.IntN(2) == 0,
-			UserTypes: subset(userTypes),
-			Providers: []rules.Provider{{Plugin: "p" + name}},
+			Set:       channel.Overrides{Intrusive: &intrusive, UserTypes: uts, UserTypesSet: true},
+			Providers: []channel.Provider{{Plugin: "p" + name}},
 		})
 	}
 	if r.IntN(2) == 0 {
@@ -88,13 +90,13 @@ func randomCase(t *testing.T, seed uint64) (*rules.RuleSet, rules.Event, rules.D
 		t.Fatalf("seed %d: New: %v", seed, err)
 	}
 
-	var dir rules.Directory
+	var dir directory.Directory
 	nUsers := 1 + r.IntN(12)
 	var ids []string
 	for i := range nUsers {
 		id := fmt.Sprintf("u%d", i)
 		ids = append(ids, id)
-		dir.Recipients = append(dir.Recipients, rules.Recipient{
+		dir.Recipients = append(dir.Recipients, directory.Recipient{
 			UserID:     id,
 			UserType:   userTypes[pick(len(userTypes))],
 			TimeZone:   zones[pick(len(zones))],
@@ -103,28 +105,28 @@ func randomCase(t *testing.T, seed uint64) (*rules.RuleSet, rules.Event, rules.D
 		})
 	}
 	for _, g := range []string{"g:1", "h:1"} {
-		dir.Groups = append(dir.Groups, rules.Group{Key: g, MaxRecipients: r.IntN(4), QuietHours: windows[pick(len(windows))]})
+		dir.Groups = append(dir.Groups, directory.Group{Key: g, MaxRecipients: r.IntN(4), QuietHours: windows[pick(len(windows))]})
 		for _, id := range append(slices.Clone(ids), "ghost") {
 			if r.IntN(2) == 0 {
-				dir.Members = append(dir.Members, rules.Member{Group: g, UserID: id, Role: roles[pick(len(roles))]})
+				dir.Members = append(dir.Members, directory.Member{Group: g, UserID: id, Role: roles[pick(len(roles))]})
 			}
 		}
 		for _, ch := range chNames {
 			if r.IntN(3) == 0 {
-				dir.Settings = append(dir.Settings, rules.GroupSetting{Group: g, Channel: ch, Enabled: r.IntN(2) == 0})
+				dir.Settings = append(dir.Settings, directory.GroupSetting{Group: g, Channel: ch, Enabled: r.IntN(2) == 0})
 			}
 			if r.IntN(4) == 0 {
-				dir.Settings = append(dir.Settings, rules.GroupSetting{Group: g, EventType: "E", Channel: ch, Enabled: r.IntN(2) == 0})
+				dir.Settings = append(dir.Settings, directory.GroupSetting{Group: g, EventType: "E", Channel: ch, Enabled: r.IntN(2) == 0})
 			}
 		}
 	}
 	for _, id := range ids {
 		for _, ch := range chNames {
 			if r.IntN(3) == 0 {
-				dir.Preferences = append(dir.Preferences, rules.Preference{UserID: id, Channel: ch, Enabled: r.IntN(2) == 0})
+				dir.Preferences = append(dir.Preferences, directory.Preference{UserID: id, Channel: ch, Enabled: r.IntN(2) == 0})
 			}
 			if r.IntN(4) == 0 {
-				dir.Preferences = append(dir.Preferences, rules.Preference{UserID: id, EventType: "E", Channel: ch, Enabled: r.IntN(2) == 0})
+				dir.Preferences = append(dir.Preferences, directory.Preference{UserID: id, EventType: "E", Channel: ch, Enabled: r.IntN(2) == 0})
 			}
 		}
 	}
@@ -137,8 +139,8 @@ func randomCase(t *testing.T, seed uint64) (*rules.RuleSet, rules.Event, rules.D
 	return rs, event, dir
 }
 
-func shuffled(r *rand.Rand, d rules.Directory) rules.Directory {
-	out := rules.Directory{
+func shuffled(r *rand.Rand, d directory.Directory) directory.Directory {
+	out := directory.Directory{
 		Recipients:  slices.Clone(d.Recipients),
 		Groups:      slices.Clone(d.Groups),
 		Members:     slices.Clone(d.Members),
@@ -171,7 +173,7 @@ func checkDecisionProperties(t *testing.T, seed uint64, atUnix int64) {
 	considered := append(slices.Clone(spec.Mandatory), spec.Optional...)
 	supported := func(ch, userType string) bool {
 		cfg, ok := rs.Channel(ch)
-		return ok && (len(cfg.UserTypes) == 0 || slices.Contains(cfg.UserTypes, userType))
+		return ok && (len(cfg.Resolved.UserTypes) == 0 || slices.Contains(cfg.Resolved.UserTypes, userType))
 	}
 
 	seen := map[string]bool{}

@@ -1,11 +1,10 @@
 package rules
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 // window is a parsed daily quiet-hours window; start > end means it spans
@@ -15,47 +14,12 @@ type window struct {
 	text       string
 }
 
-type windowError struct {
-	field string
-	msg   string
-}
-
-func (e *windowError) Error() string { return e.field + ": " + e.msg }
-
-// ParseQuietHours checks a quiet-hours window: both ends "HH:MM", and
-// different.
-func ParseQuietHours(qh QuietHours) error {
-	_, err := parseWindow(qh)
-	return err
-}
-
-func parseWindow(qh QuietHours) (*window, error) {
-	start, err := parseClock(qh.Start)
+func parseWindow(qh directory.QuietHours) (*window, error) {
+	start, end, err := qh.Minutes()
 	if err != nil {
-		return nil, &windowError{field: KeyStart, msg: err.Error()}
-	}
-	end, err := parseClock(qh.End)
-	if err != nil {
-		return nil, &windowError{field: KeyEnd, msg: err.Error()}
-	}
-	if start == end {
-		return nil, &windowError{field: KeyEnd, msg: fmt.Sprintf("equals start (%s): the window would be empty", qh.Start)}
+		return nil, err
 	}
 	return &window{start: start, end: end, text: qh.Start + "–" + qh.End}, nil
-}
-
-// parseClock parses "HH:MM" (00:00 to 23:59) into minutes after midnight.
-func parseClock(s string) (int, error) {
-	hh, mm, ok := strings.Cut(s, ":")
-	if !ok || len(hh) != 2 || len(mm) != 2 {
-		return 0, fmt.Errorf("bad time %q: want HH:MM", s)
-	}
-	h, err1 := strconv.Atoi(hh)
-	m, err2 := strconv.Atoi(mm)
-	if err1 != nil || err2 != nil || h < 0 || h > 23 || m < 0 || m > 59 {
-		return 0, fmt.Errorf("bad time %q: want HH:MM between 00:00 and 23:59", s)
-	}
-	return h*60 + m, nil
 }
 
 // contains reports whether the wall-clock time of t (already in the

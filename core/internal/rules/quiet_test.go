@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 func mustZone(t *testing.T, name string) *time.Location {
@@ -85,7 +87,7 @@ func TestQuietWindowAcrossDST(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			w, err := parseWindow(QuietHours{Start: tc.start, End: tc.end})
+			w, err := parseWindow(directory.QuietHours{Start: tc.start, End: tc.end})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,34 +111,6 @@ func TestQuietWindowAcrossDST(t *testing.T) {
 			}
 			if !got.After(at) {
 				t.Errorf("endAfter(%s) = %s is not after the instant", local, got)
-			}
-		})
-	}
-}
-
-func TestParseQuietHours(t *testing.T) {
-	t.Parallel()
-	tests := map[string]struct {
-		qh      QuietHours
-		wantErr string
-	}{
-		"overnight":      {qh: QuietHours{Start: "22:00", End: "08:00"}},
-		"midnight start": {qh: QuietHours{Start: "00:00", End: "06:30"}},
-		"no colon":       {qh: QuietHours{Start: "2200", End: "08:00"}, wantErr: `start: bad time "2200": want HH:MM`},
-		"hour 24":        {qh: QuietHours{Start: "22:00", End: "24:00"}, wantErr: `end: bad time "24:00": want HH:MM between 00:00 and 23:59`},
-		"one digit":      {qh: QuietHours{Start: "9:00", End: "10:00"}, wantErr: `start: bad time "9:00": want HH:MM`},
-		"empty window":   {qh: QuietHours{Start: "08:00", End: "08:00"}, wantErr: `end: equals start (08:00): the window would be empty`},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			err := ParseQuietHours(tc.qh)
-			got := ""
-			if err != nil {
-				got = err.Error()
-			}
-			if diff := cmp.Diff(tc.wantErr, got); diff != "" {
-				t.Errorf("error mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -15,6 +15,9 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 // templateFuncs are available in every template.
@@ -158,7 +161,7 @@ func userIDOf(x any) (string, error) {
 	return "", fmt.Errorf("not a user id: %v", x)
 }
 
-func recipientData(r Recipient) map[string]any {
+func recipientData(r directory.Recipient) map[string]any {
 	return map[string]any{
 		"user_id":    r.UserID,
 		"user_type":  r.UserType,
@@ -176,7 +179,7 @@ func recipientData(r Recipient) map[string]any {
 // then "pt", then the default text); a channel without a template uses the
 // inbox title and body. The inbox's Data is the rendered data block, or the
 // payload when the rule gives none.
-func (rs *RuleSet) Render(ev Event, r Recipient, channel string) (Rendered, error) {
+func (rs *RuleSet) Render(ev Event, r directory.Recipient, channel string) (Rendered, error) {
 	return rs.RenderPrepared(PrepareEvent(ev), r, channel)
 }
 
@@ -353,7 +356,7 @@ func nodeRecipientFree(n parse.Node) bool {
 }
 
 // RenderPrepared is Render for a prepared event.
-func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r Recipient, channel string) (Rendered, error) {
+func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r directory.Recipient, ch string) (Rendered, error) {
 	ev := pe.ev
 	ce, err := rs.event(ev.Type)
 	if err != nil {
@@ -366,9 +369,9 @@ func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r Recipient, channel string
 		"payload":   pe.payload,
 		"event":     pe.event,
 		"recipient": recipientData(r),
-		"channel":   channel,
+		"channel":   ch,
 	}
-	if cc, ok := rs.channels[channel]; ok && cc.TextFormat == TextSlack {
+	if cc, ok := rs.channels[ch]; ok && cc.TextFormat == channel.TextSlack {
 		// Values are escaped, the template's own text is not: a payload
 		// cannot mention <!channel> or forge a link, the operator can.
 		data["payload"], data["event"] = pe.escaped()
@@ -381,18 +384,18 @@ func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r Recipient, channel string
 	inbox := ce.inbox.pick(locale)
 	var out Rendered
 	fail := func(field string, t templateOf, err error) (Rendered, error) {
-		return Rendered{}, &RenderError{EventType: ev.Type, Channel: channel, Field: field, RecipientFree: t.recipientFree(), Err: err}
+		return Rendered{}, &RenderError{EventType: ev.Type, Channel: ch, Field: field, RecipientFree: t.recipientFree(), Err: err}
 	}
-	if out.Title, err = pe.exec(inbox.title, data, channel); err != nil {
+	if out.Title, err = pe.exec(inbox.title, data, ch); err != nil {
 		return fail(KeyTitle, textOf{inbox.title}, err)
 	}
 	if out.Title == "" {
 		out.Title = ev.Type
 	}
-	if out.Body, err = pe.exec(inbox.body, data, channel); err != nil {
+	if out.Body, err = pe.exec(inbox.body, data, ch); err != nil {
 		return fail(KeyBody, textOf{inbox.body}, err)
 	}
-	if channel == "" {
+	if ch == "" {
 		var derr *dataError
 		if out.Data, derr = execData(inbox.data, data); derr != nil {
 			return fail(KeyData+"."+derr.key, textOf{inbox.data[derr.key]}, derr.err)
@@ -402,29 +405,29 @@ func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r Recipient, channel string
 		}
 		return out, nil
 	}
-	if !ce.mandatory[channel] && !ce.optional[channel] {
-		return Rendered{}, fmt.Errorf("rules: event %s does not use channel %s", ev.Type, channel)
+	if !ce.mandatory[ch] && !ce.optional[ch] {
+		return Rendered{}, fmt.Errorf("rules: event %s does not use ch %s", ev.Type, ch)
 	}
 	out.Subject = out.Title
-	ct, ok := ce.templates[channel]
+	ct, ok := ce.templates[ch]
 	if !ok {
 		return out, nil
 	}
 	t := ct.pick(locale)
 	if t.title != nil {
-		if out.Title, err = pe.exec(t.title, data, channel); err != nil {
+		if out.Title, err = pe.exec(t.title, data, ch); err != nil {
 			return fail(KeyTitle, textOf{t.title}, err)
 		}
 	}
 	if t.subject != nil {
-		if out.Subject, err = pe.exec(t.subject, data, channel); err != nil {
+		if out.Subject, err = pe.exec(t.subject, data, ch); err != nil {
 			return fail(KeySubject, textOf{t.subject}, err)
 		}
 	} else if t.title != nil {
 		out.Subject = out.Title
 	}
 	if t.body != nil {
-		if out.Body, err = pe.exec(t.body, data, channel); err != nil {
+		if out.Body, err = pe.exec(t.body, data, ch); err != nil {
 			return fail(KeyBody, textOf{t.body}, err)
 		}
 	}

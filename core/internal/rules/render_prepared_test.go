@@ -5,8 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 )
 
 // TestPreparedEventRendersPerRecipient renders one prepared event for two
@@ -27,20 +28,20 @@ event "E" {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := config.LoadRules(path)
+	rs, err := rulesfile.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pe := rules.PrepareEvent(rules.Event{Type: "E", Payload: []byte(`{"user": "a", "order": 7}`)})
 	for _, uid := range []string{"a", "b"} {
-		out, err := rs.RenderPrepared(pe, rules.Recipient{UserID: uid}, "EMAIL")
+		out, err := rs.RenderPrepared(pe, directory.Recipient{UserID: uid}, "EMAIL")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if out.Subject != "Order 7 (EMAIL)" || out.Body != "Hello "+uid {
 			t.Fatalf("for %s: subject %q body %q", uid, out.Subject, out.Body)
 		}
-		inbox, err := rs.RenderPrepared(pe, rules.Recipient{UserID: uid}, "")
+		inbox, err := rs.RenderPrepared(pe, directory.Recipient{UserID: uid}, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,13 +7,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 )
 
 func exampleRules(t *testing.T) *rules.RuleSet {
 	t.Helper()
-	rs, err := config.LoadRules("../../../examples/rules/herald.hcl")
+	rs, err := rulesfile.Load("../../../examples/rules/herald.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,20 +32,20 @@ func TestRender(t *testing.T) {
 	rs := exampleRules(t)
 	tests := map[string]struct {
 		ev      rules.Event
-		r       rules.Recipient
+		r       directory.Recipient
 		channel string
 		want    rules.Rendered
 	}{
 		"inbox, default locale, data block": {
-			ev: reservationEvent, r: rules.Recipient{UserID: "staff2", Locale: "en"},
+			ev: reservationEvent, r: directory.Recipient{UserID: "staff2", Locale: "en"},
 			want: rules.Rendered{Title: "New reservation", Body: "Maria, 4 people at 20:30", Data: json.RawMessage(`{"reservation_id":"12345678901"}`)},
 		},
 		"inbox, Italian variant keeps the default data": {
-			ev: reservationEvent, r: rules.Recipient{UserID: "staff1", Locale: "it_IT"},
+			ev: reservationEvent, r: directory.Recipient{UserID: "staff1", Locale: "it_IT"},
 			want: rules.Rendered{Title: "Nuova prenotazione", Body: "Maria, 4 persone alle 20:30", Data: json.RawMessage(`{"reservation_id":"12345678901"}`)},
 		},
 		"email, unknown locale falls back to the default text": {
-			ev: reservationEvent, r: rules.Recipient{UserID: "staff2", Locale: "fr"}, channel: "EMAIL",
+			ev: reservationEvent, r: directory.Recipient{UserID: "staff2", Locale: "fr"}, channel: "EMAIL",
 			want: rules.Rendered{
 				Subject: "New reservation: Maria (4)",
 				Title:   "New reservation",
@@ -53,7 +54,7 @@ func TestRender(t *testing.T) {
 			},
 		},
 		"email, Italian subject and body, default html": {
-			ev: reservationEvent, r: rules.Recipient{UserID: "staff1", Locale: "it"}, channel: "EMAIL",
+			ev: reservationEvent, r: directory.Recipient{UserID: "staff1", Locale: "it"}, channel: "EMAIL",
 			want: rules.Rendered{
 				Subject: "Nuova prenotazione: Maria (4)",
 				Title:   "Nuova prenotazione",
@@ -62,12 +63,12 @@ func TestRender(t *testing.T) {
 			},
 		},
 		"push without a template uses the inbox title and body": {
-			ev: reservationEvent, r: rules.Recipient{UserID: "staff2"}, channel: "PUSH",
+			ev: reservationEvent, r: directory.Recipient{UserID: "staff2"}, channel: "PUSH",
 			want: rules.Rendered{Subject: "New reservation", Title: "New reservation", Body: "Maria, 4 people at 20:30"},
 		},
 		"html escapes payload text": {
 			ev: rules.Event{Type: "RESERVATION_REQUESTED", Payload: json.RawMessage(`{"customer_name": "<script>", "pax": 1, "time": "x"}`)},
-			r:  rules.Recipient{UserID: "u"}, channel: "EMAIL",
+			r:  directory.Recipient{UserID: "u"}, channel: "EMAIL",
 			want: rules.Rendered{
 				Subject: "New reservation: <script> (1)",
 				Title:   "New reservation",
@@ -77,7 +78,7 @@ func TestRender(t *testing.T) {
 		},
 		"inbox data defaults to the payload": {
 			ev:   rules.Event{Type: "CHAT_MESSAGE_SENT", Payload: json.RawMessage(`{"sender_name":"Bo","text":"hi","recipients":["1"]}`)},
-			r:    rules.Recipient{UserID: "1"},
+			r:    directory.Recipient{UserID: "1"},
 			want: rules.Rendered{Title: "Bo", Body: "hi", Data: json.RawMessage(`{"sender_name":"Bo","text":"hi","recipients":["1"]}`)},
 		},
 	}
@@ -98,10 +99,10 @@ func TestRender(t *testing.T) {
 func TestRenderErrors(t *testing.T) {
 	t.Parallel()
 	rs := exampleRules(t)
-	if _, err := rs.Render(rules.Event{Type: "NOPE"}, rules.Recipient{}, ""); !errors.Is(err, rules.ErrNoRule) {
+	if _, err := rs.Render(rules.Event{Type: "NOPE"}, directory.Recipient{}, ""); !errors.Is(err, rules.ErrNoRule) {
 		t.Errorf("unknown type: got %v, want ErrNoRule", err)
 	}
-	if _, err := rs.Render(reservationEvent, rules.Recipient{}, "SLACK"); err == nil {
+	if _, err := rs.Render(reservationEvent, directory.Recipient{}, "SLACK"); err == nil {
 		t.Error("a channel the event does not use: got no error")
 	}
 }
@@ -167,7 +168,7 @@ func TestNoRule(t *testing.T) {
 	if _, err := rs.Needs(ev); !errors.Is(err, rules.ErrNoRule) {
 		t.Errorf("Needs: got %v, want ErrNoRule", err)
 	}
-	if _, err := rs.Decide(ev, &rules.Directory{}, reservationEvent.OccurredAt); !errors.Is(err, rules.ErrNoRule) {
+	if _, err := rs.Decide(ev, &directory.Directory{}, reservationEvent.OccurredAt); !errors.Is(err, rules.ErrNoRule) {
 		t.Errorf("Decide: got %v, want ErrNoRule", err)
 	}
 }
@@ -196,11 +197,11 @@ func TestAccessors(t *testing.T) {
 		t.Errorf("Channels (-want +got):\n%s", diff)
 	}
 	ws, ok := rs.Channel("WEBSOCKET")
-	if !ok || !ws.BestEffort || ws.Intrusive || ws.Retry.MaxAttempts != 1 {
+	if !ok || !ws.Resolved.BestEffort || ws.Resolved.Intrusive || ws.Retry.MaxAttempts != 1 {
 		t.Errorf("WEBSOCKET = %+v, want best effort, not intrusive, one attempt", ws)
 	}
 	email, _ := rs.Channel("EMAIL")
-	if email.Providers[0].Name != "smtp-primary" || email.Providers[1].Name != "smtp-backup" || !email.Intrusive {
+	if email.Providers[0].Name != "smtp-primary" || email.Providers[1].Name != "smtp-backup" || !email.Resolved.Intrusive {
 		t.Errorf("EMAIL = %+v", email)
 	}
 	// Changing a returned value does not change the rule set.
@@ -216,7 +217,7 @@ func TestAccessors(t *testing.T) {
 
 func TestRecipientActiveDefaultsToTrue(t *testing.T) {
 	t.Parallel()
-	var d rules.Directory
+	var d directory.Directory
 	if err := json.Unmarshal([]byte(`{"recipients": [{"user_id": "a"}, {"user_id": "b", "active": false}]}`), &d); err != nil {
 		t.Fatal(err)
 	}

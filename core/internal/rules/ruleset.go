@@ -15,6 +15,9 @@ import (
 	_ "time/tzdata" // Recipients' zones must resolve even on hosts without zoneinfo.
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 // ErrNoRule means the event's type has no rule. It prompts the caller to
@@ -25,7 +28,7 @@ var ErrNoRule = errors.New("no rule for event type")
 // and safe for concurrent use.
 type RuleSet struct {
 	spec     Spec
-	channels map[string]ChannelConfig
+	channels map[string]channel.Config
 	events   map[string]*compiledEvent
 	// defaultZone is the zone of recipients with none (or a bad one).
 	defaultZone *time.Location
@@ -143,7 +146,7 @@ func New(spec Spec) (*RuleSet, error) {
 	c := &specChecker{}
 	rs := &RuleSet{
 		spec:     spec,
-		channels: make(map[string]ChannelConfig, len(spec.Channels)),
+		channels: make(map[string]channel.Config, len(spec.Channels)),
 		events:   make(map[string]*compiledEvent, len(spec.Events)),
 		typeQH:   map[string]*window{},
 	}
@@ -155,7 +158,7 @@ func New(spec Spec) (*RuleSet, error) {
 			continue
 		}
 		checkChannel(c, ch)
-		rs.channels[ch.Name] = ch
+		rs.channels[ch.Name] = ch.Resolve(nil)
 	}
 	for ut, d := range rs.spec.Defaults.UserTypes {
 		for _, ch := range d.Enabled {
@@ -174,7 +177,7 @@ func New(spec Spec) (*RuleSet, error) {
 	if len(c.errs) > 0 {
 		return nil, c.errs
 	}
-	slices.SortFunc(rs.spec.Channels, func(a, b ChannelConfig) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(rs.spec.Channels, func(a, b channel.Config) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(rs.spec.Events, func(a, b EventSpec) int { return strings.Compare(a.Type, b.Type) })
 	return rs, nil
 }
@@ -201,18 +204,18 @@ func (rs *RuleSet) compileDefaults(c *specChecker) {
 			rs.typeQH[ut] = checkWindow(c, *td.QuietHours, []string{KeyDefaults, KeyUserType, ut, KeyQuietHours})
 		}
 	}
-	if d.Retry == (RetryPolicy{}) {
-		d.Retry = DefaultRetry
+	if d.Retry == (channel.RetryPolicy{}) {
+		d.Retry = channel.DefaultRetry
 	}
 	checkRetry(c, d.Retry, []string{KeyDefaults, KeyRetry})
 }
 
-func checkWindow(c *specChecker, qh QuietHours, path []string) *window {
+func checkWindow(c *specChecker, qh directory.QuietHours, path []string) *window {
 	w, err := parseWindow(qh)
 	if err != nil {
-		var we *windowError
+		var we *directory.QuietHoursError
 		if errors.As(err, &we) {
-			c.add(we.msg, extend(path, we.field)...)
+			c.add(we.Msg, extend(path, we.Field)...)
 		} else {
 			c.add(err.Error(), path...)
 		}
@@ -221,7 +224,7 @@ func checkWindow(c *specChecker, qh QuietHours, path []string) *window {
 	return w
 }
 
-func checkRetry(c *specChecker, r RetryPolicy, path []string) {
+func checkRetry(c *specChecker, r channel.RetryPolicy, path []string) {
 	if r.MaxAttempts < 1 {
 		c.addf(extend(path, KeyMaxAttempts), "must be at least 1, got %d", r.MaxAttempts)
 	}
@@ -239,7 +242,7 @@ func checkRetry(c *specChecker, r RetryPolicy, path []string) {
 	}
 }
 
-func checkChannel(c *specChecker, ch ChannelConfig) {
+func checkChannel(c *specChecker, ch channel.Config) {
 	base := []string{KeyChannel, ch.Name}
 	if ch.Name == "" {
 		c.add("channel name is empty", base...)
@@ -263,17 +266,17 @@ func checkChannel(c *specChecker, ch ChannelConfig) {
 			}
 		}
 	}
-	for i, ut := range ch.UserTypes {
+	for i, ut := range ch.Set.UserTypes {
 		if ut == "" {
 			c.add("empty user type", extend(base, KeyUserTypes, strconv.Itoa(i))...)
 		}
 	}
 	switch ch.TextFormat {
-	case "", TextPlain, TextSlack:
+	case "", channel.TextPlain, channel.TextSlack:
 	default:
-		c.addf(extend(base, KeyTextFormat), "must be %q or %q, got %q", TextPlain, TextSlack, ch.TextFormat)
+		c.addf(extend(base, KeyTextFormat), "must be %q or %q, got %q", channel.TextPlain, channel.TextSlack, ch.TextFormat)
 	}
-	if ch.BestEffort && ch.Retry.MaxAttempts > 1 {
+	if ch.Set.BestEffort != nil && *ch.Set.BestEffort && ch.Retry.MaxAttempts > 1 {
 		c.addf(extend(base, KeyRetry, KeyMaxAttempts), "best-effort channels are not retried (set %s = false to retry)", KeyBestEffort)
 	}
 	checkRetry(c, ch.Retry, extend(base, KeyRetry))
@@ -297,9 +300,9 @@ func (s *Spec) setDefaults() {
 	}
 	for i := range s.Channels {
 		ch := &s.Channels[i]
-		if ch.Retry == (RetryPolicy{}) {
+		if ch.Retry == (channel.RetryPolicy{}) {
 			ch.Retry = s.Defaults.Retry
-			if ch.BestEffort {
+			if ch.Set.BestEffort != nil && *ch.Set.BestEffort {
 				ch.Retry.MaxAttempts = 1
 			}
 		}
@@ -308,12 +311,12 @@ func (s *Spec) setDefaults() {
 				ch.Providers[j].Name = ch.Providers[j].Plugin
 			}
 		}
-		slices.SortStableFunc(ch.Providers, func(a, b Provider) int { return a.Priority - b.Priority })
+		slices.SortStableFunc(ch.Providers, func(a, b channel.Provider) int { return a.Priority - b.Priority })
 		if ch.TextFormat == "" {
-			ch.TextFormat = TextPlain
+			ch.TextFormat = channel.TextPlain
 			for _, p := range ch.Providers {
 				if p.Plugin == "slack" {
-					ch.TextFormat = TextSlack
+					ch.TextFormat = channel.TextSlack
 				}
 			}
 		}
@@ -552,20 +555,40 @@ func normalizeLocale(l string) string {
 // Spec returns a copy of the rule set's spec, with defaults applied.
 func (rs *RuleSet) Spec() Spec { return cloneSpec(rs.spec) }
 
-// Channels returns the configured channels, sorted by name.
-func (rs *RuleSet) Channels() []ChannelConfig {
-	out := make([]ChannelConfig, len(rs.spec.Channels))
+// Channels returns the configured channels, sorted by name, each with its
+// class, intrusiveness and user types in force (Resolved).
+func (rs *RuleSet) Channels() []channel.Config {
+	out := make([]channel.Config, len(rs.spec.Channels))
 	for i, ch := range rs.spec.Channels {
-		out[i] = cloneChannel(ch)
+		out[i] = cloneChannel(rs.channels[ch.Name])
 	}
 	return out
 }
 
+// WithDeclared returns a copy of rs in which each channel's class and user
+// types come from what its plugin declared (declared maps a channel name
+// to its plugin's declaration; a channel missing from it has none), unless
+// the rules set them: the plugin host passes its plugins' Describe answers
+// here when it loads or reloads them. rs is unchanged; the copy shares
+// everything else with it.
+func (rs *RuleSet) WithDeclared(declared map[string]channel.Declared) *RuleSet {
+	out := *rs
+	out.channels = make(map[string]channel.Config, len(rs.channels))
+	for _, ch := range rs.spec.Channels {
+		if d, ok := declared[ch.Name]; ok {
+			out.channels[ch.Name] = ch.Resolve(&d)
+		} else {
+			out.channels[ch.Name] = ch.Resolve(nil)
+		}
+	}
+	return &out
+}
+
 // Channel returns the named channel's configuration.
-func (rs *RuleSet) Channel(name string) (ChannelConfig, bool) {
+func (rs *RuleSet) Channel(name string) (channel.Config, bool) {
 	ch, ok := rs.channels[name]
 	if !ok {
-		return ChannelConfig{}, false
+		return channel.Config{}, false
 	}
 	return cloneChannel(ch), true
 }
@@ -622,10 +645,10 @@ func cloneSpec(s Spec) Spec {
 	return out
 }
 
-func cloneChannel(ch ChannelConfig) ChannelConfig {
-	ch.UserTypes = slices.Clone(ch.UserTypes)
+func cloneChannel(ch channel.Config) channel.Config {
+	ch = ch.Clone()
 	if ch.Providers != nil {
-		ps := make([]Provider, len(ch.Providers))
+		ps := make([]channel.Provider, len(ch.Providers))
 		for i, p := range ch.Providers {
 			if p.Config != nil {
 				p.Config, _ = cloneValue(p.Config).(map[string]any)

@@ -2,16 +2,18 @@ package rules
 
 import (
 	"encoding/json"
-	"time"
+
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 // Spec is the declarative form of a rule set: what an operator writes in the
 // rules files, after parsing and with defaults applied. New compiles a Spec
-// into a RuleSet. The config package builds a Spec from HCL or YAML files;
+// into a RuleSet. Package rulesfile builds a Spec from HCL or YAML files;
 // tests and tools may build one directly.
 type Spec struct {
 	// Channels are the configured channels, sorted by name.
-	Channels []ChannelConfig
+	Channels []channel.Config
 	// Events are the rules of each event type, sorted by type.
 	Events []EventSpec
 	// Defaults are the fallbacks for recipients, groups and channels.
@@ -119,9 +121,9 @@ type DefaultsSpec struct {
 	Locale string
 	// QuietHours is the window for recipients whose user, group and
 	// user-type defaults give none (nil = no quiet hours).
-	QuietHours *QuietHours
+	QuietHours *directory.QuietHours
 	// Retry is the retry policy for channels that do not set their own.
-	Retry RetryPolicy
+	Retry channel.RetryPolicy
 	// UserTypes are per-user-type defaults.
 	UserTypes map[string]UserTypeDefaults
 }
@@ -134,7 +136,7 @@ type UserTypeDefaults struct {
 	Enabled    []string
 	EnabledSet bool
 	// QuietHours is the window for users of this type without their own.
-	QuietHours *QuietHours
+	QuietHours *directory.QuietHours
 }
 
 // Field names of the rules schema, as written in HCL and YAML files. Error
@@ -197,33 +199,3 @@ const (
 	DefaultTimeZone = "UTC"
 	DefaultLocale   = "en"
 )
-
-// DefaultRetry is the retry policy of a persistent channel when neither the
-// channel nor the defaults set one.
-var DefaultRetry = RetryPolicy{
-	MaxAttempts: 5,
-	Initial:     2 * time.Second,
-	Max:         10 * time.Minute,
-	Multiplier:  2,
-	Jitter:      0.2,
-}
-
-// DefaultIntrusive reports whether a channel is intrusive when its block
-// does not say: EMAIL, PUSH and SMS are.
-func DefaultIntrusive(channel string) bool {
-	switch channel {
-	case "EMAIL", "PUSH", "SMS":
-		return true
-	}
-	return false
-}
-
-// DefaultBestEffort reports whether a channel is best effort when its block
-// does not say: WEBSOCKET and SLACK are.
-func DefaultBestEffort(channel string) bool {
-	switch channel {
-	case "WEBSOCKET", "SLACK":
-		return true
-	}
-	return false
-}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/directory"
 )
 
 // audienceOutcome is what one audience of a decision reached.
@@ -59,7 +61,7 @@ func audienceWarnings(outs []audienceOutcome, ix *dirIndex) []string {
 type UserExplanation struct {
 	UserID string `json:"user_id"`
 	// Recipient is the user's directory entry (nil: not in the directory).
-	Recipient *Recipient `json:"recipient,omitempty"`
+	Recipient *directory.Recipient `json:"recipient,omitempty"`
 	// Audiences checks every audience of the rule against the user.
 	Audiences []AudienceCheck `json:"audiences"`
 	// Decision is the user's channels when they are notified.
@@ -68,6 +70,9 @@ type UserExplanation struct {
 	Excluded string `json:"excluded,omitempty"`
 	// Summary is one line: notified on N channels, or why not.
 	Summary string `json:"summary"`
+	// Channels are the rule's channels with their class and its source,
+	// as in Decision.
+	Channels []ChannelClass `json:"channels,omitempty"`
 }
 
 // AudienceCheck is one audience of a rule, checked against one user.
@@ -83,7 +88,7 @@ type AudienceCheck struct {
 // different user type, not in the payload's list), and a reached user's
 // channels or exclusion (inactive, over max_recipients) follow. dir must
 // hold the user (add their id to Needs.UserIDs when loading it).
-func (rs *RuleSet) ExplainUser(ev Event, dir *Directory, at time.Time, userID string) (UserExplanation, error) {
+func (rs *RuleSet) ExplainUser(ev Event, dir *directory.Directory, at time.Time, userID string) (UserExplanation, error) {
 	ix := indexDirectory(dir)
 	d, err := rs.decideIndexed(ev, DirectoryIndex{ix}, at, true)
 	if err != nil {
@@ -179,6 +184,7 @@ func (rs *RuleSet) ExplainUser(ev Event, dir *Directory, at time.Time, userID st
 	default:
 		ue.Summary = "not notified: no audience of " + ev.Type + " reached the user"
 	}
+	ue.Channels = d.Channels
 	return ue, nil
 }
 

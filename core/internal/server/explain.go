@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldhq/herald/core/internal/api"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
@@ -81,12 +82,15 @@ func ExplainHandler(pool *pgxpool.Pool, current func() *rules.RuleSet) http.Hand
 			api.Problem(w, http.StatusInternalServerError, "explain failed", err.Error(), "")
 			return
 		}
+		ev := rules.Event{TenantID: se.Event.TenantID, EventID: se.Event.EventID, Type: se.Event.Type,
+			AggregateType: se.Event.AggregateType, AggregateID: se.Event.AggregateID,
+			Payload: se.Event.Payload, OccurredAt: se.Event.CreatedAt}
 		rs := current()
 		at := time.Now()
 		if se.ProcessedAt != nil {
 			at = *se.ProcessedAt
 		}
-		needs, err := rs.Needs(se.Event)
+		needs, err := rs.Needs(ev)
 		if errors.Is(err, rules.ErrNoRule) {
 			api.Problem(w, http.StatusUnprocessableEntity, "no rule", fmt.Sprintf("the rules loaded now have no rule for event type %q", se.Event.Type), "event_type")
 			return
@@ -96,7 +100,7 @@ func ExplainHandler(pool *pgxpool.Pool, current func() *rules.RuleSet) http.Hand
 			return
 		}
 		if user != "" {
-			needs = needs.Union(rules.Needs{UserIDs: []string{user}})
+			needs = needs.Union(directory.Needs{UserIDs: []string{user}})
 		}
 		dir, err := store.LoadDirectory(ctx, pool, tenant, needs)
 		if err != nil {
@@ -108,14 +112,14 @@ func ExplainHandler(pool *pgxpool.Pool, current func() *rules.RuleSet) http.Hand
 			Status: se.Status, At: at, Deliveries: st.Deliveries,
 		}
 		if user != "" {
-			ue, err := rs.ExplainUser(se.Event, dir, at, user)
+			ue, err := rs.ExplainUser(ev, dir, at, user)
 			if err != nil {
 				api.Problem(w, http.StatusUnprocessableEntity, "cannot decide", err.Error(), "")
 				return
 			}
 			resp.User = &ue
 		} else {
-			d, err := rs.Decide(se.Event, dir, at)
+			d, err := rs.Decide(ev, dir, at)
 			if err != nil {
 				api.Problem(w, http.StatusUnprocessableEntity, "cannot decide", err.Error(), "")
 				return
@@ -133,7 +137,7 @@ func ExplainHandler(pool *pgxpool.Pool, current func() *rules.RuleSet) http.Hand
 		}
 		b.WriteString("\n\n")
 		if resp.User != nil {
-			err = rules.WriteUserExplain(&b, se.Event, *resp.User, at)
+			err = rules.WriteUserExplain(&b, ev, *resp.User, at)
 		} else {
 			err = rules.WriteExplain(&b, *resp.Decision, at)
 		}

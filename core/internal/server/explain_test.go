@@ -13,10 +13,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/heraldhq/herald/core/internal/api/openapitest"
-	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
@@ -30,7 +30,7 @@ import (
 func TestExplainStoredEvent(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	rs, _, err := config.LoadRulesWith(config.RulesOptions{KeepReferences: true}, "../../../examples/rules/herald.hcl")
+	rs, _, err := rulesfile.LoadWith(rulesfile.Options{KeepReferences: true}, "../../../examples/rules/herald.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldhq/herald/core/internal/broker"
-	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 )
 
 // AdminReadyPath is the admin API's readiness with reasons: GET → 200 or
@@ -36,7 +36,7 @@ type ReadyStatus struct {
 	// a rejected reload its state is "stale", with the problems, while the
 	// last good rules keep serving (the daemon stays ready). Absent when
 	// the handler has no rules watcher.
-	Rules *config.RulesStatus `json:"rules,omitempty"`
+	Rules *rulesfile.Status `json:"rules,omitempty"`
 }
 
 // Readiness returns the daemon's readiness check: the reasons it is not
@@ -114,7 +114,7 @@ func readyErr(check func(context.Context) []string) func(context.Context) error 
 // ReadyHandler serves GET /admin/v1/ready on the admin listener: 200
 // {"status":"ready","reasons":[]} or 503 {"status":"not ready","reasons":[...]},
 // with the rules' status when rulesStatus is not nil.
-func ReadyHandler(check func(context.Context) []string, rulesStatus func() config.RulesStatus) http.Handler {
+func ReadyHandler(check func(context.Context) []string, rulesStatus func() rulesfile.Status) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := ReadyStatus{Status: "ready", Reasons: check(r.Context())}
 		if rulesStatus != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
@@ -177,7 +178,7 @@ func TestAdminReadyShowsStaleRules(t *testing.T) {
 	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	watcher, err := config.NewRulesWatcher([]string{path}, nil)
+	watcher, err := rulesfile.NewWatcher([]string{path}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 // Package server wires `herald serve`: rules (hot-reloaded), the database
 // pool, the broker connection and topology, the plugin host, the relay,
-// the publisher, the listeners, the retry poller and the HTTP APIs.
+// the publisher, the listeners, the maintenance stage (lost attempts,
+// deferred rows, planner statistics) and the HTTP APIs.
 package server
 
 import (
@@ -23,15 +24,18 @@ import (
 	"github.com/heraldhq/herald/core/internal/api"
 	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/delivery"
 	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/inbox"
 	"github.com/heraldhq/herald/core/internal/live"
+	"github.com/heraldhq/herald/core/internal/maintenance"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/webinbox"
@@ -74,7 +78,7 @@ func Topology(d config.Daemon, rs *rules.RuleSet) broker.Topology {
 
 // Pools are the daemon's connection pools, one per database role.
 type Pools struct {
-	// Worker serves the pipeline (relay, publisher, listeners, poller):
+	// Worker serves the pipeline (relay, publisher, listeners, maintenance):
 	// every tenant.
 	Worker *pgxpool.Pool
 	// API serves the public HTTP API, bound to one tenant per transaction
@@ -308,7 +312,7 @@ func AdminToken(c httpguard.Config, log hclog.Logger) ([]byte, error) {
 
 // PluginHostConfig is the plugin host's config: the daemon's plugins
 // settings (pc), its logger and the channels of the rules.
-func PluginHostConfig(pc pluginhost.Config, log hclog.Logger, channels []rules.ChannelConfig) pluginhost.Config {
+func PluginHostConfig(pc pluginhost.Config, log hclog.Logger, channels []channel.Config) pluginhost.Config {
 	pc.Logger, pc.Channels = log, channels
 	return pc
 }
@@ -340,7 +344,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	if len(d.Rules) == 0 {
 		return errors.New("rules: no rules files configured (set rules = [...] or HERALD_RULES)")
 	}
-	watcher, err := config.NewRulesWatcher(d.Rules, log.Named("rules"))
+	watcher, err := rulesfile.NewWatcher(d.Rules, log.Named("rules"))
 	if err != nil {
 		return err
 	}
@@ -398,12 +402,18 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	if err := host.Start(ctx); err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}
+	// From here on the rules in force carry what the plugins declare
+	// about their channels (class, user types).
+	inForce := NewRulesInForce(watcher.Current, host.Declared)
+	host.OnDeclared(inForce.Refresh)
+	current = inForce.Current
 	RegisterStateCollectors(reg, pool, host, conn)
 	listener := delivery.NewListener(pool, conn, host, current, log, delivery.ListenerConfig{Lease: d.Retry.Lease, Metrics: m})
 	watcher.OnChange(func(rs *rules.RuleSet) {
 		if err := host.Reconfigure(rs.Channels()); err != nil {
 			log.Error("plugin providers not reconfigured for the new rules", "error", err)
 		}
+		inForce.Refresh()
 		// Channels the new rules add get their queue now (default
 		// topology) or must match a configured binding.
 		want := Topology(d, rs)
@@ -446,7 +456,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		relayCfg.Handoff = handoff
 	}
 	rl := relay.New(pool, current, pub.Kick, log, relayCfg)
-	poller := delivery.NewRetryPoller(pool, d.Retry.PollInterval, pub.Kick, log)
+	maint := maintenance.New(pool, d.Retry.PollInterval, pub.Kick, log)
 
 	ready := Readiness(pools, conn, ProviderReadiness(host.Status))
 	public, err := publicAPI(ctx, d, pools, conn, current, log, m, ready)
@@ -495,7 +505,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		sup.Add(PhasePublish, "handoff", handoff.Run)
 	}
 	sup.Add(PhasePublish, "publisher", pub.Run)
-	sup.Add(PhasePublish, "retry poller", poller.Run)
+	sup.Add(PhasePublish, "maintenance (lost attempts, deferred rows, analyze)", maint.Run)
 	sup.Add(PhaseDeliver, "listener", listener.Run)
 	sup.Add(PhasePlugins, "plugin host", WaitThen(host.Close))
 	// The broker connection reconnects inside; it closes once nothing

@@ -30,7 +30,7 @@ const (
 	PhaseRelay
 	// PhasePublish: the handoff waits for the confirms of what it
 	// published and leaves what it did not publish due for any publisher;
-	// the publisher and the retry poller stop claiming.
+	// the publisher and the maintenance stage stop.
 	PhasePublish
 	// PhaseDeliver: the listeners stop consuming, finish the batches in
 	// flight, record their outcomes and ack (or nack) their messages.

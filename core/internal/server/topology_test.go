@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
@@ -17,9 +18,9 @@ import (
 
 func TestTopologyQueueType(t *testing.T) {
 	t.Parallel()
-	rs, err := rules.New(rules.Spec{Channels: []rules.ChannelConfig{
-		{Name: "EMAIL", Providers: []rules.Provider{{Plugin: "email"}}},
-		{Name: "PUSH", Providers: []rules.Provider{{Plugin: "push"}}},
+	rs, err := rules.New(rules.Spec{Channels: []channel.Config{
+		{Name: "EMAIL", Providers: []channel.Provider{{Plugin: "email"}}},
+		{Name: "PUSH", Providers: []channel.Provider{{Plugin: "push"}}},
 	}})
 	if err != nil {
 		t.Fatal(err)

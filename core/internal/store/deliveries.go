@@ -449,28 +449,25 @@ func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error)
 	return int(tag.RowsAffected()), nil
 }
 
-// MaxLostAttempts bounds how many attempts of one delivery may be lost
-// (daemon or plugin killed mid-send) before it is FAILED.
-const MaxLostAttempts = 3
-
 // ExpireLeases moves deliveries whose SENDING lease ran out (the daemon or
-// plugin died mid-send) to RETRY and logs the attempt as lost. A lost
-// attempt does not count against max_attempts — it was Herald's failure,
-// not the provider's, so best-effort deliveries get their one real try too
-// — but after MaxLostAttempts lost attempts the delivery is FAILED. It
-// returns how many moved.
-func ExpireLeases(ctx context.Context, q Querier) (int, error) {
+// plugin died mid-send) to RETRY, due after retryIn, and logs the attempt
+// as lost. A lost attempt does not count against max_attempts — it was
+// Herald's failure, not the provider's, so best-effort deliveries get
+// their one real try too — but a delivery that already lost maxLost
+// attempts is FAILED. It returns how many moved. The policy (how many,
+// how soon) is maintenance.LostAttempts.
+func ExpireLeases(ctx context.Context, q Querier, maxLost int, retryIn time.Duration) (int, error) {
 	tag, err := q.Exec(ctx, `WITH upd AS (
 			UPDATE deliveries d SET status = CASE WHEN (SELECT count(*) FROM delivery_attempts a
 					WHERE a.delivery_id = d.delivery_id AND a.delivery_created_at = d.created_at AND a.outcome = 'lost') >= $1 THEN 'FAILED' ELSE 'RETRY' END,
 				max_attempts = d.max_attempts + 1,
-				last_error = 'attempt lost: lease expired while sending', next_attempt_at = now(), lease_until = NULL, updated_at = now()
+				last_error = 'attempt lost: lease expired while sending', next_attempt_at = now() + $2::interval, lease_until = NULL, updated_at = now()
 			WHERE d.queue = 'SENDING' AND d.lease_until < now()
 			RETURNING d.delivery_id, d.tenant_id, d.attempts, d.updated_at, d.created_at
 		)
 		INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, error, started_at, delivery_created_at)
 		SELECT tenant_id, delivery_id, attempts, 'lost', 'lease expired while sending', updated_at, created_at FROM upd
-		ON CONFLICT (delivery_id, attempt, delivery_created_at) DO NOTHING`, MaxLostAttempts)
+		ON CONFLICT (delivery_id, attempt, delivery_created_at) DO NOTHING`, maxLost, retryIn)
 	if err != nil {
 		return 0, fmt.Errorf("expire leases: %w", err)
 	}

@@ -141,7 +141,7 @@ func TestDeliveryTransitionsOnlyMoveForward(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `DELETE FROM delivery_attempts WHERE delivery_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := store.ExpireLeases(ctx, db.Pool); err != nil || n != 1 {
+	if n, err := store.ExpireLeases(ctx, db.Pool, 3, 0); err != nil || n != 1 {
 		t.Fatalf("expire leases: %d %v", n, err)
 	}
 	if s, _ := status(); s != store.StatusRetry {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
@@ -18,33 +18,33 @@ import (
 func TestDevicesImportLoadAndRemove(t *testing.T) {
 	db := testenv.Postgres(t)
 	ctx := context.Background()
-	devs := []rules.Device{
-		{Kind: rules.DeviceAPNs, Token: "abcd"},
-		{Kind: rules.DeviceWebPush, Endpoint: "https://push.example/s/1", P256dh: "key1", Auth: "auth1"},
-		{Kind: rules.DeviceFCM, Token: "fcm-1"},
+	devs := []directory.Device{
+		{Kind: directory.DeviceAPNs, Token: "abcd"},
+		{Kind: directory.DeviceWebPush, Endpoint: "https://push.example/s/1", P256dh: "key1", Auth: "auth1"},
+		{Kind: directory.DeviceFCM, Token: "fcm-1"},
 	}
-	dir := &rules.Directory{Recipients: []rules.Recipient{{UserID: "u1", UserType: "C", Active: true, DeviceTokens: []string{"legacy"}, Devices: devs}}}
+	dir := &directory.Directory{Recipients: []directory.Recipient{{UserID: "u1", UserType: "C", Active: true, DeviceTokens: []string{"legacy"}, Devices: devs}}}
 	for _, tenant := range []string{"t1", "t2"} {
 		if err := store.ImportDirectory(ctx, db.Pool, tenant, dir); err != nil {
 			t.Fatal(err)
 		}
 	}
-	load := func(tenant string) rules.Recipient {
+	load := func(tenant string) directory.Recipient {
 		t.Helper()
-		got, err := store.LoadDirectory(ctx, db.Pool, tenant, rules.Needs{UserIDs: []string{"u1"}})
+		got, err := store.LoadDirectory(ctx, db.Pool, tenant, directory.Needs{UserIDs: []string{"u1"}})
 		if err != nil || len(got.Recipients) != 1 {
 			t.Fatalf("load: %v %+v", err, got)
 		}
 		return got.Recipients[0]
 	}
 	r := load("t1")
-	want := []rules.Device{devs[0], devs[2], devs[1]} // ordered by address
+	want := []directory.Device{devs[0], devs[2], devs[1]} // ordered by address
 	if diff := cmp.Diff(want, r.Devices); diff != "" || len(r.DeviceTokens) != 1 || r.DeviceTokens[0] != "legacy" {
 		t.Fatalf("devices (-want +got):\n%s\ntokens %v", diff, r.DeviceTokens)
 	}
 
 	// A browser re-subscribing at the same endpoint gets new keys.
-	dir.Recipients[0].Devices = []rules.Device{{Kind: rules.DeviceWebPush, Endpoint: "https://push.example/s/1", P256dh: "key2", Auth: "auth2"}}
+	dir.Recipients[0].Devices = []directory.Device{{Kind: directory.DeviceWebPush, Endpoint: "https://push.example/s/1", P256dh: "key2", Auth: "auth2"}}
 	if err := store.ImportDirectory(ctx, db.Pool, "t1", dir); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -30,8 +30,8 @@ const directoryUsers = `SELECT unnest($2::text[]) AS user_id
 // directly, every active user of the broadcast types, and those users'
 // devices, preferences and their groups' settings. The five queries go
 // to the server in one round trip.
-func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.Needs) (*rules.Directory, error) {
-	dir := &rules.Directory{}
+func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs directory.Needs) (*directory.Directory, error) {
+	dir := &directory.Directory{}
 	groups, userIDs, types := orEmpty(needs.GroupKeys), orEmpty(needs.UserIDs), orEmpty(needs.UserTypes)
 	if len(groups) == 0 && len(userIDs) == 0 && len(types) == 0 {
 		return dir, nil
@@ -56,7 +56,7 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
 	err := readRows(br, "groups", func(r pgx.Rows) error {
-		var g rules.Group
+		var g directory.Group
 		var qs, qe string
 		err := r.Scan(&g.Key, &g.Type, &g.MaxRecipients, &qs, &qe)
 		g.QuietHours = quietHours(qs, qe)
@@ -65,7 +65,7 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 	})
 	if err == nil {
 		err = readRows(br, "members", func(r pgx.Rows) error {
-			var m rules.Member
+			var m directory.Member
 			err := r.Scan(&m.Group, &m.UserID, &m.Role)
 			dir.Members = append(dir.Members, m)
 			return err
@@ -73,9 +73,9 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 	}
 	if err == nil {
 		err = readRows(br, "recipients", func(rows pgx.Rows) error {
-			var r rules.Recipient
+			var r directory.Recipient
 			var qs, qe string
-			var devs []rules.Device
+			var devs []directory.Device
 			err := rows.Scan(&r.UserID, &r.UserType, &r.Email, &r.Phone, &r.Locale, &r.TimeZone, &r.Active, &qs, &qe, &r.Attributes, &devs)
 			r.QuietHours = quietHours(qs, qe)
 			r.DeviceTokens, r.Devices = splitDevices(devs)
@@ -88,7 +88,7 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 	}
 	if err == nil {
 		err = readRows(br, "preferences", func(r pgx.Rows) error {
-			var p rules.Preference
+			var p directory.Preference
 			err := r.Scan(&p.UserID, &p.EventType, &p.Channel, &p.Enabled)
 			dir.Preferences = append(dir.Preferences, p)
 			return err
@@ -96,7 +96,7 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs rules.
 	}
 	if err == nil {
 		err = readRows(br, "group settings", func(r pgx.Rows) error {
-			var gs rules.GroupSetting
+			var gs directory.GroupSetting
 			err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled, &gs.Roles)
 			if len(gs.Roles) == 0 {
 				gs.Roles = nil
@@ -139,11 +139,11 @@ func orEmpty(s []string) []string {
 	return s
 }
 
-func quietHours(start, end string) *rules.QuietHours {
+func quietHours(start, end string) *directory.QuietHours {
 	if start == "" || end == "" {
 		return nil
 	}
-	return &rules.QuietHours{Start: start, End: end}
+	return &directory.QuietHours{Start: start, End: end}
 }
 
 // TxBeginner begins a transaction: a pool begins one, a transaction a
@@ -157,13 +157,13 @@ type TxBeginner interface {
 // when q is a transaction), each table through COPY into a temporary
 // table and one INSERT ... ON CONFLICT DO UPDATE from it. Devices are
 // added, never removed. Rows that exist and are not in dir stay.
-func ImportDirectory(ctx context.Context, q TxBeginner, tenantID string, dir *rules.Directory) error {
+func ImportDirectory(ctx context.Context, q TxBeginner, tenantID string, dir *directory.Directory) error {
 	return ImportDirectoryProgress(ctx, q, tenantID, dir, nil)
 }
 
 // ImportDirectoryProgress is ImportDirectory that adds every row it has
 // sent to done (when not nil), for a progress bar: ImportRows(dir) in all.
-func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string, dir *rules.Directory, done *atomic.Int64) error {
+func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string, dir *directory.Directory, done *atomic.Int64) error {
 	tx, err := q.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("import directory: %w", err)
@@ -283,12 +283,12 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 // total its done counter reaches: one for each recipient, group, member,
 // preference and setting, and one for each device, whether declared as a
 // bare token (device_tokens) or with its kind (devices).
-func ImportRows(dir *rules.Directory) int {
+func ImportRows(dir *directory.Directory) int {
 	return len(dir.Recipients) + deviceRows(dir) + len(dir.Groups) + len(dir.Members) + len(dir.Preferences) + len(dir.Settings)
 }
 
 // deviceRows is how many recipient_devices rows dir holds.
-func deviceRows(dir *rules.Directory) int {
+func deviceRows(dir *directory.Directory) int {
 	n := 0
 	for _, r := range dir.Recipients {
 		n += len(r.DeviceTokens) + len(r.Devices)
@@ -296,7 +296,7 @@ func deviceRows(dir *rules.Directory) int {
 	return n
 }
 
-func quietEnds(q *rules.QuietHours) (string, string) {
+func quietEnds(q *directory.QuietHours) (string, string) {
 	if q == nil {
 		return "", ""
 	}
@@ -332,7 +332,9 @@ func ExistingDirectoryKeys(ctx context.Context, q Querier, tenantID string, grou
 // recomputes its decision: the event, its status and when it was
 // processed.
 type StoredEvent struct {
-	Event       rules.Event
+	// Event holds the event's identity and content; ID, ProjectID,
+	// Attempts and the trace context are not read.
+	Event       EventRow
 	Status      string
 	ProcessedAt *time.Time
 }
@@ -343,7 +345,7 @@ func LoadStoredEvent(ctx context.Context, q Querier, tenantID, eventID string) (
 	err := q.QueryRow(ctx, `SELECT tenant_id, event_id, event_type, aggregate_type, aggregate_id, payload, created_at, status, processed_at
 		FROM event_outbox WHERE tenant_id = $1 AND event_id = $2`, tenantID, eventID).
 		Scan(&se.Event.TenantID, &se.Event.EventID, &se.Event.Type, &se.Event.AggregateType, &se.Event.AggregateID,
-			&se.Event.Payload, &se.Event.OccurredAt, &se.Status, &se.ProcessedAt)
+			&se.Event.Payload, &se.Event.CreatedAt, &se.Status, &se.ProcessedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return se, ErrNotFound
 	}
@@ -356,15 +358,15 @@ func LoadStoredEvent(ctx context.Context, q Querier, tenantID, eventID string) (
 // splitDevices turns the rows of recipient_devices into the directory's
 // two forms: tokens of no kind (imported as device_tokens) and devices
 // with their kind; a web push subscription's token is its endpoint.
-func splitDevices(rows []rules.Device) (tokens []string, devs []rules.Device) {
+func splitDevices(rows []directory.Device) (tokens []string, devs []directory.Device) {
 	for _, d := range rows {
 		switch d.Kind {
 		case "":
 			tokens = append(tokens, d.Token)
-		case rules.DeviceWebPush:
-			devs = append(devs, rules.Device{Kind: d.Kind, Endpoint: d.Token, P256dh: d.P256dh, Auth: d.Auth})
+		case directory.DeviceWebPush:
+			devs = append(devs, directory.Device{Kind: d.Kind, Endpoint: d.Token, P256dh: d.P256dh, Auth: d.Auth})
 		default:
-			devs = append(devs, rules.Device{Kind: d.Kind, Token: d.Token})
+			devs = append(devs, directory.Device{Kind: d.Kind, Token: d.Token})
 		}
 	}
 	return tokens, devs

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
@@ -17,8 +17,8 @@ import (
 func TestLoadDirectoryReadsWhatTheDecisionNeeds(t *testing.T) {
 	db := testenv.Postgres(t)
 	ctx := context.Background()
-	full := &rules.Directory{
-		Recipients: []rules.Recipient{
+	full := &directory.Directory{
+		Recipients: []directory.Recipient{
 			{UserID: "u1", UserType: "host", Active: true, Email: "u1@example.com", DeviceTokens: []string{"tok-b", "tok-a"}},
 			{UserID: "u2", UserType: "host", Active: true},
 			{UserID: "u3", UserType: "guest", Active: false},
@@ -26,17 +26,17 @@ func TestLoadDirectoryReadsWhatTheDecisionNeeds(t *testing.T) {
 			{UserID: "u5", UserType: "admin", Active: false},
 			{UserID: "u6", UserType: "guest", Active: true},
 		},
-		Groups:  []rules.Group{{Key: "g1", Type: "team"}, {Key: "g2", Type: "team"}},
-		Members: []rules.Member{{Group: "g1", UserID: "u1", Role: "owner"}, {Group: "g1", UserID: "u2"}, {Group: "g2", UserID: "u6"}},
-		Preferences: []rules.Preference{{UserID: "u1", Channel: "SMS", Enabled: false},
+		Groups:  []directory.Group{{Key: "g1", Type: "team"}, {Key: "g2", Type: "team"}},
+		Members: []directory.Member{{Group: "g1", UserID: "u1", Role: "owner"}, {Group: "g1", UserID: "u2"}, {Group: "g2", UserID: "u6"}},
+		Preferences: []directory.Preference{{UserID: "u1", Channel: "SMS", Enabled: false},
 			{UserID: "u6", Channel: "SMS", Enabled: false}},
-		Settings: []rules.GroupSetting{{Group: "g1", Channel: "EMAIL", Enabled: true}, {Group: "g1", Channel: "SMS", Enabled: true, Roles: []string{"owner"}},
+		Settings: []directory.GroupSetting{{Group: "g1", Channel: "EMAIL", Enabled: true}, {Group: "g1", Channel: "SMS", Enabled: true, Roles: []string{"owner"}},
 			{Group: "g2", Channel: "EMAIL", Enabled: false}},
 	}
 	if err := store.ImportDirectory(ctx, db.Pool, "t", full); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := store.LoadDirectory(ctx, db.Pool, "t", rules.Needs{GroupKeys: []string{"g1"}, UserIDs: []string{"u3"}, UserTypes: []string{"admin"}})
+	dir, err := store.LoadDirectory(ctx, db.Pool, "t", directory.Needs{GroupKeys: []string{"g1"}, UserIDs: []string{"u3"}, UserTypes: []string{"admin"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestLoadDirectoryReadsWhatTheDecisionNeeds(t *testing.T) {
 		dir.Settings[1].Channel != "SMS" || fmt.Sprint(dir.Settings[1].Roles) != "[owner]" {
 		t.Fatalf("settings %+v, want g1's only, SMS for owners", dir.Settings)
 	}
-	empty, err := store.LoadDirectory(ctx, db.Pool, "t", rules.Needs{})
+	empty, err := store.LoadDirectory(ctx, db.Pool, "t", directory.Needs{})
 	if err != nil || len(empty.Recipients)+len(empty.Groups) != 0 {
 		t.Fatalf("nothing needed: loaded %+v (%v)", empty, err)
 	}

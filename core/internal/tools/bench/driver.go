@@ -34,8 +34,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/progress"
-	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
 )
@@ -607,15 +607,15 @@ func seed(ctx context.Context, pool *pgxpool.Pool, sc Scenario, groups int) erro
 	if err := store.EnsureTenant(ctx, pool, benchTenant, "Benchmark"); err != nil {
 		return err
 	}
-	dir := &rules.Directory{}
+	dir := &directory.Directory{}
 	for g := range groups {
 		key := fmt.Sprintf("team:%d", g)
-		dir.Groups = append(dir.Groups, rules.Group{Key: key, Type: "team"})
+		dir.Groups = append(dir.Groups, directory.Group{Key: key, Type: "team"})
 		for r := range sc.Recipients {
 			uid := fmt.Sprintf("u%d-%d", g, r)
-			dir.Recipients = append(dir.Recipients, rules.Recipient{UserID: uid, UserType: "STAFF",
+			dir.Recipients = append(dir.Recipients, directory.Recipient{UserID: uid, UserType: "STAFF",
 				Email: uid + "@bench.invalid", Active: true})
-			dir.Members = append(dir.Members, rules.Member{Group: key, UserID: uid, Role: "MEMBER"})
+			dir.Members = append(dir.Members, directory.Member{Group: key, UserID: uid, Role: "MEMBER"})
 		}
 	}
 	if err := store.ImportDirectory(ctx, pool, benchTenant, dir); err != nil {

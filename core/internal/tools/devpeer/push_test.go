@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/internal/pushpeer"
 	"github.com/heraldhq/herald/sdk"
@@ -110,7 +110,7 @@ func TestExampleRulesPushConfigConfigures(t *testing.T) {
 	}
 	bin := filepath.Join(testenv.PluginBinaries(t, "push"), "herald-plugin-push")
 	for _, name := range []string{"herald.hcl", "herald.yaml"} {
-		rs, err := config.LoadRules(filepath.Join(testenv.RepoRoot(t), "examples", "rules", name))
+		rs, err := rulesfile.Load(filepath.Join(testenv.RepoRoot(t), "examples", "rules", name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/heraldhq/herald/core/internal/relay"
 	"maps"
 	"os"
 	"os/exec"
@@ -20,8 +19,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
-	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/directory"
+	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/internal/pushpeer"
 	"github.com/heraldhq/herald/sdk"
@@ -53,11 +54,11 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 	for name, val := range quickstartEnv(p.tlsDir, func(name string) string { return p.readTLSFile(t, name) }) {
 		t.Setenv(name, val)
 	}
-	rs, err := config.LoadRules(filepath.Join(qs, "rules.hcl"))
+	rs, err := rulesfile.Load(filepath.Join(qs, "rules.hcl"))
 	if err != nil {
 		t.Fatalf("load quickstart rules: %v", err)
 	}
-	var dir rules.Directory
+	var dir directory.Directory
 	readJSON(t, filepath.Join(qs, "directory.json"), &dir)
 	var body struct {
 		EventID       string          `json:"event_id"`
@@ -83,9 +84,9 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 	// peer; the test's listens on a free port.
 	tlsBase := "https://" + DefaultTLSAddr + pushpeer.WebPushPath
 	for i, rd := range dec.Recipients {
-		var devs []rules.Device
+		var devs []directory.Device
 		for _, d := range rd.Recipient.Devices {
-			if d.Kind == rules.DeviceWebPush {
+			if d.Kind == directory.DeviceWebPush {
 				id, ok := strings.CutPrefix(d.Endpoint, tlsBase)
 				if !ok {
 					t.Fatalf("%s: web push endpoint %q, want one on herald devpeers' %s", rd.Recipient.UserID, d.Endpoint, tlsBase)
@@ -262,7 +263,7 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 
 func TestQuickstartDirectoryAndEventAreStrictJSON(t *testing.T) {
 	qs := filepath.Join(testenv.RepoRoot(t), "examples", "quickstart")
-	var dir rules.Directory
+	var dir directory.Directory
 	readJSON(t, filepath.Join(qs, "directory.json"), &dir)
 	if len(dir.Recipients) != 4 || len(dir.Members) != 3 {
 		t.Errorf("directory: %d recipients, %d members; want 4 and 3", len(dir.Recipients), len(dir.Members))
@@ -477,7 +478,7 @@ func TestReadmeMalformedEventNamesPax(t *testing.T) {
 	}
 	// The schema check needs no secret: keep the references as written
 	// (the TLS keys exist only once herald devpeers has run).
-	rs, _, err := config.LoadRulesWith(config.RulesOptions{KeepReferences: true}, filepath.Join(root, "examples", "quickstart", "rules.hcl"))
+	rs, _, err := rulesfile.LoadWith(rulesfile.Options{KeepReferences: true}, filepath.Join(root, "examples", "quickstart", "rules.hcl"))
 	if err != nil {
 		t.Fatalf("load quickstart rules: %v", err)
 	}

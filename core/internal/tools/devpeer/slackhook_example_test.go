@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
 )
@@ -31,11 +32,11 @@ func TestSlackWebhookExampleRoutesAdminAlerts(t *testing.T) {
 	p, sink := startPeers(t)
 	t.Setenv("HERALD_SLACK_ALERTS_WEBHOOK", p.HTTPURL()+"/services/T0HERALDDEV/B0ALERTS/demo")
 	t.Setenv("HERALD_SLACK_ONCALL_WEBHOOK", p.HTTPURL()+"/services/T0HERALDDEV/B0ONCALL/demo")
-	rs, err := config.LoadRules(filepath.Join(ex, "rules.hcl"))
+	rs, err := rulesfile.Load(filepath.Join(ex, "rules.hcl"))
 	if err != nil {
 		t.Fatalf("load rules: %v", err)
 	}
-	var dir rules.Directory
+	var dir directory.Directory
 	readJSON(t, filepath.Join(ex, "directory.json"), &dir)
 	var body struct {
 		EventID       string          `json:"event_id"`

@@ -26,7 +26,8 @@
 // -X main.ranFile=PATH makes a variant that appends a line to PATH as soon
 // as it starts, so a test can prove that this build never ran;
 // -X main.dieAtStart=TEXT makes a broken build that writes TEXT to stderr and
-// exits 1 before the handshake.
+// exits 1 before the handshake; -X main.class=best-effort makes a variant that
+// declares its channel best effort (the default declares it persistent).
 package main
 
 import (
@@ -42,6 +43,7 @@ var (
 	brokenHealth = "false"
 	ranFile      = ""
 	dieAtStart   = ""
+	class        = "persistent"
 )
 
 func main() {

@@ -96,19 +96,28 @@ var (
 	_ sdk.Closer  = (*Sink)(nil)
 )
 
+// declaredClass is the Class the build declares.
+func declaredClass() sdk.Class {
+	if class == "best-effort" {
+		return sdk.BestEffort
+	}
+	return sdk.Persistent
+}
+
 // New returns an unconfigured Sink.
 func New() sdk.Channel {
 	sdk.Logger().Info("sink plugin starting", "binary_version", version, "pid", os.Getpid())
 	return &Sink{}
 }
 
-// Describe says the sink serves any channel, persistently, 100 at a time.
+// Describe says the sink serves any channel, persistently (best effort in
+// a variant built with -X main.class=best-effort), 100 at a time.
 func (s *Sink) Describe(context.Context, sdk.DescribeRequest) (sdk.DescribeResponse, error) {
 	return sdk.DescribeResponse{Description: sdk.Description{
 		ChannelType:   sdk.AnyChannel,
 		Provider:      "sink",
 		PluginVersion: version,
-		Class:         sdk.Persistent,
+		Class:         declaredClass(),
 		MaxBatch:      100,
 		Capabilities:  []string{"idempotency_key"},
 		Config: []sdk.FieldSpec{

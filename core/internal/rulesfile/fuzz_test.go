@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func fuzzLoad(t *testing.T, name string, src []byte) {
 	c := &rulesCollector{}
 	f := parseRulesSource(c, name, src)
 	f.path = filepath.Join(os.TempDir(), "herald-fuzz-nonexistent", name)
-	rs, _, err := loadParsedRules(c, []*rulesFile{f}, RulesOptions{KeepReferences: true})
+	rs, _, err := loadParsedRules(c, []*rulesFile{f}, Options{KeepReferences: true})
 	if err == nil && rs == nil {
 		t.Fatal("no rule set and no error")
 	}

@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"context"
@@ -18,38 +18,38 @@ import (
 	"github.com/heraldhq/herald/core/internal/rules"
 )
 
-// DefaultRulesDebounce is how long RulesWatcher.Run waits after the last
+// DefaultDebounce is how long Watcher.Run waits after the last
 // change to a rules file before reloading: editors write a file in several
 // steps (truncate, write, rename).
-const DefaultRulesDebounce = 200 * time.Millisecond
+const DefaultDebounce = 200 * time.Millisecond
 
-// RulesWatcher serves the current rule set and replaces it when the rules
+// Watcher serves the current rule set and replaces it when the rules
 // files change. A new version that does not load is rejected with its
 // errors logged, and the last good rule set keeps serving.
 //
-// Lifecycle: NewRulesWatcher loads the files once (and fails if they are
+// Lifecycle: NewWatcher loads the files once (and fails if they are
 // broken); Current is then always non-nil. Run watches the files until its
 // context ends; Reload (what SIGHUP calls) reloads on demand.
-type RulesWatcher struct {
+type Watcher struct {
 	paths  []string
 	logger hclog.Logger
 
-	// Debounce overrides DefaultRulesDebounce; set it before Run.
+	// Debounce overrides DefaultDebounce; set it before Run.
 	Debounce time.Duration
 
 	current  atomic.Pointer[rules.RuleSet]
 	mu       sync.Mutex // serialises reloads
 	files    []string   // files of the last load attempt, guarded by mu
 	onChange []func(*rules.RuleSet)
-	status   atomic.Pointer[RulesStatus]
+	status   atomic.Pointer[Status]
 }
 
-// MaxRulesStatusProblems is how many problems RulesStatus lists.
-const MaxRulesStatusProblems = 20
+// MaxStatusProblems is how many problems Status lists.
+const MaxStatusProblems = 20
 
-// RulesStatus says whether the rules in force are what the files say. It
+// Status says whether the rules in force are what the files say. It
 // is what the admin listener's readiness shows under "rules".
-type RulesStatus struct {
+type Status struct {
 	// State is "current" when the last load succeeded, "stale" when the
 	// last reload was rejected and the last good rules still serve.
 	State string `json:"state"`
@@ -58,57 +58,57 @@ type RulesStatus struct {
 	// RejectedAt is when the last reload was rejected (stale only).
 	RejectedAt *time.Time `json:"rejected_at,omitempty"`
 	// Problems are the rejected reload's errors (file:line: rule: field:
-	// message), at most MaxRulesStatusProblems; ProblemCount counts all.
+	// message), at most MaxStatusProblems; ProblemCount counts all.
 	Problems     []string `json:"problems,omitempty"`
 	ProblemCount int      `json:"problem_count,omitempty"`
 }
 
 // Status returns the state of the rules in force. It is safe for
 // concurrent use.
-func (w *RulesWatcher) Status() RulesStatus {
+func (w *Watcher) Status() Status {
 	if st := w.status.Load(); st != nil {
 		out := *st
 		out.Problems = append([]string(nil), st.Problems...)
 		return out
 	}
-	return RulesStatus{State: "current"}
+	return Status{State: "current"}
 }
 
 // OnChange registers fn to be called with every newly installed rule set,
 // after Current returns it. Callbacks run in the goroutine that reloads
 // (Run's or Reload's caller), one reload at a time.
-func (w *RulesWatcher) OnChange(fn func(*rules.RuleSet)) {
+func (w *Watcher) OnChange(fn func(*rules.RuleSet)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.onChange = append(w.onChange, fn)
 }
 
-// NewRulesWatcher loads the rules files (paths may be globs) and returns a
+// NewWatcher loads the rules files (paths may be globs) and returns a
 // watcher serving them. It logs through logger as given (name it, e.g.
 // logger.Named("rules")); nil discards the logs.
-func NewRulesWatcher(paths []string, logger hclog.Logger) (*RulesWatcher, error) {
+func NewWatcher(paths []string, logger hclog.Logger) (*Watcher, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	w := &RulesWatcher{paths: append([]string(nil), paths...), logger: logger}
+	w := &Watcher{paths: append([]string(nil), paths...), logger: logger}
 	rs, files, err := loadRulesFiles(w.paths)
 	w.files = files
 	if err != nil {
 		return nil, err
 	}
 	w.current.Store(rs)
-	w.status.Store(&RulesStatus{State: "current", LoadedAt: time.Now().UTC()})
+	w.status.Store(&Status{State: "current", LoadedAt: time.Now().UTC()})
 	w.logger.Info("rules loaded", "files", len(files), "event_types", len(rs.EventTypes()), "channels", len(rs.Channels()))
 	return w, nil
 }
 
 // Current returns the rule set in force. It is safe for concurrent use.
-func (w *RulesWatcher) Current() *rules.RuleSet { return w.current.Load() }
+func (w *Watcher) Current() *rules.RuleSet { return w.current.Load() }
 
 // Reload loads the rules files again. On success the new rule set replaces
 // the current one; on failure every problem is logged, the current rule set
-// stays, and the error (a RulesErrors) is returned.
-func (w *RulesWatcher) Reload() error {
+// stays, and the error (a Errors) is returned.
+func (w *Watcher) Reload() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	rs, files, err := loadRulesFiles(w.paths)
@@ -116,7 +116,7 @@ func (w *RulesWatcher) Reload() error {
 		w.files = files
 	}
 	if err != nil {
-		var errs RulesErrors
+		var errs Errors
 		if errors.As(err, &errs) {
 			for _, e := range errs {
 				w.logger.Error("invalid rules", "file", e.File, "line", e.Line, "column", e.Column, "rule", e.Rule, "field", e.Field, "error", e.Msg)
@@ -126,21 +126,21 @@ func (w *RulesWatcher) Reload() error {
 		}
 		w.logger.Warn("rules reload rejected; keeping the last good rules", "problems", max(len(errs), 1))
 		now := time.Now().UTC()
-		st := &RulesStatus{State: "stale", RejectedAt: &now, ProblemCount: max(len(errs), 1)}
+		st := &Status{State: "stale", RejectedAt: &now, ProblemCount: max(len(errs), 1)}
 		if prev := w.status.Load(); prev != nil {
 			st.LoadedAt = prev.LoadedAt
 		}
 		if len(errs) == 0 {
 			st.Problems = []string{err.Error()}
 		}
-		for _, e := range errs[:min(len(errs), MaxRulesStatusProblems)] {
+		for _, e := range errs[:min(len(errs), MaxStatusProblems)] {
 			st.Problems = append(st.Problems, e.Error())
 		}
 		w.status.Store(st)
 		return err
 	}
 	w.current.Store(rs)
-	w.status.Store(&RulesStatus{State: "current", LoadedAt: time.Now().UTC()})
+	w.status.Store(&Status{State: "current", LoadedAt: time.Now().UTC()})
 	w.logger.Info("rules reloaded", "files", len(files), "event_types", len(rs.EventTypes()), "channels", len(rs.Channels()))
 	for _, fn := range w.onChange {
 		fn(rs)
@@ -152,7 +152,7 @@ func (w *RulesWatcher) Reload() error {
 // files, so watching the files themselves would lose them) and reloads,
 // debounced, when a rules file is written, created, renamed or removed. It
 // returns when ctx ends.
-func (w *RulesWatcher) Run(ctx context.Context) error {
+func (w *Watcher) Run(ctx context.Context) error {
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("rules: watch: %w", err)
@@ -166,7 +166,7 @@ func (w *RulesWatcher) Run(ctx context.Context) error {
 	}
 	debounce := w.Debounce
 	if debounce <= 0 {
-		debounce = DefaultRulesDebounce
+		debounce = DefaultDebounce
 	}
 	timer := time.NewTimer(debounce)
 	if !timer.Stop() {
@@ -199,7 +199,7 @@ func (w *RulesWatcher) Run(ctx context.Context) error {
 
 // watchDirs returns the directories of the patterns and of the files they
 // matched, without duplicates.
-func (w *RulesWatcher) watchDirs() []string {
+func (w *Watcher) watchDirs() []string {
 	w.mu.Lock()
 	files := append([]string(nil), w.files...)
 	w.mu.Unlock()
@@ -236,7 +236,7 @@ func (w *RulesWatcher) watchDirs() []string {
 
 // relevant reports whether a changed path is, or could become, a rules
 // file: it matches a pattern or was loaded last time.
-func (w *RulesWatcher) relevant(name string) bool {
+func (w *Watcher) relevant(name string) bool {
 	name = filepath.Clean(name)
 	for _, p := range w.paths {
 		p = filepath.Clean(p)

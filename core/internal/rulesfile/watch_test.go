@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"context"
@@ -38,11 +38,11 @@ func replaceFile(t *testing.T, path, body string) {
 	}
 }
 
-func newTestWatcher(t *testing.T, paths []string) (*RulesWatcher, *testenv.LogBuffer) {
+func newTestWatcher(t *testing.T, paths []string) (*Watcher, *testenv.LogBuffer) {
 	t.Helper()
 	logs := &testenv.LogBuffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug})
-	w, err := NewRulesWatcher(paths, logger)
+	w, err := NewWatcher(paths, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestRulesWatcherReload(t *testing.T) {
 func TestNewRulesWatcherRefusesBrokenRules(t *testing.T) {
 	t.Parallel()
 	dir := writeRulesFiles(t, map[string]string{"a.hcl": "event \"X\" {\n  mandatory = [\"NOPE\"]\n}\n"})
-	if _, err := NewRulesWatcher([]string{filepath.Join(dir, "a.hcl")}, nil); err == nil {
+	if _, err := NewWatcher([]string{filepath.Join(dir, "a.hcl")}, nil); err == nil {
 		t.Fatal("got no error")
 	}
 }

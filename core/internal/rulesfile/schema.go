@@ -1,24 +1,24 @@
-package config
+package rulesfile
 
 import (
 	"encoding/json"
 	"reflect"
 )
 
-// RulesSchemaID is the $id of the rules format's JSON Schema.
-const RulesSchemaID = "https://heraldhq.github.io/schemas/rules.schema.json"
+// SchemaID is the $id of the rules format's JSON Schema.
+const SchemaID = "https://heraldhq.github.io/schemas/rules.schema.json"
 
-// RulesJSONSchema returns a JSON Schema (draft 2020-12) of a rules file in
+// JSONSchema returns a JSON Schema (draft 2020-12) of a rules file in
 // its YAML (or JSON) spelling, generated from the same tagged structs the
 // loader decodes through, so the two cannot disagree on which fields exist
 // and what shape each takes. Editors use it to check YAML as it is typed
 // (`herald rules schema > rules.schema.json`). What the schema cannot say
 // (a template that does not parse, a channel no block declares) the loader
 // still checks.
-func RulesJSONSchema() []byte {
+func JSONSchema() []byte {
 	s := rulesStructSchema(reflect.TypeOf(rulesFileRaw{}))
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-	s["$id"] = RulesSchemaID
+	s["$id"] = SchemaID
 	s["title"] = "Herald rules file"
 	s["description"] = "Channels, event rules and defaults. The same schema holds for HCL, where a labeled block (channel \"EMAIL\" { ... }) is a mapping keyed by label here, and a repeated block (audience) is a list."
 	b, err := json.MarshalIndent(s, "", "  ")

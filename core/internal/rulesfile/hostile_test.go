@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"bytes"
@@ -69,7 +69,7 @@ func TestRulesHostileHelper(t *testing.T) {
 			}
 		}
 	}()
-	_, err := LoadRules(path)
+	_, err := Load(path)
 	close(done)
 	<-stopped
 	var ms runtime.MemStats

@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"fmt"
@@ -16,8 +16,8 @@ import (
 
 // The rules schema is the raw structs of rules.go: their `hcl` tags are the
 // one spec that both syntaxes decode through (YAML becomes an hcl.Body, see
-// rules_yaml.go) and that `herald rules schema` turns into a JSON Schema
-// (rules_schema.go). A tag is `hcl:"NAME,KIND"` with KIND one of
+// yaml.go) and that `herald rules schema` turns into a JSON Schema
+// (schema.go). A tag is `hcl:"NAME,KIND"` with KIND one of
 //
 //	attr     an attribute (NAME = value); the Go type says which values fit
 //	block    a block given at most once (NAME { ... }), a pointer to a struct

@@ -1,4 +1,11 @@
-package config
+// Package rulesfile reads rules files (HCL2 or YAML, chosen by file
+// extension) into a rules.Spec and compiles it: it decodes strictly
+// (unknown fields are errors), enforces the size and depth limits of
+// parse.go, resolves the secret references (env:NAME, file:PATH, raw:TEXT)
+// in providers' config, derives the JSON Schema that `herald rules schema`
+// prints, and watches the files for the daemon's hot reload (watch.go).
+// Errors name the file, the line, the rule and the field.
+package rulesfile
 
 import (
 	"bytes"
@@ -18,14 +25,16 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/secret"
 )
 
-// RulesError is one problem in a rules file. It names the file, the line
+// Error is one problem in a rules file. It names the file, the line
 // when the parser gives one, the rule (`event "X"`, `channel "X"`,
 // `defaults`) and the field inside the rule.
-type RulesError struct {
+type Error struct {
 	File string
 	// Line and Column are where the problem is (1-based; 0 when the
 	// problem is about the file as a whole).
@@ -39,7 +48,7 @@ type RulesError struct {
 	Snippet string
 }
 
-func (e *RulesError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -58,11 +67,11 @@ func (e *RulesError) Error() string {
 	return b.String()
 }
 
-// RulesErrors lists every problem found while loading rules files, sorted
-// by file and line. LoadRules returns it as its error.
-type RulesErrors []*RulesError
+// Errors lists every problem found while loading rules files, sorted
+// by file and line. Load returns it as its error.
+type Errors []*Error
 
-func (es RulesErrors) Error() string {
+func (es Errors) Error() string {
 	lines := make([]string, len(es))
 	for i, e := range es {
 		lines[i] = e.Error()
@@ -70,7 +79,7 @@ func (es RulesErrors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-func (es RulesErrors) sorted() RulesErrors {
+func (es Errors) sorted() Errors {
 	sort.SliceStable(es, func(i, j int) bool {
 		if es[i].File != es[j].File {
 			return es[i].File < es[j].File
@@ -81,7 +90,7 @@ func (es RulesErrors) sorted() RulesErrors {
 }
 
 // The raw structs mirror a rules file; their tags are the schema (see
-// rules_decode.go). Decoding is strict: an unknown field is an error.
+// decode.go). Decoding is strict: an unknown field is an error.
 
 type rulesFileRaw struct {
 	Channels map[string]*rulesChannelRaw `hcl:"channel,labeled" doc:"Channels by type (EMAIL, PUSH, SMS, SLACK, WEBSOCKET or any type a plugin declares)."`
@@ -91,9 +100,9 @@ type rulesFileRaw struct {
 
 type rulesChannelRaw struct {
 	Providers  []*rulesProviderRaw `hcl:"providers,attr" doc:"The plugins that deliver this channel, tried by priority (lowest first) with failover."`
-	BestEffort *bool               `hcl:"best_effort,attr" doc:"Best-effort channels are not retried (default: true for WEBSOCKET and SLACK)."`
-	Intrusive  *bool               `hcl:"intrusive,attr" doc:"Intrusive channels obey quiet hours (default: true for EMAIL, PUSH and SMS)."`
-	UserTypes  []string            `hcl:"user_types,attr" doc:"The user types this channel supports (empty: all)."`
+	BestEffort *bool               `hcl:"best_effort,attr" doc:"Best-effort channels are not retried (default: the class the channel's plugin declares; persistent when none is declared)."`
+	Intrusive  *bool               `hcl:"intrusive,attr" doc:"Intrusive channels obey quiet hours (default: true for persistent channels, false for best-effort ones)."`
+	UserTypes  []string            `hcl:"user_types,attr" doc:"The user types this channel supports (empty: all; default: the user types the channel's plugin declares)."`
 	Retry      *rulesRetryRaw      `hcl:"retry,block"`
 	Breaker    *rulesBreakerRaw    `hcl:"breaker,block"`
 	TextFormat *string             `hcl:"text_format,attr" doc:"How message text is written for this channel."`
@@ -207,7 +216,7 @@ func (f *rulesFile) overlapsBadPath(path []string) bool {
 }
 
 // rulesCollector gathers problems and places them in files.
-type rulesCollector struct{ errs RulesErrors }
+type rulesCollector struct{ errs Errors }
 
 func (c *rulesCollector) add(f *rulesFile, path []string, msg string) {
 	var rng hcl.Range
@@ -220,7 +229,7 @@ func (c *rulesCollector) add(f *rulesFile, path []string, msg string) {
 // addAt is add at a known range.
 func (c *rulesCollector) addAt(f *rulesFile, path []string, rng hcl.Range, msg string) {
 	se := &rules.SpecError{Path: path}
-	e := &RulesError{Rule: se.Rule(), Field: se.Field(), Msg: msg, Line: rng.Start.Line, Column: rng.Start.Column}
+	e := &Error{Rule: se.Rule(), Field: se.Field(), Msg: msg, Line: rng.Start.Line, Column: rng.Start.Column}
 	if f != nil {
 		e.File = f.path
 		e.Snippet = rulesSnippet(f.src, rng)
@@ -228,13 +237,13 @@ func (c *rulesCollector) addAt(f *rulesFile, path []string, rng hcl.Range, msg s
 	c.errs = append(c.errs, e)
 }
 
-// RulesFiles expands rules paths and globs into the files they name, in
+// Files expands rules paths and globs into the files they name, in
 // order and without duplicates. A plain path that does not exist and a glob
 // matching nothing are errors.
-func RulesFiles(patterns ...string) ([]string, error) {
+func Files(patterns ...string) ([]string, error) {
 	var (
 		out  []string
-		errs RulesErrors
+		errs Errors
 		seen = map[string]bool{}
 	)
 	for _, p := range patterns {
@@ -242,18 +251,18 @@ func RulesFiles(patterns ...string) ([]string, error) {
 		if strings.ContainsAny(p, "*?[") {
 			m, err := filepath.Glob(p)
 			if err != nil {
-				errs = append(errs, &RulesError{File: p, Msg: "bad glob: " + err.Error()})
+				errs = append(errs, &Error{File: p, Msg: "bad glob: " + err.Error()})
 				continue
 			}
 			if len(m) == 0 {
-				errs = append(errs, &RulesError{File: p, Msg: "no rules files match"})
+				errs = append(errs, &Error{File: p, Msg: "no rules files match"})
 				continue
 			}
 			sort.Strings(m)
 			matches = m
 		} else {
 			if _, err := os.Stat(p); err != nil {
-				errs = append(errs, &RulesError{File: p, Msg: "cannot read: " + rulesPathErr(err)})
+				errs = append(errs, &Error{File: p, Msg: "cannot read: " + rulesPathErr(err)})
 				continue
 			}
 			matches = []string{p}
@@ -266,7 +275,7 @@ func RulesFiles(patterns ...string) ([]string, error) {
 		}
 	}
 	if len(patterns) == 0 {
-		errs = append(errs, &RulesError{File: "(none)", Msg: "no rules files given"})
+		errs = append(errs, &Error{File: "(none)", Msg: "no rules files given"})
 	}
 	if len(errs) > 0 {
 		return out, errs
@@ -282,18 +291,18 @@ func rulesPathErr(err error) string {
 	return err.Error()
 }
 
-// LoadRules loads, decodes strictly, merges and validates rules files (HCL
+// Load loads, decodes strictly, merges and validates rules files (HCL
 // for .hcl, YAML for .yaml and .yml; paths may be globs), and resolves the
 // secret references (env:NAME, file:PATH, raw:TEXT) in providers' config.
-// The error is a RulesErrors naming the file, line, rule and field of every
+// The error is a Errors naming the file, line, rule and field of every
 // problem.
-func LoadRules(paths ...string) (*rules.RuleSet, error) {
-	rs, _, err := LoadRulesWith(RulesOptions{}, paths...)
+func Load(paths ...string) (*rules.RuleSet, error) {
+	rs, _, err := LoadWith(Options{}, paths...)
 	return rs, err
 }
 
-// RulesOptions tunes LoadRulesWith.
-type RulesOptions struct {
+// Options tunes LoadWith.
+type Options struct {
 	// PluginDir, when not empty, also checks that every provider's binary
 	// (herald-plugin-<plugin>) is there, is executable and matches its
 	// checksum (`herald rules check --plugin-dir`).
@@ -305,26 +314,26 @@ type RulesOptions struct {
 	KeepReferences bool
 }
 
-// LoadRulesWith is LoadRules with options; it also returns the files read.
-func LoadRulesWith(opts RulesOptions, paths ...string) (*rules.RuleSet, []string, error) {
+// LoadWith is Load with options; it also returns the files read.
+func LoadWith(opts Options, paths ...string) (*rules.RuleSet, []string, error) {
 	rs, files, _, err := loadRulesFilesWith(paths, opts)
 	return rs, files, err
 }
 
-// CheckRules is LoadRulesWith that also returns the warnings of rules that
+// Check is LoadWith that also returns the warnings of rules that
 // load (rules.RuleSet.Warnings), placed in their files like errors.
-func CheckRules(opts RulesOptions, paths ...string) (*rules.RuleSet, []string, RulesErrors, error) {
+func Check(opts Options, paths ...string) (*rules.RuleSet, []string, Errors, error) {
 	return loadRulesFilesWith(paths, opts)
 }
 
-// loadRulesFiles is LoadRules that also returns the files read.
+// loadRulesFiles is Load that also returns the files read.
 func loadRulesFiles(paths []string) (*rules.RuleSet, []string, error) {
-	rs, files, _, err := loadRulesFilesWith(paths, RulesOptions{})
+	rs, files, _, err := loadRulesFilesWith(paths, Options{})
 	return rs, files, err
 }
 
-func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []string, RulesErrors, error) {
-	files, err := RulesFiles(paths...)
+func loadRulesFilesWith(paths []string, opts Options) (*rules.RuleSet, []string, Errors, error) {
+	files, err := Files(paths...)
 	if err != nil {
 		return nil, files, nil, err
 	}
@@ -338,7 +347,7 @@ func loadRulesFilesWith(paths []string, opts RulesOptions) (*rules.RuleSet, []st
 }
 
 // loadParsedRules merges and validates parsed files.
-func loadParsedRules(c *rulesCollector, parsed []*rulesFile, opts RulesOptions) (*rules.RuleSet, RulesErrors, error) {
+func loadParsedRules(c *rulesCollector, parsed []*rulesFile, opts Options) (*rules.RuleSet, Errors, error) {
 	broken := false
 	for _, f := range parsed {
 		broken = broken || f.broken
@@ -427,7 +436,7 @@ func rulesFileSHA256(path string) (string, error) {
 func parseRulesFile(c *rulesCollector, path string) *rulesFile {
 	src, err := readRulesSource(path)
 	if err != nil {
-		c.errs = append(c.errs, &RulesError{File: path, Msg: err.Error()})
+		c.errs = append(c.errs, &Error{File: path, Msg: err.Error()})
 		return &rulesFile{path: path, positions: rulesPositions{}, broken: true}
 	}
 	return parseRulesSource(c, path, src)
@@ -500,12 +509,12 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile, resolve bool) (rules.
 	}
 
 	var spec rules.Spec
-	defaultRetry := rules.DefaultRetry
+	defaultRetry := channel.DefaultRetry
 	if f := owners.defaults; f != nil {
 		d := f.raw.Defaults
 		spec.Defaults = rules.DefaultsSpec{TimeZone: d.TimeZone, Locale: d.Locale}
 		if d.QuietHours != nil {
-			spec.Defaults.QuietHours = &rules.QuietHours{Start: d.QuietHours.Start, End: d.QuietHours.End}
+			spec.Defaults.QuietHours = &directory.QuietHours{Start: d.QuietHours.Start, End: d.QuietHours.End}
 		}
 		defaultRetry = rulesRetryFrom(c, f, d.Retry, defaultRetry, []string{rules.KeyDefaults, rules.KeyRetry})
 		if len(d.UserTypes) > 0 {
@@ -519,7 +528,7 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile, resolve bool) (rules.
 						td.EnabledSet = true
 					}
 					if raw.QuietHours != nil {
-						td.QuietHours = &rules.QuietHours{Start: raw.QuietHours.Start, End: raw.QuietHours.End}
+						td.QuietHours = &directory.QuietHours{Start: raw.QuietHours.Start, End: raw.QuietHours.End}
 					}
 				}
 				spec.Defaults.UserTypes[ut] = td
@@ -534,23 +543,15 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile, resolve bool) (rules.
 		if raw == nil {
 			raw = &rulesChannelRaw{}
 		}
-		ch := rules.ChannelConfig{
-			Name:       name,
-			BestEffort: rules.DefaultBestEffort(name),
-			Intrusive:  rules.DefaultIntrusive(name),
-			UserTypes:  raw.UserTypes,
-		}
-		if raw.BestEffort != nil {
-			ch.BestEffort = *raw.BestEffort
-		}
-		if raw.Intrusive != nil {
-			ch.Intrusive = *raw.Intrusive
-		}
+		ch := channel.Config{Name: name, Set: channel.Overrides{
+			BestEffort: raw.BestEffort, Intrusive: raw.Intrusive,
+			UserTypes: raw.UserTypes, UserTypesSet: raw.UserTypes != nil,
+		}}
 		if raw.TextFormat != nil {
 			ch.TextFormat = *raw.TextFormat
 		}
 		base := defaultRetry
-		if ch.BestEffort {
+		if raw.BestEffort != nil && *raw.BestEffort {
 			base.MaxAttempts = 1
 		}
 		ch.Retry = rulesRetryFrom(c, f, raw.Retry, base, []string{rules.KeyChannel, name, rules.KeyRetry})
@@ -560,7 +561,7 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile, resolve bool) (rules.
 				continue
 			}
 			cfgPath := []string{rules.KeyChannel, name, rules.KeyProviders, strconv.Itoa(i), rules.KeyConfig}
-			ch.Providers = append(ch.Providers, rules.Provider{
+			ch.Providers = append(ch.Providers, channel.Provider{
 				Name: p.Name, Plugin: p.Plugin, Priority: p.Priority, Checksum: p.Checksum,
 				Config: rulesResolveConfig(c, f, p.Config, cfgPath, resolve),
 			})
@@ -695,7 +696,7 @@ func rulesTemplateFrom(t *rulesTemplateRaw) rules.TemplateSpec {
 
 // rulesRetryFrom fills a retry policy from a retry block, field by field
 // over base.
-func rulesRetryFrom(c *rulesCollector, f *rulesFile, raw *rulesRetryRaw, base rules.RetryPolicy, path []string) rules.RetryPolicy {
+func rulesRetryFrom(c *rulesCollector, f *rulesFile, raw *rulesRetryRaw, base channel.RetryPolicy, path []string) channel.RetryPolicy {
 	out := base
 	if raw == nil {
 		return out
@@ -726,8 +727,8 @@ func rulesRetryFrom(c *rulesCollector, f *rulesFile, raw *rulesRetryRaw, base ru
 }
 
 // rulesBreakerFrom reads a channel's breaker block.
-func rulesBreakerFrom(c *rulesCollector, f *rulesFile, raw *rulesBreakerRaw, path []string) rules.BreakerConfig {
-	var out rules.BreakerConfig
+func rulesBreakerFrom(c *rulesCollector, f *rulesFile, raw *rulesBreakerRaw, path []string) channel.Breaker {
+	var out channel.Breaker
 	if raw == nil || raw.Cooldown == "" {
 		return out
 	}

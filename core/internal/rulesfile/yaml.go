@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"bytes"
@@ -139,14 +139,14 @@ func (w *yamlJSON) write(s string) {
 }
 
 func (w *yamlJSON) node(n *yaml.Node, depth int) error {
-	if depth > MaxRulesDepth {
+	if depth > MaxDepth {
 		line, col := w.where(n)
-		return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("nesting deeper than %d levels (limit)", MaxRulesDepth)}
+		return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("nesting deeper than %d levels (limit)", MaxDepth)}
 	}
 	w.nodes++
-	if w.nodes > MaxRulesYAMLNodes {
+	if w.nodes > MaxYAMLNodes {
 		line, col := w.where(n)
-		return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("more than %d YAML values once aliases are expanded (limit)", MaxRulesYAMLNodes)}
+		return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("more than %d YAML values once aliases are expanded (limit)", MaxYAMLNodes)}
 	}
 	switch n.Kind {
 	case yaml.MappingNode:

@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"errors"
@@ -9,16 +9,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/rules"
 )
 
 func TestExampleRulesHCLAndYAMLAreEqual(t *testing.T) {
 	t.Parallel()
-	hcl, err := LoadRules("../../../examples/rules/herald.hcl")
+	hcl, err := Load("../../../examples/rules/herald.hcl")
 	if err != nil {
 		t.Fatalf("herald.hcl: %v", err)
 	}
-	yaml, err := LoadRules("../../../examples/rules/herald.yaml")
+	yaml, err := Load("../../../examples/rules/herald.yaml")
 	if err != nil {
 		t.Fatalf("herald.yaml: %v", err)
 	}
@@ -187,14 +188,14 @@ a.hcl:11: event "PING": severity: "severity" is an attribute: write severity = v
 			for _, p := range tc.paths {
 				paths = append(paths, filepath.Join(dir, p))
 			}
-			rs, err := LoadRules(paths...)
+			rs, err := Load(paths...)
 			if tc.wantErr != "" {
 				if err == nil {
 					t.Fatal("got no error")
 				}
-				var errs RulesErrors
+				var errs Errors
 				if !errors.As(err, &errs) {
-					t.Fatalf("error %T is not RulesErrors", err)
+					t.Fatalf("error %T is not Errors", err)
 				}
 				got := strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "")
 				if diff := cmp.Diff(tc.wantErr, got); diff != "" {
@@ -215,12 +216,12 @@ a.hcl:11: event "PING": severity: "severity" is an attribute: write severity = v
 func TestRulesErrorFields(t *testing.T) {
 	t.Parallel()
 	dir := writeRulesFiles(t, map[string]string{"a.hcl": strings.Replace(pingHCL, `user_type = "ADMIN"`, `user_typ = "ADMIN"`, 1)})
-	_, err := LoadRules(filepath.Join(dir, "a.hcl"))
-	var errs RulesErrors
+	_, err := Load(filepath.Join(dir, "a.hcl"))
+	var errs Errors
 	if !errors.As(err, &errs) {
-		t.Fatalf("got %v, want RulesErrors", err)
+		t.Fatalf("got %v, want Errors", err)
 	}
-	want := RulesErrors{
+	want := Errors{
 		{File: filepath.Join(dir, "a.hcl"), Line: 6, Column: 3, Rule: `event "PING"`, Field: "audience.0", Msg: "set exactly one of group, user, user_type and payload_path",
 			Snippet: "    6 |   audience {\n      |   ^"},
 		{File: filepath.Join(dir, "a.hcl"), Line: 7, Column: 5, Rule: `event "PING"`, Field: "audience.0.user_typ", Msg: `unknown field "user_typ" (did you mean "user_type"?)`,
@@ -236,7 +237,7 @@ func TestSpecFromProgrammaticRules(t *testing.T) {
 	// The pipeline's tests may build a Spec directly: New applies the
 	// same defaults the loader does.
 	rs, err := rules.New(rules.Spec{
-		Channels: []rules.ChannelConfig{{Name: "EMAIL", Intrusive: true, Providers: []rules.Provider{{Plugin: "email"}}}},
+		Channels: []channel.Config{{Name: "EMAIL", Providers: []channel.Provider{{Plugin: "email"}}}},
 		Events: []rules.EventSpec{{
 			Type: "X", Audiences: []rules.AudienceSpec{{UserType: "ADMIN"}}, Optional: []string{"EMAIL"},
 		}},
@@ -246,7 +247,7 @@ func TestSpecFromProgrammaticRules(t *testing.T) {
 	}
 	ev, _ := rs.Event("X")
 	email, _ := rs.Channel("EMAIL")
-	if ev.Severity != rules.SeverityInfo || ev.QuietHours != rules.QuietDrop || email.Retry != rules.DefaultRetry || email.Providers[0].Name != "email" {
+	if ev.Severity != rules.SeverityInfo || ev.QuietHours != rules.QuietDrop || email.Retry != channel.DefaultRetry || email.Providers[0].Name != "email" {
 		t.Errorf("defaults not applied: %+v %+v", ev, email)
 	}
 }

@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"bytes"
@@ -17,15 +17,15 @@ import (
 
 func compileRulesSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(RulesJSONSchema()))
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(JSONSchema()))
 	if err != nil {
 		t.Fatalf("schema is not JSON: %v", err)
 	}
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource(RulesSchemaID, doc); err != nil {
+	if err := c.AddResource(SchemaID, doc); err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.Compile(RulesSchemaID)
+	s, err := c.Compile(SchemaID)
 	if err != nil {
 		t.Fatalf("schema does not compile: %v", err)
 	}
@@ -160,7 +160,7 @@ func TestRulesSchemaRefuses(t *testing.T) {
 		// And the loader refuses it too.
 		c := &rulesCollector{}
 		f := parseRulesSource(c, "r.yaml", []byte(src))
-		if _, _, err := loadParsedRules(c, []*rulesFile{f}, RulesOptions{KeepReferences: true}); err == nil {
+		if _, _, err := loadParsedRules(c, []*rulesFile{f}, Options{KeepReferences: true}); err == nil {
 			t.Errorf("%s: the loader accepts it", name)
 		}
 	}

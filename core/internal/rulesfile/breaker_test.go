@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"errors"
@@ -105,11 +105,11 @@ channel "WEBSOCKET" {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := writeRulesFiles(t, map[string]string{tc.file: tc.body})
-			rs, err := LoadRules(filepath.Join(dir, tc.file))
+			rs, err := Load(filepath.Join(dir, tc.file))
 			if tc.wantErr != "" {
-				var errs RulesErrors
+				var errs Errors
 				if !errors.As(err, &errs) {
-					t.Fatalf("error %v (%T), want RulesErrors", err, err)
+					t.Fatalf("error %v (%T), want Errors", err, err)
 				}
 				got := strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "")
 				if diff := cmp.Diff(tc.wantErr, got); diff != "" {

@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"os"
@@ -40,7 +40,7 @@ func TestRulesProviderConfigSecretReferences(t *testing.T) {
 		"rules/secrets/token": "token-v1",
 	})
 	t.Setenv("HERALD_RULES_TEST_SMTP", "smtp-pa55word-from-env")
-	rs, _, err := LoadRulesWith(RulesOptions{}, filepath.Join(dir, "rules/*.hcl"), filepath.Join(dir, "rules/*.yaml"))
+	rs, _, err := LoadWith(Options{}, filepath.Join(dir, "rules/*.hcl"), filepath.Join(dir, "rules/*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestRulesProviderConfigSecretReferences(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "rules/secrets/token"), []byte("token-v2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rs, err = LoadRules(filepath.Join(dir, "rules/*.hcl"), filepath.Join(dir, "rules/*.yaml"))
+	rs, err = Load(filepath.Join(dir, "rules/*.hcl"), filepath.Join(dir, "rules/*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestRulesProviderConfigSecretReferences(t *testing.T) {
 	}
 
 	// KeepReferences leaves them as written.
-	rs, _, err = LoadRulesWith(RulesOptions{KeepReferences: true}, filepath.Join(dir, "rules/a.hcl"))
+	rs, _, err = LoadWith(Options{KeepReferences: true}, filepath.Join(dir, "rules/a.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestRulesProviderConfigSecretReferenceErrors(t *testing.T) {
 	t.Setenv("HERALD_RULES_TEST_SMTP", "smtp-pa55word-from-env")
 	tests := map[string]struct {
 		files   map[string]string
-		opts    RulesOptions
+		opts    Options
 		wantErr string
 	}{
 		"env unset": {
@@ -111,7 +111,7 @@ func TestRulesProviderConfigSecretReferenceErrors(t *testing.T) {
 		},
 		"no-resolve checks syntax only": {
 			files:   map[string]string{"a.hcl": strings.Replace(secretRulesHCL, "env:HERALD_RULES_TEST_SMTP\"\n", "env:\"\n", 1)},
-			opts:    RulesOptions{KeepReferences: true},
+			opts:    Options{KeepReferences: true},
 			wantErr: `a.hcl:7: channel "EMAIL": providers.0.config.password: env:: want env:NAME with NAME an environment variable name (letters, digits, _), or raw:env:... for a literal`,
 		},
 	}
@@ -124,7 +124,7 @@ func TestRulesProviderConfigSecretReferenceErrors(t *testing.T) {
 					paths = append(paths, filepath.Join(dir, n))
 				}
 			}
-			_, _, err := LoadRulesWith(tc.opts, paths...)
+			_, _, err := LoadWith(tc.opts, paths...)
 			if err == nil {
 				t.Fatal("no error")
 			}

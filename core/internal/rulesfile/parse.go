@@ -1,4 +1,4 @@
-package config
+package rulesfile
 
 import (
 	"bytes"
@@ -19,14 +19,14 @@ import (
 // error that names the limit; none of them is near what a hand-written
 // rules file needs.
 const (
-	// MaxRulesFileSize is the largest rules file read, in bytes.
-	MaxRulesFileSize = 4 << 20
-	// MaxRulesDepth is the deepest nesting of blocks, objects, lists,
+	// MaxFileSize is the largest rules file read, in bytes.
+	MaxFileSize = 4 << 20
+	// MaxDepth is the deepest nesting of blocks, objects, lists,
 	// parentheses and templates (HCL) or of mappings and sequences (YAML).
-	MaxRulesDepth = 64
-	// MaxRulesYAMLNodes is the most values a YAML file may hold once its
+	MaxDepth = 64
+	// MaxYAMLNodes is the most values a YAML file may hold once its
 	// aliases are expanded (an alias bomb stops here).
-	MaxRulesYAMLNodes = 200_000
+	MaxYAMLNodes = 200_000
 	// maxRulesUnaryRun is the longest run of prefix operators (!, -) in
 	// HCL, which the parser would otherwise nest one level each.
 	maxRulesUnaryRun = 16
@@ -74,19 +74,19 @@ func rulesSubPath(path []string, more ...string) []string {
 	return append(append(out, path...), more...)
 }
 
-// readRulesSource reads a rules file, refusing one over MaxRulesFileSize.
+// readRulesSource reads a rules file, refusing one over MaxFileSize.
 func readRulesSource(path string) ([]byte, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read: %s", rulesPathErr(err))
 	}
 	defer fh.Close()
-	src, err := io.ReadAll(io.LimitReader(fh, MaxRulesFileSize+1))
+	src, err := io.ReadAll(io.LimitReader(fh, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read: %s", rulesPathErr(err))
 	}
-	if len(src) > MaxRulesFileSize {
-		return nil, fmt.Errorf("file larger than %d bytes (limit)", MaxRulesFileSize)
+	if len(src) > MaxFileSize {
+		return nil, fmt.Errorf("file larger than %d bytes (limit)", MaxFileSize)
 	}
 	return src, nil
 }
@@ -168,7 +168,7 @@ func firstInvalidUTF8(b []byte) int {
 // lexical structure closely enough to be exact for ordinary files:
 // comments, quoted strings with escapes, heredocs, and ${ } / %{ }
 // template sequences, which nest code inside strings. It keeps a stack of
-// at most MaxRulesDepth entries.
+// at most MaxDepth entries.
 func checkHCLLimits(src []byte) error {
 	const (
 		ctxCode    = iota // ordinary code; closes at its bracket
@@ -184,10 +184,10 @@ func checkHCLLimits(src []byte) error {
 	line, col := 1, 1
 	unary, conditionals := 0, 0
 	deep := func() error {
-		return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("nesting deeper than %d levels (limit)", MaxRulesDepth)}
+		return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("nesting deeper than %d levels (limit)", MaxDepth)}
 	}
 	push := func(f frame) error {
-		if len(stack) > MaxRulesDepth {
+		if len(stack) > MaxDepth {
 			return deep()
 		}
 		stack = append(stack, f)
