@@ -56,11 +56,11 @@ check: ## repository hygiene, gofmt, go mod tidy -diff (every module), vet and s
 	@# protoc from Debian's packages when missing, as scripts/test.sh does
 	scripts/tools.sh protoc
 	scripts/gen-proto.sh check
-	@tmp=$$(mktemp) && $(GO) run ./core/internal/config/cmd/gendocs > $$tmp && diff -u docs/configuration.md $$tmp; s=$$?; rm -f $$tmp; [ $$s -eq 0 ] || { echo "docs/configuration.md is out of date: run make docs"; exit 1; }
+	scripts/configdoc.sh check
 	scripts/schema.sh check
 
 docs: ## regenerate docs/configuration.md from the doc comments of the Config types
-	$(GO) run ./core/internal/config/cmd/gendocs -o docs/configuration.md
+	scripts/configdoc.sh
 
 schema: ## regenerate migrations/schema.sql: migrate a throw-away database, dump its schema (starts PostgreSQL)
 	scripts/schema.sh
