@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tidy-check.sh fails when `go mod tidy` would change the go.mod or go.sum of
 # the root module, the sdk and sdk/producer modules or a Go module under
-# examples/plugins/ (printing the change to make). make check and
-# scripts/test.sh run it.
+# examples/plugins/ (printing the change to make). make check runs it;
+# scripts/test.sh does not (it loads the tests of every dependency, which a
+# machine with only Herald's module cache and no proxy cannot fetch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

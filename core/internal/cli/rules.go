@@ -360,7 +360,7 @@ func withDeclaredClasses(ctx context.Context, stderr io.Writer, rs *rules.RuleSe
 		if len(unknown) == 1 {
 			which = "channel " + unknown[0] + " is"
 		}
-		fmt.Fprintf(stderr, "note: %s taken as persistent: the rules do not set best_effort and %s\n", which, how)
+		fmt.Fprintf(stderr, "note: %s taken as persistent: the rules do not set best_effort; %s\n", which, how)
 	}
 	return rs
 }

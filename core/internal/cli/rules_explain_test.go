@@ -54,7 +54,7 @@ event "PING" {
 	if want := "  LIVE  class persistent (no plugin declared it: persistent by default); intrusive (a persistent channel)\n"; code != 0 || !strings.Contains(stdout, want) {
 		t.Errorf("without --plugin-dir: exit %d, want a line %q; stdout:\n%s", code, want, stdout)
 	}
-	if want := "note: channel LIVE is taken as persistent: the rules do not set best_effort and pass --plugin-dir"; !strings.Contains(stderr, want) {
+	if want := "note: channel LIVE is taken as persistent: the rules do not set best_effort; pass --plugin-dir"; !strings.Contains(stderr, want) {
 		t.Errorf("without --plugin-dir: stderr lacks %q:\n%s", want, stderr)
 	}
 }

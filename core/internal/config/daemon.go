@@ -100,7 +100,8 @@ func (c SupervisorConfig) Validate() error {
 	return errs.Err()
 }
 
-// RetryConfig tunes the retry poller and the listeners' lease.
+// RetryConfig tunes the maintenance stage (core/internal/maintenance) and
+// the listeners' lease.
 type RetryConfig struct {
 	// PollInterval is how often expired leases and DEFERRED deliveries
 	// whose quiet hours ended are released.
