@@ -50,7 +50,7 @@ type Daemon struct {
 	Relay relay.Config `koanf:"relay"`
 	// Publisher tunes the delivery publisher and the relay's handoff.
 	Publisher delivery.PublisherConfig `koanf:"publisher"`
-	// Retry tunes the retry poller and the listeners' lease.
+	// Retry tunes the maintenance stage and the listeners' lease.
 	Retry RetryConfig `koanf:"retry"`
 	// Log sets the level and format of the daemon's log (hclog, on
 	// standard error).
