@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/heraldhq/herald/sdk/internal/tracemd"
 )
 
 // Tracing across the host/plugin boundary.
@@ -27,30 +29,6 @@ import (
 // TracerName is the instrumentation scope of the spans the sdk starts.
 const TracerName = "github.com/heraldhq/herald/sdk"
 
-// traceContext is the W3C Trace Context propagator: traceparent and
-// tracestate only, whatever global propagator the process set.
-var traceContext = propagation.TraceContext{}
-
-// mdCarrier adapts gRPC metadata to a propagation.TextMapCarrier.
-type mdCarrier metadata.MD
-
-func (c mdCarrier) Get(key string) string {
-	if v := metadata.MD(c).Get(key); len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
-func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
-
-func (c mdCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
 // withIncomingTrace returns ctx with the remote span context the host sent
 // in the call's metadata (ctx unchanged when there is none or it is not
 // valid W3C trace context).
@@ -59,7 +37,7 @@ func withIncomingTrace(ctx context.Context) context.Context {
 	if !ok {
 		return ctx
 	}
-	return traceContext.Extract(ctx, mdCarrier(md))
+	return tracemd.TraceContext.Extract(ctx, tracemd.Carrier(md))
 }
 
 // startSendSpan starts the plugin-side span of a Send call, child of the
@@ -104,7 +82,7 @@ func DeliveryContext(ctx context.Context, d Delivery) context.Context {
 	if d.TraceParent == "" {
 		return ctx
 	}
-	dctx := traceContext.Extract(context.Background(), propagation.MapCarrier{"traceparent": d.TraceParent, "tracestate": d.TraceState})
+	dctx := tracemd.TraceContext.Extract(context.Background(), propagation.MapCarrier{"traceparent": d.TraceParent, "tracestate": d.TraceState})
 	sc := trace.SpanContextFromContext(dctx)
 	if !sc.IsValid() || sc.TraceID() == trace.SpanContextFromContext(ctx).TraceID() {
 		return ctx
