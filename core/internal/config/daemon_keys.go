@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/config/field"
 )
 
 // Setting is one key of the daemon file, derived from the Config structs
@@ -212,43 +214,16 @@ func describe(v any) string {
 
 // suggest names the key of fields closest to key, for an unknown key.
 func suggest(key string, fields map[string]reflect.StructField) string {
-	best, bestD := "", 3
 	names := make([]string, 0, len(fields))
 	for n := range fields {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		if d := editDistance(key, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	if best != "" {
+	if best := field.Suggest(key, names); best != "" {
 		return fmt.Sprintf(" (did you mean %s?)", best)
 	}
 	if len(names) <= 12 {
 		return fmt.Sprintf(" (known keys: %s)", strings.Join(names, ", "))
 	}
 	return ""
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/heraldhq/herald/core/internal/config/field"
 )
 
 // The rules schema is the raw structs of rules.go: their `hcl` tags are the
@@ -297,44 +299,10 @@ func rulesDidYouMean(name string, schema *hcl.BodySchema) string {
 	for _, b := range schema.Blocks {
 		names = append(names, b.Type)
 	}
-	if s := nameSuggestion(name, names); s != "" {
+	if s := field.Suggest(name, names); s != "" {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return ""
-}
-
-// nameSuggestion returns the name within edit distance 2 of given, if any.
-func nameSuggestion(given string, names []string) string {
-	best, bestD := "", 3
-	for _, n := range names {
-		if dd := levenshtein(given, n, bestD); dd < bestD {
-			best, bestD = n, dd
-		}
-	}
-	return best
-}
-
-func levenshtein(a, b string, limit int) int {
-	if len(a) > 64 || len(b) > 64 {
-		return limit
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // decodeExpr decodes an attribute's value (or a part of it) into v, by v's

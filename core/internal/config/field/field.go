@@ -2,7 +2,9 @@
 // Config.Validate returns the settings it refuses as Errors, each naming
 // its key (relative to the component: "batch_size"), and the daemon's
 // config prefixes them with the component's section ("relay.batch_size").
-// It imports nothing of Herald's, so that every component can use it.
+// Suggest names the known key closest to a misspelt one, for the daemon
+// file and the rules files alike. It imports nothing of Herald's, so that
+// every component can use it.
 package field
 
 import (
