@@ -71,10 +71,7 @@ func (e *env) sinkTraces(eventID string) []sinkTrace {
 		e.t.Fatal(err)
 	}
 	var out []sinkTrace
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if line == "" {
-			continue
-		}
+	for _, line := range completeLines(data) {
 		var rec sinkTrace
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			e.t.Fatalf("sink record %q: %v", line, err)
