@@ -22,6 +22,9 @@ fi
 # a machine whose module cache holds only what Herald builds and tests with
 # does not have, and with no module proxy it cannot fetch them.
 
+echo "== one version of each dependency across the repository's modules"
+scripts/modversions-check.sh
+
 echo "== go vet"
 go vet ./...
 # The sdk and the producer are modules of their own (sdk/go.mod,
