@@ -76,6 +76,77 @@ CREATE FUNCTION public.herald_authenticate_admin(p_hash bytea) RETURNS text
 $$;
 
 --
+-- Name: herald_check_event(text, text, text, text, jsonb, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_check_event(p_event_id text, p_event_type text, p_aggregate_type text, p_aggregate_id text, p_payload jsonb, p_traceparent text, p_tracestate text) RETURNS integer
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'public'
+    AS $_$
+DECLARE
+    n integer;
+    bad text;
+    field text;
+    val text;
+    lim integer;
+BEGIN
+    IF p_event_id IS NULL OR p_event_id = '' THEN
+        RAISE EXCEPTION 'event_outbox.event_id: is required' USING ERRCODE = '23514',
+            TABLE = 'event_outbox', COLUMN = 'event_id', CONSTRAINT = 'event_outbox_contract';
+    END IF;
+    IF octet_length(p_event_id) > 200 THEN
+        RAISE EXCEPTION 'event_outbox.event_id: longer than 200 bytes' USING ERRCODE = '23514',
+            TABLE = 'event_outbox', COLUMN = 'event_id', CONSTRAINT = 'event_outbox_contract';
+    END IF;
+    IF p_event_id ~ '[^!-~]' THEN
+        bad := substring(p_event_id FROM '[^!-~]');
+        RAISE EXCEPTION 'event_outbox.event_id: holds U+%; an event_id is 1-200 bytes of printable ASCII without spaces (0x21-0x7E)',
+                lpad(upper(to_hex(ascii(bad))), 4, '0') USING ERRCODE = '23514',
+            TABLE = 'event_outbox', COLUMN = 'event_id', CONSTRAINT = 'event_outbox_contract';
+    END IF;
+    IF p_event_type IS NULL OR p_event_type = '' THEN
+        RAISE EXCEPTION 'event_outbox.event_type: is required' USING ERRCODE = '23514',
+            TABLE = 'event_outbox', COLUMN = 'event_type', CONSTRAINT = 'event_outbox_contract';
+    END IF;
+    -- One test for the common case (every field fine), the field-by-field
+    -- walk only to name the one at fault.
+    IF NOT coalesce(octet_length(p_event_type) <= 200 AND octet_length(p_aggregate_type) <= 200 AND octet_length(p_aggregate_id) <= 200
+            AND octet_length(coalesce(p_traceparent, '')) <= 512 AND octet_length(coalesce(p_tracestate, '')) <= 512
+            AND concat(p_event_type, p_aggregate_type, p_aggregate_id, p_traceparent, p_tracestate) !~ '[\x01-\x1f\x7f-\x9f]', false) THEN
+        FOR field, val, lim IN VALUES ('event_type', p_event_type, 200), ('aggregate_type', p_aggregate_type, 200),
+                ('aggregate_id', p_aggregate_id, 200), ('traceparent', p_traceparent, 512), ('tracestate', p_tracestate, 512) LOOP
+            IF octet_length(val) > lim THEN
+                RAISE EXCEPTION 'event_outbox.%: longer than % bytes', field, lim USING ERRCODE = '23514',
+                    TABLE = 'event_outbox', COLUMN = field, CONSTRAINT = 'event_outbox_contract';
+            END IF;
+            bad := substring(val FROM '[\x01-\x1f\x7f-\x9f]');
+            IF bad IS NOT NULL THEN
+                RAISE EXCEPTION 'event_outbox.%: holds the control character U+%', field, lpad(upper(to_hex(ascii(bad))), 4, '0')
+                    USING ERRCODE = '23514', TABLE = 'event_outbox', COLUMN = field, CONSTRAINT = 'event_outbox_contract';
+            END IF;
+        END LOOP;
+    END IF;
+    IF p_payload IS NULL OR jsonb_typeof(p_payload) <> 'object' THEN
+        RAISE EXCEPTION 'event_outbox.payload: must be a JSON object, not %', coalesce(jsonb_typeof(p_payload), 'NULL')
+            USING ERRCODE = '23514', TABLE = 'event_outbox', COLUMN = 'payload', CONSTRAINT = 'event_outbox_contract';
+    END IF;
+    n := octet_length(p_payload::text);
+    IF n > 262144 THEN
+        RAISE EXCEPTION 'event_outbox.payload: larger than 262144 bytes (% bytes as stored)', n
+            USING ERRCODE = '23514', TABLE = 'event_outbox', COLUMN = 'payload', CONSTRAINT = 'event_outbox_contract';
+    END IF;
+    -- A value at level k below the payload object is at depth k+1: an
+    -- object or array at level 32 or deeper is nested deeper than 32. The
+    -- path stops at the first one.
+    IF jsonb_path_exists(p_payload, 'strict $.**{32 to last} ? (@.type() == "object" || @.type() == "array")') THEN
+        RAISE EXCEPTION 'event_outbox.payload: nested deeper than 32 levels' USING ERRCODE = '23514',
+            TABLE = 'event_outbox', COLUMN = 'payload', CONSTRAINT = 'event_outbox_contract';
+    END IF;
+    RETURN n;
+END;
+$_$;
+
+--
 -- Name: herald_drop_partitions(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -199,6 +270,38 @@ BEGIN
         m := m + interval '1 month';
     END LOOP;
     RETURN created;
+END;
+$$;
+
+--
+-- Name: herald_event_contract(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_event_contract() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    col text;
+BEGIN
+    -- No SET search_path here (it costs a setting's save and restore per
+    -- row): herald_check_event sets its own, and the rest is pg_catalog's.
+    PERFORM public.herald_check_event(NEW.event_id, NEW.event_type, NEW.aggregate_type, NEW.aggregate_id, NEW.payload,
+        NEW.traceparent, NEW.tracestate);
+    -- Only an insert that sets a bookkeeping column pays for the role
+    -- lookup.
+    col := CASE
+        WHEN NEW.status IS DISTINCT FROM 'PENDING' THEN 'status'
+        WHEN NEW.attempts IS DISTINCT FROM 0 THEN 'attempts'
+        WHEN NEW.last_error IS DISTINCT FROM '' THEN 'last_error'
+        WHEN NEW.processed_at IS NOT NULL THEN 'processed_at'
+        WHEN NEW.created_at IS DISTINCT FROM pg_catalog.now() THEN 'created_at'
+    END;
+    IF col IS NOT NULL AND NOT pg_catalog.pg_has_role(current_user, 'herald_worker', 'USAGE') THEN
+        RAISE EXCEPTION 'event_outbox.%: set by Herald; a producer leaves it to its default (status PENDING)', col
+            USING ERRCODE = '23514', TABLE = 'event_outbox', COLUMN = col, CONSTRAINT = 'event_outbox_contract',
+                HINT = 'insert only tenant_id, project_id, event_id, event_type, aggregate_type, aggregate_id, payload, payload_sha256, available_at, traceparent, tracestate';
+    END IF;
+    RETURN NEW;
 END;
 $$;
 
@@ -1492,6 +1595,12 @@ ALTER INDEX public.notifications_shared ATTACH PARTITION public.notifications_de
 ALTER INDEX public.notifications_inbox ATTACH PARTITION public.notifications_default_tenant_id_user_id_created_at_notifica_idx;
 
 --
+-- Name: event_outbox event_outbox_contract; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER event_outbox_contract BEFORE INSERT ON public.event_outbox FOR EACH ROW EXECUTE FUNCTION public.herald_event_contract();
+
+--
 -- Name: event_outbox event_outbox_notify; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2141,7 +2250,103 @@ GRANT SELECT,USAGE ON SEQUENCE public.delivery_handoffs_handoff_id_seq TO herald
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.event_outbox TO herald_api;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.event_outbox TO herald_worker;
 GRANT SELECT ON TABLE public.event_outbox TO herald_admin;
-GRANT SELECT,INSERT ON TABLE public.event_outbox TO herald_producer;
+GRANT SELECT ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.tenant_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(tenant_id) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.event_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(event_id) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.event_type; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(event_type) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.aggregate_type; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(aggregate_type) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.aggregate_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(aggregate_id) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.payload; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(payload) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.status; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(status) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.attempts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(attempts) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.last_error; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(last_error) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.available_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(available_at) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.created_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(created_at) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.processed_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(processed_at) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.project_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(project_id) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.payload_sha256; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(payload_sha256) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.traceparent; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(traceparent) ON TABLE public.event_outbox TO herald_producer;
+
+--
+-- Name: COLUMN event_outbox.tracestate; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(tracestate) ON TABLE public.event_outbox TO herald_producer;
 
 --
 -- Name: SEQUENCE event_outbox_id_seq; Type: ACL; Schema: public; Owner: -

@@ -26,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/heraldhq/herald/sdk/producer/jsonguard"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -282,6 +283,10 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 		conflict = !same
 		return err
 	})
+	if p := contractProblem(err); p != nil {
+		Problem(w, p.status, p.title, p.detail, p.field)
+		return
+	}
 	switch {
 	case err != nil:
 		s.internal(w, err)
@@ -307,6 +312,27 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/v1/events/"+ev.EventID)
 	}
 	WriteJSON(w, code, st)
+}
+
+// contractProblem is the problem of an event the database refused for the
+// event contract (migration 0023: SQLSTATE 23514 from event_outbox_contract,
+// naming the column), or nil for any other error. Event.Validate checks
+// the payload as sent; the database measures it as stored (jsonb's text),
+// which can be larger (numbers written out: 1e308 is 309 digits).
+func contractProblem(err error) *problem {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23514" || pe.ConstraintName != "event_outbox_contract" {
+		return nil
+	}
+	field := pe.ColumnName
+	if field == "event_type" {
+		field = "type"
+	}
+	detail := strings.TrimPrefix(pe.Message, "event_outbox.")
+	if field == "payload" && strings.Contains(pe.Message, "larger than") {
+		return &problem{http.StatusRequestEntityTooLarge, "payload too large", detail, field}
+	}
+	return &problem{http.StatusBadRequest, "invalid event", detail, field}
 }
 
 // problem is a problem document to answer with.

@@ -32,7 +32,7 @@ const (
 type Metrics struct {
 	eventsAccepted  prometheus.Counter
 	eventsProcessed prometheus.Counter
-	eventsFailed    prometheus.Counter
+	eventsFailed    *prometheus.CounterVec
 	deliveries      *prometheus.CounterVec
 	latency         *prometheus.HistogramVec
 	relaySize       prometheus.Histogram
@@ -58,8 +58,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Events accepted by POST /v1/events and written to the outbox (a replayed event_id is not counted again)."}),
 		eventsProcessed: prometheus.NewCounter(prometheus.CounterOpts{Name: "herald_events_processed_total",
 			Help: "Outbox events the relay turned into notifications and deliveries (committed)."}),
-		eventsFailed: prometheus.NewCounter(prometheus.CounterOpts{Name: "herald_events_failed_total",
-			Help: "Outbox events the relay marked FAILED after their last attempt."}),
+		eventsFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herald_events_failed_total",
+			Help: "Outbox events the relay marked FAILED, by reason: attempts_exhausted (after their last attempt), payload_too_large (over the event contract's payload limit, failed without being loaded)."},
+			[]string{"reason"}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herald_deliveries_total",
 			Help: "Delivery outcomes by channel, provider and outcome: sent, retry, failed (recorded by the listeners; failed also counts unroutable deliveries, provider empty), deferred (written DEFERRED by the relay for quiet hours, provider empty), dropped (malformed broker messages, channel and provider empty)."},
 			[]string{"channel", "provider", "outcome"}),
@@ -88,6 +89,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, s := range []string{StagePublisher, StageHandoff} {
 		m.unconfirmed.WithLabelValues(s)
 	}
+	for _, r := range []string{ReasonAttemptsExhausted, ReasonPayloadTooLarge} {
+		m.eventsFailed.WithLabelValues(r)
+	}
 	return m
 }
 
@@ -105,9 +109,25 @@ func (m *Metrics) RelayBatch(events, processed, failed int, d time.Duration) {
 		return
 	}
 	m.eventsProcessed.Add(float64(processed))
-	m.eventsFailed.Add(float64(failed))
+	m.eventsFailed.WithLabelValues(ReasonAttemptsExhausted).Add(float64(failed))
 	m.relaySize.Observe(float64(events))
 	m.relayDuration.Observe(d.Seconds())
+}
+
+// Reasons of herald_events_failed_total.
+const (
+	// ReasonAttemptsExhausted: the event failed its last attempt.
+	ReasonAttemptsExhausted = "attempts_exhausted"
+	// ReasonPayloadTooLarge: the event's payload is over the event
+	// contract's limit; the relay failed it without loading it.
+	ReasonPayloadTooLarge = "payload_too_large"
+)
+
+// EventsFailed counts n events the relay marked FAILED for reason.
+func (m *Metrics) EventsFailed(reason string, n int) {
+	if m != nil && n > 0 {
+		m.eventsFailed.WithLabelValues(reason).Add(float64(n))
+	}
 }
 
 // Delivery counts n deliveries of channel and provider with outcome.

@@ -40,6 +40,13 @@ var DefaultEventRetry = channel.RetryPolicy{MaxAttempts: 5, Initial: time.Second
 type Config struct {
 	// BatchSize is how many events one transaction claims.
 	BatchSize int `koanf:"batch_size"`
+	// BatchBytes bounds the payloads one transaction loads, in bytes as
+	// stored (jsonb's text): a claim takes events, oldest first, while
+	// their payloads add up to at most this, and always at least one. An
+	// event whose payload is over the event contract's limit (262144
+	// bytes; only possible for rows older than the contract or written by a
+	// superuser) is marked FAILED without being loaded.
+	BatchBytes int64 `koanf:"batch_bytes"`
 	// PollInterval is the fallback wake-up when no notification arrives
 	// (producers' NOTIFY wakes an idle relay at once).
 	PollInterval time.Duration `koanf:"poll_interval"`
@@ -60,13 +67,14 @@ type Config struct {
 
 // DefaultConfig returns the relay's default settings.
 func DefaultConfig() Config {
-	return Config{BatchSize: 100, PollInterval: 200 * time.Millisecond, MaxAttempts: 5, Workers: 2}
+	return Config{BatchSize: 100, BatchBytes: 4 << 20, PollInterval: 200 * time.Millisecond, MaxAttempts: 5, Workers: 2}
 }
 
 // Validate checks the settings; it returns field.Errors naming the keys.
 func (c Config) Validate() error {
 	var errs field.Errors
 	errs.Positive("batch_size", c.BatchSize)
+	errs.Positive("batch_bytes", int(c.BatchBytes))
 	errs.PositiveDuration("poll_interval", c.PollInterval)
 	errs.Positive("max_attempts", c.MaxAttempts)
 	errs.Positive("workers", c.Workers)
@@ -91,6 +99,9 @@ func (c *Config) setDefaults() {
 	d := DefaultConfig()
 	if c.BatchSize <= 0 {
 		c.BatchSize = d.BatchSize
+	}
+	if c.BatchBytes <= 0 {
+		c.BatchBytes = d.BatchBytes
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = d.PollInterval
@@ -175,7 +186,7 @@ func (r *Relay) loop(ctx context.Context) {
 	const firstWait = 5 * time.Millisecond
 	wait := r.cfg.PollInterval
 	for ctx.Err() == nil {
-		n, err := r.RunOnce(ctx)
+		n, full, err := r.runOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("relay batch failed; it will be retried", "error", err)
 			sleep(ctx, 500*time.Millisecond)
@@ -186,7 +197,7 @@ func (r *Relay) loop(ctx context.Context) {
 			// notify when no older event waits, so the relay must not go
 			// idle while events remain.
 			wait = firstWait
-			if n >= r.cfg.BatchSize {
+			if full {
 				r.signalSurge()
 			}
 			continue
@@ -226,7 +237,7 @@ func (r *Relay) surgeLoop(ctx context.Context) {
 		case <-r.surge:
 		}
 		for ctx.Err() == nil {
-			n, err := r.RunOnce(ctx)
+			n, full, err := r.runOnce(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
 					r.log.Warn("relay batch failed; it will be retried", "error", err)
@@ -234,28 +245,47 @@ func (r *Relay) surgeLoop(ctx context.Context) {
 				}
 				break
 			}
-			if n < r.cfg.BatchSize/2 {
+			if !full && n < r.cfg.BatchSize/2 {
 				break
 			}
 		}
 	}
 }
 
-// RunOnce processes one batch and returns how many events it claimed.
+// RunOnce processes one batch and returns how many events it claimed
+// (those failed for their payload's size included).
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	n, _, err := r.runOnce(ctx)
+	return n, err
+}
+
+// runOnce is RunOnce that also reports whether the claim was full: more
+// events were due than the batch's count or byte budget took.
+func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 	rs := r.rules()
 	if rs == nil {
-		return 0, errors.New("no rules loaded")
+		return 0, false, errors.New("no rules loaded")
 	}
 	began := time.Now()
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	events, err := store.ClaimEvents(ctx, tx, r.cfg.BatchSize)
-	if err != nil || len(events) == 0 {
-		return 0, err
+	claim, err := store.ClaimEvents(ctx, tx, r.cfg.BatchSize, r.cfg.BatchBytes)
+	if err != nil {
+		return 0, false, err
+	}
+	events := claim.Events
+	if len(events) == 0 {
+		if len(claim.Oversize) == 0 {
+			return 0, false, nil
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return 0, false, fmt.Errorf("commit relay batch: %w", err)
+		}
+		r.oversize(claim.Oversize)
+		return len(claim.Oversize), claim.Full, nil
 	}
 	var (
 		notes []store.NewNotification
@@ -279,7 +309,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	for tenant, m := range merged {
 		dir, err := store.LoadDirectory(ctx, tx, tenant, m)
 		if err != nil {
-			return 0, err // the whole batch rolls back and is retried
+			return 0, false, err // the whole batch rolls back and is retried
 		}
 		dirs[tenant] = rules.IndexDirectory(dir)
 	}
@@ -322,14 +352,14 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return 0, ctx.Err()
+				return 0, false, ctx.Err()
 			}
 			policy := DefaultEventRetry
 			policy.MaxAttempts = r.cfg.MaxAttempts
 			retryIn := policy.Next(e.Attempts+1, 0)
 			failed, ferr := store.FailEventAttempt(ctx, tx, e.ID, err.Error(), policy.MaxAttempts, retryIn)
 			if ferr != nil {
-				return 0, ferr
+				return 0, false, ferr
 			}
 			lvl := r.log.Warn
 			if failed {
@@ -360,7 +390,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	}
 	_, written, err := store.InsertFanout(ctx, tx, notes, dels)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var (
 		handed    []store.NewDelivery
@@ -377,13 +407,14 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	}
 	if len(handed) > 0 {
 		if handoffID, err = store.InsertHandoff(ctx, tx, handedIDs, r.cfg.Handoff.Grace(), r.cfg.Handoff.Owner()); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("commit relay batch: %w", err)
+		return 0, false, fmt.Errorf("commit relay batch: %w", err)
 	}
 	committed = true
+	r.oversize(claim.Oversize)
 	if r.cfg.Metrics != nil {
 		r.cfg.Metrics.RelayBatch(len(events), len(events)-retried-failedEvents, failedEvents, time.Since(began))
 		deferred := map[string]int{}
@@ -402,7 +433,19 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	if others > 0 {
 		r.published()
 	}
-	return len(events), nil
+	return len(events) + len(claim.Oversize), claim.Full, nil
+}
+
+// oversize logs and counts the events a committed claim failed for their
+// payload's size.
+func (r *Relay) oversize(evs []store.OversizeEvent) {
+	for _, o := range evs {
+		r.log.Error("event failed: its payload is larger than the event contract allows; it was not loaded",
+			"tenant", o.TenantID, "event_id", o.EventID, "type", o.Type, "bytes", o.Bytes, "limit", store.MaxPayloadBytes)
+	}
+	if len(evs) > 0 && r.cfg.Metrics != nil {
+		r.cfg.Metrics.EventsFailed(metrics.ReasonPayloadTooLarge, len(evs))
+	}
 }
 
 func toRulesEvent(e store.EventRow) rules.Event {

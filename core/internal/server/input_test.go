@@ -33,6 +33,11 @@ func TestPostEventRefusesHostileInput(t *testing.T) {
 		"payload too deep":         {body: `{"event_id":"e1","type":"T","payload":` + deep + `}`, status: 400, field: "payload"},
 		"payload too large": {body: `{"event_id":"e1","type":"T","payload":{"a":"` + strings.Repeat("x", producer.MaxPayloadBytes) + `"}}`,
 			status: http.StatusRequestEntityTooLarge, field: "payload"},
+		// Within the limit as sent, 50 times over it as stored: jsonb
+		// writes each 1e308 out in 309 digits. The database refuses it
+		// (migration 0023), and the API says so as a 413, not a 500.
+		"payload too large as stored": {body: `{"event_id":"e1","type":"T","payload":{"a":[` + strings.TrimSuffix(strings.Repeat("1e308,", 40_000), ",") + `]}}`,
+			status: http.StatusRequestEntityTooLarge, field: "payload"},
 		"body too large": {body: `{"event_id":"e1","type":"T","payload":{"a":"` + strings.Repeat("x", 1<<20) + `"}}`,
 			status: http.StatusRequestEntityTooLarge},
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -30,32 +31,113 @@ type EventRow struct {
 	TraceParent, TraceState string
 }
 
+// MaxPayloadBytes is the largest payload the relay loads: the event
+// contract's limit (migration 0023, sdk/producer.MaxPayloadBytes), measured
+// on the payload as stored (jsonb's text). A larger one can only be older
+// than the contract or written by a superuser with the trigger off.
+const MaxPayloadBytes = producer.MaxPayloadBytes
+
+// Claim is what one ClaimEvents took.
+type Claim struct {
+	// Events are the claimed events, marked PROCESSED in tx, by id.
+	Events []EventRow
+	// Oversize are the events whose payload was over MaxPayloadBytes:
+	// marked FAILED in tx, never loaded.
+	Oversize []OversizeEvent
+	// Full reports that more events were due than this claim took (the
+	// count or the byte budget ran out).
+	Full bool
+}
+
+// OversizeEvent is an event ClaimEvents failed for its payload's size.
+type OversizeEvent struct {
+	ID                int64
+	TenantID, EventID string
+	Type              string
+	Bytes             int64
+}
+
 // ClaimEvents takes up to limit due PENDING events in tx, skipping events
-// other relays hold, oldest first, and marks them PROCESSED in the same
-// statement (one row write per event): the relay's transaction commits
-// them PROCESSED with their notifications and deliveries, or rolls back.
-// An event the relay cannot process goes back with FailEventAttempt in the
-// same transaction. Attempts is the count before this one.
-func ClaimEvents(ctx context.Context, tx pgx.Tx, limit int) ([]EventRow, error) {
-	rows, err := tx.Query(ctx, `UPDATE event_outbox e SET status = 'PROCESSED', processed_at = now(), attempts = e.attempts + 1, last_error = ''
-		FROM (SELECT id FROM event_outbox WHERE status = 'PENDING' AND available_at <= now()
-		      ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) c
-		WHERE e.id = c.id
-		RETURNING e.id, e.tenant_id, e.project_id, e.event_id, e.event_type, e.aggregate_type, e.aggregate_id, e.payload, e.attempts - 1, e.created_at,
-			COALESCE(e.traceparent, ''), COALESCE(e.tracestate, '')`, limit)
+// other relays hold, oldest first, whose payloads (as stored: jsonb's text)
+// add up to at most budget bytes — always at least one, so that an event
+// larger than the budget still goes alone — and marks them PROCESSED in
+// the same transaction (one row write per event): the relay's transaction
+// commits them PROCESSED with their notifications and deliveries, or rolls
+// back. It reads the payloads' sizes first and loads only the payloads it
+// takes. An event over MaxPayloadBytes among the due ones is marked FAILED
+// at once, with last_error naming the field, and never loaded. An event
+// the relay cannot process goes back with FailEventAttempt in the same
+// transaction. Attempts is the count before this one.
+func ClaimEvents(ctx context.Context, tx pgx.Tx, limit int, budget int64) (Claim, error) {
+	var c Claim
+	rows, err := tx.Query(ctx, `SELECT id, octet_length(payload::text) FROM event_outbox
+		WHERE status = 'PENDING' AND available_at <= now()
+		ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
 	if err != nil {
-		return nil, fmt.Errorf("claim events: %w", err)
+		return c, fmt.Errorf("claim events: %w", err)
 	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventRow, error) {
+	type due struct{ id, size int64 }
+	dues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (due, error) {
+		var d due
+		err := r.Scan(&d.id, &d.size)
+		return d, err
+	})
+	if err != nil {
+		return c, fmt.Errorf("claim events: %w", err)
+	}
+	c.Full = len(dues) >= limit
+	var take, over []int64
+	var sum int64
+	stopped := false
+	for _, d := range dues {
+		switch {
+		case d.size > MaxPayloadBytes:
+			over = append(over, d.id)
+		case stopped:
+		case len(take) > 0 && sum+d.size > budget:
+			// The rest stay PENDING (locked by this transaction until it
+			// ends) for the next claim.
+			stopped, c.Full = true, true
+		default:
+			take, sum = append(take, d.id), sum+d.size
+		}
+	}
+	if len(over) > 0 {
+		rows, err := tx.Query(ctx, `UPDATE event_outbox SET status = 'FAILED', attempts = attempts + 1, processed_at = NULL,
+				last_error = format('event_outbox.payload: larger than %s bytes (%s bytes as stored); the relay does not load it', $2::int, octet_length(payload::text))
+			WHERE id = ANY($1) RETURNING id, tenant_id, event_id, event_type, octet_length(payload::text)`, over, MaxPayloadBytes)
+		if err != nil {
+			return c, fmt.Errorf("fail oversize events: %w", err)
+		}
+		c.Oversize, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (OversizeEvent, error) {
+			var o OversizeEvent
+			err := r.Scan(&o.ID, &o.TenantID, &o.EventID, &o.Type, &o.Bytes)
+			return o, err
+		})
+		if err != nil {
+			return c, fmt.Errorf("fail oversize events: %w", err)
+		}
+	}
+	if len(take) == 0 {
+		return c, nil
+	}
+	rows, err = tx.Query(ctx, `UPDATE event_outbox e SET status = 'PROCESSED', processed_at = now(), attempts = e.attempts + 1, last_error = ''
+		WHERE e.id = ANY($1)
+		RETURNING e.id, e.tenant_id, e.project_id, e.event_id, e.event_type, e.aggregate_type, e.aggregate_id, e.payload, e.attempts - 1, e.created_at,
+			COALESCE(e.traceparent, ''), COALESCE(e.tracestate, '')`, take)
+	if err != nil {
+		return c, fmt.Errorf("claim events: %w", err)
+	}
+	c.Events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventRow, error) {
 		var e EventRow
 		err := r.Scan(&e.ID, &e.TenantID, &e.ProjectID, &e.EventID, &e.Type, &e.AggregateType, &e.AggregateID, &e.Payload, &e.Attempts, &e.CreatedAt, &e.TraceParent, &e.TraceState)
 		return e, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim events: %w", err)
+		return c, fmt.Errorf("claim events: %w", err)
 	}
-	sort.Slice(evs, func(i, j int) bool { return evs[i].ID < evs[j].ID })
-	return evs, nil
+	sort.Slice(c.Events, func(i, j int) bool { return c.Events[i].ID < c.Events[j].ID })
+	return c, nil
 }
 
 // FailEventAttempt records a failed processing attempt of an event claimed
