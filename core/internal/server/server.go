@@ -184,7 +184,8 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 		return nil, fmt.Errorf("database: %w", err)
 	}
 	verifier := auth.NewVerifier(pools.API, d.Auth)
-	gw := live.New(d.Live, pools.API, verifier, conn, log)
+	gw := live.New(LiveConfig(d), pools.API, verifier, conn, log)
+	gw.SetMetrics(m)
 	apiSrv := api.New(pools.API, ruleset, log)
 	if ready == nil {
 		ready = Readiness(pools, conn)
@@ -204,6 +205,18 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Mount(webinbox.Path, page)
 	apiSrv.Mount(webinbox.Path+"/", page)
 	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier, Actions: actions}, nil
+}
+
+// LiveConfig is d's live settings with max_sessions at most three
+// quarters of http.max_conns (and at least 1): the last quarter is the
+// reserve that serves POST /v1/events, the inbox API and the health
+// checks however many sessions are open.
+func LiveConfig(d config.Daemon) live.Config {
+	c := d.Live
+	if d.HTTP.MaxConns > 0 {
+		c.MaxSessions = max(1, min(c.MaxSessions, d.HTTP.MaxConns*3/4))
+	}
+	return c
 }
 
 // AdminHandler is the admin API's routes: the plugin host's under /admin/,
