@@ -138,10 +138,12 @@ func clientKey(remoteAddr string) string {
 }
 
 // TooManyRequests answers 429 with Retry-After (whole seconds) and a
-// problem document saying which limit was hit.
+// problem document saying which limit was hit, and closes the connection
+// (Connection: close): a client over a limit holds no keep-alive slot.
 func TooManyRequests(w http.ResponseWriter, wait time.Duration, detail string) {
 	secs := httpguard.RetryAfter(wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	w.Header().Set("Connection", "close")
 	Problem(w, http.StatusTooManyRequests, "too many requests", fmt.Sprintf("%s; retry after %d s", detail, secs), "")
 }
 

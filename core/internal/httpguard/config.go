@@ -47,6 +47,19 @@ type Config struct {
 	// MaxConns caps the open connections of each listener (0: no cap);
 	// connections beyond it wait in the kernel's backlog.
 	MaxConns int `koanf:"max_conns"`
+	// MaxConnsPerIP caps the open connections of one client address (an
+	// IPv4 address or an IPv6 /64; the TCP peer, so behind a reverse proxy
+	// the proxy) on the public listener, live sessions included (0: no
+	// cap). A connection past it is answered 429 (a problem document,
+	// Retry-After: 1, Connection: close) and closed at once, holding no
+	// slot of max_conns. Behind a reverse proxy, cap per client there and
+	// set it to 0.
+	MaxConnsPerIP int `koanf:"max_conns_per_ip"`
+	// PressureIdleTimeout is idle_timeout while the public listener's
+	// open connections are at three quarters of max_conns or more: idle
+	// keep-alive connections are then closed after this long (0: never
+	// early).
+	PressureIdleTimeout time.Duration `koanf:"pressure_idle_timeout"`
 	// RateLimit bounds the public API's request rates: each rate has a
 	// token bucket of burst requests, and a request over its rate gets 429
 	// with Retry-After.
@@ -75,6 +88,7 @@ func DefaultConfig() Config {
 	return Config{Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:8081",
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 		AdminWriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, MaxConns: 1024,
+		MaxConnsPerIP: 128, PressureIdleTimeout: 5 * time.Second,
 		RateLimit: RateLimits{PerKey: 100, PerIP: 200, Burst: 200}}
 }
 
@@ -92,6 +106,12 @@ func (c Config) Validate() error {
 	if c.MaxConns < 0 {
 		errs.Add("max_conns", "must not be negative (0: no cap), got %d", c.MaxConns)
 	}
+	if c.MaxConnsPerIP < 0 {
+		errs.Add("max_conns_per_ip", "must not be negative (0: no cap), got %d", c.MaxConnsPerIP)
+	}
+	if c.PressureIdleTimeout < 0 {
+		errs.Add("pressure_idle_timeout", "must not be negative (0: never early), got %s", c.PressureIdleTimeout)
+	}
 	rl := c.RateLimit
 	if rl.PerKey < 0 || rl.PerIP < 0 {
 		errs.Add("rate_limit", "per_key and per_ip must not be negative (0: no limit), got %g and %g", rl.PerKey, rl.PerIP)
@@ -108,12 +128,15 @@ func (c Config) Validate() error {
 }
 
 // Limits are the bounds of a listener of c; the admin listener's writes
-// may take longer (plugin reloads, profiles).
+// may take longer (plugin reloads, profiles), and it has no per-address
+// cap (its clients are the operator's).
 func (c Config) Limits(admin bool) Limits {
 	l := Limits{ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
-		IdleTimeout: c.IdleTimeout, MaxHeaderBytes: c.MaxHeaderBytes, MaxConns: c.MaxConns}
+		IdleTimeout: c.IdleTimeout, MaxHeaderBytes: c.MaxHeaderBytes, MaxConns: c.MaxConns,
+		MaxConnsPerIP: c.MaxConnsPerIP, PressureIdleTimeout: c.PressureIdleTimeout}
 	if admin {
 		l.WriteTimeout = c.AdminWriteTimeout
+		l.MaxConnsPerIP, l.PressureIdleTimeout = 0, 0
 	}
 	return l
 }

@@ -1,17 +1,16 @@
 // Package httpguard bounds what one client can take from Herald's HTTP
-// listeners: read, write and idle timeouts, a header size limit and a
-// connection cap for every server; per-key and per-IP request rates
+// listeners: read, write and idle timeouts, a header size limit, a
+// connection cap, a per-address connection cap and early idle closes under
+// pressure for every server (Listener); per-key and per-IP request rates
 // (Limiter); security headers on every response (Headers); and, for the
 // admin listener, a bearer token with Host and Origin checks (AdminGuard).
 package httpguard
 
 import (
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"golang.org/x/net/netutil"
 )
 
 // Limits bound one HTTP server and its listener.
@@ -34,19 +33,12 @@ type Limits struct {
 	// waits while the cap is reached, so further connections queue in the
 	// kernel's backlog until one closes.
 	MaxConns int
-}
-
-// Listen opens a TCP listener on addr whose open connections are capped
-// at maxConns (0: no cap).
-func Listen(addr string, maxConns int) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	if maxConns > 0 {
-		ln = netutil.LimitListener(ln, maxConns)
-	}
-	return ln, nil
+	// MaxConnsPerIP caps one client address's open connections (0: no
+	// cap); past it a new connection is answered 429 and closed.
+	MaxConnsPerIP int
+	// PressureIdleTimeout replaces IdleTimeout while the open connections
+	// are at three quarters of MaxConns or more (0: never).
+	PressureIdleTimeout time.Duration
 }
 
 // NewServer returns an HTTP server for h bounded by lim; what net/http

@@ -2,10 +2,12 @@ package live
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/heraldhq/herald/core/internal/metrics"
 )
 
 // session is one browser connection.
@@ -112,17 +114,70 @@ func (s *session) run(pingEvery, writeTimeout time.Duration) {
 	}
 }
 
-// hub maps a user's route key to the user's open sessions on this daemon.
+// hub maps a user's route key to the user's open sessions on this daemon,
+// and counts the sessions reserved (opening or open) by user, tenant and
+// client address against the caps.
 type hub struct {
 	mu       sync.RWMutex
 	sessions map[string]map[*session]struct{}
 	closed   bool
+	m        *metrics.Metrics
+	// reserved counts, under mu.
+	users, tenants, ips map[string]int
+	total               int
 	// running counts registered sessions; Add happens under mu while not
 	// closed, so it never races with shutdown's Wait.
 	running sync.WaitGroup
 }
 
-func newHub() *hub { return &hub{sessions: map[string]map[*session]struct{}{}} }
+func newHub() *hub {
+	return &hub{sessions: map[string]map[*session]struct{}{}, users: map[string]int{}, tenants: map[string]int{}, ips: map[string]int{}}
+}
+
+// reserve counts a session of the user of key in tenant from client
+// address ip, unless that would pass one of cfg's caps: then it counts
+// nothing and returns which cap, as a problem's detail.
+func (h *hub) reserve(key, tenant, ip string, cfg Config) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	reason, detail := "", ""
+	switch {
+	case h.users[key] >= cfg.MaxSessionsPerUser:
+		reason, detail = metrics.RefusedUser, fmt.Sprintf("at most %d open sessions per user", cfg.MaxSessionsPerUser)
+	case h.tenants[tenant] >= cfg.tenantCap(tenant):
+		reason, detail = metrics.RefusedTenant, fmt.Sprintf("at most %d open sessions for this tenant", cfg.tenantCap(tenant))
+	case cfg.MaxSessionsPerIP > 0 && h.ips[ip] >= cfg.MaxSessionsPerIP:
+		reason, detail = metrics.RefusedAddress, fmt.Sprintf("at most %d open sessions from one client address", cfg.MaxSessionsPerIP)
+	case h.total >= cfg.MaxSessions:
+		reason, detail = metrics.RefusedDaemon, "this server holds as many sessions as it may"
+	}
+	if reason != "" {
+		h.m.LiveRefused(reason)
+		return detail
+	}
+	h.users[key]++
+	h.tenants[tenant]++
+	h.ips[ip]++
+	h.total++
+	h.m.LiveSessions(tenant, h.tenants[tenant])
+	return ""
+}
+
+// unreserve uncounts a session reserve counted.
+func (h *hub) unreserve(key, tenant, ip string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	dec := func(m map[string]int, k string) {
+		if m[k]--; m[k] <= 0 {
+			delete(m, k)
+		}
+	}
+	dec(h.users, key)
+	dec(h.tenants, tenant)
+	dec(h.ips, ip)
+	h.total--
+	h.m.LiveSessions(tenant, h.tenants[tenant])
+}
 
 // add registers a session; it returns false once the hub is closed.
 func (h *hub) add(key string, s *session) bool {
@@ -176,12 +231,6 @@ func (h *hub) publishTo(key, tenant, user string, b []byte) int {
 		}
 	}
 	return n
-}
-
-func (h *hub) countFor(key string) int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return len(h.sessions[key])
 }
 
 func (h *hub) count() int {

@@ -35,6 +35,8 @@ import (
 	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config/field"
+	"github.com/heraldhq/herald/core/internal/httpguard"
+	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/internal/liveproto"
 	"github.com/jackc/pgx/v5"
@@ -66,6 +68,24 @@ type Config struct {
 	AllowedOrigins []string `koanf:"allowed_origins"`
 	// MaxSessionsPerUser caps one user's open sessions on one daemon.
 	MaxSessionsPerUser int `koanf:"max_sessions_per_user"`
+	// MaxSessions caps the open sessions of one daemon, every tenant's,
+	// and is at most three quarters of http.max_conns (lower it is, when
+	// larger): the last quarter of the connections is the reserve that
+	// keeps POST /v1/events, the inbox API and the health checks served
+	// however many sessions are open.
+	MaxSessions int `koanf:"max_sessions"`
+	// MaxSessionsPerTenant caps one tenant's open sessions on one daemon
+	// (a tenant mints tokens for any user id, so the per-user cap does not
+	// bound it); a tenant "ID" { max_sessions = N } block sets a tenant's
+	// own.
+	MaxSessionsPerTenant int `koanf:"max_sessions_per_tenant"`
+	// MaxSessionsPerIP caps the open sessions from one client address (an
+	// IPv4 address or an IPv6 /64; the TCP peer, so behind a reverse proxy
+	// the proxy: raise it or set it to 0 there) on one daemon (0: no cap).
+	MaxSessionsPerIP int `koanf:"max_sessions_per_ip"`
+	// Tenants holds tenants' own caps (`tenant "acme" { max_sessions = N
+	// }` blocks), keyed by tenant id.
+	Tenants map[string]TenantConfig `koanf:"tenant"`
 	// PingInterval is the sessions' keepalive period (at least 1s).
 	PingInterval time.Duration `koanf:"ping_interval"`
 	// WriteTimeout bounds writing one frame to a browser.
@@ -75,10 +95,26 @@ type Config struct {
 	SendBuffer int `koanf:"send_buffer"`
 }
 
+// TenantConfig is one tenant's own live caps, set by a `tenant "ID" {
+// ... }` block in live.
+type TenantConfig struct {
+	// MaxSessions is the tenant's max_sessions_per_tenant (at least 1).
+	MaxSessions int `koanf:"max_sessions"`
+}
+
 // DefaultConfig returns the live gateway's default settings.
 func DefaultConfig() Config {
 	return Config{Exchange: liveproto.DefaultExchange, TicketTTL: 30 * time.Second, AllowedOrigins: []string{}, MaxSessionsPerUser: 16,
+		MaxSessions: 512, MaxSessionsPerTenant: 256, MaxSessionsPerIP: 64,
 		PingInterval: 30 * time.Second, WriteTimeout: 10 * time.Second, SendBuffer: 64}
+}
+
+// tenantCap is the tenant's max_sessions_per_tenant, its own when set.
+func (c Config) tenantCap(tenant string) int {
+	if t, ok := c.Tenants[tenant]; ok && t.MaxSessions > 0 {
+		return t.MaxSessions
+	}
+	return c.MaxSessionsPerTenant
 }
 
 // Validate checks the settings; it returns field.Errors naming the keys.
@@ -87,6 +123,17 @@ func (c Config) Validate() error {
 	errs.NotEmpty("exchange", c.Exchange)
 	errs.PositiveDuration("ticket_ttl", c.TicketTTL)
 	errs.Positive("max_sessions_per_user", c.MaxSessionsPerUser)
+	errs.Positive("max_sessions", c.MaxSessions)
+	errs.Positive("max_sessions_per_tenant", c.MaxSessionsPerTenant)
+	if c.MaxSessionsPerIP < 0 {
+		errs.Add("max_sessions_per_ip", "must not be negative (0: no cap), got %d", c.MaxSessionsPerIP)
+	}
+	for id, t := range c.Tenants {
+		if err := store.ValidID("tenant", id); err != nil {
+			errs.Add(field.Join("tenant", id), "%v", err)
+		}
+		errs.Positive(field.Join("tenant", id, "max_sessions"), t.MaxSessions)
+	}
 	errs.PositiveDuration("ping_interval", c.PingInterval)
 	if c.PingInterval > 0 && c.PingInterval < time.Second {
 		errs.Add("ping_interval", "must be at least 1s")
@@ -107,6 +154,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxSessionsPerUser <= 0 {
 		c.MaxSessionsPerUser = d.MaxSessionsPerUser
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = d.MaxSessions
+	}
+	if c.MaxSessionsPerTenant <= 0 {
+		c.MaxSessionsPerTenant = d.MaxSessionsPerTenant
 	}
 	if c.PingInterval <= 0 {
 		c.PingInterval = d.PingInterval
@@ -153,6 +206,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/live", s.connect)
 	return mux
 }
+
+// SetMetrics counts the sessions (by tenant) and the refusals in m; call
+// it before serving.
+func (s *Server) SetMetrics(m *metrics.Metrics) { s.hub.m = m }
 
 // Sessions returns how many sessions this daemon holds.
 func (s *Server) Sessions() int { return s.hub.count() }
@@ -213,10 +270,16 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := RouteKey(t.TenantID, t.UserID)
-	if s.hub.countFor(key) >= s.cfg.MaxSessionsPerUser {
-		api.Problem(w, http.StatusTooManyRequests, "too many sessions", fmt.Sprintf("at most %d open sessions per user", s.cfg.MaxSessionsPerUser), "")
+	ip := httpguard.ClientKey(r.RemoteAddr)
+	if detail := s.hub.reserve(key, t.TenantID, ip, s.cfg); detail != "" {
+		// Before the handshake: a 429 the browser's WebSocket API reports
+		// as a failed connection, and the connection closes.
+		w.Header().Set("Retry-After", "5")
+		w.Header().Set("Connection", "close")
+		api.Problem(w, http.StatusTooManyRequests, "too many sessions", detail+"; close a session or retry later with a new ticket", "")
 		return
 	}
+	defer s.hub.unreserve(key, t.TenantID, ip)
 	rw := &refusal{ResponseWriter: w}
 	conn, err := websocket.Accept(rw, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowedOrigins})
 	if err != nil {

@@ -2,8 +2,9 @@
 // daemon, registered on the registry server.Run creates and serves on the
 // admin listener's /metrics. Every method is safe on a nil *Metrics, so
 // the stages' tests and constructors run without one. Labels are bounded
-// sets only (channel, provider, outcome, stage, status): never a tenant,
-// user or event id.
+// sets only (channel, provider, outcome, stage, status, reason): never a
+// user or event id, and a tenant only on herald_live_sessions, whose
+// series exists while the tenant holds a session on the daemon.
 package metrics
 
 import (
@@ -41,7 +42,21 @@ type Metrics struct {
 	pubDuration     *prometheus.HistogramVec
 	unconfirmed     *prometheus.GaugeVec
 	pluginSend      *prometheus.HistogramVec
+	liveSessions    *prometheus.GaugeVec
+	liveRefused     *prometheus.CounterVec
+	httpConns       prometheus.Gauge
+	httpRefused     *prometheus.CounterVec
+	httpIdleClosed  prometheus.Counter
 }
+
+// Reasons a live session or a connection is refused, the reason label of
+// herald_live_sessions_refused_total and herald_http_connections_refused_total.
+const (
+	RefusedUser    = "user"
+	RefusedTenant  = "tenant"
+	RefusedAddress = "address"
+	RefusedDaemon  = "daemon"
+)
 
 // latencyBuckets spans a few milliseconds (a quiet daemon) to minutes (a
 // backlog or a broker outage).
@@ -82,9 +97,21 @@ func New(reg prometheus.Registerer) *Metrics {
 		pluginSend: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "herald_plugin_send_duration_seconds",
 			Help:    "Duration of one plugin Send call (one chunk of at most the plugin's MaxBatch), by channel and provider.",
 			Buckets: latencyBuckets}, []string{"channel", "provider"}),
+		liveSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "herald_live_sessions",
+			Help: "Open live (WebSocket) sessions on this daemon, by tenant (a tenant's series goes away when it holds none)."}, []string{"tenant"}),
+		liveRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herald_live_sessions_refused_total",
+			Help: "Live sessions refused with 429 at GET /v1/live, by the cap that was full: user (live.max_sessions_per_user), tenant (live.max_sessions_per_tenant or the tenant's own), address (live.max_sessions_per_ip), daemon (live.max_sessions)."},
+			[]string{"reason"}),
+		httpConns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "herald_http_connections",
+			Help: "Open connections on the public API listener (live sessions included)."}),
+		httpRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herald_http_connections_refused_total",
+			Help: "Connections to the public API answered 429 and closed at accept, by reason: address (http.max_conns_per_ip)."},
+			[]string{"reason"}),
+		httpIdleClosed: prometheus.NewCounter(prometheus.CounterOpts{Name: "herald_http_idle_connections_closed_total",
+			Help: "Idle keep-alive connections the public API closed early because its open connections passed three quarters of http.max_conns (after http.pressure_idle_timeout)."}),
 	}
 	reg.MustRegister(m.eventsAccepted, m.eventsProcessed, m.eventsFailed, m.deliveries, m.latency, m.relaySize,
-		m.relayDuration, m.pubSize, m.pubDuration, m.unconfirmed, m.pluginSend,
+		m.relayDuration, m.pubSize, m.pubDuration, m.unconfirmed, m.pluginSend, m.liveSessions, m.liveRefused, m.httpConns, m.httpRefused, m.httpIdleClosed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{StagePublisher, StageHandoff} {
 		m.unconfirmed.WithLabelValues(s)
@@ -92,6 +119,10 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{ReasonAttemptsExhausted, ReasonPayloadTooLarge} {
 		m.eventsFailed.WithLabelValues(r)
 	}
+	for _, r := range []string{RefusedUser, RefusedTenant, RefusedAddress, RefusedDaemon} {
+		m.liveRefused.WithLabelValues(r)
+	}
+	m.httpRefused.WithLabelValues(RefusedAddress)
 	return m
 }
 
@@ -174,5 +205,46 @@ func (m *Metrics) Unconfirmed(stage string, delta int) {
 func (m *Metrics) PluginSend(channel, provider string, d time.Duration) {
 	if m != nil {
 		m.pluginSend.WithLabelValues(channel, provider).Observe(d.Seconds())
+	}
+}
+
+// LiveSessions sets the tenant's open live sessions on this daemon to n;
+// at 0 the tenant's series is removed.
+func (m *Metrics) LiveSessions(tenant string, n int) {
+	if m == nil {
+		return
+	}
+	if n <= 0 {
+		m.liveSessions.DeleteLabelValues(tenant)
+		return
+	}
+	m.liveSessions.WithLabelValues(tenant).Set(float64(n))
+}
+
+// LiveRefused counts a live session refused because of reason's cap.
+func (m *Metrics) LiveRefused(reason string) {
+	if m != nil {
+		m.liveRefused.WithLabelValues(reason).Inc()
+	}
+}
+
+// HTTPConns adds delta to the public listener's open connections.
+func (m *Metrics) HTTPConns(delta int) {
+	if m != nil {
+		m.httpConns.Add(float64(delta))
+	}
+}
+
+// HTTPRefused counts a connection refused at accept because of reason.
+func (m *Metrics) HTTPRefused(reason string) {
+	if m != nil {
+		m.httpRefused.WithLabelValues(reason).Inc()
+	}
+}
+
+// HTTPIdleClosed counts n idle connections closed under pressure.
+func (m *Metrics) HTTPIdleClosed(n int) {
+	if m != nil && n > 0 {
+		m.httpIdleClosed.Add(float64(n))
 	}
 }

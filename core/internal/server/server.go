@@ -184,7 +184,8 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 		return nil, fmt.Errorf("database: %w", err)
 	}
 	verifier := auth.NewVerifier(pools.API, d.Auth)
-	gw := live.New(d.Live, pools.API, verifier, conn, log)
+	gw := live.New(LiveConfig(d), pools.API, verifier, conn, log)
+	gw.SetMetrics(m)
 	apiSrv := api.New(pools.API, ruleset, log)
 	if ready == nil {
 		ready = Readiness(pools, conn)
@@ -204,6 +205,18 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Mount(webinbox.Path, page)
 	apiSrv.Mount(webinbox.Path+"/", page)
 	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier, Actions: actions}, nil
+}
+
+// LiveConfig is d's live settings with max_sessions at most three
+// quarters of http.max_conns (and at least 1): the last quarter is the
+// reserve that serves POST /v1/events, the inbox API and the health
+// checks however many sessions are open.
+func LiveConfig(d config.Daemon) live.Config {
+	c := d.Live
+	if d.HTTP.MaxConns > 0 {
+		c.MaxSessions = max(1, min(c.MaxSessions, d.HTTP.MaxConns*3/4))
+	}
+	return c
 }
 
 // AdminHandler is the admin API's routes: the plugin host's under /admin/,
@@ -264,14 +277,15 @@ func CountersRepairHandler(pool *pgxpool.Pool) http.Handler {
 }
 
 // NewAPIServer listens on http.listen and returns the public API's server
-// for h: bounded by c's timeouts, header size and connection cap, every
-// response with the security headers.
-func NewAPIServer(h http.Handler, c httpguard.Config, log hclog.Logger) (*http.Server, net.Listener, error) {
-	ln, err := httpguard.Listen(c.Listen, c.MaxConns)
+// for h: bounded by c's timeouts, header size and connection caps (in all
+// and per client address, idle connections closed early under pressure:
+// httpguard.Listener), every response with the security headers.
+func NewAPIServer(h http.Handler, c httpguard.Config, log hclog.Logger) (*http.Server, *httpguard.Listener, error) {
+	ln, err := httpguard.Listen(c.Listen, c.Limits(false))
 	if err != nil {
 		return nil, nil, fmt.Errorf("http.listen: %w", err)
 	}
-	return httpguard.NewServer(httpguard.Headers(h), c.Limits(false), log.Named("http")), ln, nil
+	return ln.Track(httpguard.NewServer(httpguard.Headers(h), c.Limits(false), log.Named("http"))), ln, nil
 }
 
 // NewAdminServer listens on http.admin_listen and returns the admin API's
@@ -279,7 +293,7 @@ func NewAPIServer(h http.Handler, c httpguard.Config, log hclog.Logger) (*http.S
 // timeout), behind an AdminGuard for the bound address and token (nil:
 // none), every response with the security headers.
 func NewAdminServer(h http.Handler, c httpguard.Config, token []byte, log hclog.Logger) (*http.Server, net.Listener, error) {
-	ln, err := httpguard.Listen(c.AdminListen, c.MaxConns)
+	ln, err := httpguard.Listen(c.AdminListen, c.Limits(true))
 	if err != nil {
 		return nil, nil, fmt.Errorf("http.admin_listen: %w", err)
 	}
@@ -288,7 +302,7 @@ func NewAdminServer(h http.Handler, c httpguard.Config, token []byte, log hclog.
 		ln.Close()
 		return nil, nil, fmt.Errorf("http.admin_listen: %w", err)
 	}
-	return httpguard.NewServer(httpguard.Headers(guard.Wrap(h)), c.Limits(true), log.Named("admin-http")), ln, nil
+	return ln.Track(httpguard.NewServer(httpguard.Headers(guard.Wrap(h)), c.Limits(true), log.Named("admin-http"))), ln, nil
 }
 
 // AdminToken reads http.admin_token_file; with none configured it returns
@@ -467,6 +481,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	if err != nil {
 		return err
 	}
+	ln.SetMetrics(m)
 	var adminSrv *http.Server
 	var adminLn net.Listener
 	if d.HTTP.AdminListen != "" {
