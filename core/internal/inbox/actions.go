@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -23,9 +24,27 @@ import (
 var ActionTypes = map[string]bool{"CONFIRMED": true, "REJECTED": true, "POSTPONED": true, "DISMISSED": true, "CUSTOM": true}
 
 // ActionsExchange is where winning actions are published for business
-// services (a durable topic exchange; routing key "<event type>.<action
-// type>", headers herald-tenant and herald-project).
+// services (a durable topic exchange; routing key ActionRoutingKey, headers
+// herald-tenant and herald-project).
 const ActionsExchange = "herald.actions"
+
+// ActionRoutingKey is the routing key of an action on ActionsExchange:
+// "<tenant>.<project>.<event type>.<action type>". The tenant and the
+// project come first so that a binding (acme.#, acme.shop.#) and a RabbitMQ
+// topic permission (^acme\.) scope a consumer to one tenant or project;
+// the tail is the key of earlier versions, so a binding "X.*" becomes
+// "*.*.X.*". A tenant or project id may hold dots, which would make a
+// tenant "acme.evil" match "acme.#": a dot in either is written %2E (ids
+// never hold '%'), so each is exactly one word of the key.
+func ActionRoutingKey(a Action) string {
+	return RoutingWord(a.TenantID) + "." + RoutingWord(a.ProjectID) + "." + a.EventType + "." + a.Type
+}
+
+// RoutingWord is how a tenant or project id is written in a routing key
+// of ActionsExchange: its dots as %2E, so that it is one word.
+func RoutingWord(id string) string {
+	return strings.ReplaceAll(id, ".", "%2E")
+}
 
 // Action is a winning action, as the feed and the exchange carry it.
 type Action struct {
@@ -326,7 +345,7 @@ func (p *Publisher) round(ctx context.Context, ch *amqp.Channel) (int, error) {
 		confirms := make([]*amqp.DeferredConfirmation, len(acts))
 		for i, a := range acts {
 			body, _ := json.Marshal(a)
-			confirms[i], err = ch.PublishWithDeferredConfirmWithContext(ctx, ActionsExchange, a.EventType+"."+a.Type, false, false,
+			confirms[i], err = ch.PublishWithDeferredConfirmWithContext(ctx, ActionsExchange, ActionRoutingKey(a), false, false,
 				amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: a.ActionID,
 					Timestamp: a.ActedAt, Body: body, Headers: amqp.Table{"herald-tenant": a.TenantID, "herald-project": a.ProjectID}})
 			if err != nil {
