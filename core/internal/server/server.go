@@ -200,7 +200,7 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Mount("/v1/inbox", box)
 	apiSrv.Mount("/v1/inbox/", box)
 	apiSrv.Mount("GET /v1/actions", apiSrv.Authenticated(inbox.Feed(pools.API, log)))
-	page := webinbox.Handler()
+	page := webinbox.Handler(d.Auth.Audience)
 	apiSrv.Mount(webinbox.Path, page)
 	apiSrv.Mount(webinbox.Path+"/", page)
 	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier, Actions: actions}, nil
