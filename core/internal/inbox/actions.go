@@ -48,7 +48,9 @@ func RoutingWord(id string) string {
 
 // Action is a winning action, as the feed and the exchange carry it.
 type Action struct {
-	ActionID       string          `json:"action_id"`
+	ActionID string `json:"action_id"`
+	// Seq is the action's position among its tenant's actions (1, 2, ...;
+	// never a global count): GET /v1/actions?after=<seq> goes on from it.
 	Seq            int64           `json:"seq"`
 	TenantID       string          `json:"tenant_id"`
 	ProjectID      string          `json:"project_id"`
@@ -190,7 +192,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 }
 
 // Feed serves GET /v1/actions for a tenant's API key: the winning actions
-// after a sequence number, oldest first, so that a business service that
+// after a sequence number of the tenant's own (Action.Seq), oldest first, so that a business service that
 // missed a message of the exchange can catch up.
 func Feed(pool *pgxpool.Pool, log hclog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -212,10 +214,10 @@ func Feed(pool *pgxpool.Pool, log hclog.Logger) http.HandlerFunc {
 		}
 		var items []Action
 		err := inUserTx(r.Context(), pool, p.Tenant, p.Project, func(tx pgx.Tx) error {
-			rows, err := tx.Query(r.Context(), `SELECT action_id::text, seq, tenant_id, project_id, event_id, event_type,
+			rows, err := tx.Query(r.Context(), `SELECT action_id::text, tenant_seq, tenant_id, project_id, event_id, event_type,
 					notification_id::text, user_id, action, data, acted_at
-				FROM notification_actions WHERE tenant_id = $1 AND seq > $2 AND ($3 = '' OR project_id = $3)
-				ORDER BY seq LIMIT $4`, p.Tenant, after, p.Project, limit)
+				FROM notification_actions WHERE tenant_id = $1 AND tenant_seq > $2 AND ($3 = '' OR project_id = $3)
+				ORDER BY tenant_seq LIMIT $4`, p.Tenant, after, p.Project, limit)
 			if err != nil {
 				return err
 			}
@@ -332,7 +334,7 @@ var errActionsNacked = errors.New("broker nacked action messages; they stay unpu
 func (p *Publisher) round(ctx context.Context, ch *amqp.Channel) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT action_id::text, seq, tenant_id, project_id, event_id, event_type,
+		rows, err := tx.Query(ctx, `SELECT action_id::text, tenant_seq, tenant_id, project_id, event_id, event_type,
 				notification_id::text, user_id, action, data, acted_at
 			FROM notification_actions WHERE published_at IS NULL ORDER BY seq LIMIT 100 FOR UPDATE SKIP LOCKED`)
 		if err != nil {

@@ -842,3 +842,85 @@ func TestActionsExchangeScopesTenants(t *testing.T) {
 		t.Fatalf("tenant a's queue received the actions of %v, want [a]", got)
 	}
 }
+
+// TestActionSeqsCountTheTenantsOwn: the seq a tenant sees on its actions
+// (and pages the feed by) counts its own actions only, 1, 2, ...: tenant
+// b's actions between two of a's leave no gap in a's numbers, so neither
+// learns the other's volume. Concurrent actions of one tenant (one from a
+// project-limited token) get distinct numbers without gaps.
+func TestActionSeqsCountTheTenantsOwn(t *testing.T) {
+	w := newWorld(t)
+	if err := store.EnsureProject(context.Background(), w.db.Pool, "a", "shop", ""); err != nil {
+		t.Fatal(err)
+	}
+	act := func(ten, share, project string) {
+		t.Helper()
+		ids := w.seed(t, note{tenant: ten, user: "m1", share: share, project: project}, note{tenant: ten, user: "m2", share: share, project: project})
+		if r := w.do(t, "POST", "/v1/inbox/"+ids[0]+"/actions", w.token(t, ten, "m1", project), `{"type":"CONFIRMED"}`); r.code != 200 {
+			t.Fatalf("act as %s: %d %s", ten, r.code, r.body)
+		}
+	}
+	for i, ten := range []string{"b", "a", "b", "b", "a", "b"} {
+		act(ten, fmt.Sprintf("k%d", i), "")
+	}
+	// Eight of a's at once, two of them from a token of project shop.
+	notes := make([][]string, 8)
+	for i := range notes {
+		project := ""
+		if i%4 == 0 {
+			project = "shop"
+		}
+		notes[i] = append(w.seed(t, note{tenant: "a", user: "m1", share: fmt.Sprintf("c%d", i), project: project},
+			note{tenant: "a", user: "m2", share: fmt.Sprintf("c%d", i), project: project}), project)
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, len(notes))
+	for i, n := range notes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = w.do(t, "POST", "/v1/inbox/"+n[0]+"/actions", w.token(t, "a", "m1", n[2]), `{"type":"REJECTED"}`).code
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Fatalf("concurrent action %d: %d", i, c)
+		}
+	}
+	feed := func(ten string, after int64) ([]int64, int64) {
+		t.Helper()
+		r := w.do(t, "GET", fmt.Sprintf("/v1/actions?after=%d&limit=5", after), w.apikey[ten], "")
+		var f struct {
+			Items     []inbox.Action `json:"items"`
+			NextAfter int64          `json:"next_after"`
+		}
+		if err := json.Unmarshal(r.body, &f); err != nil || r.code != 200 {
+			t.Fatalf("feed of %s: %d %s", ten, r.code, r.body)
+		}
+		var seqs []int64
+		for _, a := range f.Items {
+			seqs = append(seqs, a.Seq)
+		}
+		return seqs, f.NextAfter
+	}
+	for ten, want := range map[string]int64{"a": 10, "b": 4} {
+		var all []int64
+		after := int64(0)
+		for {
+			seqs, next := feed(ten, after)
+			if len(seqs) == 0 {
+				break
+			}
+			all, after = append(all, seqs...), next
+		}
+		if int64(len(all)) != want {
+			t.Fatalf("tenant %s's feed: %v, want 1..%d", ten, all, want)
+		}
+		for i, s := range all {
+			if s != int64(i+1) {
+				t.Fatalf("tenant %s's feed numbers its actions %v, want 1..%d", ten, all, want)
+			}
+		}
+	}
+}
