@@ -323,6 +323,22 @@ END;
 $$;
 
 --
+-- Name: herald_number_action(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_number_action() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('herald.notification_actions:' || NEW.tenant_id, 0));
+    SELECT coalesce(max(a.tenant_seq), 0) + 1 INTO NEW.tenant_seq
+    FROM public.notification_actions a WHERE a.tenant_id = NEW.tenant_id;
+    RETURN NEW;
+END;
+$$;
+
+--
 -- Name: herald_partition_settings(text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -897,6 +913,7 @@ CREATE TABLE public.notification_actions (
     event_type text DEFAULT ''::text NOT NULL,
     data jsonb DEFAULT '{}'::jsonb NOT NULL,
     published_at timestamp with time zone,
+    tenant_seq bigint NOT NULL,
     CONSTRAINT notification_actions_type_check CHECK ((action = ANY (ARRAY['CONFIRMED'::text, 'REJECTED'::text, 'POSTPONED'::text, 'DISMISSED'::text, 'CUSTOM'::text])))
 );
 
@@ -1433,10 +1450,10 @@ CREATE INDEX event_outbox_sweep ON public.event_outbox USING btree (tenant_id, c
 CREATE INDEX live_tickets_expiry ON public.live_tickets USING btree (expires_at);
 
 --
--- Name: notification_actions_feed; Type: INDEX; Schema: public; Owner: -
+-- Name: notification_actions_tenant_seq; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX notification_actions_feed ON public.notification_actions USING btree (tenant_id, seq);
+CREATE UNIQUE INDEX notification_actions_tenant_seq ON public.notification_actions USING btree (tenant_id, tenant_seq);
 
 --
 -- Name: notification_actions_unpublished; Type: INDEX; Schema: public; Owner: -
@@ -1605,6 +1622,12 @@ CREATE TRIGGER event_outbox_contract BEFORE INSERT ON public.event_outbox FOR EA
 --
 
 CREATE TRIGGER event_outbox_notify AFTER INSERT ON public.event_outbox FOR EACH STATEMENT EXECUTE FUNCTION public.herald_notify_event();
+
+--
+-- Name: notification_actions notification_actions_number; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER notification_actions_number BEFORE INSERT ON public.notification_actions FOR EACH ROW EXECUTE FUNCTION public.herald_number_action();
 
 --
 -- Name: api_keys api_keys_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

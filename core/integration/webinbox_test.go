@@ -365,6 +365,16 @@ func TestWebInbox(t *testing.T) {
 	staff3.signIn("not-a-token")
 	staff3.waitFor("the refused token's reason is shown", `() =>
 		!document.getElementById("signin").hidden && document.getElementById("error").textContent.includes("refused")`)
+	// A token for another deployment (another aud) is neither stored nor
+	// sent: the page refuses it itself.
+	foreign, err := auth.Issue(key, "https://other.example", auth.User{UserID: "staff3", UserType: "STAFF"}, 5*time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	staff3.signIn(foreign)
+	staff3.waitFor("the foreign token is refused by the page", `() =>
+		!document.getElementById("signin").hidden && document.getElementById("error").textContent.includes("another deployment") &&
+		sessionStorage.getItem("herald.token") === null`)
 	staff3.signIn(userToken(t, key, "staff3"))
 	staff3.waitLive()
 	staff3.itemWith("Bianchi")

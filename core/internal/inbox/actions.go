@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -23,13 +24,33 @@ import (
 var ActionTypes = map[string]bool{"CONFIRMED": true, "REJECTED": true, "POSTPONED": true, "DISMISSED": true, "CUSTOM": true}
 
 // ActionsExchange is where winning actions are published for business
-// services (a durable topic exchange; routing key "<event type>.<action
-// type>", headers herald-tenant and herald-project).
+// services (a durable topic exchange; routing key ActionRoutingKey, headers
+// herald-tenant and herald-project).
 const ActionsExchange = "herald.actions"
+
+// ActionRoutingKey is the routing key of an action on ActionsExchange:
+// "<tenant>.<project>.<event type>.<action type>". The tenant and the
+// project come first so that a binding (acme.#, acme.shop.#) and a RabbitMQ
+// topic permission (^acme\.) scope a consumer to one tenant or project;
+// the tail is the key of earlier versions, so a binding "X.*" becomes
+// "*.*.X.*". A tenant or project id may hold dots, which would make a
+// tenant "acme.evil" match "acme.#": a dot in either is written %2E (ids
+// never hold '%'), so each is exactly one word of the key.
+func ActionRoutingKey(a Action) string {
+	return RoutingWord(a.TenantID) + "." + RoutingWord(a.ProjectID) + "." + a.EventType + "." + a.Type
+}
+
+// RoutingWord is how a tenant or project id is written in a routing key
+// of ActionsExchange: its dots as %2E, so that it is one word.
+func RoutingWord(id string) string {
+	return strings.ReplaceAll(id, ".", "%2E")
+}
 
 // Action is a winning action, as the feed and the exchange carry it.
 type Action struct {
-	ActionID       string          `json:"action_id"`
+	ActionID string `json:"action_id"`
+	// Seq is the action's position among its tenant's actions (1, 2, ...;
+	// never a global count): GET /v1/actions?after=<seq> goes on from it.
 	Seq            int64           `json:"seq"`
 	TenantID       string          `json:"tenant_id"`
 	ProjectID      string          `json:"project_id"`
@@ -171,7 +192,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 }
 
 // Feed serves GET /v1/actions for a tenant's API key: the winning actions
-// after a sequence number, oldest first, so that a business service that
+// after a sequence number of the tenant's own (Action.Seq), oldest first, so that a business service that
 // missed a message of the exchange can catch up.
 func Feed(pool *pgxpool.Pool, log hclog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -193,10 +214,10 @@ func Feed(pool *pgxpool.Pool, log hclog.Logger) http.HandlerFunc {
 		}
 		var items []Action
 		err := inUserTx(r.Context(), pool, p.Tenant, p.Project, func(tx pgx.Tx) error {
-			rows, err := tx.Query(r.Context(), `SELECT action_id::text, seq, tenant_id, project_id, event_id, event_type,
+			rows, err := tx.Query(r.Context(), `SELECT action_id::text, tenant_seq, tenant_id, project_id, event_id, event_type,
 					notification_id::text, user_id, action, data, acted_at
-				FROM notification_actions WHERE tenant_id = $1 AND seq > $2 AND ($3 = '' OR project_id = $3)
-				ORDER BY seq LIMIT $4`, p.Tenant, after, p.Project, limit)
+				FROM notification_actions WHERE tenant_id = $1 AND tenant_seq > $2 AND ($3 = '' OR project_id = $3)
+				ORDER BY tenant_seq LIMIT $4`, p.Tenant, after, p.Project, limit)
 			if err != nil {
 				return err
 			}
@@ -313,7 +334,7 @@ var errActionsNacked = errors.New("broker nacked action messages; they stay unpu
 func (p *Publisher) round(ctx context.Context, ch *amqp.Channel) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT action_id::text, seq, tenant_id, project_id, event_id, event_type,
+		rows, err := tx.Query(ctx, `SELECT action_id::text, tenant_seq, tenant_id, project_id, event_id, event_type,
 				notification_id::text, user_id, action, data, acted_at
 			FROM notification_actions WHERE published_at IS NULL ORDER BY seq LIMIT 100 FOR UPDATE SKIP LOCKED`)
 		if err != nil {
@@ -326,7 +347,7 @@ func (p *Publisher) round(ctx context.Context, ch *amqp.Channel) (int, error) {
 		confirms := make([]*amqp.DeferredConfirmation, len(acts))
 		for i, a := range acts {
 			body, _ := json.Marshal(a)
-			confirms[i], err = ch.PublishWithDeferredConfirmWithContext(ctx, ActionsExchange, a.EventType+"."+a.Type, false, false,
+			confirms[i], err = ch.PublishWithDeferredConfirmWithContext(ctx, ActionsExchange, ActionRoutingKey(a), false, false,
 				amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: a.ActionID,
 					Timestamp: a.ActedAt, Body: body, Headers: amqp.Table{"herald-tenant": a.TenantID, "herald-project": a.ProjectID}})
 			if err != nil {

@@ -607,7 +607,7 @@ func TestActionsArePublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	q, _ := ch.QueueDeclare("", false, true, true, false, nil)
-	if err := ch.QueueBind(q.Name, "RESERVATION_REQUESTED.*", inbox.ActionsExchange, false, nil); err != nil {
+	if err := ch.QueueBind(q.Name, "*.*.RESERVATION_REQUESTED.*", inbox.ActionsExchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	msgs, _ := ch.Consume(q.Name, "", true, true, false, false, nil)
@@ -660,7 +660,7 @@ func TestNackedActionsGoOutOnANewChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.QueueBind(full.Name, "NACK_TEST.*", inbox.ActionsExchange, false, nil); err != nil {
+	if err := ch.QueueBind(full.Name, "a.*.NACK_TEST.*", inbox.ActionsExchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -692,7 +692,7 @@ func TestNackedActionsGoOutOnANewChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	q, _ := ch.QueueDeclare("", false, true, true, false, nil)
-	if err := ch.QueueBind(q.Name, "NACK_TEST.*", inbox.ActionsExchange, false, nil); err != nil {
+	if err := ch.QueueBind(q.Name, "a.*.NACK_TEST.*", inbox.ActionsExchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	msgs, _ := ch.Consume(q.Name, "", true, true, false, false, nil)
@@ -709,4 +709,218 @@ func TestNackedActionsGoOutOnANewChannel(t *testing.T) {
 		_ = w.db.Pool.QueryRow(ctx, `SELECT count(*) FROM notification_actions WHERE published_at IS NOT NULL`).Scan(&published)
 		return published == 1
 	}, "the action row is marked published")
+}
+
+// TestActionsExchangeScopesTenants runs the action publisher against a real
+// broker with a consumer account whose RabbitMQ topic permissions on
+// herald.actions are limited to tenant a (^a\.): it binds a.# and receives
+// a's action only; a binding of # (every tenant) and of tenant a.x's word
+// are refused; b's and a.x's actions (a.x would match "a.#" if dots were
+// written as they are) never reach its queue, although they were published.
+func TestActionsExchangeScopesTenants(t *testing.T) {
+	w := newWorld(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := store.EnsureTenant(ctx, w.db.Pool, "a.x", ""); err != nil {
+		t.Fatal(err)
+	}
+	secret, _ := auth.NewSecret()
+	k := store.TokenKey{TenantID: "a.x", Kid: "k1", Alg: "HS256", Issuer: "https://ax.example", Key: secret}
+	if err := store.AddTokenKey(ctx, w.db.Pool, k); err != nil {
+		t.Fatal(err)
+	}
+	w.keys["a.x"] = k
+
+	b := testenv.RabbitMQ(t)
+	guest, err := amqp.Dial(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer guest.Close()
+	gch, _ := guest.Channel()
+	if err := gch.ExchangeDeclare(inbox.ActionsExchange, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := gch.QueueDeclare("", false, true, true, false, nil)
+	if err := gch.QueueBind(all.Name, "#", inbox.ActionsExchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// The consumer account of tenant a: every ordinary permission on the
+	// vhost, and topic permissions on herald.actions for a's keys only
+	// (rabbitmqctl set_topic_permissions -p VHOST USER herald.actions
+	// '^a\.' '^a\.'; eval unescapes once more, hence four backslashes).
+	user, pass := testenv.RandomName("herald-acme-"), testenv.RandomName("pw-")
+	if out, err := testenv.Rabbitmqctl("eval", fmt.Sprintf(`ok = rabbit_auth_backend_internal:add_user(<<"%[1]s">>, <<"%[2]s">>, <<"herald-test">>),
+		ok = rabbit_auth_backend_internal:set_permissions(<<"%[1]s">>, <<"%[3]s">>, <<".*">>, <<".*">>, <<".*">>, <<"herald-test">>),
+		ok = rabbit_auth_backend_internal:set_topic_permissions(<<"%[1]s">>, <<"%[3]s">>, <<"herald.actions">>, <<"^a\\\\.">>, <<"^a\\\\.">>, <<"herald-test">>).`,
+		user, pass, b.VHost)); err != nil {
+		t.Fatalf("add the tenant's broker user: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = testenv.Rabbitmqctl("delete_user", user) })
+	u, _ := url.Parse(b.URL)
+	u.User = url.UserPassword(user, pass)
+	acme, err := amqp.Dial(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acme.Close()
+	for _, key := range []string{"#", "*.#", "b.#", inbox.RoutingWord("a.x") + ".#"} {
+		ch, _ := acme.Channel()
+		q, err := ch.QueueDeclare("", false, true, true, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.QueueBind(q.Name, key, inbox.ActionsExchange, false, nil); err == nil {
+			t.Fatalf("tenant a's account bound %q on herald.actions", key)
+		} else if !strings.Contains(err.Error(), "ACCESS_REFUSED") && !strings.Contains(err.Error(), "access to topic") {
+			t.Fatalf("binding %q: %v", key, err)
+		}
+	}
+	ach, _ := acme.Channel()
+	mine, err := ach.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ach.QueueBind(mine.Name, "a.#", inbox.ActionsExchange, false, nil); err != nil {
+		t.Fatalf("tenant a's account may bind a.#: %v", err)
+	}
+
+	conn := broker.Dial(b.URL, broker.Topology{Exchange: "herald.deliveries"}, hclog.NewNullLogger())
+	defer conn.Close()
+	pub := inbox.NewPublisher(w.pools.Worker, conn, hclog.NewNullLogger())
+	done := make(chan struct{})
+	go func() { _ = pub.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	for _, ten := range []string{"b", "a.x", "a"} {
+		ids := w.seed(t, note{tenant: ten, user: "m1", share: "k", eventType: "ORDER"}, note{tenant: ten, user: "m2", share: "k", eventType: "ORDER"})
+		if r := w.do(t, "POST", "/v1/inbox/"+ids[0]+"/actions", w.token(t, ten, "m1", ""), `{"type":"CONFIRMED"}`); r.code != 200 {
+			t.Fatalf("act as %s: %d %s", ten, r.code, r.body)
+		}
+	}
+	pub.Kick()
+
+	// Every tenant's action was published (the guest's # queue has them
+	// all, each under its tenant's key), so whatever tenant a's queue holds
+	// now is everything it will get.
+	seen := map[string]string{}
+	msgs, _ := gch.Consume(all.Name, "", true, true, false, false, nil)
+	for len(seen) < 3 {
+		select {
+		case m := <-msgs:
+			var a inbox.Action
+			if err := json.Unmarshal(m.Body, &a); err != nil {
+				t.Fatal(err)
+			}
+			seen[a.TenantID] = m.RoutingKey
+		case <-time.After(30 * time.Second):
+			t.Fatalf("not every action was published within 30s: %v", seen)
+		}
+	}
+	want := map[string]string{"a": "a.default.ORDER.CONFIRMED", "b": "b.default.ORDER.CONFIRMED", "a.x": "a%2Ex.default.ORDER.CONFIRMED"}
+	for ten, key := range want {
+		if seen[ten] != key {
+			t.Fatalf("tenant %s's action went out as %q, want %q", ten, seen[ten], key)
+		}
+	}
+	var got []string
+	for {
+		m, ok, err := ach.Get(mine.Name, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		var a inbox.Action
+		if err := json.Unmarshal(m.Body, &a); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, a.TenantID)
+	}
+	if len(got) != 1 || got[0] != "a" {
+		t.Fatalf("tenant a's queue received the actions of %v, want [a]", got)
+	}
+}
+
+// TestActionSeqsCountTheTenantsOwn: the seq a tenant sees on its actions
+// (and pages the feed by) counts its own actions only, 1, 2, ...: tenant
+// b's actions between two of a's leave no gap in a's numbers, so neither
+// learns the other's volume. Concurrent actions of one tenant (one from a
+// project-limited token) get distinct numbers without gaps.
+func TestActionSeqsCountTheTenantsOwn(t *testing.T) {
+	w := newWorld(t)
+	if err := store.EnsureProject(context.Background(), w.db.Pool, "a", "shop", ""); err != nil {
+		t.Fatal(err)
+	}
+	act := func(ten, share, project string) {
+		t.Helper()
+		ids := w.seed(t, note{tenant: ten, user: "m1", share: share, project: project}, note{tenant: ten, user: "m2", share: share, project: project})
+		if r := w.do(t, "POST", "/v1/inbox/"+ids[0]+"/actions", w.token(t, ten, "m1", project), `{"type":"CONFIRMED"}`); r.code != 200 {
+			t.Fatalf("act as %s: %d %s", ten, r.code, r.body)
+		}
+	}
+	for i, ten := range []string{"b", "a", "b", "b", "a", "b"} {
+		act(ten, fmt.Sprintf("k%d", i), "")
+	}
+	// Eight of a's at once, two of them from a token of project shop.
+	notes := make([][]string, 8)
+	for i := range notes {
+		project := ""
+		if i%4 == 0 {
+			project = "shop"
+		}
+		notes[i] = append(w.seed(t, note{tenant: "a", user: "m1", share: fmt.Sprintf("c%d", i), project: project},
+			note{tenant: "a", user: "m2", share: fmt.Sprintf("c%d", i), project: project}), project)
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, len(notes))
+	for i, n := range notes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = w.do(t, "POST", "/v1/inbox/"+n[0]+"/actions", w.token(t, "a", "m1", n[2]), `{"type":"REJECTED"}`).code
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Fatalf("concurrent action %d: %d", i, c)
+		}
+	}
+	feed := func(ten string, after int64) ([]int64, int64) {
+		t.Helper()
+		r := w.do(t, "GET", fmt.Sprintf("/v1/actions?after=%d&limit=5", after), w.apikey[ten], "")
+		var f struct {
+			Items     []inbox.Action `json:"items"`
+			NextAfter int64          `json:"next_after"`
+		}
+		if err := json.Unmarshal(r.body, &f); err != nil || r.code != 200 {
+			t.Fatalf("feed of %s: %d %s", ten, r.code, r.body)
+		}
+		var seqs []int64
+		for _, a := range f.Items {
+			seqs = append(seqs, a.Seq)
+		}
+		return seqs, f.NextAfter
+	}
+	for ten, want := range map[string]int64{"a": 10, "b": 4} {
+		var all []int64
+		after := int64(0)
+		for {
+			seqs, next := feed(ten, after)
+			if len(seqs) == 0 {
+				break
+			}
+			all, after = append(all, seqs...), next
+		}
+		if int64(len(all)) != want {
+			t.Fatalf("tenant %s's feed: %v, want 1..%d", ten, all, want)
+		}
+		for i, s := range all {
+			if s != int64(i+1) {
+				t.Fatalf("tenant %s's feed numbers its actions %v, want 1..%d", ten, all, want)
+			}
+		}
+	}
 }

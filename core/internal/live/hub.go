@@ -15,8 +15,9 @@ type session struct {
 	conn *websocket.Conn
 	send chan []byte
 	done chan struct{}
-	// tenant and user own the session.
-	tenant, user string
+	// tenant and user own the session; project is the token's project
+	// scope ("" for every project of the tenant).
+	tenant, user, project string
 
 	closeOnce sync.Once
 	mu        sync.Mutex
@@ -220,13 +221,33 @@ func (h *hub) closeAll() []*session {
 }
 
 // publishTo queues b on every session of key that belongs to tenant and
-// user, and returns how many took it.
-func (h *hub) publishTo(key, tenant, user string, b []byte) int {
+// user, and returns how many took it. A session limited to a project gets
+// forProject(project) instead, and nothing when that is nil (computed
+// once per project, outside the hub's lock).
+func (h *hub) publishTo(key, tenant, user string, b []byte, forProject func(project string) []byte) int {
 	h.mu.RLock()
-	defer h.mu.RUnlock()
-	n := 0
+	var targets []*session
 	for s := range h.sessions[key] {
-		if s.tenant == tenant && s.user == user && s.enqueue(b) {
+		if s.tenant == tenant && s.user == user {
+			targets = append(targets, s)
+		}
+	}
+	h.mu.RUnlock()
+	n := 0
+	frames := map[string][]byte{}
+	for _, s := range targets {
+		f := b
+		if s.project != "" {
+			var done bool
+			if f, done = frames[s.project]; !done {
+				f = forProject(s.project)
+				frames[s.project] = f
+			}
+			if f == nil {
+				continue
+			}
+		}
+		if s.enqueue(f) {
 			n++
 		}
 	}

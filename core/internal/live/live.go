@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/api"
 	"github.com/heraldhq/herald/core/internal/auth"
@@ -296,7 +297,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	conn.SetReadLimit(readLimit)
 	sess := newSession(conn, s.cfg.SendBuffer)
-	sess.tenant, sess.user = t.TenantID, t.UserID
+	sess.tenant, sess.user, sess.project = t.TenantID, t.UserID, t.ProjectID
 	ready, _ := json.Marshal(readyFrame{Type: FrameReady, Tenant: t.TenantID, UserID: t.UserID})
 	sess.send <- ready // the queue is empty and at least 1 long
 	if !s.hub.add(key, sess) {
@@ -409,9 +410,101 @@ func (s *Server) consume(ctx context.Context) error {
 			if RouteKey(tenant, user) != m.RoutingKey {
 				continue
 			}
-			s.hub.publishTo(m.RoutingKey, tenant, user, m.Body)
+			s.hub.publishTo(m.RoutingKey, tenant, user, m.Body, func(project string) []byte {
+				return s.scoped(ctx, tenant, user, project, m.Body)
+			})
 		}
 	}
+}
+
+// canonicalUUID reports whether id is a UUID in its canonical form (as
+// notification ids are written), which PostgreSQL reads back the same.
+func canonicalUUID(id string) bool {
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id
+}
+
+// maxScopedIDs bounds the notification ids of one frame that scoped
+// checks; a frame naming more reaches no project-limited session.
+const maxScopedIDs = 1000
+
+// scoped is frame as a session limited to project may see it: a frame
+// reaches such a session only when it names notifications
+// (notification_id, notification_ids) and the user has them in project
+// (checked in the database, under row-level security with the tenant and
+// project set); notification_ids keeps only those, and the unread count
+// (which may count every project) is dropped, so the page reads its own
+// back. nil: nothing of frame belongs to project.
+func (s *Server) scoped(ctx context.Context, tenant, user, project string, frame []byte) []byte {
+	var f map[string]json.RawMessage
+	if json.Unmarshal(frame, &f) != nil {
+		return nil
+	}
+	var one string
+	var many []string
+	_, hasOne := f["notification_id"]
+	_, hasMany := f["notification_ids"]
+	if !hasOne && !hasMany {
+		return nil
+	}
+	if hasOne && (json.Unmarshal(f["notification_id"], &one) != nil || !canonicalUUID(one)) {
+		return nil
+	}
+	if hasMany && json.Unmarshal(f["notification_ids"], &many) != nil {
+		return nil
+	}
+	ids := make([]string, 0, len(many)+1)
+	if hasOne {
+		ids = append(ids, one)
+	}
+	for _, id := range many {
+		if canonicalUUID(id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 || len(ids) > maxScopedIDs {
+		return nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	visible := map[string]bool{}
+	err := store.InTenant(qctx, s.pool, tenant, project, func(tx pgx.Tx) error {
+		rows, err := tx.Query(qctx, `SELECT notification_id::text FROM notifications
+			WHERE tenant_id = $1 AND user_id = $2 AND project_id = $3 AND notification_id = ANY($4::uuid[])`, tenant, user, project, ids)
+		if err != nil {
+			return err
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		for _, id := range got {
+			visible[id] = true
+		}
+		return err
+	})
+	if err != nil {
+		s.log.Warn("live: cannot check a frame's project; project-limited sessions do not get it", "error", err)
+		return nil
+	}
+	if hasOne && !visible[one] {
+		return nil
+	}
+	if hasMany {
+		kept := []string{}
+		for _, id := range many {
+			if visible[id] {
+				kept = append(kept, id)
+			}
+		}
+		if len(kept) == 0 && !hasOne {
+			return nil
+		}
+		f["notification_ids"], _ = json.Marshal(kept)
+	}
+	delete(f, "unread")
+	out, err := json.Marshal(f)
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 // Ready waits until the gateway consumes its queue (tests and readiness).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/internal/liveproto"
+	"github.com/jackc/pgx/v5"
 )
 
 // cluster is two daemons' live gateways on one database and broker vhost,
@@ -319,5 +321,80 @@ func TestForeignOriginIsRefused(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUpgradeRequired || resp.Header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("GET /v1/live without an upgrade: %s %s %s", resp.Status, resp.Header.Get("Content-Type"), body)
+	}
+}
+
+// TestProjectSessionsGetTheirProjectOnly: a session opened with a token
+// limited to project p1 gets only the frames about the user's p1
+// notifications (an inbox frame keeps its p1 ids and loses the unread
+// count, which counts every project); frames about p2, about another
+// user's notification, or naming no notification at all reach only the
+// user's sessions of p2 or of every project.
+func TestProjectSessionsGetTheirProjectOnly(t *testing.T) {
+	c := newCluster(t, 1, live.Config{})
+	ctx := context.Background()
+	ids := map[string]string{}
+	for _, n := range []struct{ name, user, project string }{{"n1", "alice", "p1"}, {"n2", "alice", "p2"}, {"bob1", "bob", "p1"}} {
+		if err := store.EnsureProject(ctx, c.db.Pool, "a", n.project, ""); err != nil {
+			t.Fatal(err)
+		}
+		id := uuid.Must(uuid.NewV7()).String()
+		nn := store.NewNotification{ID: id, TenantID: "a", ProjectID: n.project, EventID: "ev-" + n.name, UserID: n.user,
+			EventType: "RESERVATION", Title: "title", Severity: "info", CreatedAt: time.Now()}
+		if err := pgx.BeginFunc(ctx, c.db.Pool, func(tx pgx.Tx) error {
+			_, _, err := store.InsertFanout(ctx, tx, []store.NewNotification{nn}, nil)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ids[n.name] = id
+	}
+	open := func(project string) *browser {
+		tok, err := auth.Issue(c.keys["a"], "herald", auth.User{UserID: "alice", UserType: "STAFF", Project: project}, 5*time.Minute, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, code := c.ticket(t, 0, tok)
+		if code != http.StatusCreated {
+			t.Fatalf("ticket for project %q: %d", project, code)
+		}
+		return dial(t, c.urls[0], tk.Ticket)
+	}
+	p1, p2, every := open("p1"), open("p2"), open("")
+	p := newPublisher(t, c.amqpURL)
+	frames := []string{
+		`{"type":"notification","notification_id":"` + ids["n2"] + `","title":"p2 only"}`,
+		`{"type":"notification","notification_id":"` + ids["bob1"] + `","title":"bob's"}`,
+		`{"type":"notification","title":"no id"}`,
+		`{"type":"notification","notification_id":"` + strings.ToUpper(ids["n1"]) + `","title":"not canonical"}`,
+		`{"type":"inbox","notification_ids":["` + ids["n2"] + `","nonsense"],"unread":7}`,
+		`not json`,
+		`{"type":"inbox","notification_ids":["` + ids["n1"] + `","` + ids["n2"] + `"],"unread":7}`,
+		`{"type":"notification","notification_id":"` + ids["n1"] + `","title":"p1 last"}`,
+	}
+	for _, f := range frames {
+		if !p.send(t, "a", "alice", f) {
+			t.Fatal("a frame for a connected user came back")
+		}
+	}
+	// One queue, one consumer: once p1 has the last frame, every earlier
+	// one was decided.
+	testenv.Eventually(t, 10*time.Second, func() bool { return p1.count() >= 2 }, "p1's session gets its frames")
+	testenv.Eventually(t, 10*time.Second, func() bool { return every.count() == len(frames) }, "the unscoped session gets every frame")
+	testenv.Eventually(t, 10*time.Second, func() bool { return p2.count() >= 3 }, "p2's session gets its frames")
+	get := func(b *browser) string {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		out, _ := json.Marshal(b.frames)
+		return string(out)
+	}
+	want1 := `[{"notification_ids":["` + ids["n1"] + `"],"type":"inbox"},{"notification_id":"` + ids["n1"] + `","title":"p1 last","type":"notification"}]`
+	if got := get(p1); got != want1 {
+		t.Fatalf("p1's session got\n%s\nwant\n%s", got, want1)
+	}
+	want2 := `[{"notification_id":"` + ids["n2"] + `","title":"p2 only","type":"notification"},{"notification_ids":["` + ids["n2"] + `"],"type":"inbox"},` +
+		`{"notification_ids":["` + ids["n2"] + `"],"type":"inbox"}]`
+	if got := get(p2); got != want2 {
+		t.Fatalf("p2's session got\n%s\nwant\n%s", got, want2)
 	}
 }

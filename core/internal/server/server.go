@@ -135,8 +135,8 @@ func OpenPools(ctx context.Context, db store.Config) (*Pools, error) {
 	if err := p.Admin.Ping(ctx); err != nil {
 		return fail(fmt.Errorf("database.url (role %q): %w%s", db.AdminRole, err, tlsHint(err)))
 	}
-	if err := store.CheckRole(ctx, p.Admin, store.RoleAdmin, "database.admin_role"); err != nil {
-		return fail(err)
+	if err := store.CheckAdminRole(ctx, p.Admin, "database.admin_role"); err != nil {
+		return fail(fmt.Errorf("refusing to start: %w", err))
 	}
 	return p, nil
 }
@@ -201,7 +201,7 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Mount("/v1/inbox", box)
 	apiSrv.Mount("/v1/inbox/", box)
 	apiSrv.Mount("GET /v1/actions", apiSrv.Authenticated(inbox.Feed(pools.API, log)))
-	page := webinbox.Handler()
+	page := webinbox.Handler(d.Auth.Audience)
 	apiSrv.Mount(webinbox.Path, page)
 	apiSrv.Mount(webinbox.Path+"/", page)
 	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier, Actions: actions}, nil

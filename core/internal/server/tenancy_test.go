@@ -24,6 +24,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // world is one database with tenants a and b, their keys, and the API
@@ -589,6 +590,44 @@ func TestOpenPoolsRefusesAnAPIRoleThatBypassesRLS(t *testing.T) {
 			}
 		})
 	}
+	// The superadmin pool never runs as the tables' owner (an empty
+	// admin_role is url's login), a superuser or a role that may write.
+	admin := map[string]func(c *store.Config){
+		"owner as admin":     func(c *store.Config) { c.AdminRole = "" },
+		"owner by name":      func(c *store.Config) { c.AdminRole = ownerOf(t, db.URL) },
+		"worker as admin":    func(c *store.Config) { c.AdminRole = store.RoleWorker },
+		"API as admin":       func(c *store.Config) { c.AdminRole = store.RoleAPI },
+		"superuser as admin": func(c *store.Config) { c.URL, c.AdminRole = testenv.SuperuserURL(t, db), "" },
+	}
+	for name, mut := range admin {
+		t.Run(name, func(t *testing.T) {
+			c := cfg
+			mut(&c)
+			p, err := server.OpenPools(ctx, c)
+			if err == nil {
+				p.Close()
+				t.Fatal("started the superadmin API as a role that may write")
+			}
+			if !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "database.admin_role") {
+				t.Fatalf("unclear refusal: %v", err)
+			}
+		})
+	}
+	// The defaults run neither pool as the login role of url.
+	p, err := server.OpenPools(ctx, cfg)
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	defer p.Close()
+	for name, pool := range map[string]*pgxpool.Pool{"api": p.API, "admin": p.Admin} {
+		ri, err := store.InspectRole(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ri.Current == ri.Login || ri.OwnsTables || ri.Superuser {
+			t.Errorf("the %s pool runs as %q (login %q, owner %v)", name, ri.Current, ri.Login, ri.OwnsTables)
+		}
+	}
 	// A worker role that is not a member of herald_worker is refused too.
 	c := cfg
 	c.WorkerRole = store.RoleAPI
@@ -599,4 +638,14 @@ func TestOpenPoolsRefusesAnAPIRoleThatBypassesRLS(t *testing.T) {
 		t.Fatalf("worker role herald_api: %v", err)
 	}
 
+}
+
+// ownerOf is the login role of url.
+func ownerOf(t *testing.T, url string) string {
+	t.Helper()
+	c, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.User
 }

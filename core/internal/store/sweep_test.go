@@ -367,7 +367,7 @@ func TestSweepTenantPeriods(t *testing.T) {
 // TestMigration0022RoundTrip: 0022 goes down (after 0023) and up again.
 func TestMigration0022RoundTrip(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := testenv.PostgresAt(t, 22) // "down" undoes the last one applied
 	ctx := context.Background()
 	var out strings.Builder
 	for range 2 { // 0023, then 0022
@@ -384,5 +384,44 @@ func TestMigration0022RoundTrip(t *testing.T) {
 	}
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_proc WHERE proname LIKE 'herald_sweep%'`).Scan(&n); err != nil || n != 3 {
 		t.Fatalf("after up: %d sweep functions (%v), want 3", n, err)
+	}
+}
+
+// TestMigration0023NumbersActionsPerTenant: 0023 numbers the actions there
+// are 1, 2, ... per tenant in their global order, and goes down and up.
+func TestMigration0023NumbersActionsPerTenant(t *testing.T) {
+	t.Parallel()
+	db := testenv.PostgresAt(t, 22)
+	ctx := context.Background()
+	for i, ten := range []string{"b", "a", "b", "a", "b"} {
+		if err := store.EnsureTenant(ctx, db.Pool, ten, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO notification_actions (tenant_id, share_key, notification_id, user_id, action)
+			VALUES ($1, $2, gen_random_uuid(), 'u', 'CONFIRMED')`, ten, fmt.Sprintf("k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out strings.Builder
+	if err := store.MigrateTo(ctx, db.URL, "up", &out); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := db.Pool.QueryRow(ctx, `SELECT string_agg(tenant_id || tenant_seq, ' ' ORDER BY seq) FROM notification_actions`).Scan(&got); err != nil ||
+		got != "b1 a1 b2 a2 b3" {
+		t.Fatalf("numbered %q (%v), want b1 a1 b2 a2 b3", got, err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO notification_actions (tenant_id, share_key, notification_id, user_id, action)
+		VALUES ('a', 'k9', gen_random_uuid(), 'u', 'CONFIRMED')`); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := db.Pool.QueryRow(ctx, `SELECT tenant_seq FROM notification_actions WHERE share_key = 'k9'`).Scan(&n); err != nil || n != 3 {
+		t.Fatalf("the next action of a is numbered %d (%v), want 3", n, err)
+	}
+	for _, cmd := range []string{"down", "up"} {
+		if err := store.MigrateTo(ctx, db.URL, cmd, &out); err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
 	}
 }

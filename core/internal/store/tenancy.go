@@ -145,6 +145,31 @@ func CheckAPIRole(ctx context.Context, q Querier, what string) error {
 	return nil
 }
 
+// CheckAdminRole refuses a role the superadmin API must not run as: one
+// that may write (a superuser, the tables' owner, a member of
+// herald_worker or herald_api) or that is not a member of herald_admin.
+// The superadmin API reads every tenant and writes nothing, so it runs as
+// herald_admin, never as database.url's login (the tables' owner). key
+// names the config key for the message.
+func CheckAdminRole(ctx context.Context, q Querier, key string) error {
+	ri, err := InspectRole(ctx, q)
+	if err != nil {
+		return err
+	}
+	who := fmt.Sprintf("%s runs the superadmin API as role %q (login %q)", key, ri.Current, ri.Login)
+	switch {
+	case ri.Superuser:
+		return fmt.Errorf("%s, a superuser, which may write every table; set %s = %q", who, key, RoleAdmin)
+	case ri.OwnsTables:
+		return fmt.Errorf("%s, which has the privileges of the tables' owner and may write them; set %s = %q", who, key, RoleAdmin)
+	case ri.Member[RoleWorker] || ri.Member[RoleAPI]:
+		return fmt.Errorf("%s, a member of %s or %s, which may write; set %s = %q", who, RoleWorker, RoleAPI, key, RoleAdmin)
+	case !ri.Member[RoleAdmin]:
+		return fmt.Errorf("%s, which is not a member of %s and would see no rows; set %s = %q or GRANT %s to it", who, RoleAdmin, key, RoleAdmin, RoleAdmin)
+	}
+	return nil
+}
+
 // CheckRole refuses a pool whose role lacks the privileges of group (the
 // worker or admin role), naming the config key.
 func CheckRole(ctx context.Context, q Querier, group, key string) error {

@@ -7,8 +7,12 @@
 // The page's files are served with fixed content types, an ETag of their
 // content and a strict Content-Security-Policy: scripts, styles and
 // images from the page's own origin only (no inline script or style), and
-// connections to the same origin and WebSockets only. The page renders
-// every notification field as text, never as markup.
+// connections to the same origin and WebSockets to the host the page was
+// served from only (CSPFor). The page renders every notification field as
+// text, never as markup. The page carries the deployment's token audience
+// (auth.audience, in a meta element) and refuses, before storing or
+// sending it anywhere, a token whose aud does not hold it: a token meant
+// for another deployment never leaves the browser.
 package webinbox
 
 import (
@@ -17,9 +21,11 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"html"
 	"io/fs"
 	"net/http"
 	"path"
+	"regexp"
 	"strings"
 	"time"
 
@@ -32,9 +38,35 @@ var static embed.FS
 // Path is where the page is served; its files are under Path + "/".
 const Path = "/inbox"
 
-// CSP is the Content-Security-Policy of every file of the page.
-const CSP = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; object-src 'none'; " +
-	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// cspTail is the Content-Security-Policy of every file of the page after
+// its connect-src.
+const cspTail = "; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// hostPattern is a Host header CSPFor names: a DNS name or IPv4 address,
+// or a bracketed IPv6 address, with an optional port. Anything else (a
+// Host holding ';' or ',' would add directives or sources) names none.
+var hostPattern = regexp.MustCompile(`^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?$`)
+
+// CSPFor is the Content-Security-Policy of the page's files answered to r:
+// scripts, styles and images from the page's own origin, and connections
+// to the same origin and to WebSockets on the host r was sent to only
+// (wss://host; ws://host too when r came without TLS, which a page served
+// over https through a TLS-terminating proxy cannot use anyway) — never to
+// any ws: or wss: address.
+func CSPFor(r *http.Request) string {
+	connect := "default-src 'self'; connect-src 'self'"
+	if host := strings.ToLower(r.Host); hostPattern.MatchString(host) {
+		connect += " wss://" + host
+		if r.TLS == nil {
+			connect += " ws://" + host
+		}
+	}
+	return connect + cspTail
+}
+
+// audienceMeta is the placeholder of index.html that Handler replaces
+// with the deployment's token audience.
+const audienceMeta = `<meta name="herald-audience" content="">`
 
 // contentTypes are the types of the files the page is made of; a file of
 // another type is not served.
@@ -53,8 +85,10 @@ type file struct {
 }
 
 // Handler serves GET and HEAD of Path (the page) and of Path + "/<file>"
-// (its scripts and styles); Path + "/" redirects to Path.
-func Handler() http.Handler {
+// (its scripts and styles); Path + "/" redirects to Path. audience is the
+// aud claim the deployment's tokens carry (auth.audience): the page
+// refuses any other token.
+func Handler(audience string) http.Handler {
 	files := map[string]file{}
 	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -67,6 +101,13 @@ func Handler() http.Handler {
 		b, err := static.ReadFile(p)
 		if err != nil {
 			return err
+		}
+		if p == "static/index.html" {
+			if !bytes.Contains(b, []byte(audienceMeta)) {
+				return fmt.Errorf("%s has no %s", p, audienceMeta)
+			}
+			b = bytes.Replace(b, []byte(audienceMeta),
+				[]byte(`<meta name="herald-audience" content="`+html.EscapeString(audience)+`">`), 1)
 		}
 		sum := sha256.Sum256(b)
 		files[strings.TrimPrefix(p, "static/")] = file{body: b, contentType: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
@@ -103,7 +144,7 @@ func Handler() http.Handler {
 		}
 		h := w.Header()
 		h.Set("Content-Type", f.contentType)
-		h.Set("Content-Security-Policy", CSP)
+		h.Set("Content-Security-Policy", CSPFor(r))
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")

@@ -1,6 +1,7 @@
 package webinbox_test
 
 import (
+	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -13,7 +14,7 @@ import (
 
 func TestHandler(t *testing.T) {
 	t.Parallel()
-	h := webinbox.Handler()
+	h := webinbox.Handler("herald")
 	type want struct {
 		Status      int
 		ContentType string
@@ -21,7 +22,8 @@ func TestHandler(t *testing.T) {
 		Location    string
 	}
 	page := func(ct string) want {
-		return want{Status: http.StatusOK, ContentType: ct, CSP: webinbox.CSP}
+		return want{Status: http.StatusOK, ContentType: ct, CSP: "default-src 'self'; connect-src 'self' wss://herald.test ws://herald.test; " +
+			"img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"}
 	}
 	tests := map[string]struct {
 		method, path string
@@ -64,7 +66,7 @@ func TestHandler(t *testing.T) {
 // TestRevalidation: a browser that has the file gets 304 for its ETag.
 func TestRevalidation(t *testing.T) {
 	t.Parallel()
-	h := webinbox.Handler()
+	h := webinbox.Handler("herald")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/inbox/app.js", nil))
 	etag := rec.Header().Get("ETag")
@@ -86,7 +88,7 @@ func TestRevalidation(t *testing.T) {
 // script: notification text is untrusted and goes in with textContent.
 func TestPageNeedsNoInlineCode(t *testing.T) {
 	t.Parallel()
-	h := webinbox.Handler()
+	h := webinbox.Handler("herald")
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
@@ -115,5 +117,80 @@ func TestPageNeedsNoInlineCode(t *testing.T) {
 		if strings.Contains(js, bad) {
 			t.Errorf("app.js uses %s", bad)
 		}
+	}
+}
+
+// TestCSPNamesItsOwnHost: the page may open WebSockets to the host it was
+// served from only, never to any ws: or wss: address, and a Host header
+// that is not a plain host (it would add sources or directives) names no
+// WebSocket host at all.
+func TestCSPNamesItsOwnHost(t *testing.T) {
+	t.Parallel()
+	h := webinbox.Handler("herald")
+	tests := map[string]struct {
+		host    string
+		tls     bool
+		connect string
+	}{
+		"plain":            {"inbox.example.com", false, "connect-src 'self' wss://inbox.example.com ws://inbox.example.com;"},
+		"port":             {"inbox.example.com:8443", false, "connect-src 'self' wss://inbox.example.com:8443 ws://inbox.example.com:8443;"},
+		"tls":              {"Inbox.Example.com", true, "connect-src 'self' wss://inbox.example.com;"},
+		"ipv6":             {"[::1]:8080", false, "connect-src 'self' wss://[::1]:8080 ws://[::1]:8080;"},
+		"directive":        {"evil.example;script-src", false, "connect-src 'self';"},
+		"another source":   {"a.example,wss://evil.example", false, "connect-src 'self';"},
+		"wildcard":         {"*.example.com", false, "connect-src 'self';"},
+		"scheme in host":   {"wss:", false, "connect-src 'self';"},
+		"empty":            {"", false, "connect-src 'self';"},
+		"leading hyphen":   {"-a.example", false, "connect-src 'self';"},
+		"path in host":     {"a.example/x", false, "connect-src 'self';"},
+		"user in host":     {"u@a.example", false, "connect-src 'self';"},
+		"space in host":    {"a.example wss:", false, "connect-src 'self';"},
+		"quote in host":    {"a.example'", false, "connect-src 'self';"},
+		"port too long":    {"a.example:123456", false, "connect-src 'self';"},
+		"bracketed junk":   {"[evil]", false, "connect-src 'self';"},
+		"ipv6 unbracketed": {"::1", false, "connect-src 'self';"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			req := httptest.NewRequest("GET", "/inbox", nil)
+			req.Host = tc.host
+			if tc.tls {
+				req.TLS = &tls.ConnectionState{}
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			csp := rec.Header().Get("Content-Security-Policy")
+			if !strings.Contains(csp, "; "+tc.connect+" ") {
+				t.Errorf("Host %q: CSP %q, want %q", tc.host, csp, tc.connect)
+			}
+			if regexp.MustCompile(`(?:^|\s)wss?:(?:\s|;|$)`).MatchString(csp) {
+				t.Errorf("Host %q: CSP allows any WebSocket: %q", tc.host, csp)
+			}
+			if strings.Count(csp, "connect-src") != 1 || strings.Contains(csp, "script-src") {
+				t.Errorf("Host %q: CSP %q", tc.host, csp)
+			}
+		})
+	}
+}
+
+// TestPageCarriesItsAudience: the page names the deployment's token
+// audience (escaped), which its script holds every token to.
+func TestPageCarriesItsAudience(t *testing.T) {
+	t.Parallel()
+	for aud, want := range map[string]string{
+		"herald":                       `<meta name="herald-audience" content="herald">`,
+		`https://x.example/"><b>x</b>`: `<meta name="herald-audience" content="https://x.example/&#34;&gt;&lt;b&gt;x&lt;/b&gt;">`,
+	} {
+		rec := httptest.NewRecorder()
+		webinbox.Handler(aud).ServeHTTP(rec, httptest.NewRequest("GET", "/inbox", nil))
+		if body := rec.Body.String(); !strings.Contains(body, want) || strings.Count(body, "herald-audience") != 1 {
+			t.Errorf("audience %q: the page does not carry %s", aud, want)
+		}
+	}
+	rec := httptest.NewRecorder()
+	webinbox.Handler("herald").ServeHTTP(rec, httptest.NewRequest("GET", "/inbox/app.js", nil))
+	if js := rec.Body.String(); !strings.Contains(js, "forThisDeployment(token)") {
+		t.Error("app.js does not check a token's audience before using it")
 	}
 }

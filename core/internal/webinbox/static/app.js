@@ -55,15 +55,35 @@
     showError(err ? err.message : "request failed");
   }
 
-  // tokenSubject is the token's sub claim, for display only (the server
-  // verifies the token).
-  function tokenSubject(tok) {
+  // claims are the token's claims, unverified (the server verifies the
+  // token); {} when it is not a JWT.
+  function claims(tok) {
     try {
       const part = tok.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
-      return String(JSON.parse(atob(part)).sub || "");
+      const c = JSON.parse(atob(part));
+      return c && typeof c === "object" ? c : {};
     } catch {
-      return "";
+      return {};
     }
+  }
+
+  // tokenSubject is the token's sub claim, for display only.
+  function tokenSubject(tok) {
+    return String(claims(tok).sub || "");
+  }
+
+  // AUDIENCE is this deployment's token audience (auth.audience).
+  const AUDIENCE = (document.querySelector('meta[name="herald-audience"]') || {}).content || "";
+
+  // forThisDeployment reports whether the token's aud holds this
+  // deployment's audience: a token for another deployment is neither
+  // stored nor sent (a token that is not a JWT at all goes to the server,
+  // which says why it is refused).
+  function forThisDeployment(tok) {
+    const c = claims(tok);
+    if (!("aud" in c)) return Object.keys(c).length === 0;
+    const aud = Array.isArray(c.aud) ? c.aud : [c.aud];
+    return AUDIENCE !== "" && aud.includes(AUDIENCE);
   }
 
   function setCount(n) {
@@ -234,8 +254,13 @@
   }
 
   function signIn(token) {
-    state.token = token.trim();
-    if (!state.token) return;
+    token = token.trim();
+    if (!token) return;
+    if (!forThisDeployment(token)) {
+      signOut("This token is for another deployment (its audience is not " + JSON.stringify(AUDIENCE) + "); it was not used.");
+      return;
+    }
+    state.token = token;
     sessionStorage.setItem(TOKEN_KEY, state.token);
     $("who").textContent = tokenSubject(state.token);
     $("signin").hidden = true;
@@ -268,8 +293,15 @@
   function takeToken() {
     const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
     if (m) {
-      sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
       history.replaceState(null, "", location.pathname + location.search);
+      let tok = "";
+      try {
+        tok = decodeURIComponent(m[1]);
+      } catch {
+        tok = "";
+      }
+      // signIn refuses (and does not store) a token for another deployment.
+      return tok;
     }
     return sessionStorage.getItem(TOKEN_KEY) || "";
   }
