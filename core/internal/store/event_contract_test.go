@@ -141,7 +141,7 @@ func TestDatabaseEnforcesTheEventContract(t *testing.T) {
 // grants go) and up again.
 func TestMigration0023RoundTrip(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := testenv.PostgresAt(t, 23) // "down" undoes the last one applied
 	ctx := context.Background()
 	contract := func() (n int) {
 		t.Helper()
