@@ -83,6 +83,19 @@ type ProviderStatus struct {
 	Executable string `json:"executable,omitempty"`
 	// SHA256 is the checksum of the running binary.
 	SHA256 string `json:"sha256,omitempty"`
+	// ProbeReady is set while State is circuit_open and the circuit would
+	// let the next send through as its half-open probe (the cooldown has
+	// passed and health checks pass).
+	ProbeReady bool `json:"probe_ready,omitempty"`
+}
+
+// Up reports whether the provider can take the channel's next send: it
+// serves, or its circuit is open but ready for the probe. Readiness counts
+// the second as up: on a quiet daemon no send comes to close the circuit,
+// and a readiness that waited for one would keep the daemon out of service
+// (and so without traffic) for good.
+func (s ProviderStatus) Up() bool {
+	return s.State == StateServing || (s.State == StateCircuitOpen && s.ProbeReady)
 }
 
 // refusedError marks a start failure that retrying cannot fix.
@@ -761,6 +774,7 @@ func (p *provider) status(now time.Time) ProviderStatus {
 		s.SHA256 = p.inst.stamp.sum
 		if p.state == StateServing && p.breaker.open() {
 			s.State = StateCircuitOpen
+			s.ProbeReady = p.breaker.probeReady(now)
 		}
 	}
 	return s

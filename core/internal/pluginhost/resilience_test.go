@@ -385,3 +385,51 @@ func TestChannelBreakerCooldown(t *testing.T) {
 		t.Errorf("RELOAD: a restarted by a cooldown change: pid %d → %d", pid, st.PID)
 	}
 }
+
+// TestQuietProviderIsUpAfterCooldown: a circuit that opened during an
+// outage closes only on a probe send, and a quiet daemon sends none, so
+// the provider must count as up (readiness, ProviderStatus.Up) once the
+// cooldown has passed and its health checks pass, without any traffic;
+// while its health checks fail it stays down. The next send is the probe.
+func TestQuietProviderIsUpAfterCooldown(t *testing.T) {
+	t.Parallel()
+	down := filepath.Join(t.TempDir(), "down")
+	env := startHost(t, []channel.Config{sinkChannel("TEST", map[string]any{"fail_file": down})}, func(c *Config) {
+		c.Breaker = BreakerPolicy{ConsecutiveFailures: 1, HealthFailures: 1, Cooldown: 300 * time.Millisecond}
+		c.HealthInterval = 100 * time.Millisecond
+	})
+	if err := os.WriteFile(down, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	results, _, err := env.h.Send(context.Background(), "TEST", deliveries("a", 1))
+	if err != nil || results[0].Outcome != sdk.OutcomeRetryable {
+		t.Fatalf("send while down: %+v, %v", results, err)
+	}
+	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateCircuitOpen || st.Up() {
+		t.Fatalf("after a failed send: state %s, up %v; want circuit_open, down", st.State, st.Up())
+	}
+	// Still down after the cooldown while the health checks fail.
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		return strings.HasPrefix(statusOf(t, env.h, "TEST", "sink").LastError, "health:")
+	}, "a health check fails while the provider is down")
+	if st := statusOf(t, env.h, "TEST", "sink"); st.Up() {
+		t.Fatalf("up while its health checks fail: %+v", st)
+	}
+	// The outage ends; nothing is sent.
+	if err := os.Remove(down); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return statusOf(t, env.h, "TEST", "sink").Up() },
+		"up within the cooldown plus a health interval, with no traffic")
+	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateCircuitOpen || !st.ProbeReady {
+		t.Fatalf("state %s probe_ready %v; want circuit_open, ready for the probe", st.State, st.ProbeReady)
+	}
+	// The next send is the probe, and closes the circuit.
+	results, _, err = env.h.Send(context.Background(), "TEST", deliveries("b", 1))
+	if err != nil || results[0].Outcome != sdk.OutcomeSent {
+		t.Fatalf("probe: %+v, %v", results, err)
+	}
+	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateServing {
+		t.Fatalf("state %s after the probe, want serving", st.State)
+	}
+}
