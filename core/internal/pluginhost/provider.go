@@ -280,10 +280,13 @@ func (p *provider) run() {
 
 // startNow launches an instance when none serves; it records the outcome
 // in the provider's state. An explicit start (a reload) runs the binary at
-// the plugin's path. An automatic one (first start, restart after a crash
-// or a failed start) does not run a binary the host rejected while it
-// keeps a copy of the last good version: it runs that copy, and without
-// one it waits, retrying with backoff, for a new binary or a reload.
+// the plugin's path. An automatic one (restart after a crash or a failed
+// start) runs the kept copy of the last binary that passed a launch, never
+// whatever is on disk now: a changed binary runs only after `herald
+// plugins reload` or a watched hot swap. Without a kept copy (the first
+// start, or the copy was lost) it runs the plugin's path, unless the host
+// rejected that binary: then it waits, retrying with backoff, for a new
+// binary or a reload.
 func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) error {
 	p.mu.Lock()
 	if p.inst != nil {
@@ -293,24 +296,32 @@ func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) er
 	good, badSum, badErr, crashErr := p.good, p.badSum, p.badErr, p.lastErr
 	p.mu.Unlock()
 	var kept *keptBinary
+	rejected := false
 	if !explicit && badSum != "" {
-		if st, err := stampFile(p.binaryPath(), p.lastStamp()); err == nil && st.sum == badSum {
-			if good == nil {
-				err := fmt.Errorf("not restarting %s: that binary (sha256 %s) was rejected (%s) and no copy of a good version is kept; install a good binary or run `herald plugins reload %s`",
-					p.binaryPath(), badSum, badErr, p.cfg.Plugin)
-				p.mu.Lock()
-				p.state = StateRestarting
-				p.lastErr = err.Error()
-				*attempt++
-				p.mu.Unlock()
-				p.log.Error("plugin not restarted: its binary was rejected and no good version is kept", "rejected_sha256", badSum,
-					"reason", badErr, "next_check_in", p.h.restartDelay(*attempt))
-				return err
-			}
-			kept = good
+		st, err := stampFile(p.binaryPath(), p.lastStamp())
+		rejected = err == nil && st.sum == badSum
+	}
+	switch {
+	case !explicit && good != nil:
+		kept = good
+		if rejected {
 			p.log.Warn("the plugin binary on disk was rejected; restarting the last good version from its kept copy",
 				"rejected_sha256", badSum, "reason", badErr, "good_version", good.version, "good_sha256", good.sum, "copy", good.path)
+		} else if st, err := stampFile(p.binaryPath(), p.lastStamp()); err == nil && st.sum != good.sum {
+			p.log.Warn("the plugin binary on disk changed; restarting the verified kept copy (the new binary runs after `herald plugins reload` or a hot swap)",
+				"on_disk_sha256", st.sum, "version", good.version, "sha256", good.sum, "copy", good.path)
 		}
+	case rejected:
+		err := fmt.Errorf("not restarting %s: that binary (sha256 %s) was rejected (%s) and no copy of a good version is kept; install a good binary or run `herald plugins reload %s`",
+			p.binaryPath(), badSum, badErr, p.cfg.Plugin)
+		p.mu.Lock()
+		p.state = StateRestarting
+		p.lastErr = err.Error()
+		*attempt++
+		p.mu.Unlock()
+		p.log.Error("plugin not restarted: its binary was rejected and no good version is kept", "rejected_sha256", badSum,
+			"reason", badErr, "next_check_in", p.h.restartDelay(*attempt))
+		return err
 	}
 	inst, tried, err := p.launch(ctx, kept)
 	if err != nil {
@@ -324,7 +335,7 @@ func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) er
 	declChanged := p.setDeclared(inst.desc)
 	if kept == nil {
 		p.badSum, p.badErr = "", ""
-	} else {
+	} else if rejected {
 		// Say so until the next error: ls shows why an old version runs.
 		p.lastErr = fmt.Sprintf("serving the last good version %s from its kept copy %s: the binary on disk (sha256 %s) was rejected: %s",
 			kept.version, kept.path, badSum, badErr)

@@ -250,8 +250,9 @@ func TestRestartAfterRejectedSwapRunsLastGoodVersion(t *testing.T) {
 
 // TestRestartSkipsBrokenBinaryInstalledBeforeCrash: with the watcher off, a
 // broken binary replaces the running one on disk, then the running one
-// crashes. The restart tries the new file, rejects it, and runs the kept
-// copy of the last good version.
+// crashes. The restart runs the kept copy of the last good version and
+// never starts the new file (a changed binary runs only after a reload or
+// a hot swap).
 func TestRestartSkipsBrokenBinaryInstalledBeforeCrash(t *testing.T) {
 	t.Parallel()
 	broken := sinkVariant(t, "version=2.0.0-broken", "brokenHealth=true")
@@ -268,11 +269,11 @@ func TestRestartSkipsBrokenBinaryInstalledBeforeCrash(t *testing.T) {
 		t.Errorf("after the crash: %+v, want version 1.0.0", after)
 	}
 	logs := env.logs.String()
-	if !strings.Contains(logs, "plugin binary on disk failed to start; rejected") {
-		t.Errorf("log does not say the new binary was rejected")
+	if !strings.Contains(logs, "the plugin binary on disk changed; restarting the verified kept copy") {
+		t.Errorf("log does not say the restart ran the kept copy instead of the changed binary")
 	}
-	if n := countLines(logs, "sink plugin starting", "binary_version=2.0.0-broken"); n != 1 {
-		t.Errorf("the broken binary was started %d times, want once", n)
+	if n := countLines(logs, "sink plugin starting", "binary_version=2.0.0-broken"); n != 0 {
+		t.Errorf("the broken binary was started %d times, want never", n)
 	}
 	batch := deliveries("a", 2)
 	results, _, err := env.h.Send(context.Background(), "TEST", batch)
@@ -431,5 +432,38 @@ func TestQuietProviderIsUpAfterCooldown(t *testing.T) {
 	}
 	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateServing {
 		t.Fatalf("state %s after the probe, want serving", st.State)
+	}
+}
+
+// TestCrashRestartRunsTheVerifiedKeptCopy: a plugin that crashes is
+// restarted from the kept copy of the binary that passed its launch, not
+// from whatever is on disk now: a changed binary runs only after a reload
+// (or a watched hot swap), as the README says.
+func TestCrashRestartRunsTheVerifiedKeptCopy(t *testing.T) {
+	t.Parallel()
+	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, nil) // WatchInterval -1: no hot swap
+	first := statusOf(t, env.h, "TEST", "sink")
+	if first.Version != "1.0.0" {
+		t.Fatalf("first version %q", first.Version)
+	}
+	installPlugin(t, sinkVariant(t, "version=2.0.0"), env.dir, "sink")
+	killPlugin(t, first.PID)
+	var st ProviderStatus
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		st = statusOf(t, env.h, "TEST", "sink")
+		return st.State == StateServing && st.PID != 0 && st.PID != first.PID
+	}, "the crashed plugin is restarted")
+	if st.Version != "1.0.0" || st.SHA256 != first.SHA256 {
+		t.Fatalf("restarted version %s (sha256 %s), want the kept 1.0.0 (%s)", st.Version, st.SHA256, first.SHA256)
+	}
+	if results, _, err := env.h.Send(context.Background(), "TEST", deliveries("a", 1)); err != nil || results[0].Outcome != sdk.OutcomeSent {
+		t.Fatalf("send after the restart: %+v, %v", results, err)
+	}
+	// The reload runs the new binary.
+	if err := env.h.Reload(context.Background(), "sink"); err != nil {
+		t.Fatal(err)
+	}
+	if st := statusOf(t, env.h, "TEST", "sink"); st.Version != "2.0.0" {
+		t.Fatalf("after reload: version %s, want 2.0.0", st.Version)
 	}
 }
