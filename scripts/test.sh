@@ -80,6 +80,7 @@ FuzzLoadRulesHCL ./core/internal/rulesfile
 FuzzLoadRulesYAML ./core/internal/rulesfile
 FuzzDirectory ./core/internal/directory
 FuzzDaemonHCL ./core/internal/config
+FuzzParseQuery ./core/internal/api
 FUZZ
 
 if [ -n "$(go list ./core/integration/... 2>/dev/null)" ]; then

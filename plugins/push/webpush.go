@@ -47,10 +47,19 @@ const (
 
 // errPrivateAddress is why the Web Push client refuses to connect to a
 // subscription endpoint: the address is not public.
-var errPrivateAddress = errors.New("resolves to a loopback, private, link-local or unspecified address")
+var errPrivateAddress = errors.New("resolves to an address that is not public (loopback, private, link-local, shared, " +
+	"documentation, benchmarking, NAT64, multicast, reserved or another special-purpose range)")
+
+// unreachable is the reason a delivery carries when its subscription
+// endpoint could not be reached. The transport's own text (connection
+// refused, no route, TLS, timeout) goes to the plugin's log only: handed
+// to the tenant it would tell which hosts and ports answer (a port-scan
+// oracle through subscriptions).
+const unreachable = "push: webpush: endpoint unreachable"
 
 // publicOnly is a net.Dialer Control that refuses every address that is
-// not a public unicast address.
+// not a public unicast address (see publicAddr). It runs on the address
+// dialled, after DNS, before the connection is made.
 func publicOnly(_, address string, _ syscall.RawConn) error {
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
@@ -60,16 +69,88 @@ func publicOnly(_, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return err
 	}
-	ip = ip.Unmap()
-	if !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || cgnat.Contains(ip) {
+	if !publicAddr(ip) {
 		return errPrivateAddress
 	}
 	return nil
 }
 
-// cgnat is the shared address space of RFC 6598, private in practice.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// publicAddr reports whether ip may be dialled for a subscription: an
+// IPv4 address outside every special-purpose range, or an IPv6 address in
+// the global unicast space 2000::/3 outside every special-purpose range
+// (IANA's IPv4 and IPv6 Special-Purpose Address Registries, refused whole,
+// the few "globally reachable" entries included: no push service lives
+// there). An IPv4-mapped IPv6 address is judged as its IPv4 address.
+func publicAddr(ip netip.Addr) bool {
+	ip = ip.WithZone("").Unmap()
+	if !ip.IsValid() {
+		return false
+	}
+	if ip.Is6() && !globalUnicast6.Contains(ip) {
+		return false
+	}
+	for _, p := range specialPurpose {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
+}
+
+// globalUnicast6 is the IPv6 global unicast space; everything outside it
+// (::/96 IPv4-compatible, 64:ff9b::/96 NAT64, 100::/64 discard, fc00::/7,
+// fe80::/10, fec0::/10, ff00::/8, ...) is refused.
+var globalUnicast6 = netip.MustParsePrefix("2000::/3")
+
+// specialPurpose are the special-purpose ranges refused inside IPv4 and
+// inside 2000::/3 (the IPv6 ranges outside it are listed too, so that the
+// table reads as the registry).
+var specialPurpose = func() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range []string{
+		// IPv4 (RFC 6890 and its updates).
+		"0.0.0.0/8",       // "this network"
+		"10.0.0.0/8",      // private
+		"100.64.0.0/10",   // shared address space (CGNAT)
+		"127.0.0.0/8",     // loopback
+		"169.254.0.0/16",  // link-local (cloud metadata services)
+		"172.16.0.0/12",   // private
+		"192.0.0.0/24",    // IETF protocol assignments
+		"192.0.2.0/24",    // documentation (TEST-NET-1)
+		"192.31.196.0/24", // AS112-v4
+		"192.52.193.0/24", // AMT
+		"192.88.99.0/24",  // deprecated 6to4 relay anycast
+		"192.168.0.0/16",  // private
+		"192.175.48.0/24", // direct delegation AS112
+		"198.18.0.0/15",   // benchmarking
+		"198.51.100.0/24", // documentation (TEST-NET-2)
+		"203.0.113.0/24",  // documentation (TEST-NET-3)
+		"224.0.0.0/4",     // multicast
+		"240.0.0.0/4",     // reserved, and 255.255.255.255 broadcast
+		// IPv6.
+		"::/128",            // unspecified
+		"::1/128",           // loopback
+		"::/96",             // IPv4-compatible (deprecated)
+		"::ffff:0:0/96",     // IPv4-mapped (unmapped above; never dialled as such)
+		"64:ff9b::/96",      // NAT64 well-known prefix: reaches IPv4 through a translator
+		"64:ff9b:1::/48",    // NAT64 local use
+		"100::/64",          // discard-only
+		"100:0:0:1::/64",    // dummy prefix
+		"2001::/23",         // IETF protocol assignments (Teredo, benchmarking, ORCHID, ...)
+		"2001:db8::/32",     // documentation
+		"2002::/16",         // 6to4: embeds any IPv4 address, private ones too
+		"2620:4f:8000::/48", // direct delegation AS112
+		"3fff::/20",         // documentation
+		"5f00::/16",         // SRv6 SIDs
+		"fc00::/7",          // unique local
+		"fe80::/10",         // link-local
+		"fec0::/10",         // site-local (deprecated)
+		"ff00::/8",          // multicast
+	} {
+		ps = append(ps, netip.MustParsePrefix(s))
+	}
+	return ps
+}()
 
 // optionKeys are the data keys that are options, not data.
 var optionKeys = []string{OptWebPushTTL, OptWebPushUrgency, OptWebPushTopic, OptAPNsPushType,
@@ -231,7 +312,8 @@ func (s sender) sendWebPush(ctx context.Context, d sdk.Delivery, dev sdk.Device)
 			// cannot help.
 			return tokenOutcome{kind: sdk.OutcomePermanent, code: CodeInvalidSubscription, reason: "push: webpush: " + err.Error()}
 		}
-		return tokenOutcome{kind: sdk.OutcomeRetryable, reason: "push: webpush: post: " + err.Error()}
+		sdk.Logger().Warn("webpush: endpoint unreachable", "delivery_id", d.DeliveryID, "endpoint", endpoint, "error", err)
+		return tokenOutcome{kind: sdk.OutcomeRetryable, reason: unreachable}
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))

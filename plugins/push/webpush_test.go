@@ -3,8 +3,11 @@ package main
 import (
 	"encoding/json"
 	"encoding/pem"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -306,6 +309,85 @@ func TestPublicOnly(t *testing.T) {
 		if err := publicOnly("tcp", addr, nil); (err == nil) != public {
 			t.Errorf("publicOnly(%s) = %v, want public %v", addr, err, public)
 		}
+	}
+}
+
+// TestPublicAddrRefusesEverySpecialPurposeRange checks the filter's
+// decision (nothing is dialled) for an address at both ends of every
+// IANA special-purpose range and for public neighbours just outside them.
+func TestPublicAddrRefusesEverySpecialPurposeRange(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		addr   string
+		public bool
+	}{
+		// Public neighbours.
+		{"8.8.8.8", true}, {"1.1.1.1", true}, {"100.63.255.255", true}, {"100.128.0.0", true},
+		{"192.0.1.0", true}, {"198.17.255.255", true}, {"198.20.0.0", true}, {"203.0.114.1", true},
+		{"223.255.255.254", true}, {"2001:4860:4860::8888", true}, {"2a00:1450:4001::1", true},
+		{"2001:200::1", true}, {"2606:4700::1111", true}, {"::ffff:8.8.8.8", true},
+		// IPv4 special-purpose.
+		{"0.0.0.0", false}, {"0.255.255.255", false}, {"10.0.0.1", false}, {"10.255.255.255", false},
+		{"100.64.0.0", false}, {"100.127.255.255", false}, {"127.0.0.1", false}, {"127.255.255.254", false},
+		{"169.254.0.1", false}, {"169.254.169.254", false}, {"172.16.0.1", false}, {"172.31.255.255", false},
+		{"192.0.0.1", false}, {"192.0.0.9", false}, {"192.0.0.255", false}, {"192.0.2.1", false},
+		{"192.31.196.1", false}, {"192.52.193.1", false}, {"192.88.99.1", false}, {"192.168.1.1", false},
+		{"192.175.48.1", false}, {"198.18.0.1", false}, {"198.19.255.255", false}, {"198.51.100.7", false},
+		{"203.0.113.9", false}, {"224.0.0.1", false}, {"239.255.255.255", false}, {"240.0.0.1", false},
+		{"255.255.255.255", false},
+		// IPv4-mapped: judged as IPv4.
+		{"::ffff:127.0.0.1", false}, {"::ffff:10.0.0.1", false}, {"::ffff:169.254.169.254", false},
+		{"::ffff:198.18.0.1", false},
+		// IPv6 special-purpose.
+		{"::", false}, {"::1", false}, {"::127.0.0.1", false}, {"::8.8.8.8", false},
+		{"64:ff9b::7f00:1", false}, {"64:ff9b::808:808", false}, {"64:ff9b:1::1", false}, {"100::1", false},
+		{"100:0:0:1::1", false}, {"2001::1", false}, {"2001:0:4136:e378::1", false}, {"2001:2::1", false},
+		{"2001:10::1", false}, {"2001:20::1", false}, {"2001:1ff:ffff::1", false}, {"2001:db8::1", false},
+		{"2001:db8:ffff::1", false}, {"2002:7f00:1::1", false}, {"2002:808:808::1", false},
+		{"2620:4f:8000::1", false}, {"3fff::1", false}, {"3fff:fff:ffff::1", false}, {"5f00::1", false},
+		{"fc00::1", false}, {"fd12:3456::1", false}, {"fe80::1", false}, {"fe80::1%eth0", false},
+		{"febf::1", false}, {"fec0::1", false}, {"feff::1", false}, {"ff02::1", false}, {"ff0e::1", false},
+		// Outside 2000::/3 and unallocated.
+		{"4000::1", false}, {"1::1", false}, {"e000::1", false},
+	}
+	for _, c := range cases {
+		ip := netip.MustParseAddr(c.addr)
+		if got := publicAddr(ip); got != c.public {
+			t.Errorf("publicAddr(%s) = %v, want %v", c.addr, got, c.public)
+		}
+		port := netip.AddrPortFrom(ip.WithZone(""), 443).String()
+		if err := publicOnly("tcp", port, nil); (err == nil) != c.public {
+			t.Errorf("publicOnly(%s) = %v, want public %v", port, err, c.public)
+		}
+	}
+}
+
+// TestWebPushUnreachableHidesTheTransportError: a subscription whose
+// endpoint does not answer gets one reason whatever went wrong (refused,
+// reset, timeout), never the transport's text: the tenant reads
+// deliveries' reasons, and "connection refused" against "i/o timeout"
+// would tell them which of the daemon's neighbours listen where. The
+// refused port is on loopback (webpush_private_endpoints on).
+func TestWebPushUnreachableHidesTheTransportError(t *testing.T) {
+	t.Parallel()
+	w := startWebPush(t)
+	p := configure(t, w.config())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	d := w.device("s1")
+	u, _ := url.Parse(d.Endpoint)
+	d.Endpoint = strings.Replace(d.Endpoint, u.Host, closed, 1)
+	d.Token = d.Endpoint
+	got := send(t, p, deviceDelivery("d1", d))
+	if len(got) != 1 || got[0].Outcome != sdk.OutcomeRetryable {
+		t.Fatalf("results: %+v", got)
+	}
+	if got[0].Reason != unreachable {
+		t.Errorf("reason %q, want %q", got[0].Reason, unreachable)
 	}
 }
 

@@ -298,7 +298,10 @@ func checkScope(ctx context.Context, tx pgx.Tx, f filters) (*badRequest, error) 
 }
 
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, ok := api.QueryAny(w, r)
+	if !ok {
+		return
+	}
 	f, br := parseFilters(q, "limit", "cursor")
 	if br != nil {
 		s.problem(w, br)
@@ -368,7 +371,11 @@ type Stats struct {
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
-	f, br := parseFilters(r.URL.Query())
+	q, ok := api.QueryAny(w, r)
+	if !ok {
+		return
+	}
+	f, br := parseFilters(q)
 	if br != nil {
 		s.problem(w, br)
 		return

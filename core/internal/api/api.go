@@ -108,18 +108,16 @@ func (s *Server) Handler() http.Handler {
 		}
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		Problem(w, http.StatusNotFound, "not found", "no route for "+r.Method+" "+r.URL.Path, "")
-	})
+	routes := MethodAware(mux)
 	if s.perIP == nil {
-		return mux
+		return routes
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ok, wait := s.perIP.Allow(clientKey(r.RemoteAddr)); !ok {
 			TooManyRequests(w, wait, fmt.Sprintf("more than %g requests per second from this client address", s.perIP.Rate()))
 			return
 		}
-		mux.ServeHTTP(w, r)
+		routes.ServeHTTP(w, r)
 	})
 }
 
@@ -430,8 +428,25 @@ func (s *Server) internal(w http.ResponseWriter, err error) {
 	Problem(w, http.StatusInternalServerError, "internal error", "the request could not be completed; it is safe to retry", "")
 }
 
-// describeJSONError turns a decode error of body into a message and the
+// DescribeJSONError turns a decode error of body into a message and the
 // field it concerns.
+func DescribeJSONError(err error, body []byte) (string, string) { return describeJSONError(err, body) }
+
+// GuiltyField names the top-level field of the JSON object body that
+// jsonguard refuses at depth limit maxDepth ("" when it is none of them).
+func GuiltyField(body []byte, maxDepth int) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return ""
+	}
+	for name, raw := range fields {
+		if jsonguard.Check(raw, maxDepth) != nil {
+			return name
+		}
+	}
+	return ""
+}
+
 func describeJSONError(err error, body []byte) (string, string) {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError

@@ -19,6 +19,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/hashicorp/go-hclog"
@@ -39,9 +41,19 @@ const MinSecretLen = 32
 // MaxTokenLen bounds a token; longer input is refused unread.
 const MaxTokenLen = 8 << 10
 
-// ErrInvalidToken wraps every reason a token is refused. Its message is
-// safe to show the caller: it never says whether a tenant or key exists.
+// ErrInvalidToken wraps every reason a token is refused. The wrapping
+// error's text names the reason (whether a tenant, key, algorithm, issuer
+// or project exists) and goes to the daemon's log only: callers are told
+// RefusedDetail, the same words for every refusal.
 var ErrInvalidToken = errors.New("invalid token")
+
+// RefusedDetail is what a caller whose token was refused is told, whatever
+// the reason (the reason is logged): a caller without a valid credential
+// learns nothing of which tenants, keys, issuers or projects exist.
+const RefusedDetail = "the token is missing, malformed, expired or not accepted here"
+
+// maxKidLen bounds a token header's kid.
+const maxKidLen = 200
 
 // Config tunes the verifier: the daemon's auth { ... } settings (the
 // fields with a koanf tag) and what code sets.
@@ -168,6 +180,11 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 		if kid == "" {
 			return nil, errors.New("the header names no key (kid)")
 		}
+		if !cleanText(kid, maxKidLen) {
+			// Checked before the lookup: PostgreSQL refuses NUL and
+			// invalid UTF-8, and that must not be a 500.
+			return nil, errors.New("the key id (kid) is not text of at most 200 bytes without control characters")
+		}
 		if store.ValidID("tenant", c.Tenant) != nil {
 			return nil, errors.New("the tenant claim is missing or malformed")
 		}
@@ -197,18 +214,82 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 	switch {
 	case c.Subject == "":
 		return User{}, invalid("no subject (sub, the user id)")
-	case len(c.Subject) > 200:
-		return User{}, invalid("the subject is longer than 200 bytes")
+	case !cleanText(c.Subject, 200):
+		return User{}, invalid("the subject (sub) is not text of at most 200 bytes without control characters")
+	case !cleanText(c.UserType, 200):
+		return User{}, invalid("user_type is not text of at most 200 bytes without control characters")
 	case c.IssuedAt == nil:
 		return User{}, invalid("no issued-at time (iat)")
 	case c.ExpiresAt.Sub(c.IssuedAt.Time) > v.cfg.MaxTokenLifetime:
 		return User{}, invalid("lives %s; at most %s is accepted", c.ExpiresAt.Sub(c.IssuedAt.Time), v.cfg.MaxTokenLifetime)
 	}
-	if c.Project != "" && store.ValidID("project", c.Project) != nil {
-		return User{}, invalid("the project claim is malformed")
+	for _, role := range c.Roles {
+		if !cleanText(role, 200) {
+			return User{}, invalid("a role is not text of at most 200 bytes without control characters")
+		}
+	}
+	if c.Project != "" {
+		if store.ValidID("project", c.Project) != nil {
+			return User{}, invalid("the project claim is malformed")
+		}
+		// Checked only now, under a valid signature: an unauthenticated
+		// caller cannot probe which projects exist.
+		ok, err := v.projectExists(ctx, c.Tenant, c.Project)
+		if err != nil {
+			return User{}, err // the database, not the token
+		}
+		if !ok {
+			return User{}, invalid("tenant %s has no project %q", c.Tenant, c.Project)
+		}
 	}
 	return User{Tenant: c.Tenant, UserID: c.Subject, UserType: c.UserType, Roles: c.Roles, Project: c.Project,
 		ExpiresAt: c.ExpiresAt.Time}, nil
+}
+
+// cleanText reports whether s is valid UTF-8 of at most max bytes without
+// control characters (NUL among them: PostgreSQL refuses it in text).
+func cleanText(s string, max int) bool {
+	if len(s) > max || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// projectExists reports whether tenant has project, from a cache at most
+// CacheTTL old (a deleted project stops working within it).
+func (v *Verifier) projectExists(ctx context.Context, tenant, project string) (bool, error) {
+	ref := keyRef{tenant, "\x00project\x00" + project} // no kid holds NUL
+	v.mu.Lock()
+	c, ok := v.cache[ref]
+	v.mu.Unlock()
+	if ok && v.now().Sub(c.fetched) < v.cfg.CacheTTL {
+		return c.key != nil, nil
+	}
+	var exists bool
+	err := store.InTenant(ctx, v.pool, tenant, "", func(tx pgx.Tx) error {
+		var err error
+		exists, err = store.ProjectExists(ctx, tx, tenant, project)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("token project: %w", err)
+	}
+	var mark *verifyKey
+	if exists {
+		mark = &verifyKey{}
+	}
+	v.mu.Lock()
+	if len(v.cache) > 10000 {
+		clear(v.cache)
+	}
+	v.cache[ref] = cachedKey{key: mark, fetched: v.now()}
+	v.mu.Unlock()
+	return exists, nil
 }
 
 // key returns the tenant's key kid (nil when there is none), from a cache
@@ -281,8 +362,8 @@ func checkKeyAlg(alg string, pub crypto.PublicKey) error {
 }
 
 // Request verifies the bearer token of r. When it cannot, it has answered
-// w (401 naming why, or 500 for a failure of the database, logged to log)
-// and returns false.
+// w (401 with RefusedDetail, the reason logged to log at debug level, or
+// 500 for a failure of the database, logged to log) and returns false.
 func (v *Verifier) Request(w http.ResponseWriter, r *http.Request, log hclog.Logger) (User, bool) {
 	raw, ok := api.BearerToken(r)
 	if !ok {
@@ -293,8 +374,9 @@ func (v *Verifier) Request(w http.ResponseWriter, r *http.Request, log hclog.Log
 	u, err := v.Verify(r.Context(), raw)
 	switch {
 	case errors.Is(err, ErrInvalidToken):
+		log.Debug("token refused", "reason", err, "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-		api.Problem(w, http.StatusUnauthorized, "unauthorized", err.Error(), "")
+		api.Problem(w, http.StatusUnauthorized, "unauthorized", RefusedDetail, "")
 		return User{}, false
 	case err != nil:
 		log.Error("request failed", "error", err)

@@ -118,11 +118,12 @@ func TestVerifier(t *testing.T) {
 		return c
 	}
 	accepted := map[string]string{
-		"HS256":  sign(t, jwt.SigningMethodHS256, "k1", good, k.secretA),
-		"RS256":  sign(t, jwt.SigningMethodRS256, "rsa", good, k.rsa),
-		"ES256":  sign(t, jwt.SigningMethodES256, "ec", good, k.ec),
-		"EdDSA":  sign(t, jwt.SigningMethodEdDSA, "ed", good, k.ed),
-		"issued": mustIssue(t, store.TokenKey{TenantID: "a", Kid: "k1", Alg: "HS256", Issuer: "https://a.example", Key: k.secretA}),
+		"HS256":                 sign(t, jwt.SigningMethodHS256, "k1", good, k.secretA),
+		"RS256":                 sign(t, jwt.SigningMethodRS256, "rsa", good, k.rsa),
+		"ES256":                 sign(t, jwt.SigningMethodES256, "ec", good, k.ec),
+		"EdDSA":                 sign(t, jwt.SigningMethodEdDSA, "ed", good, k.ed),
+		"issued":                mustIssue(t, store.TokenKey{TenantID: "a", Kid: "k1", Alg: "HS256", Issuer: "https://a.example", Key: k.secretA}),
+		"a project that exists": sign(t, jwt.SigningMethodHS256, "k1", with("project", store.DefaultProject), k.secretA),
 	}
 	for name, tok := range accepted {
 		u, err := v.Verify(ctx, tok)
@@ -150,6 +151,10 @@ func TestVerifier(t *testing.T) {
 		"expired":                            sign(t, jwt.SigningMethodHS256, "k1", with("exp", time.Now().Add(-time.Minute).Unix()), k.secretA),
 		"no exp":                             sign(t, jwt.SigningMethodHS256, "k1", with("exp", nil), k.secretA),
 		"no sub":                             sign(t, jwt.SigningMethodHS256, "k1", with("sub", nil), k.secretA),
+		"NUL in sub":                         sign(t, jwt.SigningMethodHS256, "k1", with("sub", "u\x001"), k.secretA),
+		"NUL in kid":                         sign(t, jwt.SigningMethodHS256, "k\x001", good, k.secretA),
+		"invalid UTF-8 in kid":               sign(t, jwt.SigningMethodHS256, "k\xff", good, k.secretA),
+		"a project that does not exist":      sign(t, jwt.SigningMethodHS256, "k1", with("project", "nope"), k.secretA),
 		"RS256 key, HS256 token (confusion)": sign(t, jwt.SigningMethodHS256, "rsa", good, mustDER(t, &k.rsa.PublicKey)),
 		"HS256 key, RS256 token":             sign(t, jwt.SigningMethodRS256, "k1", good, k.rsa),
 		"EdDSA kid, ES256 token":             sign(t, jwt.SigningMethodES256, "ed", good, k.ec),

@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/api"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/sdk/producer"
+	"github.com/heraldhq/herald/sdk/producer/jsonguard"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -68,6 +70,50 @@ type actionRequest struct {
 	Data json.RawMessage `json:"data"`
 }
 
+// parseAction decodes and checks an action's body without touching the
+// database: every string that reaches PostgreSQL is valid UTF-8 without
+// NUL or lone surrogates (jsonguard), data is an object within the event
+// payload's depth limit and MaxActionData, and every refusal names its
+// field. The returned Data is never empty ({} when none was given).
+func parseAction(body []byte) (actionRequest, *paramError) {
+	bad := func(title, field, format string, args ...any) *paramError {
+		return &paramError{status: http.StatusBadRequest, title: title, detail: fmt.Sprintf(format, args...), field: field}
+	}
+	// data nests one level below the body.
+	if err := jsonguard.Check(body, producer.MaxPayloadDepth+1); err != nil {
+		field := api.GuiltyField(body, producer.MaxPayloadDepth)
+		if field == "data" {
+			return actionRequest{}, bad("invalid action data", "data", "data: %v (data is a JSON object of valid UTF-8, nested at most %d deep)", err, producer.MaxPayloadDepth)
+		}
+		return actionRequest{}, bad("malformed body", field, "%v", err)
+	}
+	var req actionRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		detail, field := api.DescribeJSONError(err, body)
+		return actionRequest{}, bad("malformed body", field, `%s; send {"type": "CONFIRMED", "data": {...}}`, detail)
+	}
+	if dec.More() {
+		return actionRequest{}, bad("malformed body", "", "the body holds more than one JSON value")
+	}
+	if !ActionTypes[req.Type] {
+		return actionRequest{}, bad("unknown action type", "type", "type must be CONFIRMED, REJECTED, POSTPONED, DISMISSED or CUSTOM, got %q", req.Type)
+	}
+	raw := bytes.TrimSpace(req.Data)
+	if len(raw) == 0 || string(raw) == "null" {
+		req.Data = json.RawMessage("{}")
+		return req, nil
+	}
+	if len(req.Data) > MaxActionData {
+		return actionRequest{}, bad("invalid action data", "data", "data is larger than %d bytes", MaxActionData)
+	}
+	if raw[0] != '{' {
+		return actionRequest{}, bad("invalid action data", "data", "data must be a JSON object")
+	}
+	return req, nil
+}
+
 // Acted is the answer to an action: the winner's view.
 type Acted struct {
 	Notification Notification `json:"notification"`
@@ -85,36 +131,12 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 		api.Problem(w, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("an action's body is at most %d bytes", MaxActionData+1024), "")
 		return
 	}
-	var req actionRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() {
-		field := ""
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field = te.Field
-		}
-		api.Problem(w, http.StatusBadRequest, "malformed body", `send {"type": "CONFIRMED", "data": {...}}`, field)
+	req, prob := parseAction(body)
+	if prob != nil {
+		prob.write(w)
 		return
 	}
-	if !ActionTypes[req.Type] {
-		api.Problem(w, http.StatusBadRequest, "unknown action type",
-			fmt.Sprintf("type must be CONFIRMED, REJECTED, POSTPONED, DISMISSED or CUSTOM, got %q", req.Type), "type")
-		return
-	}
-	data := []byte("{}")
-	if len(bytes.TrimSpace(req.Data)) > 0 && string(bytes.TrimSpace(req.Data)) != "null" {
-		var obj map[string]any
-		if json.Unmarshal(req.Data, &obj) != nil || obj == nil {
-			api.Problem(w, http.StatusBadRequest, "invalid action data", "data must be a JSON object", "data")
-			return
-		}
-		if len(req.Data) > MaxActionData {
-			api.Problem(w, http.StatusBadRequest, "invalid action data", fmt.Sprintf("data is larger than %d bytes", MaxActionData), "data")
-			return
-		}
-		data = req.Data
-	}
+	data := req.Data
 	var out Acted
 	var lost *Handled
 	var notShared bool
@@ -197,7 +219,10 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 func Feed(pool *pgxpool.Pool, log hclog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := api.PrincipalOf(r)
-		q := r.URL.Query()
+		q, ok := api.Query(w, r, "after", "limit")
+		if !ok {
+			return
+		}
 		after := int64(0)
 		if v := q.Get("after"); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,32 +74,45 @@ func New(pool *pgxpool.Pool, verifier *auth.Verifier, cursorKey []byte, notifier
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/inbox/unread-count", s.user(s.unreadCount))
-	mux.HandleFunc("GET /v1/inbox/bell", s.user(s.bell))
-	mux.HandleFunc("GET /v1/inbox", s.user(s.list))
+	mux.HandleFunc("GET /v1/inbox/bell", s.user(s.bell, "limit"))
+	mux.HandleFunc("GET /v1/inbox", s.user(s.list, listParams...))
 	mux.HandleFunc("GET /v1/inbox/{id}", s.user(s.get))
 	mux.HandleFunc("POST /v1/inbox/read-all", s.user(s.readAll))
 	for _, op := range []string{OpRead, OpUnread, OpArchive, OpUnarchive} {
 		mux.HandleFunc("POST /v1/inbox/{id}/"+op, s.user(s.change(op)))
 	}
 	mux.HandleFunc("POST /v1/inbox/{id}/actions", s.user(s.act))
-	mux.HandleFunc("/v1/inbox/", func(w http.ResponseWriter, r *http.Request) {
-		api.Problem(w, http.StatusNotFound, "not found", "no route for "+r.Method+" "+r.URL.Path, "")
-	})
-	return mux
+	// A wrong method is 405 with Allow, an unknown path 404, both problem
+	// documents (and PUT /v1/inbox is not redirected to a subtree).
+	return api.MethodAware(mux)
 }
 
 type userKey struct{}
 
-// user authenticates the request's bearer token.
-func (s *Server) user(next http.HandlerFunc) http.HandlerFunc {
+// user authenticates the request's bearer token, then parses its query
+// string strictly (api.Query): only params are taken, a malformed
+// percent-escape or another parameter is a 400 naming it.
+func (s *Server) user(next http.HandlerFunc, params ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if u, ok := s.verifier.Request(w, r, s.log); ok {
-			next(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+		u, ok := s.verifier.Request(w, r, s.log)
+		if !ok {
+			return
 		}
+		q, ok := api.Query(w, r, params...)
+		if !ok {
+			return
+		}
+		ctx := context.WithValue(context.WithValue(r.Context(), userKey{}, u), queryKey{}, q)
+		next(w, r.WithContext(ctx))
 	}
 }
 
+type queryKey struct{}
+
 func userOf(r *http.Request) auth.User { return r.Context().Value(userKey{}).(auth.User) }
+
+// queryOf is the request's query as user parsed it.
+func queryOf(r *http.Request) url.Values { return r.Context().Value(queryKey{}).(url.Values) }
 
 // Count is the unread count.
 type Count struct {
@@ -139,7 +153,7 @@ type Bell struct {
 
 func (s *Server) bell(w http.ResponseWriter, r *http.Request) {
 	u := userOf(r)
-	limit, perr := limitParam(r.URL.Query(), 5)
+	limit, perr := limitParam(queryOf(r), 5)
 	if perr != nil {
 		perr.write(w)
 		return
@@ -220,14 +234,13 @@ func limitParam(q url.Values, def int) (int, *paramError) {
 
 var (
 	wordPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,200}$`)
-	listParams  = map[string]bool{"status": true, "severity": true, "event_type": true, "project": true, "from": true,
-		"to": true, "q": true, "limit": true, "cursor": true}
+	listParams  = []string{"status", "severity", "event_type", "project", "from", "to", "q", "limit", "cursor"}
 )
 
 // listQuery builds the list's SQL from the query parameters.
 func listQuery(q url.Values, u auth.User) (conds []string, args []any, scope string, perr *paramError) {
 	for k, v := range q {
-		if !listParams[k] {
+		if !slices.Contains(listParams, k) {
 			return nil, nil, "", badParam(cmp.Or(k, "query"), "unknown query parameter %q", k)
 		}
 		if len(v) > 1 {
@@ -299,7 +312,7 @@ func listQuery(q url.Values, u auth.User) (conds []string, args []any, scope str
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	u := userOf(r)
-	q := r.URL.Query()
+	q := queryOf(r)
 	limit, perr := limitParam(q, DefaultLimit)
 	if perr != nil {
 		perr.write(w)

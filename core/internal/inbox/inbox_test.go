@@ -453,7 +453,7 @@ func TestSharedReadAndFirstToAct(t *testing.T) {
 		`{"type":"APPROVED"}`:             {400, "type"},
 		`{"type":"CONFIRMED","data":[1]}`: {400, "data"},
 		`{"type":7}`:                      {400, "type"},
-		`{"type":"CONFIRMED","x":1}`:      {400, ""},
+		`{"type":"CONFIRMED","x":1}`:      {400, "x"},
 	} {
 		r := w.do(t, "POST", "/v1/inbox/"+plain[0]+"/actions", toks["m1"], body)
 		if r.code != want.code || r.field(t) != want.field {

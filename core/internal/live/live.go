@@ -205,7 +205,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/live/tickets", s.ticket)
 	mux.HandleFunc("GET /v1/live", s.connect)
-	return mux
+	return api.MethodAware(mux) // a wrong method: 405 problem with Allow
 }
 
 // SetMetrics counts the sessions (by tenant) and the refusals in m; call

@@ -212,6 +212,22 @@ func (b *breaker) reset() {
 	b.probing = false
 }
 
+// probeReady reports whether the circuit, open, would let the next send
+// through as its probe now: the cooldown has passed, no probe is out and
+// the provider's health checks pass. A quiet channel sends no probe, so
+// the circuit stays open; readiness counts such a provider as up (see
+// ProviderStatus.Up) instead of waiting for traffic that a daemon out of
+// service never gets.
+func (b *breaker) probeReady(now time.Time) bool {
+	switch b.state {
+	case breakerOpen:
+		return now.Sub(b.openedAt) >= b.policy.Cooldown && !b.unhealthy() && !b.probing
+	case breakerHalfOpen:
+		return !b.probing && !b.unhealthy()
+	}
+	return false
+}
+
 // open reports whether the circuit keeps traffic away (open, or half-open
 // with the probe in flight).
 func (b *breaker) open() bool { return b.state != breakerClosed }

@@ -83,6 +83,19 @@ type ProviderStatus struct {
 	Executable string `json:"executable,omitempty"`
 	// SHA256 is the checksum of the running binary.
 	SHA256 string `json:"sha256,omitempty"`
+	// ProbeReady is set while State is circuit_open and the circuit would
+	// let the next send through as its half-open probe (the cooldown has
+	// passed and health checks pass).
+	ProbeReady bool `json:"probe_ready,omitempty"`
+}
+
+// Up reports whether the provider can take the channel's next send: it
+// serves, or its circuit is open but ready for the probe. Readiness counts
+// the second as up: on a quiet daemon no send comes to close the circuit,
+// and a readiness that waited for one would keep the daemon out of service
+// (and so without traffic) for good.
+func (s ProviderStatus) Up() bool {
+	return s.State == StateServing || (s.State == StateCircuitOpen && s.ProbeReady)
 }
 
 // refusedError marks a start failure that retrying cannot fix.
@@ -267,10 +280,13 @@ func (p *provider) run() {
 
 // startNow launches an instance when none serves; it records the outcome
 // in the provider's state. An explicit start (a reload) runs the binary at
-// the plugin's path. An automatic one (first start, restart after a crash
-// or a failed start) does not run a binary the host rejected while it
-// keeps a copy of the last good version: it runs that copy, and without
-// one it waits, retrying with backoff, for a new binary or a reload.
+// the plugin's path. An automatic one (restart after a crash or a failed
+// start) runs the kept copy of the last binary that passed a launch, never
+// whatever is on disk now: a changed binary runs only after `herald
+// plugins reload` or a watched hot swap. Without a kept copy (the first
+// start, or the copy was lost) it runs the plugin's path, unless the host
+// rejected that binary: then it waits, retrying with backoff, for a new
+// binary or a reload.
 func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) error {
 	p.mu.Lock()
 	if p.inst != nil {
@@ -280,24 +296,32 @@ func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) er
 	good, badSum, badErr, crashErr := p.good, p.badSum, p.badErr, p.lastErr
 	p.mu.Unlock()
 	var kept *keptBinary
+	rejected := false
 	if !explicit && badSum != "" {
-		if st, err := stampFile(p.binaryPath(), p.lastStamp()); err == nil && st.sum == badSum {
-			if good == nil {
-				err := fmt.Errorf("not restarting %s: that binary (sha256 %s) was rejected (%s) and no copy of a good version is kept; install a good binary or run `herald plugins reload %s`",
-					p.binaryPath(), badSum, badErr, p.cfg.Plugin)
-				p.mu.Lock()
-				p.state = StateRestarting
-				p.lastErr = err.Error()
-				*attempt++
-				p.mu.Unlock()
-				p.log.Error("plugin not restarted: its binary was rejected and no good version is kept", "rejected_sha256", badSum,
-					"reason", badErr, "next_check_in", p.h.restartDelay(*attempt))
-				return err
-			}
-			kept = good
+		st, err := stampFile(p.binaryPath(), p.lastStamp())
+		rejected = err == nil && st.sum == badSum
+	}
+	switch {
+	case !explicit && good != nil:
+		kept = good
+		if rejected {
 			p.log.Warn("the plugin binary on disk was rejected; restarting the last good version from its kept copy",
 				"rejected_sha256", badSum, "reason", badErr, "good_version", good.version, "good_sha256", good.sum, "copy", good.path)
+		} else if st, err := stampFile(p.binaryPath(), p.lastStamp()); err == nil && st.sum != good.sum {
+			p.log.Warn("the plugin binary on disk changed; restarting the verified kept copy (the new binary runs after `herald plugins reload` or a hot swap)",
+				"on_disk_sha256", st.sum, "version", good.version, "sha256", good.sum, "copy", good.path)
 		}
+	case rejected:
+		err := fmt.Errorf("not restarting %s: that binary (sha256 %s) was rejected (%s) and no copy of a good version is kept; install a good binary or run `herald plugins reload %s`",
+			p.binaryPath(), badSum, badErr, p.cfg.Plugin)
+		p.mu.Lock()
+		p.state = StateRestarting
+		p.lastErr = err.Error()
+		*attempt++
+		p.mu.Unlock()
+		p.log.Error("plugin not restarted: its binary was rejected and no good version is kept", "rejected_sha256", badSum,
+			"reason", badErr, "next_check_in", p.h.restartDelay(*attempt))
+		return err
 	}
 	inst, tried, err := p.launch(ctx, kept)
 	if err != nil {
@@ -311,7 +335,7 @@ func (p *provider) startNow(ctx context.Context, attempt *int, explicit bool) er
 	declChanged := p.setDeclared(inst.desc)
 	if kept == nil {
 		p.badSum, p.badErr = "", ""
-	} else {
+	} else if rejected {
 		// Say so until the next error: ls shows why an old version runs.
 		p.lastErr = fmt.Sprintf("serving the last good version %s from its kept copy %s: the binary on disk (sha256 %s) was rejected: %s",
 			kept.version, kept.path, badSum, badErr)
@@ -761,6 +785,7 @@ func (p *provider) status(now time.Time) ProviderStatus {
 		s.SHA256 = p.inst.stamp.sum
 		if p.state == StateServing && p.breaker.open() {
 			s.State = StateCircuitOpen
+			s.ProbeReady = p.breaker.probeReady(now)
 		}
 	}
 	return s

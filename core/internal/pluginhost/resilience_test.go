@@ -250,8 +250,9 @@ func TestRestartAfterRejectedSwapRunsLastGoodVersion(t *testing.T) {
 
 // TestRestartSkipsBrokenBinaryInstalledBeforeCrash: with the watcher off, a
 // broken binary replaces the running one on disk, then the running one
-// crashes. The restart tries the new file, rejects it, and runs the kept
-// copy of the last good version.
+// crashes. The restart runs the kept copy of the last good version and
+// never starts the new file (a changed binary runs only after a reload or
+// a hot swap).
 func TestRestartSkipsBrokenBinaryInstalledBeforeCrash(t *testing.T) {
 	t.Parallel()
 	broken := sinkVariant(t, "version=2.0.0-broken", "brokenHealth=true")
@@ -268,11 +269,11 @@ func TestRestartSkipsBrokenBinaryInstalledBeforeCrash(t *testing.T) {
 		t.Errorf("after the crash: %+v, want version 1.0.0", after)
 	}
 	logs := env.logs.String()
-	if !strings.Contains(logs, "plugin binary on disk failed to start; rejected") {
-		t.Errorf("log does not say the new binary was rejected")
+	if !strings.Contains(logs, "the plugin binary on disk changed; restarting the verified kept copy") {
+		t.Errorf("log does not say the restart ran the kept copy instead of the changed binary")
 	}
-	if n := countLines(logs, "sink plugin starting", "binary_version=2.0.0-broken"); n != 1 {
-		t.Errorf("the broken binary was started %d times, want once", n)
+	if n := countLines(logs, "sink plugin starting", "binary_version=2.0.0-broken"); n != 0 {
+		t.Errorf("the broken binary was started %d times, want never", n)
 	}
 	batch := deliveries("a", 2)
 	results, _, err := env.h.Send(context.Background(), "TEST", batch)
@@ -383,5 +384,86 @@ func TestChannelBreakerCooldown(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() bool { return send("RELOAD") == "a" }, "RELOAD: traffic back on a after the reloaded cooldown")
 	if st := statusOf(t, env.h, "RELOAD", "a"); st.PID != pid {
 		t.Errorf("RELOAD: a restarted by a cooldown change: pid %d → %d", pid, st.PID)
+	}
+}
+
+// TestQuietProviderIsUpAfterCooldown: a circuit that opened during an
+// outage closes only on a probe send, and a quiet daemon sends none, so
+// the provider must count as up (readiness, ProviderStatus.Up) once the
+// cooldown has passed and its health checks pass, without any traffic;
+// while its health checks fail it stays down. The next send is the probe.
+func TestQuietProviderIsUpAfterCooldown(t *testing.T) {
+	t.Parallel()
+	down := filepath.Join(t.TempDir(), "down")
+	env := startHost(t, []channel.Config{sinkChannel("TEST", map[string]any{"fail_file": down})}, func(c *Config) {
+		c.Breaker = BreakerPolicy{ConsecutiveFailures: 1, HealthFailures: 1, Cooldown: 300 * time.Millisecond}
+		c.HealthInterval = 100 * time.Millisecond
+	})
+	if err := os.WriteFile(down, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	results, _, err := env.h.Send(context.Background(), "TEST", deliveries("a", 1))
+	if err != nil || results[0].Outcome != sdk.OutcomeRetryable {
+		t.Fatalf("send while down: %+v, %v", results, err)
+	}
+	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateCircuitOpen || st.Up() {
+		t.Fatalf("after a failed send: state %s, up %v; want circuit_open, down", st.State, st.Up())
+	}
+	// Still down after the cooldown while the health checks fail.
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		return strings.HasPrefix(statusOf(t, env.h, "TEST", "sink").LastError, "health:")
+	}, "a health check fails while the provider is down")
+	if st := statusOf(t, env.h, "TEST", "sink"); st.Up() {
+		t.Fatalf("up while its health checks fail: %+v", st)
+	}
+	// The outage ends; nothing is sent.
+	if err := os.Remove(down); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return statusOf(t, env.h, "TEST", "sink").Up() },
+		"up within the cooldown plus a health interval, with no traffic")
+	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateCircuitOpen || !st.ProbeReady {
+		t.Fatalf("state %s probe_ready %v; want circuit_open, ready for the probe", st.State, st.ProbeReady)
+	}
+	// The next send is the probe, and closes the circuit.
+	results, _, err = env.h.Send(context.Background(), "TEST", deliveries("b", 1))
+	if err != nil || results[0].Outcome != sdk.OutcomeSent {
+		t.Fatalf("probe: %+v, %v", results, err)
+	}
+	if st := statusOf(t, env.h, "TEST", "sink"); st.State != StateServing {
+		t.Fatalf("state %s after the probe, want serving", st.State)
+	}
+}
+
+// TestCrashRestartRunsTheVerifiedKeptCopy: a plugin that crashes is
+// restarted from the kept copy of the binary that passed its launch, not
+// from whatever is on disk now: a changed binary runs only after a reload
+// (or a watched hot swap), as the README says.
+func TestCrashRestartRunsTheVerifiedKeptCopy(t *testing.T) {
+	t.Parallel()
+	env := startHost(t, []channel.Config{sinkChannel("TEST", nil)}, nil) // WatchInterval -1: no hot swap
+	first := statusOf(t, env.h, "TEST", "sink")
+	if first.Version != "1.0.0" {
+		t.Fatalf("first version %q", first.Version)
+	}
+	installPlugin(t, sinkVariant(t, "version=2.0.0"), env.dir, "sink")
+	killPlugin(t, first.PID)
+	var st ProviderStatus
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		st = statusOf(t, env.h, "TEST", "sink")
+		return st.State == StateServing && st.PID != 0 && st.PID != first.PID
+	}, "the crashed plugin is restarted")
+	if st.Version != "1.0.0" || st.SHA256 != first.SHA256 {
+		t.Fatalf("restarted version %s (sha256 %s), want the kept 1.0.0 (%s)", st.Version, st.SHA256, first.SHA256)
+	}
+	if results, _, err := env.h.Send(context.Background(), "TEST", deliveries("a", 1)); err != nil || results[0].Outcome != sdk.OutcomeSent {
+		t.Fatalf("send after the restart: %+v, %v", results, err)
+	}
+	// The reload runs the new binary.
+	if err := env.h.Reload(context.Background(), "sink"); err != nil {
+		t.Fatal(err)
+	}
+	if st := statusOf(t, env.h, "TEST", "sink"); st.Version != "2.0.0" {
+		t.Fatalf("after reload: version %s, want 2.0.0", st.Version)
 	}
 }

@@ -75,7 +75,8 @@ func Readiness(pools *Pools, conn *broker.Conn, more ...func(context.Context) []
 // ProviderReadiness is the readiness check of the plugin host whose
 // providers status reports: a channel is not ready while none of its
 // providers serves (every one starting, restarting, refused, stopped or
-// with its circuit breaker open), with the reason "channel EMAIL: no
+// with its circuit breaker open and not yet ready for its probe: see
+// pluginhost.ProviderStatus.Up), with the reason "channel EMAIL: no
 // provider up (sink restarting, ses circuit_open)". A channel none of the
 // rules configures is not the host's, and not checked.
 func ProviderReadiness(status func() []pluginhost.ProviderStatus) func(context.Context) []string {
@@ -88,7 +89,7 @@ func ProviderReadiness(status func() []pluginhost.ProviderStatus) func(context.C
 				order = append(order, p.Channel)
 			}
 			states[p.Channel] = append(states[p.Channel], p.Provider+" "+string(p.State))
-			up[p.Channel] = up[p.Channel] || p.State == pluginhost.StateServing
+			up[p.Channel] = up[p.Channel] || p.Up()
 		}
 		sort.Strings(order)
 		var reasons []string

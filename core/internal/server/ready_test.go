@@ -242,6 +242,10 @@ func TestProviderReadiness(t *testing.T) {
 			p("SMS", "twilio", pluginhost.StateServing),
 			p("EMAIL", "primary", pluginhost.StateRestarting), p("EMAIL", "backup", pluginhost.StateCircuitOpen)},
 			want: []string{"channel EMAIL: no provider up (primary restarting, backup circuit_open)"}},
+		// A quiet daemon sends no probe: an open circuit whose cooldown
+		// passed and whose health checks pass counts as up.
+		"open circuit ready for its probe": {status: []pluginhost.ProviderStatus{
+			{Name: "websocket", Channel: "IN_APP", Provider: "websocket", State: pluginhost.StateCircuitOpen, ProbeReady: true}}},
 		"several channels down, sorted": {status: []pluginhost.ProviderStatus{
 			p("SMS", "twilio", pluginhost.StateRefused), p("EMAIL", "primary", pluginhost.StateStarting),
 			p("PUSH", "fcm", pluginhost.StateStopped)},

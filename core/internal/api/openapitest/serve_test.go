@@ -43,13 +43,14 @@ func TestServedDocument(t *testing.T) {
 	if resp.StatusCode != http.StatusNotModified {
 		t.Fatalf("GET with If-None-Match: %s, want 304", resp.Status)
 	}
-	// A write to it is no route: a 404 problem document (checked by c).
+	// A write to it is the wrong method: a 405 problem document (checked
+	// by c) whose Allow names GET.
 	resp, err = c.Post(srv.URL+api.OpenAPIPath, "application/json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("POST %s: %s, want 404", api.OpenAPIPath, resp.Status)
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+		t.Fatalf("POST %s: %s Allow %q, want 405 GET, HEAD", api.OpenAPIPath, resp.Status, resp.Header.Get("Allow"))
 	}
 }
