@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # modversions-check.sh fails when a module of the repository (sdk,
-# sdk/producer, examples/plugins/*) requires a version of a dependency other
-# than the root module's (the repository's own modules aside). With one
-# version of each, the root module's downloads build every module, so a machine whose module cache holds only
-# what the root needs (no proxy) vets and tests them all; make test runs it.
+# sdk/producer, the frozen protocol-1 plugin, examples/plugins/*) requires a
+# version of a dependency other than the root module's (the repository's own
+# modules aside). With one version of each, the root module's downloads build
+# every module, so a machine whose module cache holds only what the root
+# needs (no proxy) vets, builds and tests them all; make test runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,7 +13,7 @@ versions() { awk '/^require \(/{r=1; next} r && /^\)/{r=0} r && NF>=2 {print $1,
 status=0
 declare -A root
 while read -r mod ver; do root[$mod]=$ver; done < <(versions go.mod)
-for gomod in sdk/go.mod sdk/producer/go.mod examples/plugins/*/go.mod; do
+for gomod in sdk/go.mod sdk/producer/go.mod sdk/host/testdata/sdkv1plugin/go.mod examples/plugins/*/go.mod; do
 	[ -f "$gomod" ] || continue
 	while read -r mod ver; do
 		want=${root[$mod]:-}
