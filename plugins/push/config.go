@@ -101,7 +101,7 @@ type Config struct {
 	// WebPushTTL is how long a push service keeps an undelivered message.
 	WebPushTTL time.Duration `config:"webpush_ttl" default:"24h" help:"webpush: how long the push service keeps a message for an offline browser (TTL header, 0s to 672h); a template's data key webpush_ttl overrides it."`
 	// WebPushPrivateEndpoints lets subscriptions point at private addresses.
-	WebPushPrivateEndpoints bool `config:"webpush_private_endpoints" default:"false" help:"webpush: allow subscription endpoints on loopback, private and link-local addresses (tests, herald devpeers, an in-house push service); off, such a subscription is refused (endpoint_refused), so that users cannot make Herald post into its own network."`
+	WebPushPrivateEndpoints bool `config:"webpush_private_endpoints" default:"false" help:"webpush: allow subscription endpoints on non-public addresses (loopback, private, link-local and every other special-purpose range) (tests, herald devpeers, an in-house push service); off, such a subscription is refused (endpoint_refused), so that users cannot make Herald post into its own network."`
 	// WebPushUrgency is the default Urgency header.
 	WebPushUrgency string `config:"webpush_urgency" default:"normal" enum:"very-low,low,normal,high" help:"webpush: Urgency header (RFC 8030); a template's data key webpush_urgency overrides it."`
 
