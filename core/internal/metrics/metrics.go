@@ -41,6 +41,7 @@ type Metrics struct {
 	pubDuration     *prometheus.HistogramVec
 	unconfirmed     *prometheus.GaugeVec
 	pluginSend      *prometheus.HistogramVec
+	pluginLogDrop   *prometheus.CounterVec
 }
 
 // latencyBuckets spans a few milliseconds (a quiet daemon) to minutes (a
@@ -81,9 +82,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		pluginSend: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "herald_plugin_send_duration_seconds",
 			Help:    "Duration of one plugin Send call (one chunk of at most the plugin's MaxBatch), by channel and provider.",
 			Buckets: latencyBuckets}, []string{"channel", "provider"}),
+		pluginLogDrop: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herald_plugin_log_lines_dropped_total",
+			Help: "Log lines of a plugin the host did not re-emit because the plugin logged over the host's bound, by channel and provider."},
+			[]string{"channel", "provider"}),
 	}
 	reg.MustRegister(m.eventsAccepted, m.eventsProcessed, m.eventsFailed, m.deliveries, m.latency, m.relaySize,
-		m.relayDuration, m.pubSize, m.pubDuration, m.unconfirmed, m.pluginSend,
+		m.relayDuration, m.pubSize, m.pubDuration, m.unconfirmed, m.pluginSend, m.pluginLogDrop,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{StagePublisher, StageHandoff} {
 		m.unconfirmed.WithLabelValues(s)
@@ -147,6 +151,14 @@ func (m *Metrics) PublishBatch(stage string, n int, d time.Duration) {
 func (m *Metrics) Unconfirmed(stage string, delta int) {
 	if m != nil && delta != 0 {
 		m.unconfirmed.WithLabelValues(stage).Add(float64(delta))
+	}
+}
+
+// PluginLogDropped counts n log lines of channel's provider's plugin that
+// the host dropped.
+func (m *Metrics) PluginLogDropped(channel, provider string, n int) {
+	if m != nil {
+		m.pluginLogDrop.WithLabelValues(channel, provider).Add(float64(n))
 	}
 }
 
