@@ -225,6 +225,9 @@ plugins {
   dir   = %q
   watch = %t
   env   = [%s]
+  # The sandbox is on (auto); the tests' plugins write their records
+  # under the temporary directory.
+  sandbox_write = [%q]
 }
 rules = ["rules/*.hcl"]
 relay { poll_interval = "200ms" }
@@ -238,7 +241,7 @@ retry {
 }
 log { level = "debug" }
 `, cmp.Or(e.cfgDatabaseURL, e.db.URL), cmp.Or(e.cfgAMQPURL, e.broker.URL), strings.TrimPrefix(e.apiURL, "http://"),
-		strings.TrimPrefix(e.admin, "http://"), e.adminTokenFile, e.pluginDir, e.watch, quoteList(e.pluginEnv),
+		strings.TrimPrefix(e.admin, "http://"), e.adminTokenFile, e.pluginDir, e.watch, quoteList(e.pluginEnv), os.TempDir(),
 		cmp.Or(e.reclaim, "20s"), cmp.Or(e.lease, "5s"))
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)

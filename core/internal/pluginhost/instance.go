@@ -250,6 +250,20 @@ func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fil
 	cmd := exec.Command(cp.path)
 	cmd.ExtraFiles = []*os.File{hostR}
 	cmd.Env = pluginEnv(p.h.cfg.Env, level)
+	checked, cleanup, err := p.h.confine(cmd, cp.path, stamp.sum)
+	if err != nil {
+		_ = hostR.Close()
+		_ = hostW.Close()
+		release()
+		return nil, stamp, err
+	}
+	if checked {
+		// The sandbox helper hashes the binary before it executes it;
+		// go-plugin would hash the helper.
+		secure = nil
+	}
+	releaseCopy := release
+	release = sync.OnceFunc(func() { releaseCopy(); cleanup() })
 	plog := newPluginLogger(p.log, p.logLim)
 	stderr := newStderrLog(plog)
 	client := plugin.NewClient(&plugin.ClientConfig{
