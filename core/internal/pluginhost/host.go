@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -251,9 +250,14 @@ func (c *Config) Validate() error {
 	default:
 		errs.Add("sandbox", "must be %q, %q or %q, not %q", SandboxAuto, SandboxLandlock, SandboxOff, c.Sandbox)
 	}
-	for _, p := range append(slices.Clone(c.SandboxRead), c.SandboxWrite...) {
+	for _, p := range c.SandboxRead {
 		if !filepath.IsAbs(p) {
 			errs.Add("sandbox_read", "%q is not an absolute path", p)
+		}
+	}
+	for _, p := range c.SandboxWrite {
+		if !filepath.IsAbs(p) {
+			errs.Add("sandbox_write", "%q is not an absolute path", p)
 		}
 	}
 	if c.User != "" {

@@ -130,8 +130,19 @@ func (h *Host) sandboxed(cmd *exec.Cmd, tmp, sum string) (bool, error) {
 		args = append(args, "rw="+p)
 	}
 	args = append(args, "--")
+	// go-plugin names the plugin's log lines after the file it starts:
+	// a link named as the plugin, beside its temporary directory's
+	// contents, keeps them "herald-plugin-NAME".
+	start := self
+	if tmp != "" {
+		link := filepath.Join(tmp, filepath.Base(cmd.Path))
+		if err := os.Symlink(self, link); err == nil {
+			start = link
+		}
+	}
+	args[0] = start
 	cmd.Args = append(args, cmd.Args[1:]...)
-	cmd.Path = self
+	cmd.Path = start
 	cmd.Err = nil
 	return true, nil
 }

@@ -29,6 +29,10 @@ func probeSecrets(t *testing.T, tweak func(*Config)) (environ, token string) {
 		t.Fatal(err)
 	}
 	r := results[0]
+	// The plugin's lines are named after it, not after the sandbox helper.
+	if logs := env.logs.String(); !strings.Contains(logs, "herald-plugin-sink: sink configured") {
+		t.Errorf("the plugin's log lines are not named herald-plugin-sink:\n%s", logs)
+	}
 	if r.Outcome != sdk.OutcomePermanent || r.Code != "SINK_PROBE" {
 		t.Fatalf("probe result %+v", r)
 	}
