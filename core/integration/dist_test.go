@@ -345,6 +345,9 @@ func TestDistPackage(t *testing.T) {
 			"ReadWritePaths":          "/var/lib/herald",
 			"RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6",
 			"KillMode":                "mixed",
+			// The last of the filter's lines: Landlock's calls for the
+			// plugins' sandbox, on top of @system-service.
+			"SystemCallFilter": "landlock_create_ruleset landlock_add_rule landlock_restrict_self",
 		} {
 			if got, ok := directives[key]; !ok || got != want {
 				t.Errorf("%s=%q (set: %v), want %q", key, got, ok, want)
