@@ -98,11 +98,22 @@ chmod 0755 "$root/usr/bin/herald" "$root"/usr/lib/herald/plugins/herald-plugin-*
 
 install -m 0644 packaging/herald.hcl "$root/etc/herald/herald.hcl"
 install -m 0640 packaging/herald.env "$root/etc/herald/herald.env"
-install -m 0644 examples/rules/herald.hcl "$root/etc/herald/rules/herald.hcl"
-# The example rules' APNs provider reads this throw-away demo key (it is in
-# the public repository; replace it, and the rules' demo VAPID pair, with
-# your own before enabling PUSH).
-install -D -m 0644 examples/keys/AuthKey_DEMOKEY001.p8 "$root/etc/herald/keys/AuthKey_DEMOKEY001.p8"
+# The example rules, without private keys: the package installs none (the
+# example's demo VAPID pair and APNs .p8 are public, in the repository). The
+# PUSH channel keeps FCM only, until the operator gives their own VAPID pair
+# and .p8 as "file:..." references (the examples under /usr/share/doc keep
+# the whole channel). Rules and keys are not world-readable: the files
+# 0640, their directories 0750, group herald set by postinst.
+sed -e '/^channel "PUSH" {/,/^}/{s/providers  = \["fcm", "webpush", "apns"\]/providers  = ["fcm"] # webpush, apns: give your own VAPID pair and .p8 (see the example rules)/;/^      \(vapid_\|webpush_ttl\|apns_\)/d}' \
+	examples/rules/herald.hcl >"$work/rules.hcl"
+if grep -qi 'private\|apns_key\|BEGIN' "$work/rules.hcl"; then
+	echo "dist: the packaged rules still hold a key; update the sed above to the example rules" >&2
+	exit 1
+fi
+install -m 0640 "$work/rules.hcl" "$root/etc/herald/rules/herald.hcl"
+rm "$work/rules.hcl"
+chmod 0750 "$root/etc/herald/rules"
+install -d -m 0750 "$root/etc/herald/keys"
 install -m 0644 packaging/herald.service "$root/lib/systemd/system/herald.service"
 install -m 0644 README.md "$root/usr/share/doc/herald/README.md"
 # The pages the README links to, under the same relative paths.

@@ -78,6 +78,8 @@ until grep -q '^waiting for messages' "$peers_log"; do
 done
 echo "run: provider stand-ins up; Web Push/APNs CA and dev keys in $tls_dir" >&2
 export HERALD_QUICKSTART_CA_FILE=$tls_dir/ca.pem
+# The push plugin reads that CA itself, from inside its sandbox.
+export HERALD_PLUGINS_SANDBOX_READ=$tls_dir
 HERALD_QUICKSTART_VAPID_PUBLIC_KEY=$(cat "$tls_dir/vapid-public-key")
 HERALD_QUICKSTART_VAPID_PRIVATE_KEY=$(cat "$tls_dir/vapid-private-key")
 HERALD_QUICKSTART_APNS_KEY=$(cat "$tls_dir/apns-key.p8")

@@ -100,7 +100,7 @@ func TestDistPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff("/etc/herald/herald.env\n/etc/herald/herald.hcl\n/etc/herald/keys/AuthKey_DEMOKEY001.p8\n/etc/herald/rules/herald.hcl\n", string(conffiles)); d != "" {
+	if d := cmp.Diff("/etc/herald/herald.env\n/etc/herald/herald.hcl\n/etc/herald/rules/herald.hcl\n", string(conffiles)); d != "" {
 		t.Errorf("conffiles (-want +got):\n%s", d)
 	}
 	for _, s := range []string{"postinst", "prerm", "postrm"} {
@@ -118,8 +118,9 @@ func TestDistPackage(t *testing.T) {
 		"./usr/bin/herald":                                  "-rwxr-xr-x",
 		"./etc/herald/herald.hcl":                           "-rw-r--r--",
 		"./etc/herald/herald.env":                           "-rw-r-----",
-		"./etc/herald/rules/herald.hcl":                     "-rw-r--r--",
-		"./etc/herald/keys/AuthKey_DEMOKEY001.p8":           "-rw-r--r--",
+		"./etc/herald/rules/herald.hcl":                     "-rw-r-----",
+		"./etc/herald/rules/":                               "drwxr-x---",
+		"./etc/herald/keys/":                                "drwxr-x---",
 		"./lib/systemd/system/herald.service":               "-rw-r--r--",
 		"./usr/share/doc/herald/README.md":                  "-rw-r--r--",
 		"./usr/share/doc/herald/docs/deploy.md":             "-rw-r--r--",
@@ -140,6 +141,14 @@ func TestDistPackage(t *testing.T) {
 	for path, mo := range contents {
 		if !strings.HasSuffix(mo, " root/root") {
 			t.Errorf("%s is %s, want owner root/root", path, mo)
+		}
+	}
+	// No private key: no key file anywhere, and no /etc file holds one
+	// (read below, from the unpacked package).
+	for path := range contents {
+		if strings.HasSuffix(path, ".p8") || strings.HasSuffix(path, ".pem") || strings.HasSuffix(path, ".key") ||
+			(strings.HasPrefix(path, "./etc/herald/keys/") && path != "./etc/herald/keys/") {
+			t.Errorf("the package ships %s, a private key", path)
 		}
 	}
 	if n := distCountPrefix(contents, "./usr/lib/herald/plugins/herald-plugin-"); n != len(distPlugins) {
@@ -193,6 +202,24 @@ func TestDistPackage(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(tarTop, "postinst")); err != nil || fi.Mode().Perm()&0o111 == 0 {
 		t.Errorf("the tarball's postinst: %v, want an executable", err)
+	}
+
+	if err := filepath.WalkDir(filepath.Join(root, "etc"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, k := range []string{"PRIVATE KEY", "private_key", "apns_key "} {
+			if strings.Contains(string(b), k) {
+				t.Errorf("%s holds %q: the package installs no private key", p, k)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 
 	herald := filepath.Join(root, "usr/bin/herald")
@@ -318,6 +345,9 @@ func TestDistPackage(t *testing.T) {
 			"ReadWritePaths":          "/var/lib/herald",
 			"RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6",
 			"KillMode":                "mixed",
+			// The last of the filter's lines: Landlock's calls for the
+			// plugins' sandbox, on top of @system-service.
+			"SystemCallFilter": "landlock_create_ruleset landlock_add_rule landlock_restrict_self",
 		} {
 			if got, ok := directives[key]; !ok || got != want {
 				t.Errorf("%s=%q (set: %v), want %q", key, got, ok, want)
@@ -480,7 +510,8 @@ cp -a "$PKGETC" /etc/herald
 "$CTRL/postinst" configure
 echo "user $(getent passwd herald | cut -d: -f1,6,7)"
 echo "group $(getent group herald | cut -d: -f1)"
-stat -c 'mode %n %a %U:%G' /etc/herald/admin.token /etc/herald/herald.env /var/lib/herald
+stat -c 'mode %n %a %U:%G' /etc/herald/admin.token /etc/herald/herald.env /var/lib/herald \
+	/etc/herald/rules /etc/herald/rules/herald.hcl /etc/herald/keys
 echo "token $(cat /etc/herald/admin.token)"
 "$CTRL/postinst" configure 0.0.1
 echo "kept $(cat /etc/herald/admin.token)"
@@ -525,13 +556,16 @@ func distMaintainerScripts(t *testing.T, ctrl, pkgEtc, variant string) {
 	}
 	for k, want := range map[string]string{
 		"user herald:/var/lib/herald:/usr/sbin/nologin": "seen",
-		"group herald":            "seen",
-		"/etc/herald/admin.token": "600 herald:herald",
-		"/etc/herald/herald.env":  "640 root:herald",
-		"/var/lib/herald":         "750 herald:herald",
-		"purged token":            "seen",
-		"purged state":            "seen",
-		"user after purge":        "herald",
+		"group herald":                 "seen",
+		"/etc/herald/admin.token":      "600 herald:herald",
+		"/etc/herald/herald.env":       "640 root:herald",
+		"/var/lib/herald":              "750 herald:herald",
+		"/etc/herald/rules":            "750 root:herald",
+		"/etc/herald/rules/herald.hcl": "640 root:herald",
+		"/etc/herald/keys":             "750 root:herald",
+		"purged token":                 "seen",
+		"purged state":                 "seen",
+		"user after purge":             "herald",
 	} {
 		if lines[k] != want {
 			t.Errorf("%s: %q, want %q; the scripts printed\n%s", k, lines[k], want, out)

@@ -96,6 +96,11 @@ type env struct {
 	cfgDatabaseURL, cfgAMQPURL string
 	// extraEnv is added to the environment of the daemon and of e.cli.
 	extraEnv []string
+	// sandbox is plugins.sandbox (default auto) and sandboxWrite
+	// plugins.sandbox_write (nil: the temporary directory, where the
+	// tests' plugins write their records).
+	sandbox      string
+	sandboxWrite []string
 }
 
 // sinkRules is a rules file whose channels all go to the recording sink.
@@ -225,6 +230,8 @@ plugins {
   dir   = %q
   watch = %t
   env   = [%s]
+  sandbox       = %q
+  sandbox_write = [%s]
 }
 rules = ["rules/*.hcl"]
 relay { poll_interval = "200ms" }
@@ -239,10 +246,20 @@ retry {
 log { level = "debug" }
 `, cmp.Or(e.cfgDatabaseURL, e.db.URL), cmp.Or(e.cfgAMQPURL, e.broker.URL), strings.TrimPrefix(e.apiURL, "http://"),
 		strings.TrimPrefix(e.admin, "http://"), e.adminTokenFile, e.pluginDir, e.watch, quoteList(e.pluginEnv),
+		cmp.Or(e.sandbox, "auto"), quoteList(e.pluginsWritable()),
 		cmp.Or(e.reclaim, "20s"), cmp.Or(e.lease, "5s"))
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// pluginsWritable is plugins.sandbox_write: e.sandboxWrite, or the
+// temporary directory.
+func (e *env) pluginsWritable() []string {
+	if e.sandboxWrite != nil {
+		return e.sandboxWrite
+	}
+	return []string{os.TempDir()}
 }
 
 // quoteList is ss as the inside of an HCL list of strings.

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/heraldhq/herald/core/internal/cli"
+	"github.com/heraldhq/herald/core/internal/pluginhost"
 )
 
 // Version, Commit and BuildDate describe the build; make stamps them from
@@ -18,6 +19,9 @@ var (
 )
 
 func main() {
+	// Started as a plugin's sandbox helper: confine and execute the
+	// plugin; never returns then.
+	pluginhost.SandboxMain()
 	cli.Version, cli.Commit, cli.BuildDate = Version, Commit, BuildDate
 	os.Exit(cli.Main(os.Args[1:]))
 }

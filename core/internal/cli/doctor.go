@@ -383,11 +383,35 @@ func checkTopology(conn *amqp.Connection, topo broker.Topology) (missing []strin
 // checkPlugins starts every provider of the rules under the real plugin
 // host, as herald serve would (permissions, checksum pin, handshake,
 // Describe, config check, Configure, Health), reports each, and stops them.
+// checkSandbox says how plugin processes are confined (plugins.sandbox,
+// plugins.user) on this kernel.
+func (dr *doctor) checkSandbox(pc pluginhost.Config) {
+	who := "as the daemon's user"
+	if pc.User != "" {
+		who = "as user " + pc.User
+	}
+	abi := pluginhost.LandlockABI()
+	if !pluginhost.SandboxAvailable() {
+		abi = 0
+	}
+	switch {
+	case pc.Sandbox == "" || pc.Sandbox == pluginhost.SandboxOff:
+		dr.add(checkWarn, "plugin sandbox", "off (plugins.sandbox = off): plugins run %s and read what it can", who)
+	case abi < 1 && pc.Sandbox == pluginhost.SandboxLandlock:
+		dr.add(checkFail, "plugin sandbox", "plugins.sandbox = landlock but this kernel has no Landlock: plugins will not start")
+	case abi < 1:
+		dr.add(checkWarn, "plugin sandbox", "this kernel has no Landlock: plugins run unconfined %s and read what it can", who)
+	default:
+		dr.add(checkOK, "plugin sandbox", "Landlock ABI %d: plugins run %s, confined to system files, their binary and a private TMPDIR", abi, who)
+	}
+}
+
 func (dr *doctor) checkPlugins(ctx context.Context, d config.Daemon, rs *rules.RuleSet) {
 	if rs == nil {
 		dr.add(checkSkip, "plugins", "not checked: the rules did not load")
 		return
 	}
+	dr.checkSandbox(d.Plugins)
 	cfg := server.PluginHostConfig(d.Plugins, hclog.NewNullLogger(), rs.Channels())
 	cfg.WatchInterval = -1
 	cfg.Redactor = dr.redact

@@ -468,7 +468,10 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 				}
 			}
 			step := NextStep(res, Attempt{Number: c.Attempt, Max: c.MaxAttempts, BestEffort: c.BestEffort}, policy, time.Now())
-			o.Status, o.NextAttemptAt, o.Error, o.NotAttempted = step.Status, step.At, step.Error, step.NotAttempted
+			o.Status, o.NextAttemptAt, o.NotAttempted = step.Status, step.At, step.NotAttempted
+			// A plugin's whole-call error is its own text, as long as it
+			// likes; results' reasons are bounded by the host already.
+			o.Error = pluginhost.Bound(step.Error, pluginhost.MaxReasonBytes)
 			if spans[i].IsRecording() {
 				spans[i].SetAttributes(tracing.Provider.String(provider))
 			}

@@ -47,6 +47,7 @@ type Metrics struct {
 	httpConns       prometheus.Gauge
 	httpRefused     *prometheus.CounterVec
 	httpIdleClosed  prometheus.Counter
+	pluginLogDrop   *prometheus.CounterVec
 }
 
 // Reasons a live session or a connection is refused, the reason label of
@@ -109,9 +110,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			[]string{"reason"}),
 		httpIdleClosed: prometheus.NewCounter(prometheus.CounterOpts{Name: "herald_http_idle_connections_closed_total",
 			Help: "Idle keep-alive connections the public API closed early because its open connections passed three quarters of http.max_conns (after http.pressure_idle_timeout)."}),
+		pluginLogDrop: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herald_plugin_log_lines_dropped_total",
+			Help: "Log lines of a plugin the host did not re-emit because the plugin logged over the host's bound, by channel and provider."},
+			[]string{"channel", "provider"}),
 	}
 	reg.MustRegister(m.eventsAccepted, m.eventsProcessed, m.eventsFailed, m.deliveries, m.latency, m.relaySize,
-		m.relayDuration, m.pubSize, m.pubDuration, m.unconfirmed, m.pluginSend, m.liveSessions, m.liveRefused, m.httpConns, m.httpRefused, m.httpIdleClosed,
+		m.relayDuration, m.pubSize, m.pubDuration, m.unconfirmed, m.pluginSend, m.liveSessions, m.liveRefused, m.httpConns, m.httpRefused, m.httpIdleClosed, m.pluginLogDrop,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{StagePublisher, StageHandoff} {
 		m.unconfirmed.WithLabelValues(s)
@@ -198,6 +202,14 @@ func (m *Metrics) PublishBatch(stage string, n int, d time.Duration) {
 func (m *Metrics) Unconfirmed(stage string, delta int) {
 	if m != nil && delta != 0 {
 		m.unconfirmed.WithLabelValues(stage).Add(float64(delta))
+	}
+}
+
+// PluginLogDropped counts n log lines of channel's provider's plugin that
+// the host dropped.
+func (m *Metrics) PluginLogDropped(channel, provider string, n int) {
+	if m != nil {
+		m.pluginLogDrop.WithLabelValues(channel, provider).Add(float64(n))
 	}
 }
 

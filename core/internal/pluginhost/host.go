@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -158,6 +159,26 @@ type Config struct {
 	// other users could write (group- or world-writable, or owned by
 	// another user than herald's or root). For development only.
 	InsecurePermissions bool `koanf:"insecure_permissions"`
+	// Sandbox confines every plugin process to a filesystem view of its
+	// own with Landlock: it may read the system's libraries, certificates
+	// and name service files (/usr, /lib, /etc/ssl, /etc/resolv.conf,
+	// /etc/hosts, ...), its own binary and /proc entry, and write a
+	// private temporary directory (its TMPDIR) and /dev/null; the daemon's
+	// config, keys, rules, token files and /proc entry are out of its
+	// reach. "auto" confines where the kernel has Landlock and warns once
+	// where it does not; "landlock" refuses to start plugins without it;
+	// "off" does not confine.
+	Sandbox string `koanf:"sandbox"`
+	// SandboxRead lists more paths (files or directories, recursively) a
+	// sandboxed plugin may read, e.g. a credentials file its config names.
+	SandboxRead []string `koanf:"sandbox_read"`
+	// SandboxWrite lists more paths a sandboxed plugin may read and write.
+	SandboxWrite []string `koanf:"sandbox_write"`
+	// User runs plugin processes as this system user (and its primary
+	// group) instead of the daemon's, so that file permissions keep them
+	// from the daemon's secrets and /proc entry. Needs the daemon to run as
+	// root; empty: the daemon's user.
+	User string `koanf:"user"`
 	// Breaker configures failover between the providers of a channel. A
 	// channel's rules may set their own cooldown (channel.Breaker).
 	Breaker BreakerPolicy
@@ -182,7 +203,7 @@ const DefaultWatchInterval = 2 * time.Second
 // DefaultConfig returns the daemon's default plugin settings: the
 // binaries make build writes, no watching, permission checks on.
 func DefaultConfig() Config {
-	return Config{Dir: "bin/plugins", Env: []string{}}
+	return Config{Dir: "bin/plugins", Env: []string{}, Sandbox: SandboxAuto, SandboxRead: []string{}, SandboxWrite: []string{}}
 }
 
 func (c *Config) setDefaults() {
@@ -222,6 +243,28 @@ func (c *Config) Validate() error {
 	for _, n := range c.Env {
 		if err := validEnvName(n); err != nil {
 			errs.Add("env", "%v", err)
+		}
+	}
+	switch c.Sandbox {
+	case "", SandboxOff, SandboxAuto, SandboxLandlock:
+	default:
+		errs.Add("sandbox", "must be %q, %q or %q, not %q", SandboxAuto, SandboxLandlock, SandboxOff, c.Sandbox)
+	}
+	for _, p := range c.SandboxRead {
+		if !filepath.IsAbs(p) {
+			errs.Add("sandbox_read", "%q is not an absolute path", p)
+		}
+	}
+	for _, p := range c.SandboxWrite {
+		if !filepath.IsAbs(p) {
+			errs.Add("sandbox_write", "%q is not an absolute path", p)
+		}
+	}
+	if c.User != "" {
+		if _, err := lookupCredential(c.User); err != nil {
+			errs.Add("user", "%v", err)
+		} else if os.Geteuid() != 0 {
+			errs.Add("user", "running plugins as %q needs the daemon to run as root (it runs as uid %d)", c.User, os.Geteuid())
 		}
 	}
 	errs.Merge("", validateChannels(c.Channels))

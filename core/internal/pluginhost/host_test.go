@@ -804,6 +804,7 @@ func processAlive(pid int) bool {
 // and the process then hosts the sink, prints the plugin's pid and waits to
 // be SIGKILLed.
 func TestMain(m *testing.M) {
+	SandboxMain()
 	if dir := os.Getenv("HERALD_TEST_HELPER_HOST"); dir != "" {
 		helperHost(dir)
 		return

@@ -250,7 +250,22 @@ func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fil
 	cmd := exec.Command(cp.path)
 	cmd.ExtraFiles = []*os.File{hostR}
 	cmd.Env = pluginEnv(p.h.cfg.Env, level)
-	stderr := newStderrLog(p.log)
+	checked, cleanup, err := p.h.confine(cmd, cp.path, stamp.sum)
+	if err != nil {
+		_ = hostR.Close()
+		_ = hostW.Close()
+		release()
+		return nil, stamp, err
+	}
+	if checked {
+		// The sandbox helper hashes the binary before it executes it;
+		// go-plugin would hash the helper.
+		secure = nil
+	}
+	releaseCopy := release
+	release = sync.OnceFunc(func() { releaseCopy(); cleanup() })
+	plog := newPluginLogger(p.log, p.logLim)
+	stderr := newStderrLog(plog)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
 		VersionedPlugins: sdkhost.PluginSet(),
@@ -263,7 +278,7 @@ func (p *provider) launch(ctx context.Context, kept *keptBinary) (*instance, fil
 		SkipHostEnv: true,
 		// The plugin's own log lines, re-emitted under the provider's
 		// names without repeating them (pluginLogger).
-		Logger:       newPluginLogger(p.log),
+		Logger:       plog,
 		StartTimeout: p.h.cfg.StartTimeout,
 		// Stderr sees every line the plugin writes to stderr; go-plugin
 		// re-emits only its JSON log lines above debug level, so what a

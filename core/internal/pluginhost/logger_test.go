@@ -34,7 +34,7 @@ func TestPluginLoggerNamesEachKeyOnce(t *testing.T) {
 			t.Parallel()
 			var buf strings.Builder
 			base := hclog.New(&hclog.LoggerOptions{Name: "herald", Output: &buf}).With("plugin", "email", "channel", "EMAIL", "provider", "p1")
-			l := newPluginLogger(base).Named("herald-plugin-email")
+			l := newPluginLogger(base, nil).Named("herald-plugin-email")
 			if name == "with after wrap dedups" {
 				l = l.With("queue", "q1")
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/otel/trace"
@@ -139,6 +140,9 @@ type provider struct {
 	// declared is what the plugin of the last launch declared in
 	// Describe (nil: never launched).
 	declared *channel.Declared
+	// logLim bounds the plugin's log lines the host re-emits, across
+	// restarts.
+	logLim *logLimit
 
 	crashed   chan *instance
 	reloads   chan reloadRequest
@@ -181,14 +185,17 @@ func sameProvider(a, b channel.Provider) bool {
 func newProvider(h *Host, ch channel.Config, cfg channel.Provider) *provider {
 	name := providerName(cfg)
 	return &provider{
-		h:         h,
-		channel:   ch.Name,
-		cfg:       cfg,
-		name:      name,
-		log:       h.log.With("plugin", cfg.Plugin, "channel", ch.Name, "provider", name),
-		priority:  cfg.Priority,
-		state:     StateStarting,
-		breaker:   breaker{policy: h.breakerPolicy(ch)},
+		h:        h,
+		channel:  ch.Name,
+		cfg:      cfg,
+		name:     name,
+		log:      h.log.With("plugin", cfg.Plugin, "channel", ch.Name, "provider", name),
+		priority: cfg.Priority,
+		state:    StateStarting,
+		breaker:  breaker{policy: h.breakerPolicy(ch)},
+		logLim: newLogLimit(func(n int) {
+			h.cfg.Metrics.PluginLogDropped(ch.Name, name, n)
+		}),
 		crashed:   make(chan *instance, 4),
 		reloads:   make(chan reloadRequest),
 		quit:      make(chan struct{}),
@@ -721,6 +728,9 @@ func normalize(chunk []sdk.Delivery, res []sdk.Result) (out []sdk.Result, issues
 			issues = append(issues, fmt.Sprintf("contract violation: delivery %q has outcome %s; retrying it", d.DeliveryID, r.Outcome))
 			r = sdk.Retry(d.DeliveryID, "plugin contract violation: result with outcome "+r.Outcome.String(), r.RetryAfter)
 		}
+		r.Reason = Bound(r.Reason, MaxReasonBytes)
+		r.Code = Bound(r.Code, MaxCodeBytes)
+		r.ProviderMessageID = Bound(r.ProviderMessageID, MaxMessageIDBytes)
 		switch r.Outcome {
 		case sdk.OutcomeSent, sdk.OutcomePermanent:
 			anyDone = true
@@ -731,9 +741,36 @@ func normalize(chunk []sdk.Delivery, res []sdk.Result) (out []sdk.Result, issues
 		out[i] = r
 	}
 	for id := range byID {
-		issues = append(issues, fmt.Sprintf("result for unknown delivery %q", id))
+		issues = append(issues, fmt.Sprintf("result for unknown delivery %q", Bound(id, 128)))
 	}
 	return out, issues, anyDone, rateLimit
+}
+
+// Bounds of what a plugin's result carries into the store, the API and the
+// logs; longer values are cut by Bound.
+const (
+	MaxReasonBytes    = 1024
+	MaxCodeBytes      = 128
+	MaxMessageIDBytes = 256
+)
+
+// Bound returns s as valid UTF-8 (invalid bytes become U+FFFD) of at most
+// n bytes: a longer s is cut at a rune boundary and ends in a marker
+// saying how many bytes were cut.
+func Bound(s string, n int) string {
+	if len(s) <= n && utf8.ValidString(s) {
+		return s
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	marker := fmt.Sprintf("…[truncated from %d bytes]", len(s))
+	keep := max(n-len(marker), 0)
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + marker
 }
 
 // runsPinned reports whether p's running process may serve under the

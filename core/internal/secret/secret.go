@@ -59,6 +59,60 @@ const MinRedactLen = 8
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// sealed is the private copy of the environment SealEnvironment took; nil:
+// env: references read the process environment.
+var sealed struct {
+	sync.Mutex
+	env map[string]string
+}
+
+// SealEnvironment keeps a private copy of the process environment, which
+// env: references read from then on, and removes from the process
+// environment every variable whose name has one of prefixes (e.g.
+// "HERALD_": the daemon's settings, database and broker URLs among them)
+// and, from then on, every variable an env: reference reads. The daemon
+// calls it once its config is loaded: a rules reload still resolves env:
+// references, and what the process starts later (plugins, whose
+// environment is allow-listed anyway) or a library that reads the
+// environment does not find the secrets there. /proc/PID/environ shows
+// the environment the process started with whatever it does; the daemon
+// makes that unreadable to other processes of its user by being
+// non-dumpable (see cli serve).
+func SealEnvironment(prefixes ...string) {
+	sealed.Lock()
+	defer sealed.Unlock()
+	if sealed.env == nil {
+		sealed.env = map[string]string{}
+		for _, kv := range os.Environ() {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				sealed.env[k] = v
+			}
+		}
+	}
+	for k := range sealed.env {
+		for _, p := range prefixes {
+			if strings.HasPrefix(k, p) {
+				_ = os.Unsetenv(k)
+			}
+		}
+	}
+}
+
+// lookupEnv reads name from the sealed copy (removing it from the process
+// environment) or, before SealEnvironment, from the process environment.
+func lookupEnv(name string) (string, bool) {
+	sealed.Lock()
+	defer sealed.Unlock()
+	if sealed.env == nil {
+		return os.LookupEnv(name)
+	}
+	v, ok := sealed.env[name]
+	if ok {
+		_ = os.Unsetenv(name)
+	}
+	return v, ok
+}
+
 // IsReference reports whether v is an env: or file: reference.
 func IsReference(v string) bool {
 	return strings.HasPrefix(v, PrefixEnv) || strings.HasPrefix(v, PrefixFile)
@@ -78,7 +132,7 @@ func Resolve(v, baseDir string) (value string, ref bool, err error) {
 		if err := checkEnvName(name); err != nil {
 			return "", true, err
 		}
-		val, ok := os.LookupEnv(name)
+		val, ok := lookupEnv(name)
 		if !ok {
 			return "", true, fmt.Errorf("%s: environment variable %s is not set", v, name)
 		}

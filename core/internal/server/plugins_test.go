@@ -11,8 +11,8 @@ import (
 )
 
 // TestPluginHostConfig: the daemon's plugins settings reach the plugin
-// host; by default nothing watches the plugin directory and the permission
-// checks are on.
+// host; by default nothing watches the plugin directory, the permission
+// checks are on and plugins run sandboxed where the kernel allows.
 func TestPluginHostConfig(t *testing.T) {
 	t.Parallel()
 	log := hclog.NewNullLogger()
@@ -22,7 +22,8 @@ func TestPluginHostConfig(t *testing.T) {
 	}{
 		"defaults": {
 			plugins: config.DefaultDaemon().Plugins,
-			want:    pluginhost.Config{Dir: "bin/plugins", Env: []string{}},
+			want: pluginhost.Config{Dir: "bin/plugins", Env: []string{}, Sandbox: pluginhost.SandboxAuto,
+				SandboxRead: []string{}, SandboxWrite: []string{}},
 		},
 		"watch, extra variables, no permission checks": {
 			plugins: pluginhost.Config{Dir: "/p", Watch: true, Env: []string{"HTTPS_PROXY"}, InsecurePermissions: true},

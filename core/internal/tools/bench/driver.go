@@ -978,10 +978,14 @@ http {
   admin_listen = %q
   pprof        = %t
 }
-plugins { dir = %q }
+plugins {
+  dir           = %q
+  sandbox_write = [%q] # the sink's record files
+}
 rules = [%q]
 log { level = "warn" }
-`, dbURL, sc.RLS.workerRole(), env.AMQPURL, exchange, queues.String(), api, admin, env.Pprof, env.PluginDir, filepath.Join(dir, "rules.hcl"))
+`, dbURL, sc.RLS.workerRole(), env.AMQPURL, exchange, queues.String(), api, admin, env.Pprof, env.PluginDir,
+		filepath.Join(dir, "records"), filepath.Join(dir, "rules.hcl"))
 	cfgPath := filepath.Join(dir, fmt.Sprintf("herald-%d.hcl", i))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err

@@ -20,6 +20,10 @@
 //	version          a label logged and recorded with every batch
 //	env_file         write the plugin's environment to this file (a JSON array of
 //	                 "NAME=value" strings) when configured, so a test sees what the host passed
+//	reason_bytes     pad every reason, code and provider message id to this many bytes
+//	log_lines        log this many extra lines in every Send
+//	probe            comma-separated files (PPID: the parent's pid) Send tries to read; every
+//	                 result is Permanent, its reason "PATH=ok" or "PATH=refused" for each
 //
 // Build-time variables (go build -ldflags "-X main.version=2.0.0 -X main.brokenHealth=true")
 // set the PluginVersion in Describe and make a variant whose Health fails;

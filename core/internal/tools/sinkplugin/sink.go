@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +31,9 @@ const (
 	fieldEnvFile       = "env_file"
 	fieldToken         = "token"
 	fieldLogToken      = "log_token"
+	fieldReasonBytes   = "reason_bytes"
+	fieldLogLines      = "log_lines"
+	fieldProbe         = "probe"
 )
 
 // Record is one line of the record file.
@@ -82,6 +87,9 @@ type config struct {
 	envFile       string
 	token         string
 	logToken      bool
+	reasonBytes   int
+	logLines      int
+	probe         string
 }
 
 // Sink is the recording channel.
@@ -133,6 +141,9 @@ func (s *Sink) Describe(context.Context, sdk.DescribeRequest) (sdk.DescribeRespo
 			{Name: fieldEnvFile, Type: sdk.FieldString, Description: "write the plugin's environment here when configured"},
 			{Name: fieldToken, Type: sdk.FieldString, Secret: true, Description: "a credential; its SHA-256 is recorded"},
 			{Name: fieldLogToken, Type: sdk.FieldBool, Default: "false", Description: "log the token in clear at Configure, and put it in fail_health's message (tests the host's redaction)"},
+			{Name: fieldReasonBytes, Type: sdk.FieldInt, Default: "0", Description: "pad every reason, code and provider message id to this many bytes (tests the host's bounds)"},
+			{Name: fieldLogLines, Type: sdk.FieldInt, Default: "0", Description: "log this many extra lines in every Send (tests the host's log bound)"},
+			{Name: fieldProbe, Type: sdk.FieldString, Description: "comma-separated files (PPID stands for the parent's pid) Send tries to read; every result is Permanent with a reason naming each file ok or refused"},
 		},
 	}}, nil
 }
@@ -183,6 +194,9 @@ func configFromParsed(m map[string]any) (config, error) {
 	c.envFile, _ = m[fieldEnvFile].(string)
 	c.token, _ = m[fieldToken].(string)
 	c.logToken, _ = m[fieldLogToken].(bool)
+	c.reasonBytes, _ = m[fieldReasonBytes].(int)
+	c.logLines, _ = m[fieldLogLines].(int)
+	c.probe, _ = m[fieldProbe].(string)
 	if c.delay < 0 {
 		return c, &sdk.ConfigError{Field: fieldDelay, Msg: "must not be negative"}
 	}
@@ -222,6 +236,10 @@ func (s *Sink) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse,
 	if c.failFile != "" && exists(c.failFile) {
 		outcome = "retry"
 	}
+	for i := range c.logLines {
+		sdk.Logger().Info("sink noise", "line", i, "pid", os.Getpid())
+	}
+	probed := probe(c.probe)
 	results := make([]sdk.Result, len(batch))
 	var traceID, parentID string
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
@@ -242,6 +260,13 @@ func (s *Sink) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse,
 		default:
 			outcome = "sent"
 			results[i] = sdk.Sent(d.DeliveryID, fmt.Sprintf("sink-%d-%d-%d", os.Getpid(), seq, i))
+		}
+		if c.probe != "" {
+			results[i] = sdk.Permanent(d.DeliveryID, probed, "SINK_PROBE")
+		}
+		if c.reasonBytes > 0 {
+			r := &results[i]
+			r.Reason, r.Code, r.ProviderMessageID = pad(r.Reason, c.reasonBytes), pad(r.Code, c.reasonBytes), pad(r.ProviderMessageID, c.reasonBytes)
 		}
 		if c.recordFile == "" {
 			continue
@@ -327,6 +352,39 @@ func hold(ctx context.Context, file string, batch []sdk.Delivery) error {
 		}
 	}
 	return nil
+}
+
+// pad repeats s (or "x") to n bytes, ending in "é" so that a cut at a
+// byte count can split a rune.
+func pad(s string, n int) string {
+	if s == "" {
+		s = "x"
+	}
+	b := make([]byte, 0, n+len(s))
+	for len(b) < n {
+		b = append(b, s...)
+		b = append(b, " é"...)
+	}
+	return string(b)
+}
+
+// probe tries to read each of the comma-separated files and says for each
+// "PATH=ok" (it read at least one byte) or "PATH=refused".
+func probe(list string) string {
+	if list == "" {
+		return ""
+	}
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.ReplaceAll(strings.TrimSpace(p), "PPID", strconv.Itoa(os.Getppid()))
+		b, err := os.ReadFile(p)
+		if err == nil && len(b) > 0 {
+			out = append(out, p+"=ok")
+		} else {
+			out = append(out, p+"=refused")
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 func exists(path string) bool {
