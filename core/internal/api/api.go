@@ -113,26 +113,12 @@ func (s *Server) Handler() http.Handler {
 		return routes
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := s.perIP.Allow(clientKey(r.RemoteAddr)); !ok {
+		if ok, wait := s.perIP.Allow(httpguard.ClientKey(r.RemoteAddr)); !ok {
 			TooManyRequests(w, wait, fmt.Sprintf("more than %g requests per second from this client address", s.perIP.Rate()))
 			return
 		}
 		routes.ServeHTTP(w, r)
 	})
-}
-
-// clientKey is the per-IP limit's key for a request from remoteAddr: the
-// IPv4 address, or the IPv6 /64 (one host usually holds a whole /64).
-func clientKey(remoteAddr string) string {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || ip.To4() != nil {
-		return host
-	}
-	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // TooManyRequests answers 429 with Retry-After (whole seconds) and a

@@ -7,9 +7,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,7 +134,7 @@ func Reference(root string) ([]byte, error) {
 		fmt.Fprintf(&b, "%s · default %s · %s\n\n%s\n", typeName(s.Type), defaultText(s), envText(s), text)
 	}
 	b.WriteString("\n## Settings no longer read\n\nA file or environment that sets one of these still loads; `herald serve` logs a warning naming the file, the line and the key.\n\n")
-	for _, k := range sortedKeys(removedKeys) {
+	for _, k := range slices.Sorted(maps.Keys(removedKeys)) {
 		fmt.Fprintf(&b, "- `%s` (`%s`): %s.\n", k, envName(k), removedKeys[k])
 	}
 	return b.Bytes(), nil

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,7 +156,7 @@ func LoadDaemon(path string) (Daemon, error) {
 			continue
 		}
 		blocks := reflect.MakeMapWithSize(s.Type, len(m))
-		for _, label := range sortedKeys(m) {
+		for _, label := range slices.Sorted(maps.Keys(m)) {
 			x := reflect.New(s.Type.Elem())
 			dec, err := mapstructure.NewDecoder(decoderConfig(x.Interface()))
 			if err != nil {
@@ -271,7 +273,7 @@ func envOverrides(settings []Setting, base string) (map[string]any, []string, er
 		}
 		overrides[s.Key] = v
 	}
-	for _, key := range sortedKeys(removedKeys) {
+	for _, key := range slices.Sorted(maps.Keys(removedKeys)) {
 		if _, ok := os.LookupEnv(envName(key)); ok {
 			warnings = append(warnings, fmt.Sprintf("environment: %s (%s) is ignored: %s; unset it", envName(key), key, removedKeys[key]))
 		}
@@ -306,7 +308,7 @@ func decoderConfig(result any) *mapstructure.DecoderConfig {
 // and settings no longer read are removed from m with a warning.
 func checkKeys(m map[string]any, t reflect.Type, path string, f daemonFile, errs, warnings *[]string) {
 	fields := settingFields(t)
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		key := joinKey(path, k)
 		fd, ok := fields[k]
 		if !ok {
@@ -333,7 +335,7 @@ func checkKeys(m map[string]any, t reflect.Type, path string, f daemonFile, errs
 				*errs = append(*errs, fmt.Sprintf("%s: %s: want %s \"name\" { ... } blocks, got %s", f.at(key), key, k, describe(v)))
 				continue
 			}
-			for _, label := range sortedKeys(sub) {
+			for _, label := range slices.Sorted(maps.Keys(sub)) {
 				lkey := joinKey(key, label)
 				body, ok := sub[label].(map[string]any)
 				if !ok {
@@ -402,7 +404,7 @@ func resolveDaemonRefs(v any, baseDir, path string, f daemonFile, errs *[]string
 		}
 		return val
 	case map[string]any:
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			t[k] = resolveDaemonRefs(t[k], baseDir, joinKey(path, k), f, errs)
 		}
 		return t
@@ -427,13 +429,4 @@ func numberNotDuration(from, to reflect.Type, data any) (any, error) {
 		return nil, fmt.Errorf("%v is not a duration: write it with a unit, such as \"%vs\"", data, data)
 	}
 	return data, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -229,7 +229,8 @@ func (c *conn) Close() error {
 	return err
 }
 
-// ClientKey is a client's address as the per-address limits count it,
+// ClientKey is a client's address as the per-address limits (connections,
+// live sessions, the API's per-IP rate limit) count it,
 // from a "host:port" remote address: the IPv4 address, or the IPv6 /64
 // (one host usually holds a whole /64).
 func ClientKey(remoteAddr string) string {
