@@ -167,6 +167,9 @@ func (d *decoder) decodeValue(n *node, v reflect.Value, path string, f field) {
 			d.fail(n.line, path, "got %s, want a list", n.describe())
 			return
 		}
+		if len(n.items) == 0 {
+			return // an empty list is no list: the directory round-trips
+		}
 		s := reflect.MakeSlice(v.Type(), len(n.items), len(n.items))
 		for i, it := range n.items {
 			d.decodeValue(it, s.Index(i), fmt.Sprintf("%s[%d]", path, i), f)
@@ -176,6 +179,9 @@ func (d *decoder) decodeValue(n *node, v reflect.Value, path string, f field) {
 		if n.kind != kObject {
 			d.fail(n.line, path, "got %s, want an object of strings", n.describe())
 			return
+		}
+		if len(n.keys) == 0 {
+			return // an empty object is no object: the directory round-trips
 		}
 		m := reflect.MakeMapWithSize(v.Type(), len(n.keys))
 		for i, k := range n.keys {
