@@ -6,11 +6,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/api/openapitest"
+	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/directory"
+	"github.com/heraldhq/herald/core/internal/httpguard"
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/store"
 )
 
@@ -654,5 +661,38 @@ func TestDirectoryNeedsATenantWideKey(t *testing.T) {
 	}
 	if r, _ := w.dreq(t, "GET", "/v1/recipients", "", ""); r.code != 401 {
 		t.Fatalf("no key: %d %s", r.code, r.body)
+	}
+}
+
+// TestBatchLimitsAreConfigurable: http.directory_batch bounds a batch's
+// entries and bytes (413 beyond, nothing written).
+func TestBatchLimitsAreConfigurable(t *testing.T) {
+	w := newWorld(t)
+	d := config.DefaultDaemon()
+	d.HTTP.RateLimit = httpguard.RateLimits{}
+	d.HTTP.DirectoryBatch = httpguard.DirectoryBatch{MaxEntries: 2, MaxBytes: 2048}
+	pub, err := server.PublicAPI(context.Background(), d, w.pools, nil, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(pub.Handler)
+	t.Cleanup(srv.Close)
+	openapitest.Watch(t, srv.URL)
+	w.url = srv.URL
+	line := `{"recipient":{"user_id":"u%d","user_type":"S"}}` + "\n"
+	nd := []string{"Content-Type", "application/x-ndjson"}
+	if r, _ := w.dreq(t, "POST", "/v1/recipients:batch", w.keys["a"], fmt.Sprintf(line, 1)+fmt.Sprintf(line, 2), nd...); r.code != 200 {
+		t.Fatalf("two entries: %d %s", r.code, r.body)
+	}
+	body := fmt.Sprintf(line, 3) + fmt.Sprintf(line, 4) + fmt.Sprintf(line, 5)
+	if r, _ := w.dreq(t, "POST", "/v1/recipients:batch", w.keys["a"], body, nd...); r.code != 413 {
+		t.Fatalf("three entries: %d %s", r.code, r.body)
+	}
+	if r, _ := w.dreq(t, "POST", "/v1/recipients:batch", w.keys["a"], `{"recipient":{"user_id":"u6","user_type":"`+strings.Repeat("S", 2100)+`"}}`, nd...); r.code != 413 {
+		t.Fatalf("over max_bytes: %d %s", r.code, r.body)
+	}
+	var n int
+	if err := w.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM recipients WHERE tenant_id = 'a'`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("recipients: %d %v, want the first batch's 2", n, err)
 	}
 }
