@@ -179,12 +179,10 @@ func setETag(w http.ResponseWriter, version int64) {
 // preconditionFailed answers 412: the row changed since the If-Match
 // version (or does not exist).
 func preconditionFailed(w http.ResponseWriter, what string, current int64) {
-	detail := fmt.Sprintf("the %s is no longer at the version If-Match names: another write came first; GET it again and retry", what)
+	detail := fmt.Sprintf("If-Match names a version, but there is no such %s", what)
 	if current > 0 {
 		setETag(w, current)
 		detail = fmt.Sprintf("the %s is at version %d, not the one If-Match names: another write came first; GET it again and retry", what, current)
-	} else {
-		detail = fmt.Sprintf("If-Match names a version, but there is no such %s", what)
 	}
 	Problem(w, http.StatusPreconditionFailed, "precondition failed", detail, "If-Match")
 }
