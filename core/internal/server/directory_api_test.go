@@ -293,6 +293,8 @@ func TestRecipientsAPIRefusesBadInput(t *testing.T) {
 		"invalid UTF-8 path":      {"GET", "/v1/recipients/u%ff", "", nil, 400, "user_id"},
 		"space-padded id":         {"PUT", "/v1/recipients/%20u2", `{"user_type":"S"}`, nil, 400, "user_id"},
 		"bad If-Match":            {"PUT", "/v1/recipients/u1", `{"user_type":"S"}`, []string{"If-Match", "1"}, 400, "If-Match"},
+		"If-Match not UTF-8":      {"PUT", "/v1/recipients/u1", `{"user_type":"S"}`, []string{"If-Match", "\"1\xff\""}, 400, "If-Match"},
+		"If-Match a list":         {"PATCH", "/v1/recipients/u1", `{}`, []string{"If-Match", `"1", "2"`}, 400, "If-Match"},
 		"huge body":               {"PUT", "/v1/recipients/u2", `{"user_type":"` + strings.Repeat("x", 1<<20) + `"}`, nil, 413, ""},
 		"bad device kind":         {"POST", "/v1/recipients/u1/devices", `{"kind":"pager","token":"x"}`, nil, 400, "kind"},
 		"apns not hex":            {"POST", "/v1/recipients/u1/devices", `{"kind":"apns","token":"zz"}`, nil, 400, "token"},
