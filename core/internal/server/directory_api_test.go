@@ -587,6 +587,16 @@ func TestBatchAPI(t *testing.T) {
 			t.Errorf("%s: %d %.300s, want %d naming %q", name, r.code, r.body, c.code, c.field)
 		}
 	}
+	// Hostile lines are refused one by one, naming their line.
+	hostile := `{"recipient":{"user_id":"h1","user_type":"S"}}` + "\n" +
+		`{"recipient":` + strings.Repeat(`{"a":`, 40) + "1" + strings.Repeat("}", 40) + "}\n" +
+		"{\"recipient\":{\"user_id\":\"h\xff\",\"user_type\":\"S\"}}\n" +
+		`{"recipient":{"user_id":"h\u0000","user_type":"S"}}` + "\n"
+	r, _ = w.dreq(t, "POST", "/v1/recipients:batch?mode=partial", a, hostile, nd...)
+	if err := json.Unmarshal(r.body, &res); err != nil || r.code != 200 || res.Written != 1 || res.Refused != 3 ||
+		len(res.Problems) != 3 || res.Problems[0].Line != 2 || res.Problems[1].Line != 3 || res.Problems[2].Line != 4 || res.Problems[2].Field != "user_id" {
+		t.Fatalf("hostile lines: %d %s", r.code, r.body)
+	}
 	// Another tenant's entries are not references.
 	if r, _ := w.dreq(t, "POST", "/v1/recipients:batch", w.keys["b"], `{"member":{"group":"restaurant:5","user_id":"u2"}}`, nd...); r.code != 422 {
 		t.Fatalf("b referring to a's entries: %d %s", r.code, r.body)
