@@ -304,10 +304,11 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 // contractProblem is the problem of an event the database refused for the
-// event contract (migration 0023: SQLSTATE 23514 from event_outbox_contract,
-// naming the column), or nil for any other error. Event.Validate checks
-// the payload as sent; the database measures it as stored (jsonb's text),
-// which can be larger (numbers written out: 1e308 is 309 digits).
+// event contract (migrations 0023 and 0045: SQLSTATE 23514 from
+// event_outbox_contract, naming the column), or nil for any other error.
+// Event.Validate checks the payload as sent; the database measures it as
+// stored (jsonb's text), which can be larger (numbers written out: 1e308
+// is 309 digits).
 func contractProblem(err error) *problem {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "23514" || pe.ConstraintName != "event_outbox_contract" {
@@ -318,7 +319,7 @@ func contractProblem(err error) *problem {
 		field = "type"
 	}
 	detail := strings.TrimPrefix(pe.Message, "event_outbox.")
-	if field == "payload" && strings.Contains(pe.Message, "larger than") {
+	if field == "payload" && strings.Contains(pe.Message, " bytes, more than ") {
 		return &problem{http.StatusRequestEntityTooLarge, "payload too large", detail, field}
 	}
 	return &problem{http.StatusBadRequest, "invalid event", detail, field}
@@ -368,7 +369,8 @@ func parseEvent(body []byte, pr store.Principal) (producer.Event, *problem) {
 	if err := ev.Validate(); err != nil {
 		var fe *producer.FieldError
 		if errors.As(err, &fe) {
-			return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", fe.Field + " " + fe.Msg, fe.Field}
+			// The words of the database's herald_enqueue too (sdk/producer).
+			return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", fe.Error(), fe.Field}
 		}
 		return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", err.Error(), ""}
 	}

@@ -396,50 +396,10 @@ func isDuplicate(err error) bool {
 var rolePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // CreateProducerRole creates (or updates) the login role for a producer
-// service and binds it to the tenant: with it, sdk/producer may enqueue
-// events for that tenant only. An empty password leaves the role without
-// one (peer or trust authentication).
+// service and binds it to the one tenant tenantID (EnsureProducerRole with
+// one tenant: a tenant granted before is taken away).
 func CreateProducerRole(ctx context.Context, q Querier, tenantID, role, password string) error {
-	if !rolePattern.MatchString(role) {
-		return fmt.Errorf("producer role %q must be 1-63 characters of a-z 0-9 _ and start with a letter or _", role)
-	}
-	if strings.HasPrefix(role, "herald_") || strings.HasPrefix(role, "pg_") {
-		return fmt.Errorf("producer role %q: the prefixes herald_ and pg_ are reserved", role)
-	}
-	var exists bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, role).Scan(&exists); err != nil {
-		return fmt.Errorf("producer role: %w", err)
-	}
-	id := pgx.Identifier{role}.Sanitize()
-	if !exists {
-		if _, err := q.Exec(ctx, "CREATE ROLE "+id+" LOGIN"); err != nil {
-			return fmt.Errorf("producer role: create %s: %w", role, err)
-		}
-	} else {
-		var bad bool
-		if err := q.QueryRow(ctx, `SELECT rolsuper OR rolbypassrls OR pg_has_role($1, 'herald_worker', 'USAGE')
-			OR pg_has_role($1, 'herald_admin', 'USAGE') OR pg_has_role($1, 'herald_api', 'USAGE') FROM pg_roles WHERE rolname = $1`, role).Scan(&bad); err != nil {
-			return fmt.Errorf("producer role: %w", err)
-		}
-		if bad {
-			return fmt.Errorf("producer role %q already exists and sees more than one tenant (superuser, BYPASSRLS, or a member of herald_api, herald_worker or herald_admin)", role)
-		}
-	}
-	if password != "" {
-		// The password goes in as a literal: utility statements take no
-		// parameters.
-		if _, err := q.Exec(ctx, "ALTER ROLE "+id+" LOGIN PASSWORD "+quoteLiteral(password)); err != nil {
-			return fmt.Errorf("producer role: set password: %w", err)
-		}
-	}
-	if _, err := q.Exec(ctx, "GRANT herald_producer TO "+id); err != nil && !isDuplicate(err) {
-		return fmt.Errorf("producer role: grant herald_producer: %w", err)
-	}
-	if _, err := q.Exec(ctx, `INSERT INTO herald_producer_roles (role_name, tenant_id) VALUES ($1, $2)
-		ON CONFLICT (role_name) DO UPDATE SET tenant_id = EXCLUDED.tenant_id`, role, tenantID); err != nil {
-		return fmt.Errorf("producer role: bind to tenant: %w", err)
-	}
-	return nil
+	return EnsureProducerRole(ctx, q, role, password, []string{tenantID})
 }
 
 // quoteLiteral quotes s as an SQL string literal (standard_conforming_strings on).
