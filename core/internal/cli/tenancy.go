@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -16,8 +15,8 @@ func init() {
 	commands = append(commands, newDBCmd, newProjectsCmd, newAdminsCmd)
 }
 
-// newDBCmd is `herald db roles` and `herald db producer`: the database
-// roles row-level security is built on.
+// newDBCmd is `herald db roles` and `herald db producer` (producers.go):
+// the database roles row-level security is built on.
 func newDBCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "db", Short: "Database roles for tenant isolation"}
 
@@ -66,40 +65,7 @@ migrations do the same when their role may.`,
 	addConfigFlag(roles, &cfgPath)
 	cmd.AddCommand(roles)
 
-	var pcfg, tenant, password string
-	prod := &cobra.Command{
-		Use:   "producer --tenant T ROLE [--password P]",
-		Short: "Create a login role for a service that enqueues events with sdk/producer, bound to one tenant",
-		Long: `Creates (or rebinds) the login role ROLE as a member of herald_producer,
-bound to tenant T. Connected as ROLE, a service may insert events of T
-into the outbox inside its own transactions (sdk/producer sets the tenant
-for row-level security) and read them back; events for any other tenant
-are refused by the database, as is every other table. The password comes
-from --password or HERALD_PRODUCER_PASSWORD.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if tenant == "" {
-				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
-			}
-			if password == "" {
-				password = os.Getenv("HERALD_PRODUCER_PASSWORD")
-			}
-			return withTx(cmd.Context(), pcfg, func(ctx context.Context, q store.Querier) error {
-				if err := store.EnsureTenant(ctx, q, tenant, ""); err != nil {
-					return &ExitError{Code: 2, Err: fmt.Errorf("--tenant: %w", err)}
-				}
-				if err := store.CreateProducerRole(ctx, q, tenant, args[0], password); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "producer role %s may enqueue events for tenant %s\n", args[0], tenant)
-				return nil
-			})
-		},
-	}
-	prod.Flags().StringVar(&tenant, "tenant", "", "the tenant the role may enqueue for")
-	prod.Flags().StringVar(&password, "password", "", "login password (env HERALD_PRODUCER_PASSWORD)")
-	addConfigFlag(prod, &pcfg)
-	cmd.AddCommand(prod)
+	cmd.AddCommand(newDBProducerCmd())
 	return cmd
 }
 
