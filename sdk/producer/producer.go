@@ -238,7 +238,16 @@ func checkText(field, v string, required bool) error {
 	return nil
 }
 
-func checkPayload(p json.RawMessage) error {
+// CheckPayload checks an event payload as Validate does and returns a
+// *FieldError on payload, or nil (an empty payload is {}).
+func CheckPayload(p json.RawMessage) error {
+	if err := checkPayload(p); err != nil {
+		return err
+	}
+	return nil
+}
+
+func checkPayload(p json.RawMessage) *FieldError {
 	if len(p) == 0 {
 		return nil
 	}
@@ -255,7 +264,9 @@ func checkPayload(p json.RawMessage) error {
 	var obj map[string]any
 	if err := json.Unmarshal(p, &obj); err != nil || obj == nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && strings.HasPrefix(te.Value, "number") {
+		// A number float64 cannot hold is "number <text>"; a bare
+		// "number" is a payload that is one.
+		if errors.As(err, &te) && strings.HasPrefix(te.Value, "number ") {
 			return &FieldError{Field: "payload", Msg: "holds a number beyond the range of a 64-bit float"}
 		}
 		if kind := jsonKind(p); kind != "" && kind != "object" {

@@ -281,7 +281,7 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	case noProject:
-		Problem(w, http.StatusUnprocessableEntity, "unknown project", fmt.Sprintf("this tenant has no project %q", ev.ProjectID), "project_id")
+		Problem(w, http.StatusUnprocessableEntity, "unknown project", fmt.Sprintf("project_id: this tenant has no project %q", ev.ProjectID), "project_id")
 		return
 	case conflict:
 		Problem(w, http.StatusConflict, "event_id already used",
@@ -337,7 +337,17 @@ type problem struct {
 // producer.Event.Validate (see its limits).
 func parseEvent(body []byte, pr store.Principal) (producer.Event, *problem) {
 	if err := jsonguard.Check(body, producer.MaxPayloadDepth+1); err != nil {
-		return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", err.Error(), guiltyField(body)}
+		field, detail := guiltyField(body), err.Error()
+		if field == "payload" {
+			// The words of Event.Validate and herald_enqueue.
+			var fields map[string]json.RawMessage
+			if json.Unmarshal(body, &fields) == nil {
+				if err := producer.CheckPayload(fields["payload"]); err != nil {
+					detail = err.Error()
+				}
+			}
+		}
+		return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", detail, field}
 	}
 	var req eventRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -351,7 +361,7 @@ func parseEvent(body []byte, pr store.Principal) (producer.Event, *problem) {
 	}
 	if len(req.Payload) > producer.MaxPayloadBytes {
 		return producer.Event{}, &problem{http.StatusRequestEntityTooLarge, "payload too large",
-			fmt.Sprintf("the payload is %d bytes, more than %d", len(req.Payload), producer.MaxPayloadBytes), "payload"}
+			fmt.Sprintf("payload: is %d bytes, more than %d", len(req.Payload), producer.MaxPayloadBytes), "payload"}
 	}
 	ev := producer.Event{TenantID: pr.Tenant, ProjectID: req.ProjectID, EventID: req.EventID, Type: req.Type, AggregateType: req.AggregateType,
 		AggregateID: req.AggregateID, Payload: req.Payload}
