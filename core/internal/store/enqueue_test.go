@@ -155,6 +155,38 @@ func TestEnqueueFunctionForTwoTenants(t *testing.T) {
 	if err := svc.QueryRow(ctx, `SELECT string_agg(DISTINCT tenant_id, ',' ORDER BY tenant_id) FROM event_outbox`).Scan(&seen); err != nil || seen != "a,b" {
 		t.Fatalf("the producer reads tenants %q (%v); want a,b", seen, err)
 	}
+	// A login of the API's own (database.api_url, a member of herald_api
+	// only) enqueues for the tenant and project its transaction set, and
+	// for no other.
+	apiRole := "api_" + strings.TrimPrefix(db.Name, "herald_test_")
+	if _, err := db.Pool.Exec(ctx, "CREATE ROLE "+apiRole+" LOGIN PASSWORD 'pw' IN ROLE herald_api"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.Pool.Exec(context.Background(), "DROP ROLE IF EXISTS "+apiRole) })
+	apiCfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiCfg.ConnConfig.User, apiCfg.ConnConfig.Password = apiRole, "pw"
+	apiLogin, err := pgxpool.NewWithConfig(ctx, apiCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer apiLogin.Close()
+	for _, c := range []struct {
+		set, project, tenant, code string
+	}{{"a", "", "a", ""}, {"a", "", "b", "42501"}, {"", "", "a", "42501"}, {"a", "shop", "a", "42501"}} {
+		err := pgx.BeginFunc(ctx, apiLogin, func(tx pgx.Tx) error {
+			if err := store.SetTenant(ctx, tx, c.set, c.project); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `SELECT herald_enqueue($1, 'from-api-login', 'T')`, c.tenant)
+			return err
+		})
+		if (c.code == "" && err != nil) || (c.code != "" && !isCode(err, c.code)) {
+			t.Errorf("herald_api login, herald.tenant %q project %q, enqueue for %q: %v, want %q", c.set, c.project, c.tenant, err, c.code)
+		}
+	}
 	// Granting again with one tenant takes b away.
 	if err := store.EnsureProducerRole(ctx, db.Pool, role, "", []string{"a"}); err != nil {
 		t.Fatal(err)
