@@ -210,6 +210,9 @@ func (dr *doctor) checkDatabase(ctx context.Context, d config.Daemon) {
 		} else {
 			pools.Close()
 			dr.add(checkOK, "database roles", "worker %s, api %s and admin %s usable", d.Database.WorkerRole, d.Database.APIRole, d.Database.AdminRole)
+			for _, w := range pools.Warnings {
+				dr.add(checkWarn, "database roles", "%s", w)
+			}
 		}
 	}
 

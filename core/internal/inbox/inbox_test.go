@@ -65,6 +65,7 @@ func newWorld(t *testing.T) *world {
 	}
 	d := config.DefaultDaemon()
 	d.Database.URL, d.Database.MaxConns, d.Database.APIMaxConns = w.db.URL, 8, 8
+	d.Database.APIURL, d.Database.AdminURL = w.db.APIURL, w.db.AdminURL
 	d.HTTP.RateLimit = httpguard.RateLimits{}
 	var err error
 	if w.pools, err = server.OpenPools(ctx, d.Database); err != nil {
