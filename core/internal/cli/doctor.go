@@ -209,9 +209,12 @@ func (dr *doctor) checkDatabase(ctx context.Context, d config.Daemon) {
 			dr.add(checkFail, "database roles", "%v", err)
 		} else {
 			pools.Close()
-			dr.add(checkOK, "database roles", "worker %s, api %s and admin %s usable", d.Database.WorkerRole, d.Database.APIRole, d.Database.AdminRole)
-			for _, w := range pools.Warnings {
-				dr.add(checkWarn, "database roles", "%s", w)
+			if len(pools.Warnings) > 0 {
+				dr.add(checkWarn, "database roles", "worker %s, api %s and admin %s usable, but %s", d.Database.WorkerRole, d.Database.APIRole, d.Database.AdminRole,
+					strings.Join(pools.Warnings, "; "))
+			} else {
+				dr.add(checkOK, "database roles", "worker %s, api %s and admin %s usable; the API and the superadmin log in as roles of their own",
+					d.Database.WorkerRole, d.Database.APIRole, d.Database.AdminRole)
 			}
 		}
 	}

@@ -25,6 +25,9 @@ import (
 // doctorSetup is what one doctor run checks.
 type doctorSetup struct {
 	dbURL, amqpURL, pluginDir string
+	// apiURL and adminURL are database.api_url and database.admin_url;
+	// dbExtra is more of the database block.
+	apiURL, adminURL, dbExtra string
 	// amqpURLs, when set, is written as amqp.urls instead of amqp.url.
 	amqpURLs []string
 	// provider is the HCL of the TEST channel's provider.
@@ -63,11 +66,16 @@ event "ORDER_SHIPPED" {
 		amqpHCL = "urls = [" + strings.Join(quoted, ", ") + "]"
 	}
 	cfg := fmt.Sprintf(`
-database { url = %q }
+database {
+  url       = %q
+  api_url   = %q
+  admin_url = %q
+  %s
+}
 amqp { %s }
 plugins { dir = %q }
 rules = ["rules.hcl"]
-`, s.dbURL, amqpHCL, s.pluginDir)
+`, s.dbURL, s.apiURL, s.adminURL, s.dbExtra, amqpHCL, s.pluginDir)
 	path := filepath.Join(dir, "herald.hcl")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -135,7 +143,7 @@ func checkLines(t *testing.T, out string) map[string]string {
 func TestDoctorHealthy(t *testing.T) {
 	t.Parallel()
 	db, mq := testenv.Postgres(t), testenv.RabbitMQ(t)
-	cfg := writeDoctorConfig(t, doctorSetup{dbURL: db.URL, amqpURL: mq.URL, pluginDir: testenv.PluginBinaries(t, "sink"),
+	cfg := writeDoctorConfig(t, doctorSetup{dbURL: db.URL, apiURL: db.APIURL, adminURL: db.AdminURL, amqpURL: mq.URL, pluginDir: testenv.PluginBinaries(t, "sink"),
 		provider: `{ plugin = "sink", name = "primary" }`})
 
 	// Before herald serve declared anything, the missing topology is a
@@ -205,7 +213,7 @@ func TestDoctorFailures(t *testing.T) {
 	t.Parallel()
 	db, mq := testenv.Postgres(t), testenv.RabbitMQ(t)
 	pluginDir := testenv.PluginBinaries(t, "sink")
-	healthy := doctorSetup{dbURL: db.URL, amqpURL: mq.URL, pluginDir: pluginDir, provider: `{ plugin = "sink", name = "primary" }`}
+	healthy := doctorSetup{dbURL: db.URL, apiURL: db.APIURL, adminURL: db.AdminURL, amqpURL: mq.URL, pluginDir: pluginDir, provider: `{ plugin = "sink", name = "primary" }`}
 	declareTopology(t, writeDoctorConfig(t, healthy))
 
 	// A database with no migrations applied.
@@ -259,6 +267,14 @@ func TestDoctorFailures(t *testing.T) {
 			setup: func(s *doctorSetup) { s.provider = `{ plugin = "absent", name = "primary" }` },
 			check: "plugin TEST/primary", want: "herald-plugin-absent",
 		},
+		"API pool logging in as the owner": {
+			setup: func(s *doctorSetup) { s.apiURL = "" },
+			check: "database roles", want: "database.api_url (empty: database.url) logs in as role",
+		},
+		"superadmin pool logging in as the owner": {
+			setup: func(s *doctorSetup) { s.adminURL = s.dbURL },
+			check: "database roles", want: "database.admin_url logs in as role",
+		},
 		"checksum mismatch": {
 			setup: func(s *doctorSetup) {
 				s.provider = `{ plugin = "sink", name = "primary", checksum = "` + strings.Repeat("0", 64) + `" }`
@@ -293,12 +309,26 @@ func TestDoctorFailures(t *testing.T) {
 	}
 }
 
+// TestDoctorOwnerLoginOptOut: database.allow_owner_login turns the refusal
+// of an owner login into a warning that names the setting.
+func TestDoctorOwnerLoginOptOut(t *testing.T) {
+	t.Parallel()
+	db, mq := testenv.Postgres(t), testenv.RabbitMQ(t)
+	s := doctorSetup{dbURL: db.URL, adminURL: db.AdminURL, dbExtra: "allow_owner_login = true", amqpURL: mq.URL,
+		pluginDir: testenv.PluginBinaries(t, "sink"), provider: `{ plugin = "sink", name = "primary" }`}
+	out, stderr, code := runHerald(t, "doctor", "--config", writeDoctorConfig(t, s))
+	l := checkLines(t, out)["database roles"]
+	if code != 0 || !strings.HasPrefix(l, "warn ") || !strings.Contains(l, "database.allow_owner_login is set: database.api_url (empty: database.url) logs in as role") {
+		t.Errorf("exit %d, database roles line %q\n%s%s", code, l, out, stderr)
+	}
+}
+
 // TestDoctorQueueType shows a queue of another type than amqp.queue_type
 // as a failure, as herald serve would refuse it.
 func TestDoctorQueueType(t *testing.T) {
 	t.Parallel()
 	db, mq := testenv.Postgres(t), testenv.RabbitMQ(t)
-	cfg := writeDoctorConfig(t, doctorSetup{dbURL: db.URL, amqpURL: mq.URL, pluginDir: testenv.PluginBinaries(t, "sink"),
+	cfg := writeDoctorConfig(t, doctorSetup{dbURL: db.URL, apiURL: db.APIURL, adminURL: db.AdminURL, amqpURL: mq.URL, pluginDir: testenv.PluginBinaries(t, "sink"),
 		provider: `{ plugin = "sink", name = "primary" }`})
 	conn, err := amqp.Dial(mq.URL)
 	if err != nil {
