@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -494,6 +495,13 @@ func TestExampleDaemonConfigLoads(t *testing.T) {
 	}
 	if len(d.Rules) != 1 || !strings.HasSuffix(d.Rules[0], "quickstart/rules.hcl") {
 		t.Fatalf("rules = %v", d.Rules)
+	}
+	// The logins' passfile is relative to the file: the repository's .herald.
+	wantPassfile := url.QueryEscape(filepath.Join("../../../examples", "../.herald/db-logins.pgpass"))
+	for key, u := range map[string]string{"api_url": d.Database.APIURL, "admin_url": d.Database.AdminURL} {
+		if !strings.Contains(u, "passfile="+wantPassfile) || !strings.Contains(u, "_login@") {
+			t.Errorf("database.%s = %q, want a login of its own with passfile %s", key, u, wantPassfile)
+		}
 	}
 	secretFile := writeFile(t, "herald-database-url",
 		"postgres://herald:pa55@db.internal:5432/herald?sslmode=verify-full&sslrootcert=/etc/herald/pg-ca.pem\n")
