@@ -218,7 +218,11 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	verifier := auth.NewVerifier(pools.API, d.Auth)
+	authCfg := d.Auth
+	if authCfg.Audience, err = auth.ResolveAudience(ctx, pools.Worker, d.Auth); err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	verifier := auth.NewVerifier(pools.API, authCfg)
 	gw := live.New(LiveConfig(d), pools.API, verifier, conn, log)
 	gw.SetMetrics(m)
 	apiSrv := api.New(pools.API, ruleset, log)
@@ -236,7 +240,7 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Mount("/v1/inbox", box)
 	apiSrv.Mount("/v1/inbox/", box)
 	apiSrv.Mount("GET /v1/actions", apiSrv.Authenticated(inbox.Feed(pools.API, log)))
-	page := webinbox.Handler(d.Auth.Audience)
+	page := webinbox.Handler(authCfg.Audience)
 	apiSrv.Mount(webinbox.Path, page)
 	apiSrv.Mount(webinbox.Path+"/", page)
 	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier, Actions: actions}, nil

@@ -520,6 +520,19 @@ func Secret(ctx context.Context, q Querier, name string) ([]byte, error) {
 	return b, nil
 }
 
+// DeploymentAudience returns the default token audience of the deployment
+// whose database q reads: "herald:" and the deployment id migration 0025
+// made (32 hex digits), in herald_secrets (the pipeline's role reads it).
+// Every daemon of the database derives the same audience; another
+// deployment's differs.
+func DeploymentAudience(ctx context.Context, q Querier) (string, error) {
+	b, err := Secret(ctx, q, "deployment_id")
+	if err != nil {
+		return "", err
+	}
+	return "herald:" + hex.EncodeToString(b), nil
+}
+
 // ReadInTenant sends the statements of b in one round trip, in the one
 // implicit transaction of a pipeline (no BEGIN, no COMMIT), after setting
 // the tenant and project for row-level security in that transaction; fn

@@ -413,6 +413,11 @@ func serveInbox(ctx context.Context, sc InboxScenario, dbURL string, keys map[st
 	if err != nil {
 		return nil, err
 	}
+	// The tokens carry the deployment's own audience, as a backend's would.
+	if d.Auth.Audience, err = auth.ResolveAudience(ctx, pools.Worker, d.Auth); err != nil {
+		pools.Close()
+		return nil, err
+	}
 	pub, err := server.PublicAPI(ctx, d, pools, nil, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
 	if err != nil {
 		pools.Close()
