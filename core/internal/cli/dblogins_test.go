@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/jackc/pgx/v5"
@@ -206,5 +207,42 @@ func TestWritePassfileEntryKeepsOtherLines(t *testing.T) {
 	}
 	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v", fi.Mode().Perm())
+	}
+}
+
+// TestTokensIssueCarriesTheDeploymentAudience: `herald tokens issue` signs
+// for the audience the daemon checks: the deployment's own when
+// auth.audience is empty, the configured one otherwise.
+func TestTokensIssueCarriesTheDeploymentAudience(t *testing.T) {
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	if err := store.EnsureTenant(ctx, db.Pool, "demo", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AddTokenKey(ctx, db.Pool, store.TokenKey{TenantID: "demo", Kid: "k1", Alg: "HS256", Issuer: "https://demo.example",
+		Key: []byte(strings.Repeat("k", 32))}); err != nil {
+		t.Fatal(err)
+	}
+	own, err := store.DeploymentAudience(ctx, db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for body, want := range map[string]string{"": own, "auth { audience = \"https://inbox.example\" }\n": "https://inbox.example"} {
+		cfg := filepath.Join(dir, "herald.hcl")
+		if err := os.WriteFile(cfg, []byte("database { url = \""+db.URL+"\" }\n"+body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, code := runHerald(t, "tokens", "issue", "--config", cfg, "--tenant", "demo", "--kid", "k1", "--user", "u1", "--ttl", "1m")
+		if code != 0 {
+			t.Fatalf("tokens issue: exit %d\n%s%s", code, out, stderr)
+		}
+		var c jwt.RegisteredClaims
+		if _, _, err := jwt.NewParser().ParseUnverified(strings.TrimSpace(out), &c); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Audience) != 1 || c.Audience[0] != want {
+			t.Errorf("config %q: aud %q, want %q", body, c.Audience, want)
+		}
 	}
 }
