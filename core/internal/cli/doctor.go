@@ -14,8 +14,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
-	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/auth"
+	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rules"
