@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -403,6 +404,10 @@ relay { batch_size = "env:HERALD_TEST_BATCH" }
 	}
 	if got := d.SecretValues(); len(got) != 2 || got[0] != "db-pa55word" || got[1] != "mq-pa55word" {
 		t.Errorf("SecretValues = %q", got)
+	}
+	d.Database.APIURL, d.Database.AdminURL = "postgres://a:api-pa55@h/x", "postgres://b:admin-pa55@h/x"
+	if got := d.SecretValues(); !slices.Contains(got, "api-pa55") || !slices.Contains(got, "admin-pa55") {
+		t.Errorf("SecretValues without the pools' logins' passwords: %q", got)
 	}
 
 	// An environment override may be a reference too.

@@ -41,10 +41,10 @@ type Config struct {
 	// the role it ends up as is subject to row-level security.
 	APIRole string `koanf:"api_role"`
 	// AdminRole is the role the superadmin API sets on its connections
-	// (read-only, every tenant). The daemon refuses to start unless it is
-	// a member of herald_admin that may write nothing: not empty (that
-	// would be url's login, the tables' owner), not a superuser, the
-	// owner, herald_worker or herald_api.
+	// (read-only, every tenant); empty keeps the login role of admin_url.
+	// The daemon refuses to start unless it is a member of herald_admin
+	// that may write nothing: not a superuser, the tables' owner,
+	// herald_worker or herald_api.
 	AdminRole string `koanf:"admin_role"`
 	// AdminURL is where the superadmin API logs in: a login role of its
 	// own that is only a member of herald_admin (herald db roles creates
