@@ -195,7 +195,12 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 			},
 			`ON CONFLICT (tenant_id, user_id) DO UPDATE SET user_type = EXCLUDED.user_type, email = EXCLUDED.email,
 			  phone = EXCLUDED.phone, locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone, active = EXCLUDED.active,
-			  quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end, attributes = EXCLUDED.attributes`},
+			  quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end, attributes = EXCLUDED.attributes,
+			  version = recipients.version + 1, updated_at = now()
+			WHERE (recipients.user_type, recipients.email, recipients.phone, recipients.locale, recipients.time_zone, recipients.active,
+			       recipients.quiet_start, recipients.quiet_end, recipients.attributes)
+			  IS DISTINCT FROM (EXCLUDED.user_type, EXCLUDED.email, EXCLUDED.phone, EXCLUDED.locale, EXCLUDED.time_zone, EXCLUDED.active,
+			       EXCLUDED.quiet_start, EXCLUDED.quiet_end, EXCLUDED.attributes)`},
 		{"devices", "recipient_devices", []string{"tenant_id", "user_id", "token", "platform", "p256dh", "auth"}, devices, nil,
 			`ON CONFLICT (tenant_id, user_id, token) DO UPDATE SET platform = EXCLUDED.platform, p256dh = EXCLUDED.p256dh, auth = EXCLUDED.auth`},
 		{"groups", "groups", []string{"tenant_id", "group_key", "group_type", "max_recipients", "quiet_start", "quiet_end"},
@@ -205,7 +210,10 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 				return []any{tenantID, g.Key, g.Type, g.MaxRecipients, qs, qe}
 			},
 			`ON CONFLICT (tenant_id, group_key) DO UPDATE SET group_type = EXCLUDED.group_type,
-			  max_recipients = EXCLUDED.max_recipients, quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end`},
+			  max_recipients = EXCLUDED.max_recipients, quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end,
+			  version = groups.version + 1, updated_at = now()
+			WHERE (groups.group_type, groups.max_recipients, groups.quiet_start, groups.quiet_end)
+			  IS DISTINCT FROM (EXCLUDED.group_type, EXCLUDED.max_recipients, EXCLUDED.quiet_start, EXCLUDED.quiet_end)`},
 		{"members", "group_members", []string{"tenant_id", "group_key", "user_id", "role"},
 			len(dir.Members), func(i int) []any {
 				m := dir.Members[i]
@@ -217,7 +225,9 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 				p := dir.Preferences[i]
 				return []any{tenantID, p.UserID, p.EventType, p.Channel, p.Enabled}
 			},
-			`ON CONFLICT (tenant_id, user_id, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled`},
+			// A recipient's version covers their preferences.
+			`ON CONFLICT (tenant_id, user_id, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled
+			WHERE user_preferences.enabled <> EXCLUDED.enabled RETURNING tenant_id, user_id`},
 		{"settings", "group_settings", []string{"tenant_id", "group_key", "event_type", "channel", "enabled", "roles"},
 			len(dir.Settings), func(i int) []any {
 				s := dir.Settings[i]
@@ -269,7 +279,13 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 			return fmt.Errorf("import %s: %w", st.what, err)
 		}
 		cols := strings.Join(st.cols, ", ")
-		if _, err := tx.Exec(ctx, `INSERT INTO `+st.table+` (`+cols+`) SELECT `+cols+` FROM `+tmp+` `+st.merge); err != nil {
+		insert := `INSERT INTO ` + st.table + ` (` + cols + `) SELECT ` + cols + ` FROM ` + tmp + ` ` + st.merge
+		if st.table == "user_preferences" {
+			insert = `WITH changed AS (` + insert + `)
+				UPDATE recipients r SET version = r.version + 1, updated_at = now()
+				FROM (SELECT DISTINCT tenant_id, user_id FROM changed) c WHERE r.tenant_id = c.tenant_id AND r.user_id = c.user_id`
+		}
+		if _, err := tx.Exec(ctx, insert); err != nil {
 			return fmt.Errorf("import %s: %w", st.what, err)
 		}
 	}
