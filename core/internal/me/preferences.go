@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -102,8 +103,12 @@ func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// etagPattern is an ETag etag writes: a positive version in quotes.
+var etagPattern = regexp.MustCompile(`^"[1-9][0-9]{0,18}"$`)
+
 // ifMatch reads the If-Match header: 0 when absent or "*", the version it
-// names otherwise; a malformed one is a 400 naming the header.
+// names otherwise; anything else (a list, a weak or foreign ETag) is a 400
+// naming the header.
 func ifMatch(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	vals := r.Header.Values("If-Match")
 	if len(vals) == 0 {
@@ -113,8 +118,12 @@ func ifMatch(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	if len(vals) == 1 && v == "*" {
 		return 0, true
 	}
-	n, err := strconv.ParseInt(strings.TrimPrefix(strings.Trim(v, `"`), "W/"), 10, 64)
-	if len(vals) > 1 || len(v) < 3 || v[0] != '"' || v[len(v)-1] != '"' || err != nil || n < 1 {
+	var n int64
+	var err error
+	if len(vals) == 1 && etagPattern.MatchString(v) {
+		n, err = strconv.ParseInt(v[1:len(v)-1], 10, 64)
+	}
+	if n < 1 || err != nil {
 		api.Problem(w, http.StatusBadRequest, "invalid header", `If-Match must be one ETag of GET /v1/me/preferences, such as "3"`, "If-Match")
 		return 0, false
 	}
