@@ -386,6 +386,28 @@ func TestAuthAndDirectory(t *testing.T) {
 	if n := w.count(t, `SELECT count(*) FROM recipients WHERE user_id = 'carol'`); n != 0 {
 		t.Errorf("a recipient carol was created")
 	}
+
+	// A project-scoped token speaks for the same user: the directory has
+	// no projects. A project the tenant does not have is refused (401).
+	if err := store.EnsureProject(context.Background(), w.db.Pool, "a", "shop", "Shop"); err != nil {
+		t.Fatal(err)
+	}
+	scoped := func(project string) string {
+		tok, err := auth.Issue(w.keys["a"], "herald", auth.User{UserID: "alice", UserType: "CUSTOMER", Project: project}, 10*time.Minute, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	if r := w.do(t, "PUT", "/v1/me/preferences", scoped("shop"), `{"locale": "fr"}`); r.code != http.StatusOK {
+		t.Fatalf("PUT with a project token: %d %s", r.code, r.body)
+	}
+	if p, _ := w.prefs(t, w.token(t, "a", "alice")); p.Preferences.Locale != "fr" {
+		t.Errorf("the tenant-wide token reads locale %q after the project token's write", p.Preferences.Locale)
+	}
+	if r := w.do(t, "GET", "/v1/me/preferences", scoped("nope"), ""); r.code != http.StatusUnauthorized {
+		t.Errorf("a token for a project the tenant does not have: %d %s", r.code, r.body)
+	}
 }
 
 func (w *world) count(t *testing.T, q string, args ...any) int {
