@@ -322,3 +322,19 @@ type ChannelPreference struct {
 	Channel   string `json:"channel" dir:"required,name" doc:"channel name, such as SMS"`
 	Enabled   bool   `json:"enabled" dir:"required" doc:"whether the user wants the channel"`
 }
+
+// GroupSettings is one group's channel switches as the API reads and
+// writes them in one document (GroupSetting without the group, whom the
+// URL names). A write replaces the whole document.
+type GroupSettings struct {
+	// Channels are the switches, each (event type, channel) once.
+	Channels []GroupChannelSetting `json:"channels,omitempty" doc:"the group's channel switches, per channel and per event type"`
+}
+
+// GroupChannelSetting is one switch of GroupSettings.
+type GroupChannelSetting struct {
+	EventType string   `json:"event_type,omitempty" dir:"name" doc:"the event type the switch is for; empty: every event type"`
+	Channel   string   `json:"channel" dir:"required,name" doc:"channel name, such as SMS"`
+	Enabled   bool     `json:"enabled" dir:"required" doc:"whether the group enables the channel"`
+	Roles     []string `json:"roles,omitempty" dir:"nonempty" doc:"with enabled: the setting holds only for members reached with one of these roles, such as MANAGER"`
+}
