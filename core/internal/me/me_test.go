@@ -633,3 +633,40 @@ func testRulesWithout(t *testing.T) *rules.RuleSet {
 	}
 	return rs
 }
+
+// TestPreferencesGroupNote: a setting of the user's group that has an
+// optional channel off is named in the choice's note (and the switch stays
+// the user's to change); another tenant's group of the same key is not.
+func TestPreferencesGroupNote(t *testing.T) {
+	w := newWorld(t)
+	for _, ten := range []string{"a", "b"} {
+		enabled := ten == "b"
+		dir := &directory.Directory{
+			Groups:   []directory.Group{{Key: "shop:1", Type: "shop"}},
+			Members:  []directory.Member{{Group: "shop:1", UserID: "alice", Role: "BUYER"}},
+			Settings: []directory.GroupSetting{{Group: "shop:1", Channel: "SMS", Enabled: enabled}},
+		}
+		if err := store.ImportDirectory(context.Background(), w.db.Pool, ten, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	note := func(tenant string) string {
+		p, _ := w.prefs(t, w.token(t, tenant, "alice"))
+		for _, c := range p.Choices.Channels {
+			if c.Channel == "SMS" {
+				if c.Locked {
+					t.Errorf("SMS locked: %+v", c)
+				}
+				return c.Note
+			}
+		}
+		t.Fatalf("no SMS choice: %+v", p.Choices.Channels)
+		return ""
+	}
+	if got := note("a"); !strings.HasPrefix(got, "switched off by group shop:1's setting") {
+		t.Errorf("tenant a's note: %q", got)
+	}
+	if got := note("b"); got != "" {
+		t.Errorf("tenant b's note: %q (its group enables SMS)", got)
+	}
+}

@@ -60,7 +60,11 @@ func (s *Server) current(ctx context.Context, tx pgx.Tx, u auth.User, lock bool)
 	for i, c := range all {
 		prefs[i] = directory.Preference{UserID: u.UserID, EventType: c.EventType, Channel: c.Channel, Enabled: c.Enabled}
 	}
-	p.Choices = s.choices(p.UserType, prefs)
+	member, settings, err := groupsOf(ctx, tx, u)
+	if err != nil {
+		return p, nil, err
+	}
+	p.Choices = s.choices(p.UserType, prefs, member, settings)
 	p.Preferences.Channels = []directory.ChannelPreference{}
 	for _, c := range all {
 		if ok, _ := p.Choices.Switchable(c.EventType, c.Channel); ok {
@@ -73,12 +77,41 @@ func (s *Server) current(ctx context.Context, tx pgx.Tx, u auth.User, lock bool)
 }
 
 // choices are the rules' choices for userType; with no rules loaded, none.
-func (s *Server) choices(userType string, prefs []directory.Preference) rules.Choices {
+func (s *Server) choices(userType string, prefs []directory.Preference, member []directory.Member, settings []directory.GroupSetting) rules.Choices {
 	rs := s.ruleset()
 	if rs == nil {
 		return rules.Choices{Channels: []rules.Choice{}, Events: []rules.EventChoices{}}
 	}
-	return rs.Choices(userType, prefs)
+	return rs.Choices(userType, prefs, member, settings)
+}
+
+// groupsOf reads the user's memberships and their groups' settings, which
+// the choices' notes name when a group keeps an optional channel off.
+func groupsOf(ctx context.Context, tx pgx.Tx, u auth.User) ([]directory.Member, []directory.GroupSetting, error) {
+	rows, err := tx.Query(ctx, `SELECT group_key, role FROM group_members WHERE tenant_id = $1 AND user_id = $2 ORDER BY group_key`, u.Tenant, u.UserID)
+	if err != nil {
+		return nil, nil, err
+	}
+	member, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (directory.Member, error) {
+		m := directory.Member{UserID: u.UserID}
+		err := r.Scan(&m.Group, &m.Role)
+		return m, err
+	})
+	if err != nil || len(member) == 0 {
+		return nil, nil, err
+	}
+	rows, err = tx.Query(ctx, `SELECT s.group_key, s.event_type, s.channel, s.enabled, s.roles FROM group_settings s
+		WHERE s.tenant_id = $1 AND s.group_key IN (SELECT group_key FROM group_members WHERE tenant_id = $1 AND user_id = $2)
+		ORDER BY s.group_key, s.event_type, s.channel`, u.Tenant, u.UserID)
+	if err != nil {
+		return nil, nil, err
+	}
+	settings, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (directory.GroupSetting, error) {
+		var gs directory.GroupSetting
+		err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled, &gs.Roles)
+		return gs, err
+	})
+	return member, settings, err
 }
 
 // etag is the ETag of version.

@@ -19,8 +19,9 @@ import (
 //
 // A user's switch is one side of an optional channel's decision: the
 // groups that reach the user must enable the channel too (groupEnabled).
-// Choices describes the user's side only; Note says so where a group or a
-// role restriction can still keep a channel off.
+// Choices describes the user's side; Note says where the other side can
+// still keep a channel off: the user type's default, a setting of one of
+// the user's groups, or a role restriction.
 type Choices struct {
 	// Channels are the switches for every event type, sorted by channel.
 	Channels []Choice `json:"channels"`
@@ -65,10 +66,13 @@ type Choice struct {
 	Note string `json:"note,omitempty"`
 }
 
-// Choices returns what a user of userType, with the preferences prefs
-// (theirs: other users' rows are ignored only by the caller passing them),
-// may switch, and where each switch stands.
-func (rs *RuleSet) Choices(userType string, prefs []directory.Preference) Choices {
+// Choices returns what a user of userType, with the preferences prefs,
+// may switch, and where each switch stands. member are the user's
+// memberships and settings their groups' settings (both may be nil): a
+// group setting that has an optional channel off for the user's role is
+// named in the choice's Note. The caller passes the user's own rows only.
+func (rs *RuleSet) Choices(userType string, prefs []directory.Preference, member []directory.Member, settings []directory.GroupSetting) Choices {
+	groupOff := groupsOff(member, settings)
 	type key struct{ ev, ch string }
 	mine := map[key]bool{}
 	for _, p := range prefs {
@@ -112,7 +116,7 @@ func (rs *RuleSet) Choices(userType string, prefs []directory.Preference) Choice
 						c.Source = ChoiceChannel
 					}
 				}
-				c.Note = rs.groupNote(userType, ch)
+				c.Note = joinNotes(rs.groupNote(userType, ch), groupOff(ev.Type, ch))
 				if roles := ce.spec.Restrict[ch]; len(roles) > 0 {
 					c.Note = joinNotes(c.Note, fmt.Sprintf("sent only to recipients reached with role %s", strings.Join(roles, " or ")))
 				}
@@ -135,7 +139,7 @@ func (rs *RuleSet) Choices(userType string, prefs []directory.Preference) Choice
 		default:
 			c := Choice{Channel: ch}
 			c.Enabled, c.Source = channelLevel(ch)
-			c.Note = rs.groupNote(userType, ch)
+			c.Note = joinNotes(rs.groupNote(userType, ch), groupOff("", ch))
 			if len(m) > 0 {
 				c.Note = joinNotes(c.Note, fmt.Sprintf("mandatory for %s, which send it whatever this switch says", strings.Join(m, ", ")))
 			}
@@ -156,9 +160,58 @@ func (rs *RuleSet) groupNote(userType, ch string) string {
 	return fmt.Sprintf("off by default for user type %s: sent only when a group that reaches you switches it on as well", userType)
 }
 
+// groupsOff returns a function naming, for an event type ("": the
+// channel-wide setting) and a channel, the user's groups whose setting
+// does not enable the channel for the user's role there: the event type's
+// setting first, then the channel's, as groupEnabled reads them
+// (conflicting rows merge as in Decide). A group without a setting is left
+// to groupNote.
+func groupsOff(member []directory.Member, settings []directory.GroupSetting) func(eventType, ch string) string {
+	merged := map[prefKey]groupSetting{}
+	for _, gs := range settings {
+		k := prefKey{gs.Group, gs.EventType, gs.Channel}
+		s := groupSetting{on: gs.Enabled, roles: gs.Roles}
+		if old, ok := merged[k]; ok {
+			s = old.merge(s)
+		}
+		merged[k] = s
+	}
+	return func(eventType, ch string) string {
+		var notes []string
+		for _, m := range member {
+			s, ok := merged[prefKey{m.Group, eventType, ch}]
+			by := "group " + m.Group + "'s setting"
+			if eventType != "" {
+				by += " for " + eventType
+			}
+			if !ok && eventType != "" {
+				s, ok = merged[prefKey{m.Group, "", ch}]
+				by = "group " + m.Group + "'s setting"
+			}
+			if !ok || s.enables([]string{m.Role}) {
+				continue
+			}
+			why := "switched off by " + by
+			if s.on {
+				why = "enabled by " + by + " only for roles " + strings.Join(s.roles, ", ")
+			}
+			if !slices.Contains(notes, why) {
+				notes = append(notes, why)
+			}
+		}
+		if len(notes) == 0 {
+			return ""
+		}
+		return strings.Join(notes, "; ") + ": an event that reaches you through that group alone does not send it, whatever your switch says"
+	}
+}
+
 func joinNotes(a, b string) string {
-	if a == "" {
+	switch {
+	case a == "":
 		return b
+	case b == "":
+		return a
 	}
 	return a + "; " + b
 }

@@ -147,7 +147,7 @@ func TestChoices(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got := rs.Choices(tt.userType, tt.prefs)
+			got := rs.Choices(tt.userType, tt.prefs, nil, nil)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Choices (-want +got):\n%s", diff)
 			}
@@ -157,7 +157,7 @@ func TestChoices(t *testing.T) {
 
 func TestChoicesSwitchable(t *testing.T) {
 	t.Parallel()
-	c := choicesRules(t).Choices("CUSTOMER", nil)
+	c := choicesRules(t).Choices("CUSTOMER", nil, nil, nil)
 	tests := map[string]struct {
 		event, channel string
 		want           string // "" = switchable
@@ -210,7 +210,7 @@ func TestChoicesAgreeWithDecide(t *testing.T) {
 				Recipients:  []directory.Recipient{{UserID: "u1", UserType: userType, Active: true}},
 				Preferences: prefs,
 			}
-			choices := rs.Choices(userType, prefs)
+			choices := rs.Choices(userType, prefs, nil, nil)
 			for _, ec := range choices.Events {
 				payload, _ := json.Marshal(map[string]string{"user": "u1"})
 				d, err := rs.Decide(rules.Event{Type: ec.EventType, Payload: payload}, dir, at)
@@ -233,5 +233,66 @@ func TestChoicesAgreeWithDecide(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestChoicesGroupSettings: a setting of one of the user's groups that
+// does not enable an optional channel for their role is named in the
+// note (the event type's setting first, then the channel's), and Decide
+// agrees: reached through that group alone, the channel is not sent
+// whatever the user's switch says.
+func TestChoicesGroupSettings(t *testing.T) {
+	t.Parallel()
+	rs, err := rules.New(rules.Spec{
+		Channels: []channel.Config{
+			{Name: "EMAIL", Providers: []channel.Provider{{Plugin: "email"}}},
+			{Name: "SMS", Providers: []channel.Provider{{Plugin: "sms"}}},
+			{Name: "WEBSOCKET", Providers: []channel.Provider{{Plugin: "websocket"}}},
+		},
+		Events: []rules.EventSpec{{Type: "BOOKED", Audiences: []rules.AudienceSpec{{Group: "restaurant:5"}},
+			Mandatory: []string{"WEBSOCKET"}, Optional: []string{"EMAIL", "SMS"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := []directory.Member{{Group: "restaurant:5", UserID: "u1", Role: "WAITER"}}
+	settings := []directory.GroupSetting{
+		{Group: "restaurant:5", Channel: "EMAIL", Enabled: false},
+		{Group: "restaurant:5", EventType: "BOOKED", Channel: "SMS", Enabled: true, Roles: []string{"MANAGER"}},
+	}
+	prefs := []directory.Preference{{UserID: "u1", Channel: "EMAIL", Enabled: true}, {UserID: "u1", Channel: "SMS", Enabled: true}}
+	c := rs.Choices("STAFF", prefs, member, settings)
+	notes := map[string]string{}
+	for _, x := range c.Channels {
+		notes[""+x.Channel] = x.Note
+	}
+	for _, x := range c.Events[0].Channels {
+		notes["BOOKED/"+x.Channel] = x.Note
+	}
+	tail := ": an event that reaches you through that group alone does not send it, whatever your switch says"
+	want := map[string]string{
+		"EMAIL":            "switched off by group restaurant:5's setting" + tail,
+		"SMS":              "",
+		"WEBSOCKET":        "",
+		"BOOKED/EMAIL":     "switched off by group restaurant:5's setting" + tail,
+		"BOOKED/SMS":       "enabled by group restaurant:5's setting for BOOKED only for roles MANAGER" + tail,
+		"BOOKED/WEBSOCKET": "",
+	}
+	if diff := cmp.Diff(want, notes); diff != "" {
+		t.Errorf("notes (-want +got):\n%s", diff)
+	}
+	dir := &directory.Directory{
+		Recipients:  []directory.Recipient{{UserID: "u1", UserType: "STAFF", Active: true}},
+		Groups:      []directory.Group{{Key: "restaurant:5", Type: "restaurant"}},
+		Members:     member,
+		Preferences: prefs,
+		Settings:    settings,
+	}
+	d, err := rs.Decide(rules.Event{Type: "BOOKED", Payload: json.RawMessage(`{}`)}, dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Recipients) != 1 || len(d.Recipients[0].Channels) != 1 || d.Recipients[0].Channels[0].Channel != "WEBSOCKET" {
+		t.Errorf("Decide sends %+v, want WEBSOCKET only", d.Recipients)
 	}
 }
