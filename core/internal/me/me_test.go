@@ -347,6 +347,11 @@ func TestPreferencesHostile(t *testing.T) {
 	if r := w.do(t, "GET", "/v1/me/preferences?user=bob", alice, ""); r.code != 400 || r.field(t) != "user" {
 		t.Errorf("query parameter: %d %s", r.code, r.body)
 	}
+	for _, q := range []string{"%zz", "%00=1", "x=%ff", "cursor=1"} {
+		if r := w.do(t, "GET", "/v1/me/devices?"+q, alice, ""); r.code != http.StatusBadRequest {
+			t.Errorf("query %q: %d %s", q, r.code, r.body)
+		}
+	}
 	if r := w.do(t, "POST", "/v1/me/preferences", alice, "{}"); r.code != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d %s", r.code, r.body)
 	}
