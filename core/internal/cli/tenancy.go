@@ -21,16 +21,31 @@ func newDBCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "db", Short: "Database roles for tenant isolation"}
 
 	var cfgPath, adminURL, owner string
+	var rotate bool
 	roles := &cobra.Command{
-		Use:   "roles [--admin-url URL] [--owner ROLE]",
-		Short: "Create herald_api, herald_worker, herald_admin and herald_producer and make the owner a member",
-		Long: `Creates Herald's group roles where they are missing and makes the role
-that owns Herald's tables (the login role of database.url, or --owner) a
-member of herald_api, herald_worker and herald_admin, so that the daemon
-can run each part as its own role. Run it once per PostgreSQL cluster,
-before 'herald migrate up', with a role that may create roles: database.url
-when its role has CREATEROLE, or --admin-url (a superuser) otherwise. The
-migrations do the same when their role may.`,
+		Use:   "roles [--admin-url URL] [--owner ROLE] [--rotate]",
+		Short: "Create Herald's group roles and the API's and superadmin's login roles",
+		Long: `Creates Herald's group roles (herald_api, herald_worker, herald_admin,
+herald_producer) where they are missing and makes the role that owns
+Herald's tables (the login role of database.url, or --owner) a member of
+herald_api, herald_worker and herald_admin, so that the pipeline can run as
+herald_worker.
+
+It then creates the login roles the API's and the superadmin's pools log in
+as: the user of database.api_url, a member of herald_api only, and the user
+of database.admin_url, a member of herald_admin only (not superusers, no
+BYPASSRLS, not the owner; an existing role that is any of these is refused).
+Each gets the password its URL gives; or, when the URL gives none, the one
+its passfile holds (the URL's passfile parameter, PGPASSFILE or ~/.pgpass);
+or, when the URL names a passfile that holds none (or with --rotate), a new
+random one written there (mode 0600; the file's owner is kept). Passwords
+reach PostgreSQL as SCRAM verifiers only and are never printed.
+
+Run it once per PostgreSQL cluster, before 'herald migrate up', and again
+to rotate the logins' passwords, with a role that may create roles:
+database.url when its role has CREATEROLE, or --admin-url (a superuser)
+otherwise. The migrations create the group roles too when their role may,
+never the login roles.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := loadDaemon(cfgPath)
@@ -57,9 +72,15 @@ migrations do the same when their role may.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "roles ready: %v; %s is a member of herald_api, herald_worker and herald_admin\n", store.GroupRoles, owner)
+			for _, l := range []poolLogin{{"database.api_url", d.Database.APIURL, store.RoleAPI}, {"database.admin_url", d.Database.AdminURL, store.RoleAdmin}} {
+				if err := ensurePoolLogin(cmd.Context(), conn, l, owner, rotate, cmd.OutOrStdout()); err != nil {
+					return err
+				}
+			}
 			return nil
 		},
 	}
+	roles.Flags().BoolVar(&rotate, "rotate", false, "give the logins new random passwords even when their passfile holds some")
 	roles.Flags().StringVar(&adminURL, "admin-url", "", "connect as this (superuser) URL instead of database.url")
 	roles.Flags().StringVar(&owner, "owner", "", "the role that owns Herald's tables (default: database.url's user)")
 	addConfigFlag(roles, &cfgPath)
