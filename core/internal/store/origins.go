@@ -77,6 +77,11 @@ func ReplaceOrigins(ctx context.Context, q Querier, tenant string, list []Allowe
 	if len(list) > origins.MaxPerTenant {
 		return ErrTooManyOrigins
 	}
+	// The trigger's lock: two replacements of one tenant's list run one
+	// after the other, the second seeing the first's rows.
+	if _, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('herald.tenant_origins:' || $1, 0))`, tenant); err != nil {
+		return fmt.Errorf("replace origins: %w", err)
+	}
 	keep := make([]string, len(list))
 	frames := make([]bool, len(list))
 	for i, o := range list {
