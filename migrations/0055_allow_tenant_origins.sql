@@ -66,6 +66,10 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON tenant_origins TO herald_api;
 GRANT SELECT ON tenant_origins TO herald_admin;
 ALTER TABLE tenant_origins ENABLE ROW LEVEL SECURITY;
 ALTER TABLE tenant_origins FORCE ROW LEVEL SECURITY;
+-- The owner (a member of herald_worker, as in 0007) writes through the CLI
+-- and reads through the functions above; herald_worker itself holds no
+-- privilege on the table.
+CREATE POLICY worker_all ON tenant_origins TO herald_worker USING (true) WITH CHECK (true);
 CREATE POLICY api_tenant ON tenant_origins TO herald_api
     USING (tenant_id = current_setting('herald.tenant', true)) WITH CHECK (tenant_id = current_setting('herald.tenant', true));
 CREATE POLICY admin_read ON tenant_origins FOR SELECT TO herald_admin USING (true);

@@ -2332,6 +2332,12 @@ CREATE POLICY worker_all ON public.recipients TO herald_worker USING (true) WITH
 CREATE POLICY worker_all ON public.superadmins TO herald_worker USING (true) WITH CHECK (true);
 
 --
+-- Name: tenant_origins worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.tenant_origins TO herald_worker USING (true) WITH CHECK (true);
+
+--
 -- Name: tenants worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
