@@ -2,10 +2,12 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +92,39 @@ func TestBrowserCallsTheInboxFromAnAllowedOriginOnly(t *testing.T) {
 	}
 	if got := call(other, "/v1/inbox", tokA); got != "blocked TypeError" {
 		t.Fatalf("a's token from %s, which no tenant allows: %q; want the browser to block it", other, got)
+	}
+
+	// A live session: opened from a's origin, refused from the other (the
+	// ticket is a's either way, fetched here).
+	live := func(origin string) string {
+		t.Helper()
+		r := w.do(t, "POST", "/v1/live/tickets", tokA, "")
+		var tk struct {
+			URL string `json:"url"`
+		}
+		if err := json.Unmarshal(r.body, &tk); r.code != http.StatusCreated || err != nil {
+			t.Fatalf("ticket: %d %s", r.code, r.body)
+		}
+		tab, cancelTab := chromedp.NewContext(bctx)
+		defer cancelTab()
+		if err := chromedp.Do(tab, chromedp.Navigate(origin+"/")); err != nil {
+			t.Fatalf("open %s: %v", origin, err)
+		}
+		js := fmt.Sprintf(`new Promise(done => {
+			const ws = new WebSocket(%q);
+			ws.onmessage = m => { done("open " + JSON.parse(m.data).type); ws.close(); };
+			ws.onerror = () => done("refused");
+		})`, "ws"+strings.TrimPrefix(w.url, "http")+tk.URL)
+		out, err := chromedp.Run(tab, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("WebSocket from %s: %v", origin, err)
+		}
+		return out
+	}
+	if got := live(allowed); got != "open ready" {
+		t.Fatalf("a live session from a's origin: %q", got)
+	}
+	if got := live(other); got != "refused" {
+		t.Fatalf("a live session from %s: %q; want it refused", other, got)
 	}
 }
