@@ -40,6 +40,8 @@ type world struct {
 	keys  map[string]store.TokenKey
 	vapid pushpeer.VAPIDKeys
 	rs    atomic.Pointer[rules.RuleSet]
+	// aud is the deployment's own token audience (auth.audience empty).
+	aud string
 }
 
 func testRules(t *testing.T, vapid pushpeer.VAPIDKeys) *rules.RuleSet {
@@ -97,12 +99,16 @@ func newWorld(t *testing.T) *world {
 	}
 	d := config.DefaultDaemon()
 	d.Database.URL, d.Database.MaxConns, d.Database.APIMaxConns = w.db.URL, 8, 8
+	d.Database.APIURL, d.Database.AdminURL = w.db.APIURL, w.db.AdminURL
 	d.HTTP.RateLimit = httpguard.RateLimits{}
 	pools, err := server.OpenPools(ctx, d.Database)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pools.Close)
+	if w.aud, err = store.DeploymentAudience(ctx, w.db.Pool); err != nil {
+		t.Fatal(err)
+	}
 	pub, err := server.PublicAPI(ctx, d, pools, nil, w.rs.Load, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +122,7 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) token(t *testing.T, tenant, user string) string {
 	t.Helper()
-	tok, err := auth.Issue(w.keys[tenant], "herald", auth.User{UserID: user, UserType: "CUSTOMER"}, 10*time.Minute, time.Now())
+	tok, err := auth.Issue(w.keys[tenant], w.aud, auth.User{UserID: user, UserType: "CUSTOMER"}, 10*time.Minute, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +404,7 @@ func TestAuthAndDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	scoped := func(project string) string {
-		tok, err := auth.Issue(w.keys["a"], "herald", auth.User{UserID: "alice", UserType: "CUSTOMER", Project: project}, 10*time.Minute, time.Now())
+		tok, err := auth.Issue(w.keys["a"], w.aud, auth.User{UserID: "alice", UserType: "CUSTOMER", Project: project}, 10*time.Minute, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
