@@ -85,6 +85,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/apikeys", s.keyManager(s.createKey))
 	mux.HandleFunc("POST /v1/apikeys/{key_id}/revoke", s.keyManager(s.revokeKey))
 	mux.HandleFunc("POST /v1/apikeys/{key_id}/rotate", s.keyManager(s.rotateKey))
+	mux.HandleFunc("DELETE /v1/recipients/{user_id}", s.auth(s.deleteRecipient)) // erase.go
 	for p, h := range s.mounts {
 		mux.Handle(p, h)
 	}

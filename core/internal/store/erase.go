@@ -86,8 +86,9 @@ type Pool interface {
 
 // Erasure is what EraseRecipient did.
 type Erasure struct {
-	// Removed counts the directory rows deleted.
-	Removed RemovedRecipient `json:"removed"`
+	// Removed counts the directory rows deleted (the API shows it next
+	// to the erasure, not in it).
+	Removed RemovedRecipient `json:"-"`
 	// Pseudonym is the id the user's kept rows now carry.
 	Pseudonym string `json:"pseudonym"`
 	// Notifications and Deliveries count the rows anonymised; Stopped the
