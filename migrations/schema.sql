@@ -852,7 +852,9 @@ CREATE TABLE public.groups (
     group_type text NOT NULL,
     max_recipients integer DEFAULT 0 NOT NULL,
     quiet_start text DEFAULT ''::text NOT NULL,
-    quiet_end text DEFAULT ''::text NOT NULL
+    quiet_end text DEFAULT ''::text NOT NULL,
+    version bigint DEFAULT 1 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 ALTER TABLE ONLY public.groups FORCE ROW LEVEL SECURITY;
@@ -1030,7 +1032,8 @@ CREATE TABLE public.recipient_devices (
     platform text DEFAULT ''::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     p256dh text DEFAULT ''::text NOT NULL,
-    auth text DEFAULT ''::text NOT NULL
+    auth text DEFAULT ''::text NOT NULL,
+    device_id text GENERATED ALWAYS AS (md5(token)) STORED
 );
 
 ALTER TABLE ONLY public.recipient_devices FORCE ROW LEVEL SECURITY;
@@ -1051,7 +1054,9 @@ CREATE TABLE public.recipients (
     quiet_start text DEFAULT ''::text NOT NULL,
     quiet_end text DEFAULT ''::text NOT NULL,
     attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    version bigint DEFAULT 1 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 ALTER TABLE ONLY public.recipients FORCE ROW LEVEL SECURITY;
@@ -1526,6 +1531,12 @@ CREATE INDEX notifications_default_tenant_id_user_id_created_at_notifica_idx ON 
 --
 
 CREATE INDEX recipients_by_type ON public.recipients USING btree (tenant_id, user_type) WHERE active;
+
+--
+-- Name: recipients_by_update; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX recipients_by_update ON public.recipients USING btree (tenant_id, updated_at, user_id);
 
 --
 -- Name: deliveries_default_due; Type: INDEX ATTACH; Schema: public; Owner: -

@@ -56,6 +56,8 @@ type Server struct {
 	mounts map[string]http.Handler
 	// perKey and perIP limit request rates (nil: no limit).
 	perKey, perIP *httpguard.Limiter
+	// dir is the directory API's cursor key and limits (directory.go).
+	dir directoryState
 }
 
 // SetRateLimits limits request rates (http.rate_limit); call it before
@@ -86,6 +88,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/apikeys/{key_id}/revoke", s.keyManager(s.revokeKey))
 	mux.HandleFunc("POST /v1/apikeys/{key_id}/rotate", s.keyManager(s.rotateKey))
 	mux.HandleFunc("DELETE /v1/recipients/{user_id}", s.auth(s.deleteRecipient)) // erase.go
+	s.directoryRoutes(mux)
 	for p, h := range s.mounts {
 		mux.Handle(p, h)
 	}

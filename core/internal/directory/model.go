@@ -301,3 +301,40 @@ func parseClock(s string) (int, error) {
 	}
 	return h*60 + m, nil
 }
+
+// UserPreferences is one user's own settings as the API reads and writes
+// them in one document: the recipient's locale, time zone and quiet hours,
+// and their channel switches (Preference without the user, whom the URL
+// names). A write replaces the whole document.
+type UserPreferences struct {
+	Locale   string `json:"locale,omitempty" dir:"name" doc:"language tag for templates, such as it or en-GB"`
+	TimeZone string `json:"time_zone,omitempty" dir:"zone" doc:"IANA time zone such as Europe/Rome; empty: the rules' default zone"`
+	// QuietHours nil: none of the user's own.
+	QuietHours *QuietHours `json:"quiet_hours,omitempty" doc:"the user's own quiet hours, in their time zone"`
+	// Channels are the switches, each (event type, channel) once.
+	Channels []ChannelPreference `json:"channels,omitempty" doc:"the user's channel switches, per channel and per event type"`
+}
+
+// ChannelPreference is one switch of UserPreferences: a channel, for every
+// event type (EventType "") or for one event type (which wins).
+type ChannelPreference struct {
+	EventType string `json:"event_type,omitempty" dir:"name" doc:"the event type the switch is for; empty: every event type"`
+	Channel   string `json:"channel" dir:"required,name" doc:"channel name, such as SMS"`
+	Enabled   bool   `json:"enabled" dir:"required" doc:"whether the user wants the channel"`
+}
+
+// GroupSettings is one group's channel switches as the API reads and
+// writes them in one document (GroupSetting without the group, whom the
+// URL names). A write replaces the whole document.
+type GroupSettings struct {
+	// Channels are the switches, each (event type, channel) once.
+	Channels []GroupChannelSetting `json:"channels,omitempty" doc:"the group's channel switches, per channel and per event type"`
+}
+
+// GroupChannelSetting is one switch of GroupSettings.
+type GroupChannelSetting struct {
+	EventType string   `json:"event_type,omitempty" dir:"name" doc:"the event type the switch is for; empty: every event type"`
+	Channel   string   `json:"channel" dir:"required,name" doc:"channel name, such as SMS"`
+	Enabled   bool     `json:"enabled" dir:"required" doc:"whether the group enables the channel"`
+	Roles     []string `json:"roles,omitempty" dir:"nonempty" doc:"with enabled: the setting holds only for members reached with one of these roles, such as MANAGER"`
+}

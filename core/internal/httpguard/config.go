@@ -64,6 +64,17 @@ type Config struct {
 	// token bucket of burst requests, and a request over its rate gets 429
 	// with Retry-After.
 	RateLimit RateLimits `koanf:"rate_limit"`
+	// DirectoryBatch bounds one batch of the directory API (POST
+	// /v1/recipients:batch); larger batches get 413.
+	DirectoryBatch DirectoryBatch `koanf:"directory_batch"`
+}
+
+// DirectoryBatch bounds one batch of the directory API.
+type DirectoryBatch struct {
+	// MaxEntries is how many entries (JSON lines) one batch may hold.
+	MaxEntries int `koanf:"max_entries"`
+	// MaxBytes bounds the body of one batch.
+	MaxBytes int64 `koanf:"max_bytes"`
 }
 
 // RateLimits are the public API's request rates, in requests per second
@@ -89,7 +100,8 @@ func DefaultConfig() Config {
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 		AdminWriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, MaxConns: 1024,
 		MaxConnsPerIP: 128, PressureIdleTimeout: 5 * time.Second,
-		RateLimit: RateLimits{PerKey: 100, PerIP: 200, Burst: 200}}
+		RateLimit:      RateLimits{PerKey: 100, PerIP: 200, Burst: 200},
+		DirectoryBatch: DirectoryBatch{MaxEntries: 5000, MaxBytes: 16 << 20}}
 }
 
 // Validate checks the settings; it returns field.Errors naming the keys.
@@ -118,6 +130,12 @@ func (c Config) Validate() error {
 	}
 	if (rl.PerKey > 0 || rl.PerIP > 0) && rl.Burst < 1 {
 		errs.Add("rate_limit.burst", "must be at least 1 while a rate limit is on, got %d", rl.Burst)
+	}
+	if c.DirectoryBatch.MaxEntries < 1 {
+		errs.Add("directory_batch.max_entries", "must be at least 1, got %d", c.DirectoryBatch.MaxEntries)
+	}
+	if c.DirectoryBatch.MaxBytes < 1<<10 {
+		errs.Add("directory_batch.max_bytes", "must be at least 1024, got %d", c.DirectoryBatch.MaxBytes)
 	}
 	errs.PositiveDuration("read_header_timeout", c.ReadHeaderTimeout)
 	errs.PositiveDuration("read_timeout", c.ReadTimeout)

@@ -193,6 +193,8 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Ready = readyErr(ready)
 	apiSrv.Metrics = m
 	apiSrv.SetRateLimits(d.HTTP.RateLimit)
+	apiSrv.SetCursorKey(cursorKey)
+	apiSrv.SetDirectoryLimits(api.DirectoryLimits{MaxBatchEntries: d.HTTP.DirectoryBatch.MaxEntries, MaxBatchBytes: d.HTTP.DirectoryBatch.MaxBytes})
 	apiSrv.Mount("/v1/admin/", admin.New(pools.Admin, cursorKey, log).Handler())
 	apiSrv.Mount("/v1/live", gw.Handler())
 	apiSrv.Mount("/v1/live/", gw.Handler())

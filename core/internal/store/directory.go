@@ -182,52 +182,25 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 		row         func(i int) []any
 		merge       string
 	}{
-		{"recipients", "recipients",
-			[]string{"tenant_id", "user_id", "user_type", "email", "phone", "locale", "time_zone", "active", "quiet_start", "quiet_end", "attributes"},
-			len(dir.Recipients), func(i int) []any {
-				r := dir.Recipients[i]
-				qs, qe := quietEnds(r.QuietHours)
-				attrs := r.Attributes
-				if attrs == nil {
-					attrs = map[string]string{}
-				}
-				return []any{tenantID, r.UserID, r.UserType, r.Email, r.Phone, r.Locale, r.TimeZone, r.Active, qs, qe, attrs}
-			},
-			`ON CONFLICT (tenant_id, user_id) DO UPDATE SET user_type = EXCLUDED.user_type, email = EXCLUDED.email,
-			  phone = EXCLUDED.phone, locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone, active = EXCLUDED.active,
-			  quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end, attributes = EXCLUDED.attributes`},
-		{"devices", "recipient_devices", []string{"tenant_id", "user_id", "token", "platform", "p256dh", "auth"}, devices, nil,
-			`ON CONFLICT (tenant_id, user_id, token) DO UPDATE SET platform = EXCLUDED.platform, p256dh = EXCLUDED.p256dh, auth = EXCLUDED.auth`},
-		{"groups", "groups", []string{"tenant_id", "group_key", "group_type", "max_recipients", "quiet_start", "quiet_end"},
-			len(dir.Groups), func(i int) []any {
-				g := dir.Groups[i]
-				qs, qe := quietEnds(g.QuietHours)
-				return []any{tenantID, g.Key, g.Type, g.MaxRecipients, qs, qe}
-			},
-			`ON CONFLICT (tenant_id, group_key) DO UPDATE SET group_type = EXCLUDED.group_type,
-			  max_recipients = EXCLUDED.max_recipients, quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end`},
-		{"members", "group_members", []string{"tenant_id", "group_key", "user_id", "role"},
-			len(dir.Members), func(i int) []any {
-				m := dir.Members[i]
-				return []any{tenantID, m.Group, m.UserID, m.Role}
-			},
-			`ON CONFLICT (tenant_id, group_key, user_id) DO UPDATE SET role = EXCLUDED.role`},
+		{"recipients", "recipients", recipientCols, len(dir.Recipients),
+			func(i int) []any { return recipientRow(tenantID, dir.Recipients[i]) }, recipientMerge},
+		{"devices", "recipient_devices", deviceCols, devices, nil, deviceMerge},
+		{"groups", "groups", groupCols, len(dir.Groups),
+			func(i int) []any { return groupRow(tenantID, dir.Groups[i]) }, groupMerge},
+		{"members", "group_members", memberCols, len(dir.Members), func(i int) []any {
+			m := dir.Members[i]
+			return []any{tenantID, m.Group, m.UserID, m.Role}
+		}, memberMerge},
 		{"preferences", "user_preferences", []string{"tenant_id", "user_id", "event_type", "channel", "enabled"},
 			len(dir.Preferences), func(i int) []any {
 				p := dir.Preferences[i]
 				return []any{tenantID, p.UserID, p.EventType, p.Channel, p.Enabled}
 			},
-			`ON CONFLICT (tenant_id, user_id, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled`},
-		{"settings", "group_settings", []string{"tenant_id", "group_key", "event_type", "channel", "enabled", "roles"},
-			len(dir.Settings), func(i int) []any {
-				s := dir.Settings[i]
-				roles := s.Roles
-				if roles == nil {
-					roles = []string{}
-				}
-				return []any{tenantID, s.Group, s.EventType, s.Channel, s.Enabled, roles}
-			},
-			`ON CONFLICT (tenant_id, group_key, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled, roles = EXCLUDED.roles`},
+			// A recipient's version covers their preferences.
+			`ON CONFLICT (tenant_id, user_id, event_type, channel) DO UPDATE SET enabled = EXCLUDED.enabled
+			WHERE user_preferences.enabled <> EXCLUDED.enabled RETURNING tenant_id, user_id`},
+		{"settings", "group_settings", settingCols, len(dir.Settings),
+			func(i int) []any { return settingRow(tenantID, dir.Settings[i]) }, settingMerge},
 	}
 	// Devices: one row per token, flattened.
 	var devRows [][]any
@@ -236,7 +209,7 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 			devRows = append(devRows, []any{tenantID, r.UserID, tok, "", "", ""})
 		}
 		for _, d := range r.Devices {
-			devRows = append(devRows, []any{tenantID, r.UserID, d.Address(), d.Kind, d.P256dh, d.Auth})
+			devRows = append(devRows, deviceRow(tenantID, r.UserID, d))
 		}
 	}
 	steps[1].row = func(i int) []any { return devRows[i] }
@@ -269,7 +242,18 @@ func ImportDirectoryProgress(ctx context.Context, q TxBeginner, tenantID string,
 			return fmt.Errorf("import %s: %w", st.what, err)
 		}
 		cols := strings.Join(st.cols, ", ")
-		if _, err := tx.Exec(ctx, `INSERT INTO `+st.table+` (`+cols+`) SELECT `+cols+` FROM `+tmp+` `+st.merge); err != nil {
+		insert := `INSERT INTO ` + st.table + ` (` + cols + `) SELECT ` + cols + ` FROM ` + tmp + ` ` + st.merge
+		switch st.table {
+		case "user_preferences":
+			insert = `WITH changed AS (` + insert + `)
+				UPDATE recipients r SET version = r.version + 1, updated_at = now()
+				FROM (SELECT DISTINCT tenant_id, user_id FROM changed) c WHERE r.tenant_id = c.tenant_id AND r.user_id = c.user_id`
+		case "group_settings":
+			insert = `WITH changed AS (` + insert + `)
+				UPDATE groups g SET version = g.version + 1, updated_at = now()
+				FROM (SELECT DISTINCT tenant_id, group_key FROM changed) c WHERE g.tenant_id = c.tenant_id AND g.group_key = c.group_key`
+		}
+		if _, err := tx.Exec(ctx, insert); err != nil {
 			return fmt.Errorf("import %s: %w", st.what, err)
 		}
 	}

@@ -43,7 +43,7 @@ const ProblemType = "application/problem+json"
 func init() {
 	// Media types herald answers that kin-openapi has no decoder for: their
 	// schema is a string, so the plain decoder is the one.
-	for _, ct := range []string{"text/html", "text/javascript", "text/css", "application/openmetrics-text"} {
+	for _, ct := range []string{"text/html", "text/javascript", "text/css", "application/openmetrics-text", "application/x-ndjson"} {
 		openapi3filter.RegisterBodyDecoder(ct, openapi3filter.PlainBodyDecoder)
 	}
 }
