@@ -54,6 +54,7 @@ type benchFlags struct {
 	baseHerald string
 	directory  bench.DirectoryScenario
 	dirWrites  int
+	dirAPI     bench.DirectoryAPIScenario
 }
 
 func newBenchCmd() *cobra.Command {
@@ -128,9 +129,12 @@ erasing one user with --directory-erased notifications and deliveries; then
 the fanout run twice, without and with --directory-write-rate rows/s of new
 recipients written into its directory while it runs (the relay's throughput
 while the directory is written, as a ratio to the run without; target ≥
-0.90×). The API-level directory scenarios (batch upserts through the API,
-single upserts under concurrent writers, GET /v1/me/preferences) are not
-here yet.
+0.90×); then, through the service API served in this process,
+POST /v1/recipients:batch of --directory-recipients recipients with their
+devices and memberships from --directory-batch-clients clients (rows/s)
+and --directory-writers writers each sending --directory-puts single
+upserts (PUT /v1/recipients/{user_id}, p50/p99). GET /v1/me/preferences
+under readers is not measured here.
 --scenario custom runs one run from the flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -142,6 +146,9 @@ here yet.
 	fl.IntVar(&f.directory.Recipients, "directory-recipients", 100_000, "recipients the directory import writes, one device and one membership each (directory)")
 	fl.IntVar(&f.directory.Erased, "directory-erased", 20_000, "notifications (one delivery each) of the user the directory benchmark erases (directory)")
 	fl.IntVar(&f.dirWrites, "directory-write-rate", 2_000, "directory rows/s written during the second fanout run (directory)")
+	fl.IntVar(&f.dirAPI.BatchClients, "directory-batch-clients", 4, "clients sending POST /v1/recipients:batch at once (directory)")
+	fl.IntVar(&f.dirAPI.Writers, "directory-writers", 20, "writers sending single upserts at once (directory)")
+	fl.IntVar(&f.dirAPI.Puts, "directory-puts", 200, "single upserts per writer (directory)")
 	fl.IntVar(&f.deliveries, "deliveries", 2_000_000, "deliveries of the soak run (soak)")
 	fl.IntVar(&f.window, "soak-window", 1_000_000, "deliveries per reported window (soak)")
 	fl.IntVar(&f.backlog, "soak-backlog", 100_000, "deliveries enqueued and not yet recorded beyond which the soak's producers wait (soak)")
@@ -193,6 +200,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		if _, err := os.Stat(f.baseHerald); err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline-herald: %w", err)}
 		}
+	}
+	if f.dirAPI.BatchClients < 1 || f.dirAPI.Writers < 1 || f.dirAPI.Puts < 1 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--directory-batch-clients, --directory-writers and --directory-puts: want ≥ 1 each")}
 	}
 	if f.directory.Recipients < 100 || f.directory.Erased < 1 || f.dirWrites < 1 {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--directory-recipients (≥ 100), --directory-erased and --directory-write-rate (≥ 1): got %d, %d, %d",
@@ -400,6 +410,18 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			logf("directory: %s: %s rows/s", s.Name, fmtRate(s.PerSec))
 		}
 		rep.Directory = &res
+		if idle, waited := bench.Settle(ctx, 0.8, 30*time.Second); !idle {
+			logf("machine still busy after %s; starting directory api anyway", waited.Round(time.Second))
+		}
+		sc := f.dirAPI
+		sc.Recipients = f.directory.Recipients
+		api, err := bench.RunDirectoryAPI(ctx, env, sc)
+		if err != nil {
+			return fmt.Errorf("bench directory api: %w", err)
+		}
+		logf("directory api: batches %s rows/s; single upserts p50 %.1f ms, p99 %.1f ms; %d failed", fmtRate(api.BatchRowsPerS),
+			api.Put.P50, api.Put.P99, api.Failed)
+		rep.DirectoryAPI = &api
 	}
 	rep.Evaluate()
 	if f.json {

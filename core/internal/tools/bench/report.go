@@ -25,6 +25,8 @@ type Report struct {
 	// Directory is the directory benchmark's store-level steps, when it
 	// ran.
 	Directory *DirectoryResult `json:"directory,omitempty"`
+	// DirectoryAPI is the directory API benchmark, when it ran.
+	DirectoryAPI *DirectoryAPIResult `json:"directory_api,omitempty"`
 	// RLSCosts compare runs with the run of the same shape on a database
 	// without row-level security, when the report has one.
 	RLSCosts []RLSCost `json:"rls_costs,omitempty"`
@@ -243,7 +245,10 @@ func (r *Report) Err() error {
 	if r.Inbox != nil && !r.Inbox.Check.OK {
 		errs = append(errs, errors.New("inbox check failed: "+r.Inbox.Check.Detail))
 	}
-	if len(r.Runs) == 0 && r.Admin == nil && r.Inbox == nil && r.Directory == nil {
+	if r.DirectoryAPI != nil && r.DirectoryAPI.Failed > 0 {
+		errs = append(errs, fmt.Errorf("%d directory API requests were not answered 200 or 201: %s", r.DirectoryAPI.Failed, r.DirectoryAPI.Detail))
+	}
+	if len(r.Runs) == 0 && r.Admin == nil && r.Inbox == nil && r.Directory == nil && r.DirectoryAPI == nil {
 		errs = append(errs, errors.New("nothing ran"))
 	}
 	return errors.Join(errs...)
@@ -317,6 +322,10 @@ func (r *Report) Print(w io.Writer) {
 	if r.Directory != nil {
 		fmt.Fprintln(w)
 		r.Directory.print(w)
+	}
+	if r.DirectoryAPI != nil {
+		fmt.Fprintln(w)
+		r.DirectoryAPI.print(w)
 	}
 	if len(r.Targets) > 0 {
 		fmt.Fprintln(w, "\nTargets:")
