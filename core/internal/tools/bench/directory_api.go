@@ -58,7 +58,7 @@ type DirectoryAPIResult struct {
 // RunDirectoryAPI serves the public API in this process on a database of
 // its own and measures POST /v1/recipients:batch (JSON lines of 2,400
 // recipients with their memberships and devices, and their groups: 4,824
-// entries, the default limit) from BatchClients clients until Recipients
+// entries, under the default limit of 5,000) from BatchClients clients until Recipients
 // are written, then Writers writers each sending Puts single upserts of
 // random existing recipients (p50/p99).
 func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (DirectoryAPIResult, error) {
