@@ -31,6 +31,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/inbox"
 	"github.com/heraldhq/herald/core/internal/live"
 	"github.com/heraldhq/herald/core/internal/maintenance"
+	"github.com/heraldhq/herald/core/internal/me"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/relay"
@@ -203,6 +204,7 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Mount("/v1/inbox", box)
 	apiSrv.Mount("/v1/inbox/", box)
 	apiSrv.Mount("GET /v1/actions", apiSrv.Authenticated(inbox.Feed(pools.API, log)))
+	apiSrv.Mount("/v1/me/", me.New(pools.API, verifier, ruleset, log).Handler())
 	page := webinbox.Handler(d.Auth.Audience)
 	apiSrv.Mount(webinbox.Path, page)
 	apiSrv.Mount(webinbox.Path+"/", page)

@@ -205,3 +205,52 @@ func TestPreferenceStore(t *testing.T) {
 		t.Fatalf("LoadDirectory = %+v, %v", got, err)
 	}
 }
+
+// TestImportMovesVersions: `directory import` moves a recipient's version
+// when their row or preferences change and a group's when its row or
+// settings change, and leaves both alone when it writes what is there,
+// so the API's If-Match sees imports too.
+func TestImportMovesVersions(t *testing.T) {
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	dir := &directory.Directory{
+		Recipients:  []directory.Recipient{{UserID: "u1", UserType: "C", Active: true}},
+		Groups:      []directory.Group{{Key: "g1", Type: "team"}},
+		Preferences: []directory.Preference{{UserID: "u1", Channel: "SMS", Enabled: true}},
+		Settings:    []directory.GroupSetting{{Group: "g1", Channel: "SMS", Enabled: true}},
+	}
+	versions := func() (int64, int64) {
+		t.Helper()
+		var r, g int64
+		if err := db.Pool.QueryRow(ctx, `SELECT (SELECT version FROM recipients WHERE user_id = 'u1'), (SELECT version FROM groups WHERE group_key = 'g1')`).Scan(&r, &g); err != nil {
+			t.Fatal(err)
+		}
+		return r, g
+	}
+	if err := store.ImportDirectory(ctx, db.Pool, "t1", dir); err != nil {
+		t.Fatal(err)
+	}
+	r0, g0 := versions()
+	if err := store.ImportDirectory(ctx, db.Pool, "t1", dir); err != nil {
+		t.Fatal(err)
+	}
+	if r, g := versions(); r != r0 || g != g0 {
+		t.Fatalf("the same import again moved versions %d,%d → %d,%d", r0, g0, r, g)
+	}
+	dir.Preferences[0].Enabled = false
+	dir.Settings[0].Roles = []string{"MANAGER"}
+	if err := store.ImportDirectory(ctx, db.Pool, "t1", dir); err != nil {
+		t.Fatal(err)
+	}
+	if r, g := versions(); r != r0+1 || g != g0+1 {
+		t.Fatalf("changed preference and setting: versions %d,%d, want %d,%d", r, g, r0+1, g0+1)
+	}
+	dir.Recipients[0].Locale = "it"
+	dir.Groups[0].MaxRecipients = 3
+	if err := store.ImportDirectory(ctx, db.Pool, "t1", dir); err != nil {
+		t.Fatal(err)
+	}
+	if r, g := versions(); r != r0+2 || g != g0+2 {
+		t.Fatalf("changed recipient and group: versions %d,%d, want %d,%d", r, g, r0+2, g0+2)
+	}
+}

@@ -2,11 +2,13 @@
 // JavaScript and CSS, embedded in the binary, no build step) at /inbox on
 // the public listener, where an end user signs in with their token and
 // reads and manages their notifications through the inbox API, with live
-// updates over the live gateway.
+// updates over the live gateway, and sets their preferences and turns on
+// Web Push for the browser through the end-user API (/v1/me).
 //
 // The page's files are served with fixed content types, an ETag of their
 // content and a strict Content-Security-Policy: scripts, styles and
-// images from the page's own origin only (no inline script or style), and
+// images from the page's own origin only (no inline script or style), the
+// service worker (sw.js, which shows Web Push messages) from it too, and
 // connections to the same origin and WebSockets to the host the page was
 // served from only (CSPFor). The page renders every notification field as
 // text, never as markup. The page carries the deployment's token audience
@@ -40,7 +42,7 @@ const Path = "/inbox"
 
 // cspTail is the Content-Security-Policy of every file of the page after
 // its connect-src.
-const cspTail = "; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+const cspTail = "; img-src 'self' data:; worker-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // hostPattern is a Host header CSPFor names: a DNS name or IPv4 address,
 // or a bracketed IPv6 address, with an optional port. Anything else (a

@@ -23,7 +23,7 @@ func TestHandler(t *testing.T) {
 	}
 	page := func(ct string) want {
 		return want{Status: http.StatusOK, ContentType: ct, CSP: "default-src 'self'; connect-src 'self' wss://herald.test ws://herald.test; " +
-			"img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"}
+			"img-src 'self' data:; worker-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"}
 	}
 	tests := map[string]struct {
 		method, path string
@@ -33,6 +33,7 @@ func TestHandler(t *testing.T) {
 		"page head":        {"HEAD", "/inbox", page("text/html; charset=utf-8")},
 		"script":           {"GET", "/inbox/app.js", page("text/javascript; charset=utf-8")},
 		"styles":           {"GET", "/inbox/style.css", page("text/css; charset=utf-8")},
+		"service worker":   {"GET", "/inbox/sw.js", page("text/javascript; charset=utf-8")},
 		"trailing slash":   {"GET", "/inbox/", want{Status: http.StatusMovedPermanently, Location: "../inbox"}},
 		"index by name":    {"GET", "/inbox/index.html", want{Status: http.StatusNotFound, ContentType: "application/problem+json"}},
 		"unknown file":     {"GET", "/inbox/nope.js", want{Status: http.StatusNotFound, ContentType: "application/problem+json"}},
@@ -112,10 +113,15 @@ func TestPageNeedsNoInlineCode(t *testing.T) {
 			t.Errorf("the page links %s, served with %d", l[1], code)
 		}
 	}
-	_, js := get("/inbox/app.js")
-	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"} {
-		if strings.Contains(js, bad) {
-			t.Errorf("app.js uses %s", bad)
+	for _, file := range []string{"app.js", "sw.js"} {
+		code, js := get("/inbox/" + file)
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d", file, code)
+		}
+		for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"} {
+			if strings.Contains(js, bad) {
+				t.Errorf("%s uses %s", file, bad)
+			}
 		}
 	}
 }

@@ -25,6 +25,7 @@ var notRoutes = map[string]string{
 	"/v1/inbox/":    "the inbox's catch-all and its mount point",
 	"/v1/inbox":     "the inbox's mount point (GET /v1/inbox is an operation)",
 	"/v1/live/":     "the live gateway's mount point",
+	"/v1/me/":       "the end-user API's catch-all and its mount point",
 	"/v1/live":      "the live gateway's mount point (GET /v1/live is an operation)",
 	"/admin/":       "the admin API's catch-all",
 	"/inbox/":       "the web inbox's files: GET /inbox/{file}",

@@ -1,5 +1,8 @@
 // The web inbox: reads and manages the signed-in user's notifications
-// through /v1/inbox and refreshes on the live gateway's frames. Every
+// through /v1/inbox and refreshes on the live gateway's frames; its
+// preferences panel edits the user's switches, quiet hours, time zone and
+// language through /v1/me/preferences and turns on Web Push for this
+// browser (inbox/sw.js, /v1/me/push-config, /v1/me/devices). Every
 // value from the server is rendered with textContent, never as markup.
 "use strict";
 
@@ -22,23 +25,29 @@
     timer: 0,
   };
 
-  // call runs an API request with the user's token; it throws an Error
-  // with the problem document's detail and the HTTP status.
-  async function call(method, path, body) {
-    const headers = { Authorization: "Bearer " + state.token };
+  // request runs an API request with the user's token and returns the
+  // response's JSON body and headers; it throws an Error with the problem
+  // document's detail, its field and the HTTP status.
+  async function request(method, path, body, headers) {
+    headers = Object.assign({ Authorization: "Bearer " + state.token }, headers || {});
     if (body !== undefined) headers["Content-Type"] = "application/json";
     const res = await fetch(new URL(path, document.baseURI), {
       method, headers, cache: "no-store", credentials: "omit",
       body: body === undefined ? undefined : JSON.stringify(body),
     });
-    const data = await res.json().catch(() => null);
+    const data = res.status === 204 ? null : await res.json().catch(() => null);
     if (!res.ok) {
       const err = new Error((data && (data.detail || data.title)) || res.status + " " + res.statusText);
       err.status = res.status;
       err.data = data;
       throw err;
     }
-    return data;
+    return { data, headers: res.headers };
+  }
+
+  // call is request's body alone.
+  async function call(method, path, body) {
+    return (await request(method, path, body)).data;
   }
 
   function showError(msg) {
@@ -253,6 +262,255 @@
     $("live").classList.toggle("on", on);
   }
 
+
+  // The preference centre. The server says which switches the user may
+  // change and which are locked, and why (choices); the page edits the
+  // user's own switches (the document's channels, keyed by event type and
+  // channel) and PUTs the whole document back with If-Match, so a change
+  // made elsewhere meanwhile is not overwritten.
+  const prefs = { etag: "", switches: new Map(), loaded: false };
+
+  const switchKey = (ev, ch) => ev + "\u0000" + ch;
+
+  function prefsStatus(msg, bad) {
+    $("prefs-status").textContent = msg || "";
+    $("prefs-status").classList.toggle("bad", !!bad);
+  }
+
+  function pushStatus(msg, bad) {
+    $("push-status").textContent = msg || "";
+    $("push-status").classList.toggle("bad", !!bad);
+  }
+
+  const SOURCES = {
+    preference: "your choice",
+    "channel preference": "as your channel choice",
+    default: "default",
+    mandatory: "always sent",
+  };
+
+  // renderSwitch draws one choice; ev is "" for the channel-wide switch.
+  function renderSwitch(ev, c) {
+    const li = $("switch").content.firstElementChild.cloneNode(true);
+    li.dataset.event = ev;
+    li.dataset.channel = c.channel;
+    li.classList.toggle("locked", c.locked);
+    const box = li.querySelector("input");
+    box.checked = c.enabled;
+    box.disabled = c.locked;
+    li.querySelector(".channel").textContent = c.channel;
+    li.querySelector(".source").textContent = "(" + (SOURCES[c.source] || c.source) + ")";
+    const why = li.querySelector(".why");
+    why.textContent = c.locked ? "Locked: " + (c.why || "") : "";
+    why.hidden = !c.locked;
+    const note = li.querySelector(".note");
+    note.textContent = c.note || "";
+    note.hidden = !c.note;
+    box.addEventListener("change", () => {
+      prefs.switches.set(switchKey(ev, c.channel), { event_type: ev, channel: c.channel, enabled: box.checked });
+      li.querySelector(".source").textContent = "(" + SOURCES.preference + ", not saved yet)";
+    });
+    return li;
+  }
+
+  function fillZones(selected) {
+    const sel = $("time-zone");
+    if (sel.options.length <= 1) {
+      let zones = [];
+      try {
+        zones = Intl.supportedValuesOf("timeZone");
+      } catch {
+        zones = [];
+      }
+      for (const z of zones) sel.append(new Option(z, z));
+    }
+    if (selected && ![...sel.options].some((o) => o.value === selected)) sel.append(new Option(selected, selected));
+    sel.value = selected || "";
+  }
+
+  function renderPrefs(p, etag) {
+    prefs.etag = etag || "";
+    prefs.switches = new Map();
+    for (const c of p.preferences.channels || []) {
+      prefs.switches.set(switchKey(c.event_type || "", c.channel), {
+        event_type: c.event_type || "", channel: c.channel, enabled: c.enabled,
+      });
+    }
+    $("prefs-channels").replaceChildren(...p.choices.channels.map((c) => renderSwitch("", c)));
+    $("prefs-events").replaceChildren(...p.choices.events.map((e) => {
+      const fs = $("event-switches").content.firstElementChild.cloneNode(true);
+      fs.dataset.event = e.event_type;
+      fs.querySelector("legend").textContent = e.event_type;
+      const d = fs.querySelector(".description");
+      d.textContent = e.description || "";
+      d.hidden = !e.description;
+      fs.querySelector(".switches").replaceChildren(...e.channels.map((c) => renderSwitch(e.event_type, c)));
+      return fs;
+    }));
+    const q = p.preferences.quiet_hours;
+    $("quiet-on").checked = !!q;
+    $("quiet-start").value = q ? q.start : "22:00";
+    $("quiet-end").value = q ? q.end : "07:00";
+    quietToggled();
+    fillZones(p.preferences.time_zone || "");
+    $("locale").value = p.preferences.locale || "";
+    prefs.loaded = true;
+  }
+
+  function quietToggled() {
+    const on = $("quiet-on").checked;
+    $("quiet-start").disabled = !on;
+    $("quiet-end").disabled = !on;
+  }
+
+  async function loadPrefs() {
+    try {
+      const { data, headers } = await request("GET", "v1/me/preferences");
+      renderPrefs(data, headers.get("ETag"));
+      prefsStatus("");
+    } catch (err) {
+      if (err.status === 401) return failed(err);
+      prefsStatus(err.message, true);
+    }
+  }
+
+  // prefsDocument is the document PUT /v1/me/preferences takes.
+  function prefsDocument() {
+    const doc = { channels: [...prefs.switches.values()].map((s) => {
+      const c = { channel: s.channel, enabled: s.enabled };
+      if (s.event_type) c.event_type = s.event_type;
+      return c;
+    }) };
+    if ($("quiet-on").checked) doc.quiet_hours = { start: $("quiet-start").value, end: $("quiet-end").value };
+    if ($("time-zone").value) doc.time_zone = $("time-zone").value;
+    const loc = $("locale").value.trim();
+    if (loc) doc.locale = loc;
+    return doc;
+  }
+
+  async function savePrefs(ev) {
+    ev.preventDefault();
+    if (!prefs.loaded) return;
+    $("prefs-save").disabled = true;
+    try {
+      const headers = prefs.etag ? { "If-Match": prefs.etag } : {};
+      const { data, headers: h } = await request("PUT", "v1/me/preferences", prefsDocument(), headers);
+      renderPrefs(data, h.get("ETag"));
+      prefsStatus("Saved.");
+    } catch (err) {
+      if (err.status === 401) return failed(err);
+      if (err.status === 412) {
+        await loadPrefs();
+        prefsStatus("Your preferences were changed elsewhere; this shows them now. Make your change again.", true);
+      } else {
+        const field = err.data && err.data.field ? " (" + err.data.field + ")" : "";
+        prefsStatus("Not saved: " + err.message + field, true);
+      }
+    } finally {
+      $("prefs-save").disabled = false;
+    }
+  }
+
+  function togglePrefs(open) {
+    $("prefs").hidden = !open;
+    $("prefs-open").setAttribute("aria-expanded", String(open));
+    if (open) {
+      loadPrefs();
+      showPushState();
+    }
+  }
+
+  // Web Push for this browser: a service worker (inbox/sw.js, scope
+  // inbox/), a subscription with the server's VAPID public key, and the
+  // subscription registered as the user's device.
+  const DEVICE_KEY = "herald.push.device";
+
+  function b64urlBytes(s) {
+    const b = atob(s.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - s.length % 4) % 4));
+    return Uint8Array.from(b, (c) => c.charCodeAt(0));
+  }
+
+  function sameBytes(a, b) {
+    if (!a || !b) return false;
+    a = new Uint8Array(a);
+    return a.length === b.length && a.every((x, i) => x === b[i]);
+  }
+
+  function pushSupported() {
+    return "serviceWorker" in navigator && "PushManager" in window && "Notification" in window;
+  }
+
+  function showPushState() {
+    const dev = localStorage.getItem(DEVICE_KEY);
+    $("push-off").hidden = !dev;
+    if (!pushSupported()) {
+      $("push-on").disabled = true;
+      pushStatus("This browser cannot receive push notifications.");
+    } else if (dev) {
+      pushStatus("This browser is registered for push notifications.");
+    }
+  }
+
+  // activated resolves once the registration's worker is active.
+  function activated(reg) {
+    return new Promise((resolve) => {
+      const w = reg.installing || reg.waiting || reg.active;
+      if (reg.active || !w) return resolve();
+      w.addEventListener("statechange", () => {
+        if (w.state === "activated") resolve();
+      });
+    });
+  }
+
+  async function pushOn() {
+    $("push-on").disabled = true;
+    try {
+      const cfg = await call("GET", "v1/me/push-config");
+      if (!cfg.web_push) return pushStatus("This service does not send browser push notifications.", true);
+      const perm = await Notification.requestPermission();
+      if (perm !== "granted") return pushStatus("Notifications are blocked for this page (" + perm + ").", true);
+      const reg = await navigator.serviceWorker.register("inbox/sw.js", { scope: "inbox/" });
+      await activated(reg);
+      const key = b64urlBytes(cfg.web_push.vapid_public_key);
+      let sub = await reg.pushManager.getSubscription();
+      if (sub && !sameBytes(sub.options && sub.options.applicationServerKey, key)) {
+        await sub.unsubscribe(); // made with another server key
+        sub = null;
+      }
+      if (!sub) sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key });
+      const j = sub.toJSON();
+      const dev = await call("POST", "v1/me/devices", {
+        kind: "webpush", endpoint: j.endpoint, p256dh: j.keys.p256dh, auth: j.keys.auth,
+      });
+      localStorage.setItem(DEVICE_KEY, dev.device_id);
+      $("push-off").hidden = false;
+      pushStatus("This browser is registered for push notifications.");
+    } catch (err) {
+      if (err.status === 401) return failed(err);
+      pushStatus("Could not turn on push notifications: " + err.message, true);
+    } finally {
+      $("push-on").disabled = false;
+    }
+  }
+
+  async function pushOff() {
+    const dev = localStorage.getItem(DEVICE_KEY);
+    try {
+      if (dev) await call("DELETE", "v1/me/devices/" + encodeURIComponent(dev)).catch((err) => {
+        if (err.status !== 404) throw err; // already gone
+      });
+      const reg = await navigator.serviceWorker.getRegistration("inbox/");
+      const sub = reg && await reg.pushManager.getSubscription();
+      if (sub) await sub.unsubscribe();
+      localStorage.removeItem(DEVICE_KEY);
+      $("push-off").hidden = true;
+      pushStatus("This browser no longer gets push notifications.");
+    } catch (err) {
+      if (err.status === 401) return failed(err);
+      pushStatus("Could not turn off push notifications: " + err.message, true);
+    }
+  }
+
   function signIn(token) {
     token = token.trim();
     if (!token) return;
@@ -266,6 +524,7 @@
     $("signin").hidden = true;
     $("inbox").hidden = false;
     $("signout").hidden = false;
+    $("prefs-open").hidden = false;
     showError("");
     refresh();
     connect();
@@ -284,6 +543,11 @@
     $("list").replaceChildren();
     $("inbox").hidden = true;
     $("signout").hidden = true;
+    $("prefs-open").hidden = true;
+    togglePrefs(false);
+    $("prefs-channels").replaceChildren();
+    $("prefs-events").replaceChildren();
+    prefs.loaded = false;
     $("signin").hidden = false;
     showError(msg || "");
   }
@@ -313,6 +577,12 @@
       $("token").value = "";
     });
     $("signout").addEventListener("click", () => signOut(""));
+    $("prefs-open").addEventListener("click", () => togglePrefs($("prefs").hidden));
+    $("prefs-close").addEventListener("click", () => togglePrefs(false));
+    $("prefs-form").addEventListener("submit", savePrefs);
+    $("quiet-on").addEventListener("change", quietToggled);
+    $("push-on").addEventListener("click", pushOn);
+    $("push-off").addEventListener("click", pushOff);
     $("read-all").addEventListener("click", async () => {
       try {
         await call("POST", "v1/inbox/read-all");
