@@ -133,8 +133,9 @@ while the directory is written, as a ratio to the run without; target ≥
 POST /v1/recipients:batch of --directory-recipients recipients with their
 devices and memberships from --directory-batch-clients clients (rows/s)
 and --directory-writers writers each sending --directory-puts single
-upserts (PUT /v1/recipients/{user_id}, p50/p99). GET /v1/me/preferences
-under readers is not measured here.
+upserts (PUT /v1/recipients/{user_id}, p50/p99), then --directory-readers
+readers each sending --directory-reads GET /v1/me/preferences as random
+users with their own tokens (p50/p99).
 --scenario custom runs one run from the flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -149,6 +150,8 @@ under readers is not measured here.
 	fl.IntVar(&f.dirAPI.BatchClients, "directory-batch-clients", 4, "clients sending POST /v1/recipients:batch at once (directory)")
 	fl.IntVar(&f.dirAPI.Writers, "directory-writers", 20, "writers sending single upserts at once (directory)")
 	fl.IntVar(&f.dirAPI.Puts, "directory-puts", 200, "single upserts per writer (directory)")
+	fl.IntVar(&f.dirAPI.Readers, "directory-readers", 50, "readers of GET /v1/me/preferences at once (directory)")
+	fl.IntVar(&f.dirAPI.Reads, "directory-reads", 100, "GET /v1/me/preferences requests per reader (directory)")
 	fl.IntVar(&f.deliveries, "deliveries", 2_000_000, "deliveries of the soak run (soak)")
 	fl.IntVar(&f.window, "soak-window", 1_000_000, "deliveries per reported window (soak)")
 	fl.IntVar(&f.backlog, "soak-backlog", 100_000, "deliveries enqueued and not yet recorded beyond which the soak's producers wait (soak)")
@@ -201,8 +204,8 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline-herald: %w", err)}
 		}
 	}
-	if f.dirAPI.BatchClients < 1 || f.dirAPI.Writers < 1 || f.dirAPI.Puts < 1 {
-		return &ExitError{Code: 2, Err: fmt.Errorf("--directory-batch-clients, --directory-writers and --directory-puts: want ≥ 1 each")}
+	if f.dirAPI.BatchClients < 1 || f.dirAPI.Writers < 1 || f.dirAPI.Puts < 1 || f.dirAPI.Readers < 1 || f.dirAPI.Reads < 1 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--directory-batch-clients, --directory-writers, --directory-puts, --directory-readers and --directory-reads: want ≥ 1 each")}
 	}
 	if f.directory.Recipients < 100 || f.directory.Erased < 1 || f.dirWrites < 1 {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--directory-recipients (≥ 100), --directory-erased and --directory-write-rate (≥ 1): got %d, %d, %d",
@@ -419,8 +422,8 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		if err != nil {
 			return fmt.Errorf("bench directory api: %w", err)
 		}
-		logf("directory api: batches %s rows/s; single upserts p50 %.1f ms, p99 %.1f ms; %d failed", fmtRate(api.BatchRowsPerS),
-			api.Put.P50, api.Put.P99, api.Failed)
+		logf("directory api: batches %s rows/s; single upserts p50 %.1f ms, p99 %.1f ms; /v1/me/preferences p50 %.1f ms, p99 %.1f ms; %d failed",
+			fmtRate(api.BatchRowsPerS), api.Put.P50, api.Put.P99, api.MePreferences.P50, api.MePreferences.P99, api.Failed)
 		rep.DirectoryAPI = &api
 	}
 	rep.Evaluate()

@@ -10,16 +10,20 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/store"
 )
@@ -36,6 +40,10 @@ type DirectoryAPIScenario struct {
 	// same time, Puts each.
 	Writers int `json:"writers"`
 	Puts    int `json:"puts_per_writer"`
+	// Readers read GET /v1/me/preferences at the same time, each as a
+	// random user (a token each), Reads each.
+	Readers int `json:"readers"`
+	Reads   int `json:"reads_per_reader"`
 }
 
 // DirectoryAPIResult is what RunDirectoryAPI measured.
@@ -50,6 +58,10 @@ type DirectoryAPIResult struct {
 	// Put is the latency of single upserts under Writers writers.
 	Put     LatencySummary `json:"put"`
 	PutPerS float64        `json:"puts_per_sec"`
+	// MePreferences is the latency of GET /v1/me/preferences under
+	// Readers readers.
+	MePreferences     LatencySummary `json:"me_preferences"`
+	MePreferencesPerS float64        `json:"me_preferences_per_sec"`
 	// Failed counts requests not answered 200 or 201.
 	Failed int    `json:"failed"`
 	Detail string `json:"detail,omitempty"`
@@ -88,7 +100,15 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 		return res, err
 	}
 	defer pools.Close()
-	pub, err := server.PublicAPI(ctx, d, pools, nil, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
+	tk, err := directoryTokenKey(ctx, pool)
+	if err != nil {
+		return res, err
+	}
+	rs, err := directoryRules()
+	if err != nil {
+		return res, err
+	}
+	pub, err := server.PublicAPI(ctx, d, pools, nil, func() *rules.RuleSet { return rs }, hclog.NewNullLogger())
 	if err != nil {
 		return res, err
 	}
@@ -104,7 +124,7 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 		_ = srv.Shutdown(c)
 	}()
 	base := "http://" + ln.Addr().String()
-	conns := max(sc.BatchClients, sc.Writers)
+	conns := max(sc.BatchClients, sc.Writers, sc.Readers)
 	cl := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, DisableCompression: true}}
 	defer cl.CloseIdleConnections()
 	var failed atomic.Int64
@@ -113,12 +133,12 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 		failed.Add(1)
 		firstErr.CompareAndSwap(nil, fmt.Sprintf(format, args...))
 	}
-	send := func(method, path, ctype string, body []byte) (int, error) {
+	sendAs := func(bearer, method, path, ctype string, body []byte) (int, error) {
 		req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
 		if err != nil {
 			return 0, err
 		}
-		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Authorization", "Bearer "+bearer)
 		req.Header.Set("Content-Type", ctype)
 		resp, err := cl.Do(req)
 		if err != nil {
@@ -130,6 +150,9 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 			return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, clip(b))
 		}
 		return resp.StatusCode, nil
+	}
+	send := func(method, path, ctype string, body []byte) (int, error) {
+		return sendAs(key, method, path, ctype, body)
 	}
 
 	// Batches of 2,400 recipients (4,824 entries, under the default limit of
@@ -195,6 +218,42 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 	wg.Wait()
 	res.Put = summarize(lat)
 	res.PutPerS = float64(lat.Count()) / time.Since(start).Seconds()
+
+	// GET /v1/me/preferences, Readers at a time, each request as a random
+	// user of the batches (a user token each, issued up front).
+	logf("directory api: %d readers × %d GET /v1/me/preferences", sc.Readers, sc.Reads)
+	users := min(max(res.BatchRows/3, 1), 1000)
+	toks := make([]string, users)
+	for i := range toks {
+		if toks[i], err = auth.Issue(tk, d.Auth.Audience, auth.User{UserID: fmt.Sprintf("r%07d", i*max(res.BatchRows/3/users, 1)), UserType: "STAFF"},
+			d.Auth.MaxTokenLifetime, time.Now()); err != nil {
+			return res, err
+		}
+	}
+	lat = &Latencies{}
+	start = time.Now()
+	for rd := range sc.Readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(rd), 2))
+			for range sc.Reads {
+				t0 := time.Now()
+				_, err := sendAs(toks[rng.IntN(len(toks))], http.MethodGet, "/v1/me/preferences", "application/json", nil)
+				el := time.Since(t0)
+				if err != nil {
+					fail("%v", err)
+					continue
+				}
+				mu.Lock()
+				lat.Add(el)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	res.MePreferences = summarize(lat)
+	res.MePreferencesPerS = float64(lat.Count()) / time.Since(start).Seconds()
 	res.Failed = int(failed.Load())
 	if s, ok := firstErr.Load().(string); ok {
 		res.Detail = s
@@ -238,8 +297,64 @@ func (d *DirectoryAPIResult) print(w io.Writer) {
 	fmt.Fprintf(tw, "POST /v1/recipients:batch (%d clients)\t\t%d\t%s\t%.2f\t%s rows/s\t\t\t\n", sc.BatchClients, d.Batches,
 		num(float64(d.BatchRows)), d.BatchElapsed.Seconds(), num(d.BatchRowsPerS))
 	fmt.Fprintf(tw, "PUT /v1/recipients/{id} (%d writers)\t\t%d\t\t\t%s req/s\t%.1f\t%.1f\t\n", sc.Writers, d.Put.Count, num(d.PutPerS), d.Put.P50, d.Put.P99)
+	fmt.Fprintf(tw, "GET /v1/me/preferences (%d readers)\t\t%d\t\t\t%s req/s\t%.1f\t%.1f\t\n", sc.Readers, d.MePreferences.Count,
+		num(d.MePreferencesPerS), d.MePreferences.P50, d.MePreferences.P99)
 	_ = tw.Flush()
 	if d.Failed > 0 {
 		fmt.Fprintf(w, "  %d requests failed; the first: %s\n", d.Failed, d.Detail)
 	}
+}
+
+// directoryTokenKey adds an HS256 key users' tokens are signed with.
+func directoryTokenKey(ctx context.Context, pool *pgxpool.Pool) (store.TokenKey, error) {
+	secret, err := auth.NewSecret()
+	if err != nil {
+		return store.TokenKey{}, err
+	}
+	k := store.TokenKey{TenantID: benchTenant, Kid: "directory-bench", Alg: "HS256", Issuer: "https://directory-bench.example", Key: secret}
+	return k, store.AddTokenKey(ctx, pool, k)
+}
+
+// directoryRulesHCL gives /v1/me/preferences choices to compute: two
+// event types, a mandatory channel and three optional ones, one of them
+// restricted to a role.
+const directoryRulesHCL = `
+defaults { time_zone = "UTC" }
+channel "EMAIL" { providers = [{ plugin = "sink" }] }
+channel "SMS" { providers = [{ plugin = "sink" }] }
+channel "PUSH" { providers = [{ plugin = "sink" }] }
+channel "WEBSOCKET" {
+  best_effort = true
+  providers   = [{ plugin = "sink" }]
+}
+event "ORDER_PLACED" {
+  audience { group = "shop:{{ .payload.shop }}" }
+  mandatory = ["WEBSOCKET"]
+  optional  = ["EMAIL", "SMS", "PUSH"]
+  restrict "SMS" { roles = ["MANAGER"] }
+  template "EMAIL" { body = "order {{ .payload.id }}" }
+  template "SMS" { body = "order {{ .payload.id }}" }
+  template "PUSH" { body = "order {{ .payload.id }}" }
+}
+event "SHIFT_CHANGED" {
+  audience { group = "shop:{{ .payload.shop }}" }
+  mandatory = ["WEBSOCKET", "EMAIL"]
+  optional  = ["PUSH"]
+  template "EMAIL" { body = "shift" }
+  template "PUSH" { body = "shift" }
+}
+`
+
+// directoryRules loads directoryRulesHCL through the rules loader.
+func directoryRules() (*rules.RuleSet, error) {
+	dir, err := os.MkdirTemp("", "herald-bench-rules-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	p := filepath.Join(dir, "rules.hcl")
+	if err := os.WriteFile(p, []byte(directoryRulesHCL), 0o600); err != nil {
+		return nil, err
+	}
+	return rulesfile.Load(p)
 }

@@ -71,18 +71,20 @@ func TestDirectoryWritesWriteUntilStopped(t *testing.T) {
 }
 
 // TestRunDirectoryAPISmall runs the directory API benchmark on 6,000
-// recipients (three batches, the last one short) and 4 writers: every
+// recipients (three batches, the last one short), 4 writers and 3
+// readers of /v1/me/preferences: every
 // request is answered 200 or 201 and the rows are all there.
 func TestRunDirectoryAPISmall(t *testing.T) {
 	db := testenv.Postgres(t)
 	db.Pool.Close()
 	adminURL := testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL)
 	res, err := RunDirectoryAPI(context.Background(), Env{AdminDatabaseURL: adminURL, Log: t.Logf},
-		DirectoryAPIScenario{Recipients: 6000, BatchClients: 2, Writers: 4, Puts: 10})
+		DirectoryAPIScenario{Recipients: 6000, BatchClients: 2, Writers: 4, Puts: 10, Readers: 3, Reads: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Failed != 0 || res.Batches != 3 || res.BatchRows != 6000*3+60 || res.Put.Count != 40 || res.Put.P99 <= 0 {
+	if res.Failed != 0 || res.Batches != 3 || res.BatchRows != 6000*3+60 || res.Put.Count != 40 || res.Put.P99 <= 0 ||
+		res.MePreferences.Count != 30 || res.MePreferences.P99 <= 0 {
 		t.Fatalf("result %+v", res)
 	}
 	rep := Report{DirectoryAPI: &res}
