@@ -55,6 +55,7 @@ type benchFlags struct {
 	directory  bench.DirectoryScenario
 	dirWrites  int
 	dirAPI     bench.DirectoryAPIScenario
+	dirFanout  bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -147,6 +148,7 @@ users with their own tokens (p50/p99).
 	fl.IntVar(&f.directory.Recipients, "directory-recipients", 100_000, "recipients the directory import writes, one device and one membership each (directory)")
 	fl.IntVar(&f.directory.Erased, "directory-erased", 20_000, "notifications (one delivery each) of the user the directory benchmark erases (directory)")
 	fl.IntVar(&f.dirWrites, "directory-write-rate", 2_000, "directory rows/s written during the second fanout run (directory)")
+	fl.BoolVar(&f.dirFanout, "directory-fanout", true, "with --scenario directory, also the two fanout runs (directory)")
 	fl.IntVar(&f.dirAPI.BatchClients, "directory-batch-clients", 4, "clients sending POST /v1/recipients:batch at once (directory)")
 	fl.IntVar(&f.dirAPI.Writers, "directory-writers", 20, "writers sending single upserts at once (directory)")
 	fl.IntVar(&f.dirAPI.Puts, "directory-puts", 200, "single upserts per writer (directory)")
@@ -336,7 +338,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		dirBench = true
 		writing := fanout
 		writing.Name, writing.DirectoryWrites = "fanout-directory-writes", f.dirWrites
-		runs = []bench.Scenario{fanout, writing}
+		if f.dirFanout {
+			runs = []bench.Scenario{fanout, writing}
+		}
 	case "custom":
 		runs = []bench.Scenario{{Name: "custom", Events: pick(f.events, 10000), Recipients: f.recipients, Channels: f.channels,
 			Producers: f.producers, Rate: f.rate, Serve: f.serve, Duration: f.duration}}
