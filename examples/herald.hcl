@@ -29,9 +29,16 @@ database {
   # security keeps tenants apart: the public API as herald_api (one tenant
   # per transaction; the daemon refuses to start if that role could see
   # more), the pipeline as herald_worker, the superadmin API as
-  # herald_admin (read only). api_url lets the API log in as a role of its
-  # own that is only a member of herald_api.
-  # api_url     = "postgres://herald_api_login:secret@127.0.0.1:5432/herald?sslmode=disable"
+  # herald_admin (read only). The API and the superadmin log in as roles
+  # of their own, members of herald_api and herald_admin only, so that not
+  # even a query SQL injection made can RESET ROLE to the tables' owner:
+  # `herald db roles` (scripts/run.sh runs it) creates them from these
+  # URLs' users, with random passwords it writes to the passfile they name
+  # (mode 0600; relative to this file: the repository's .herald/). herald
+  # serve refuses to log these pools in as the owner unless
+  # allow_owner_login = true.
+  api_url   = "postgres://herald_api_login@127.0.0.1:5432/herald?sslmode=disable&passfile=../.herald/db-logins.pgpass"
+  admin_url = "postgres://herald_admin_login@127.0.0.1:5432/herald?sslmode=disable&passfile=../.herald/db-logins.pgpass"
   api_max_conns = 8
   worker_role   = "herald_worker"
   api_role      = "herald_api"

@@ -20,6 +20,15 @@ database {
   #   postgres://herald:...@db.internal:5432/herald?sslmode=verify-full&sslrootcert=/etc/herald/pg-ca.pem
   url           = "postgres://herald@127.0.0.1:5432/herald?sslmode=disable"
   max_conns     = 16
+  # The API and the superadmin log in as roles of their own, members of
+  # herald_api and herald_admin only (never the tables' owner, which
+  # herald serve refuses unless allow_owner_login = true). `herald db
+  # roles` creates them from these URLs' users, with random passwords it
+  # writes to the passfile they name (mode 0600; run it as the herald user,
+  # docs/deploy.md). Another host or TLS: change these with url, or set
+  # HERALD_DATABASE_API_URL and HERALD_DATABASE_ADMIN_URL in herald.env.
+  api_url       = "postgres://herald_api_login@127.0.0.1:5432/herald?sslmode=disable&passfile=/var/lib/herald/db-logins.pgpass"
+  admin_url     = "postgres://herald_admin_login@127.0.0.1:5432/herald?sslmode=disable&passfile=/var/lib/herald/db-logins.pgpass"
   api_max_conns = 8
   worker_role   = "herald_worker"
   api_role      = "herald_api"

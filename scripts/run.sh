@@ -85,8 +85,11 @@ HERALD_QUICKSTART_VAPID_PRIVATE_KEY=$(cat "$tls_dir/vapid-private-key")
 HERALD_QUICKSTART_APNS_KEY=$(cat "$tls_dir/apns-key.p8")
 export HERALD_QUICKSTART_VAPID_PUBLIC_KEY HERALD_QUICKSTART_VAPID_PRIVATE_KEY HERALD_QUICKSTART_APNS_KEY
 # Herald's database roles (herald_api, herald_worker, herald_admin,
-# herald_producer); servers.sh made them already when it could act as the
-# postgres superuser, and this is a no-op then.
+# herald_producer; servers.sh made them already when it could act as the
+# postgres superuser), and the logins of the API's and the superadmin's
+# pools (examples/herald.hcl's api_url and admin_url), whose passwords go
+# to .herald/db-logins.pgpass (mode 0600) and stay there on later runs.
+mkdir -p -m 0700 .herald
 bin/herald db roles
 bin/herald migrate up
 # quiet CMD...: runs CMD, showing what it writes to stderr only when it

@@ -62,7 +62,7 @@ echo "== migrations/schema.sql in sync"
 scripts/schema.sh check
 
 echo "== unit and component tests"
-go test -race -count=1 -timeout=6m -p 2 $(go list ./... | grep -v /core/integration)
+go test -race -count=1 -timeout=15m -p 2 $(go list ./... | grep -v /core/integration)
 
 echo "== sdk (own module; its tests also check it imports nothing of the core)"
 (cd sdk && go test -race -count=1 -timeout=6m -p 2 ./...)

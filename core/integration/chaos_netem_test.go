@@ -77,7 +77,11 @@ func TestChaosNetemFaults(t *testing.T) {
 	// herald over the veth.
 	socketURL := fmt.Sprintf("postgres://herald@/herald?host=%s&port=%d&sslmode=disable", pg.SocketDir, pg.Port)
 	heraldURL := fmt.Sprintf("postgres://herald:%s@%s:%d/herald?sslmode=disable", pgPass, lab.serverIP, pg.Port)
-	cliEnv := append(os.Environ(), "HERALD_CONFIG=", "HERALD_DATABASE_URL="+socketURL)
+	// The API's and the superadmin's logins, which herald db roles makes
+	// from these URLs' users and passwords.
+	apiURL := strings.Replace(heraldURL, "//herald:", "//herald_api_login:", 1)
+	adminURL := strings.Replace(heraldURL, "//herald:", "//herald_admin_login:", 1)
+	cliEnv := append(os.Environ(), "HERALD_CONFIG=", "HERALD_DATABASE_URL="+socketURL, "HERALD_DATABASE_API_URL="+apiURL, "HERALD_DATABASE_ADMIN_URL="+adminURL)
 	for _, args := range [][]string{{"db", "roles", "--admin-url", pg.SuperuserDSN("herald"), "--owner", "herald"}, {"migrate", "up"}} {
 		cmd := exec.CommandContext(ctx, heraldBinary(t), args...)
 		cmd.Env = cliEnv
@@ -91,7 +95,7 @@ func TestChaosNetemFaults(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 
-	e := &env{t: t, dir: t.TempDir(), tenant: "acme", db: &testenv.DB{URL: heraldURL, Name: "herald", Pool: pool},
+	e := &env{t: t, dir: t.TempDir(), tenant: "acme", db: &testenv.DB{URL: heraldURL, Name: "herald", Pool: pool, APIURL: apiURL, AdminURL: adminURL},
 		broker: &testenv.Broker{URL: fmt.Sprintf("amqp://guest:guest@%s:%d/", lab.serverIP, mq.Port)}}
 	e.prepare("sent")
 	d := e.startInNetns(lab.heraldNS)

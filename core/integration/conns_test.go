@@ -58,7 +58,7 @@ func fromAddr(src string) *http.Client {
 func (e *env) tryLive(t *testing.T, key store.TokenKey, user string, client *http.Client) (*websocket.Conn, int, producer.Problem) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", e.apiURL+"/v1/live/tickets", nil)
-	req.Header.Set("Authorization", "Bearer "+userToken(t, key, user))
+	req.Header.Set("Authorization", "Bearer "+e.userToken(t, key, user))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ live {
 		if _, _, err := producerB.Emit(ctx, reservation(testenv.RandomName("b-"))); err != nil {
 			t.Fatalf("%s: globex POST /v1/events: %v", step, err)
 		}
-		if code := e.status(t, http.DefaultClient, "/v1/inbox", userToken(t, keyB, "staff1")); code != http.StatusOK {
+		if code := e.status(t, http.DefaultClient, "/v1/inbox", e.userToken(t, keyB, "staff1")); code != http.StatusOK {
 			t.Fatalf("%s: globex /v1/inbox: %d", step, code)
 		}
 		for _, p := range []string{"/healthz", "/readyz"} {

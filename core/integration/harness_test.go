@@ -219,7 +219,11 @@ func (e *env) prepare(outcome string) {
 func (e *env) writeConfig() {
 	e.t.Helper()
 	cfg := fmt.Sprintf(`
-database { url = %q }
+database {
+  url       = %q
+  api_url   = %q
+  admin_url = %q
+}
 amqp { url = %q }
 http {
   listen           = %q
@@ -244,7 +248,7 @@ retry {
   lease         = %q
 }
 log { level = "debug" }
-`, cmp.Or(e.cfgDatabaseURL, e.db.URL), cmp.Or(e.cfgAMQPURL, e.broker.URL), strings.TrimPrefix(e.apiURL, "http://"),
+`, cmp.Or(e.cfgDatabaseURL, e.db.URL), e.db.APIURL, e.db.AdminURL, cmp.Or(e.cfgAMQPURL, e.broker.URL), strings.TrimPrefix(e.apiURL, "http://"),
 		strings.TrimPrefix(e.admin, "http://"), e.adminTokenFile, e.pluginDir, e.watch, quoteList(e.pluginEnv),
 		cmp.Or(e.sandbox, "auto"), quoteList(e.pluginsWritable()),
 		cmp.Or(e.reclaim, "20s"), cmp.Or(e.lease, "5s"))

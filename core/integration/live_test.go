@@ -57,7 +57,7 @@ type liveBrowser struct {
 
 func (e *env) openLive(t *testing.T, key store.TokenKey, user string) *liveBrowser {
 	t.Helper()
-	tok, err := auth.Issue(key, "herald", auth.User{UserID: user, UserType: "STAFF"}, 5*time.Minute, time.Now())
+	tok, err := auth.Issue(key, e.audience(t), auth.User{UserID: user, UserType: "STAFF"}, 5*time.Minute, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestInboxChangesReachSharersOnOtherDaemons(t *testing.T) {
 	browser := e2.openLive(t, key, "staff1")
 
 	tok := func(user string) string {
-		s, err := auth.Issue(key, "herald", auth.User{UserID: user, UserType: "STAFF"}, 5*time.Minute, time.Now())
+		s, err := auth.Issue(key, e.audience(t), auth.User{UserID: user, UserType: "STAFF"}, 5*time.Minute, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

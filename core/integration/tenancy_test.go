@@ -20,7 +20,7 @@ func TestServeRefusesAnAPIRoleThatBypassesRLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, heraldBinary(t), "serve", "--config", e.cfgPath)
-	cmd.Env = append(cmd.Environ(), "HERALD_DATABASE_API_ROLE=")
+	cmd.Env = append(cmd.Environ(), "HERALD_DATABASE_API_URL=", "HERALD_DATABASE_API_ROLE=")
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ctx.Err() != nil {
@@ -28,6 +28,45 @@ func TestServeRefusesAnAPIRoleThatBypassesRLS(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "refusing to start") || !strings.Contains(string(out), "database.api_role") {
 		t.Fatalf("the refusal does not say what to fix:\n%s", out)
+	}
+}
+
+// TestServeRefusesTheOwnerLogin starts a real herald serve whose API or
+// superadmin pool would log in as database.url's role, the tables' owner,
+// switching to its group role only at connection start: it must exit at
+// once naming the setting to change and the opt-out, unless
+// database.allow_owner_login is set, and then it runs and says so.
+func TestServeRefusesTheOwnerLogin(t *testing.T) {
+	e := newEnv(t, "sent")
+	for name, unset := range map[string]string{"api": "HERALD_DATABASE_API_URL", "admin": "HERALD_DATABASE_ADMIN_URL"} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, heraldBinary(t), "serve", "--config", e.cfgPath)
+			cmd.Env = append(cmd.Environ(), unset+"=")
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ctx.Err() != nil {
+				t.Fatalf("herald serve with %s empty: want a non-zero exit, got %v:\n%s", unset, err, out)
+			}
+			key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(unset, "HERALD_"), "DATABASE_", "database."))
+			for _, want := range []string{"refusing to start", key, "owns Herald's tables", "database.allow_owner_login = true"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("the refusal does not say %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+	// The opt-out: the old behaviour, with a warning naming the setting.
+	e.extraEnv = append(e.extraEnv, "HERALD_DATABASE_API_URL=", "HERALD_DATABASE_ALLOW_OWNER_LOGIN=true")
+	out, exited := e.serveUntil(nil, 60*time.Second, "database.allow_owner_login is set", "herald serving")
+	if exited {
+		t.Fatalf("herald serve with database.allow_owner_login exited:\n%s", tail(out, 40))
+	}
+	for _, want := range []string{"database.allow_owner_login is set: database.api_url (empty: database.url) logs in as role", "owns Herald's tables"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the warning does not say %q:\n%s", want, tail(out, 40))
+		}
 	}
 }
 

@@ -146,10 +146,14 @@ func TestServeOverTLSToPostgresAndRabbitMQ(t *testing.T) {
 	}
 	goodPG := pgURL("127.0.0.1", ca.pem, "verify-full")
 	goodMQ := fmt.Sprintf("amqps://guest:guest@127.0.0.1:%d/", mq.Port)
+	// The API's and the superadmin's logins, which herald db roles makes
+	// from these URLs' users and passwords.
+	apiPG := strings.Replace(goodPG, "//herald:", "//herald_api_login:", 1)
+	adminPG := strings.Replace(goodPG, "//herald:", "//herald_admin_login:", 1)
 
 	// The CLI connects over TLS too: roles (as the superuser, over the
 	// socket) and migrations (as herald, over TLS).
-	cliEnv := []string{"HERALD_CONFIG=", "HERALD_DATABASE_URL=" + goodPG}
+	cliEnv := []string{"HERALD_CONFIG=", "HERALD_DATABASE_URL=" + goodPG, "HERALD_DATABASE_API_URL=" + apiPG, "HERALD_DATABASE_ADMIN_URL=" + adminPG}
 	for _, args := range [][]string{{"db", "roles", "--admin-url", pg.SuperuserDSN("herald"), "--owner", "herald"}, {"migrate", "up"}} {
 		cmd := exec.CommandContext(ctx, heraldBinary(t), args...)
 		cmd.Env = append(os.Environ(), cliEnv...)
@@ -163,7 +167,7 @@ func TestServeOverTLSToPostgresAndRabbitMQ(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 
-	e := &env{t: t, dir: t.TempDir(), tenant: "acme", db: &testenv.DB{URL: goodPG, Name: "herald", Pool: pool},
+	e := &env{t: t, dir: t.TempDir(), tenant: "acme", db: &testenv.DB{URL: goodPG, Name: "herald", Pool: pool, APIURL: apiPG, AdminURL: adminPG},
 		broker: &testenv.Broker{URL: goodMQ}}
 	e.extraEnv = []string{"HERALD_AMQP_TLS_CA_FILE=" + ca.pem}
 	e.prepare("sent")

@@ -77,10 +77,21 @@ type inboxPage struct {
 	faults []string
 }
 
-// userToken signs a 5-minute token for user.
-func userToken(t *testing.T, key store.TokenKey, user string) string {
+// audience is the aud claim the daemon's user tokens carry: its
+// deployment's own (the harness leaves auth.audience empty).
+func (e *env) audience(t *testing.T) string {
 	t.Helper()
-	tok, err := auth.Issue(key, "herald", auth.User{UserID: user, UserType: "STAFF", Roles: []string{"MANAGER"}}, 5*time.Minute, time.Now())
+	aud, err := store.DeploymentAudience(context.Background(), e.db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aud
+}
+
+// userToken signs a 5-minute token for user, for the daemon's audience.
+func (e *env) userToken(t *testing.T, key store.TokenKey, user string) string {
+	t.Helper()
+	tok, err := auth.Issue(key, e.audience(t), auth.User{UserID: user, UserType: "STAFF", Roles: []string{"MANAGER"}}, 5*time.Minute, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +133,7 @@ func (e *env) newTab(browser context.Context, user, path string) *inboxPage {
 // user's updates reach it).
 func (e *env) openInbox(browser context.Context, key store.TokenKey, user string) *inboxPage {
 	e.t.Helper()
-	p := e.newTab(browser, user, "/inbox#token="+userToken(e.t, key, user))
+	p := e.newTab(browser, user, "/inbox#token="+e.userToken(e.t, key, user))
 	p.waitLive()
 	if got := p.eval(`location.hash`); got != `""` {
 		e.t.Fatalf("%s: the token stays in the address bar: %s", user, got)
@@ -375,7 +386,7 @@ func TestWebInbox(t *testing.T) {
 	staff3.waitFor("the foreign token is refused by the page", `() =>
 		!document.getElementById("signin").hidden && document.getElementById("error").textContent.includes("another deployment") &&
 		sessionStorage.getItem("herald.token") === null`)
-	staff3.signIn(userToken(t, key, "staff3"))
+	staff3.signIn(e.userToken(t, key, "staff3"))
 	staff3.waitLive()
 	staff3.itemWith("Bianchi")
 

@@ -33,9 +33,8 @@ import (
 // Event is one business event. EventID is the idempotency key: enqueuing
 // the same EventID again for the same tenant has no further effect.
 type Event struct {
-	// TenantID owns the event. Enqueue sets it as the transaction's tenant
-	// (herald.tenant) for PostgreSQL's row-level security: a producer role
-	// bound to another tenant is refused.
+	// TenantID owns the event. Enqueue passes it to herald_enqueue, which
+	// refuses a tenant the database login was not granted.
 	TenantID string `json:"tenant_id,omitempty"`
 	// ProjectID scopes the event to one of the tenant's projects (empty:
 	// "default", or the project an API key is limited to).
@@ -92,7 +91,9 @@ const (
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$`)
 
 // Validate checks an event before it is written and returns a *FieldError.
-// Every string must be valid UTF-8 without NUL, so that PostgreSQL stores
+// Its messages are, word for word, those of the database's herald_enqueue
+// (migration 0045), where the field type is called event_type. Every
+// string must be valid UTF-8 without NUL, so that PostgreSQL stores
 // exactly what was sent:
 //
 //   - tenant_id (required) and project_id: 1-100 characters of A-Z a-z 0-9
@@ -144,10 +145,10 @@ func checkTrace(parent, state string) error {
 		return nil
 	}
 	if !ValidTraceParent(parent) {
-		return &FieldError{Field: "traceparent", Msg: fmt.Sprintf("%q is not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, ids not all zeros)", clip(parent, 80))}
+		return &FieldError{Field: "traceparent", Msg: "is not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, ids not all zeros)"}
 	}
 	if len(state) > MaxTraceStateBytes {
-		return &FieldError{Field: "tracestate", Msg: fmt.Sprintf("is %d bytes, more than %d", len(state), MaxTraceStateBytes)}
+		return &FieldError{Field: "tracestate", Msg: fmt.Sprintf("is longer than %d bytes", MaxTraceStateBytes)}
 	}
 	if _, err := trace.ParseTraceState(state); err != nil {
 		return &FieldError{Field: "tracestate", Msg: "is not a W3C tracestate: " + err.Error()}
@@ -195,20 +196,12 @@ func TraceFromContext(ctx context.Context) (parent, state string) {
 	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags()), sc.TraceState().String()
 }
 
-// clip shortens s to at most n bytes for an error message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
-
 func checkID(field, v string, required bool) error {
 	switch {
 	case v == "" && required:
 		return &FieldError{Field: field, Msg: "is required"}
 	case v != "" && !idPattern.MatchString(v):
-		return &FieldError{Field: field, Msg: fmt.Sprintf("%q must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit", v)}
+		return &FieldError{Field: field, Msg: "must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit"}
 	}
 	return nil
 }
@@ -245,7 +238,16 @@ func checkText(field, v string, required bool) error {
 	return nil
 }
 
-func checkPayload(p json.RawMessage) error {
+// CheckPayload checks an event payload as Validate does and returns a
+// *FieldError on payload, or nil (an empty payload is {}).
+func CheckPayload(p json.RawMessage) error {
+	if err := checkPayload(p); err != nil {
+		return err
+	}
+	return nil
+}
+
+func checkPayload(p json.RawMessage) *FieldError {
 	if len(p) == 0 {
 		return nil
 	}
@@ -253,17 +255,51 @@ func checkPayload(p json.RawMessage) error {
 		return &FieldError{Field: "payload", Msg: fmt.Sprintf("is %d bytes, more than %d", len(p), MaxPayloadBytes)}
 	}
 	if err := jsonguard.Check(p, MaxPayloadDepth); err != nil {
+		var je *jsonguard.Error
+		if errors.As(err, &je) && strings.HasPrefix(je.Msg, "nested deeper") {
+			return &FieldError{Field: "payload", Msg: "is " + je.Msg}
+		}
 		return &FieldError{Field: "payload", Msg: "holds " + err.Error()}
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(p, &obj); err != nil || obj == nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && strings.HasPrefix(te.Value, "number") {
-			return &FieldError{Field: "payload", Msg: fmt.Sprintf("holds a number out of range at byte %d", te.Offset)}
+		// A number float64 cannot hold is "number <text>"; a bare
+		// "number" is a payload that is one.
+		if errors.As(err, &te) && strings.HasPrefix(te.Value, "number ") {
+			return &FieldError{Field: "payload", Msg: "holds a number beyond the range of a 64-bit float"}
+		}
+		if kind := jsonKind(p); kind != "" && kind != "object" {
+			return &FieldError{Field: "payload", Msg: "must be a JSON object, not " + kind}
 		}
 		return &FieldError{Field: "payload", Msg: "must be a JSON object"}
 	}
 	return nil
+}
+
+// jsonKind names the kind of the JSON value p starts with, as PostgreSQL's
+// jsonb_typeof does ("" when p starts with none).
+func jsonKind(p []byte) string {
+	for _, c := range p {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return "object"
+		case '[':
+			return "array"
+		case '"':
+			return "string"
+		case 't', 'f':
+			return "boolean"
+		case 'n':
+			return "null"
+		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			return "number"
+		}
+		return ""
+	}
+	return ""
 }
 
 // Execer is satisfied by pgx.Tx (and pools and connections).
@@ -271,9 +307,10 @@ type Execer interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// ErrNotPermitted reports an event for a tenant or project the database role
-// may not write (row-level security refused it); nothing was written and the
-// caller's transaction is aborted.
+// ErrNotPermitted reports an event for a tenant the database login was
+// not granted (SQLSTATE 42501), or for a project the tenant does not have
+// (SQLSTATE 23503); nothing was written and the caller's transaction is
+// aborted.
 var ErrNotPermitted = errors.New("producer: the database role may not enqueue events for this tenant or project")
 
 // DefaultProject is the project of an event that names none.
@@ -283,26 +320,67 @@ const DefaultProject = "default"
 // transaction stays usable and nothing was written.
 var ErrDuplicate = errors.New("producer: event_id already enqueued")
 
-// Enqueue writes ev into the outbox using tx, the caller's transaction. It
-// returns ErrDuplicate when the tenant already has an event with this
-// EventID (the statement does not fail, so tx stays usable) — for as long
-// as Herald keeps the event: with the daemon's retention.events set, a
-// processed event older than that is deleted, and its EventID enqueued
-// again is a new event. A PostgreSQL
-// error unwraps to its *pgconn.PgError: under SERIALIZABLE or REPEATABLE
-// READ, errors.As it and run the transaction again on SQLSTATE 40001.
+// ErrConflict reports an EventID the tenant already enqueued for another
+// event (another type, project or payload): the producer reused an id.
+// errors.Is(ErrConflict, ErrDuplicate) holds, so that a caller that only
+// tells new from not new goes on as before.
+var ErrConflict = fmt.Errorf("producer: event_id already enqueued with another type, project or payload: %w", ErrDuplicate)
+
+// Outcome is what herald_enqueue answers for an event.
+type Outcome string
+
+// The outcomes of herald_enqueue.
+const (
+	// OutcomeNew: the event was written.
+	OutcomeNew Outcome = "new"
+	// OutcomeRepeat: the tenant has this event_id with the same type,
+	// project and payload; nothing was written.
+	OutcomeRepeat Outcome = "repeat"
+	// OutcomeConflict: the tenant has this event_id for another event;
+	// nothing was written.
+	OutcomeConflict Outcome = "conflict"
+)
+
+// Enqueue writes ev into the outbox using tx, the caller's transaction,
+// through the database function herald_enqueue (migration 0045; Herald's
+// schema must have it). It returns ErrDuplicate when the tenant already
+// has an event with this EventID (ErrConflict, which is an ErrDuplicate,
+// when that event has another type, project or payload); the statement
+// does not fail, so tx stays usable. That holds for as long as Herald
+// keeps the event: with the daemon's retention.events set, a processed
+// event older than that is deleted, and its EventID enqueued again is a
+// new event. A PostgreSQL error unwraps to its *pgconn.PgError: under
+// SERIALIZABLE or REPEATABLE READ, errors.As it and run the transaction
+// again on SQLSTATE 40001.
 func Enqueue(ctx context.Context, tx Execer, ev Event) error {
 	_, err := EnqueueID(ctx, tx, ev)
 	return err
 }
 
-// EnqueueID is Enqueue that also returns the outbox row id.
+// EnqueueID is Enqueue that also returns the outbox row id (0 with
+// ErrDuplicate).
 func EnqueueID(ctx context.Context, tx Execer, ev Event) (int64, error) {
+	id, outcome, err := EnqueueOutcome(ctx, tx, ev)
+	switch {
+	case err != nil:
+		return 0, err
+	case outcome == OutcomeRepeat:
+		return 0, ErrDuplicate
+	case outcome == OutcomeConflict:
+		return 0, ErrConflict
+	}
+	return id, nil
+}
+
+// EnqueueOutcome is Enqueue that returns herald_enqueue's answer instead of
+// ErrDuplicate: the row id (the existing row's for a repeat or a conflict)
+// and the outcome.
+func EnqueueOutcome(ctx context.Context, tx Execer, ev Event) (int64, Outcome, error) {
 	if ev.TraceParent == "" && ev.TraceState == "" {
 		ev.TraceParent, ev.TraceState = TraceFromContext(ctx)
 	}
 	if err := ev.Validate(); err != nil {
-		return 0, fmt.Errorf("producer: %w", err)
+		return 0, "", fmt.Errorf("producer: %w", err)
 	}
 	payload := ev.Payload
 	if len(payload) == 0 {
@@ -316,56 +394,28 @@ func EnqueueID(ctx context.Context, tx Execer, ev Event) (int64, error) {
 	if project == "" {
 		project = DefaultProject
 	}
-	const setTenant = `SELECT set_config('herald.tenant', $1, true)`
-	// payload_sha256 hashes the payload as jsonb prints it (keys sorted,
-	// spaces dropped), so a repeated event_id can be told apart from a
-	// repeated event (Herald's API answers 409 for the former).
-	const insert = `INSERT INTO event_outbox (tenant_id, event_id, event_type, aggregate_type, aggregate_id, payload, available_at, project_id,
-			payload_sha256, traceparent, tracestate)
-		VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7::timestamptz, now()), $8, sha256(convert_to($6::jsonb::text, 'UTF8')),
-			NULLIF($9, ''), NULLIF($10, ''))
-		ON CONFLICT (tenant_id, event_id) DO NOTHING RETURNING id`
-	args := []any{ev.TenantID, ev.EventID, ev.Type, ev.AggregateType, ev.AggregateID, payload, avail, project, ev.TraceParent, ev.TraceState}
+	// herald_enqueue checks the event again, checks that the login may
+	// write for the tenant and project, hashes the payload (SHA-256 of
+	// jsonb's text, so that a repeated event can be told from a reused
+	// event_id) and inserts it, in one statement.
+	const enqueue = `SELECT outcome, id FROM herald_enqueue(tenant_id => $1, event_id => $2, event_type => $3, payload => $4::jsonb,
+		aggregate_type => $5, aggregate_id => $6, project_id => $7, available_at => $8::timestamptz, traceparent => $9, tracestate => $10)`
 	var id int64
-	var err error
-	if b, ok := tx.(batcher); ok {
-		// One round trip: the tenant, then the row.
-		batch := &pgx.Batch{}
-		batch.Queue(setTenant, ev.TenantID)
-		batch.Queue(insert, args...)
-		br := b.SendBatch(ctx, batch)
-		if _, err = br.Exec(); err == nil {
-			err = br.QueryRow().Scan(&id)
-		}
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-	} else {
-		var s string
-		if err = tx.QueryRow(ctx, setTenant, ev.TenantID).Scan(&s); err == nil {
-			err = tx.QueryRow(ctx, insert, args...).Scan(&id)
-		}
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, ErrDuplicate
-	}
+	var outcome string
+	err := tx.QueryRow(ctx, enqueue, ev.TenantID, ev.EventID, ev.Type, string(payload), ev.AggregateType, ev.AggregateID, project, avail,
+		ev.TraceParent, ev.TraceState).Scan(&outcome, &id)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
-			if pgErr.Code == "42501" { // insufficient_privilege: row-level security refused the row
-				return 0, &enqueueError{msg: fmt.Sprintf("producer: enqueue %s for tenant %q, project %q: %v (%s)", ev.EventID, ev.TenantID, project, ErrNotPermitted, pgErr.Message),
+			if pgErr.Code == "42501" || pgErr.Code == "23503" { // the tenant is not the login's, or has no such project
+				return 0, "", &enqueueError{msg: fmt.Sprintf("producer: enqueue %s for tenant %q, project %q: %v (%s)", ev.EventID, ev.TenantID, project, ErrNotPermitted, pgErr.Message),
 					errs: []error{ErrNotPermitted, err}}
 			}
-			return 0, &enqueueError{msg: fmt.Sprintf("producer: enqueue %s: %s", ev.EventID, pgErr.Message), errs: []error{err}}
+			return 0, "", &enqueueError{msg: fmt.Sprintf("producer: enqueue %s: %s", ev.EventID, pgErr.Message), errs: []error{err}}
 		}
-		return 0, fmt.Errorf("producer: enqueue %s: %w", ev.EventID, err)
+		return 0, "", fmt.Errorf("producer: enqueue %s: %w", ev.EventID, err)
 	}
-	return id, nil
-}
-
-// batcher is implemented by pgx.Tx, pools and connections.
-type batcher interface {
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	return id, Outcome(outcome), nil
 }
 
 // enqueueError is a PostgreSQL error from Enqueue: its message is the

@@ -282,7 +282,7 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	case noProject:
-		Problem(w, http.StatusUnprocessableEntity, "unknown project", fmt.Sprintf("this tenant has no project %q", ev.ProjectID), "project_id")
+		Problem(w, http.StatusUnprocessableEntity, "unknown project", fmt.Sprintf("project_id: this tenant has no project %q", ev.ProjectID), "project_id")
 		return
 	case conflict:
 		Problem(w, http.StatusConflict, "event_id already used",
@@ -305,10 +305,11 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 // contractProblem is the problem of an event the database refused for the
-// event contract (migration 0023: SQLSTATE 23514 from event_outbox_contract,
-// naming the column), or nil for any other error. Event.Validate checks
-// the payload as sent; the database measures it as stored (jsonb's text),
-// which can be larger (numbers written out: 1e308 is 309 digits).
+// event contract (migrations 0023 and 0045: SQLSTATE 23514 from
+// event_outbox_contract, naming the column), or nil for any other error.
+// Event.Validate checks the payload as sent; the database measures it as
+// stored (jsonb's text), which can be larger (numbers written out: 1e308
+// is 309 digits).
 func contractProblem(err error) *problem {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "23514" || pe.ConstraintName != "event_outbox_contract" {
@@ -319,7 +320,7 @@ func contractProblem(err error) *problem {
 		field = "type"
 	}
 	detail := strings.TrimPrefix(pe.Message, "event_outbox.")
-	if field == "payload" && strings.Contains(pe.Message, "larger than") {
+	if field == "payload" && strings.Contains(pe.Message, " bytes, more than ") {
 		return &problem{http.StatusRequestEntityTooLarge, "payload too large", detail, field}
 	}
 	return &problem{http.StatusBadRequest, "invalid event", detail, field}
@@ -337,7 +338,17 @@ type problem struct {
 // producer.Event.Validate (see its limits).
 func parseEvent(body []byte, pr store.Principal) (producer.Event, *problem) {
 	if err := jsonguard.Check(body, producer.MaxPayloadDepth+1); err != nil {
-		return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", err.Error(), guiltyField(body)}
+		field, detail := guiltyField(body), err.Error()
+		if field == "payload" {
+			// The words of Event.Validate and herald_enqueue.
+			var fields map[string]json.RawMessage
+			if json.Unmarshal(body, &fields) == nil {
+				if err := producer.CheckPayload(fields["payload"]); err != nil {
+					detail = err.Error()
+				}
+			}
+		}
+		return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", detail, field}
 	}
 	var req eventRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -351,7 +362,7 @@ func parseEvent(body []byte, pr store.Principal) (producer.Event, *problem) {
 	}
 	if len(req.Payload) > producer.MaxPayloadBytes {
 		return producer.Event{}, &problem{http.StatusRequestEntityTooLarge, "payload too large",
-			fmt.Sprintf("the payload is %d bytes, more than %d", len(req.Payload), producer.MaxPayloadBytes), "payload"}
+			fmt.Sprintf("payload: is %d bytes, more than %d", len(req.Payload), producer.MaxPayloadBytes), "payload"}
 	}
 	ev := producer.Event{TenantID: pr.Tenant, ProjectID: req.ProjectID, EventID: req.EventID, Type: req.Type, AggregateType: req.AggregateType,
 		AggregateID: req.AggregateID, Payload: req.Payload}
@@ -369,7 +380,8 @@ func parseEvent(body []byte, pr store.Principal) (producer.Event, *problem) {
 	if err := ev.Validate(); err != nil {
 		var fe *producer.FieldError
 		if errors.As(err, &fe) {
-			return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", fe.Field + " " + fe.Msg, fe.Field}
+			// The words of the database's herald_enqueue too (sdk/producer).
+			return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", fe.Error(), fe.Field}
 		}
 		return producer.Event{}, &problem{http.StatusBadRequest, "invalid event", err.Error(), ""}
 	}

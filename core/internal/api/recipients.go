@@ -333,7 +333,15 @@ func (s *Server) batchRecipients(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	}
-	out := batchResult{Mode: mode, Entries: res.Entries, Written: res.Entries - res.Bad, Refused: res.Bad,
+	// A line that is not an entry at all (syntax, a limit) has a problem
+	// with no entry: it counts as a refused entry too.
+	unreadable := 0
+	for _, p := range res.Problems {
+		if p.Entry == "" {
+			unreadable++
+		}
+	}
+	out := batchResult{Mode: mode, Entries: res.Entries + unreadable, Written: res.Entries - res.Bad, Refused: res.Bad + unreadable,
 		Problems: entryProblems(res.Problems), Dropped: res.Dropped}
 	if errors.Is(err, errInvalid) {
 		out.Written = 0
@@ -347,7 +355,7 @@ func (s *Server) batchRecipients(w http.ResponseWriter, r *http.Request) {
 			Type   string `json:"type"`
 			batchResult
 		}{"batch refused", http.StatusUnprocessableEntity,
-			fmt.Sprintf("%d of %d entries have problems, and mode=all writes every entry or none: nothing was written", res.Bad, res.Entries),
+			fmt.Sprintf("%d of %d entries have problems, and mode=all writes every entry or none: nothing was written", out.Refused, out.Entries),
 			firstField(res.Problems), "about:blank", out})
 		return
 	}

@@ -58,7 +58,12 @@ const maxKidLen = 200
 // Config tunes the verifier: the daemon's auth { ... } settings (the
 // fields with a koanf tag) and what code sets.
 type Config struct {
-	// Audience is the aud claim every token must carry.
+	// Audience is the aud claim every token must carry. Empty: the
+	// deployment's own, "herald:" and the deployment id `herald migrate
+	// up` stored in the database (herald doctor shows it), so that one
+	// deployment refuses tokens minted for another even when a tenant
+	// signs for both with one key and one issuer. Set it to keep an
+	// audience your backends already put in their tokens.
 	Audience string `koanf:"audience"`
 	// MaxTokenLifetime caps a token's exp - iat.
 	MaxTokenLifetime time.Duration `koanf:"max_token_lifetime"`
@@ -71,13 +76,29 @@ type Config struct {
 
 // DefaultConfig returns the verifier's default settings.
 func DefaultConfig() Config {
-	return Config{Audience: "herald", MaxTokenLifetime: 15 * time.Minute}
+	return Config{MaxTokenLifetime: 15 * time.Minute}
+}
+
+// ResolveAudience returns cfg.Audience, or, when it is empty, the
+// deployment's own audience (store.DeploymentAudience) read through q (a
+// connection of the pipeline's role or the tables' owner).
+func ResolveAudience(ctx context.Context, q store.Querier, cfg Config) (string, error) {
+	if cfg.Audience != "" {
+		return cfg.Audience, nil
+	}
+	aud, err := store.DeploymentAudience(ctx, q)
+	if err != nil {
+		return "", fmt.Errorf("auth.audience is empty and the deployment's own cannot be read (run herald migrate up): %w", err)
+	}
+	return aud, nil
 }
 
 // Validate checks the settings; it returns field.Errors naming the keys.
 func (c Config) Validate() error {
 	var errs field.Errors
-	errs.NotEmpty("audience", c.Audience)
+	if len(c.Audience) > 200 || !cleanText(c.Audience, 200) {
+		errs.Add("audience", "must be text of at most 200 bytes without control characters")
+	}
 	errs.PositiveDuration("max_token_lifetime", c.MaxTokenLifetime)
 	return errs.Err()
 }
@@ -85,9 +106,6 @@ func (c Config) Validate() error {
 // setDefaults gives every setting left zero its default.
 func (c *Config) setDefaults() {
 	d := DefaultConfig()
-	if c.Audience == "" {
-		c.Audience = d.Audience
-	}
 	if c.MaxTokenLifetime <= 0 {
 		c.MaxTokenLifetime = d.MaxTokenLifetime
 	}
@@ -164,6 +182,11 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (User, error) {
 	}
 	if len(raw) > MaxTokenLen {
 		return User{}, invalid("longer than %d bytes", MaxTokenLen)
+	}
+	if v.cfg.Audience == "" {
+		// NewVerifier's caller resolves the audience (ResolveAudience); an
+		// empty one would accept tokens for any audience.
+		return User{}, invalid("no audience configured")
 	}
 	parser := jwt.NewParser(
 		jwt.WithValidMethods(Algorithms),

@@ -255,3 +255,62 @@ func tamper(tok string) string {
 	parts[1] = base64.RawURLEncoding.EncodeToString(b)
 	return strings.Join(parts, ".")
 }
+
+// TestDeploymentAudience: with auth.audience empty the audience is the
+// deployment's own ("herald:" and the id migration 0025 stored), the same
+// for every reader of one database and another for another database; a
+// configured audience wins; and a verifier left with no audience refuses
+// every token, an audience-less one included.
+func TestDeploymentAudience(t *testing.T) {
+	_, k, db := setup(t)
+	ctx := context.Background()
+	aud, err := auth.ResolveAudience(ctx, db.Pool, auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(aud) != len("herald:")+32 || !strings.HasPrefix(aud, "herald:") {
+		t.Fatalf("deployment audience %q, want herald: and 32 hex digits", aud)
+	}
+	if again, err := auth.ResolveAudience(ctx, db.Pool, auth.Config{}); err != nil || again != aud {
+		t.Fatalf("second read %q (%v), want %q", again, err, aud)
+	}
+	other, err := auth.ResolveAudience(ctx, testenv.Postgres(t).Pool, auth.Config{})
+	if err != nil || other == aud {
+		t.Fatalf("another database's audience %q (%v), ours %q", other, err, aud)
+	}
+	if got, err := auth.ResolveAudience(ctx, db.Pool, auth.Config{Audience: "https://herald.example"}); err != nil || got != "https://herald.example" {
+		t.Fatalf("configured audience: %q %v", got, err)
+	}
+
+	api, err := store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 1, Role: store.RoleAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	ours := auth.NewVerifier(api, auth.Config{Audience: aud})
+	empty := auth.NewVerifier(api, auth.Config{})
+	tk := store.TokenKey{TenantID: "a", Kid: "k1", Alg: "HS256", Issuer: "https://a.example", Key: k.secretA}
+	for name, tc := range map[string]struct {
+		v    *auth.Verifier
+		aud  string
+		want bool
+	}{
+		"ours":                         {ours, aud, true},
+		"another deployment's":         {ours, other, false},
+		"the old shared one":           {ours, "herald", false},
+		"no audience configured":       {empty, aud, false},
+		"no audience configured or in": {empty, "", false},
+	} {
+		tok, err := auth.Issue(tk, tc.aud, auth.User{UserID: "u1", UserType: "STAFF"}, time.Minute, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tc.v.Verify(ctx, tok)
+		if (err == nil) != tc.want || (err != nil && !errors.Is(err, auth.ErrInvalidToken)) {
+			t.Errorf("%s: %v, want accepted %v", name, err, tc.want)
+		}
+	}
+	if err := (auth.Config{Audience: "a\x00b", MaxTokenLifetime: time.Minute}).Validate(); err == nil || !strings.Contains(err.Error(), "audience") {
+		t.Errorf("NUL in auth.audience: %v", err)
+	}
+}

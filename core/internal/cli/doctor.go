@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
@@ -209,8 +210,15 @@ func (dr *doctor) checkDatabase(ctx context.Context, d config.Daemon) {
 			dr.add(checkFail, "database roles", "%v", err)
 		} else {
 			pools.Close()
-			dr.add(checkOK, "database roles", "worker %s, api %s and admin %s usable", d.Database.WorkerRole, d.Database.APIRole, d.Database.AdminRole)
+			if len(pools.Warnings) > 0 {
+				dr.add(checkWarn, "database roles", "worker %s, api %s and admin %s usable, but %s", d.Database.WorkerRole, d.Database.APIRole, d.Database.AdminRole,
+					strings.Join(pools.Warnings, "; "))
+			} else {
+				dr.add(checkOK, "database roles", "worker %s, api %s and admin %s usable; the API and the superadmin log in as roles of their own",
+					d.Database.WorkerRole, d.Database.APIRole, d.Database.AdminRole)
+			}
 		}
+		dr.checkAudience(ctx, pool, d)
 	}
 
 	// The database's clock is read between two local readings; the skew
@@ -233,6 +241,29 @@ func (dr *doctor) checkDatabase(ctx context.Context, d config.Daemon) {
 		dr.add(checkWarn, "clock", "%s, over %s", msg, clockWarnSkew)
 	default:
 		dr.add(checkOK, "clock", "%s", msg)
+	}
+}
+
+// legacyAudience is the audience every deployment had before it was
+// derived per deployment.
+const legacyAudience = "herald"
+
+// checkAudience shows the aud claim user tokens must carry here (the
+// deployment's own unless auth.audience sets one), warning about the
+// audience every deployment once shared.
+func (dr *doctor) checkAudience(ctx context.Context, q store.Querier, d config.Daemon) {
+	aud, err := auth.ResolveAudience(ctx, q, d.Auth)
+	switch {
+	case err != nil:
+		dr.add(checkFail, "token audience", "%v", err)
+	case d.Auth.Audience == legacyAudience:
+		dr.add(checkWarn, "token audience", "user tokens must carry aud %q (auth.audience), the audience every deployment once shared: "+
+			"a token minted for another deployment whose tenant signs with the same key and issuer is accepted here; "+
+			"remove auth.audience for this deployment's own once your backends use it", aud)
+	case d.Auth.Audience != "":
+		dr.add(checkOK, "token audience", "user tokens must carry aud %q (auth.audience)", aud)
+	default:
+		dr.add(checkOK, "token audience", "user tokens must carry aud %q (this deployment's own; auth.audience sets another)", aud)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/server"
+	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/migrations"
 
@@ -25,6 +26,9 @@ import (
 // doctorSetup is what one doctor run checks.
 type doctorSetup struct {
 	dbURL, amqpURL, pluginDir string
+	// apiURL and adminURL are database.api_url and database.admin_url;
+	// dbExtra is more of the database block, extra more of the file.
+	apiURL, adminURL, dbExtra, extra string
 	// amqpURLs, when set, is written as amqp.urls instead of amqp.url.
 	amqpURLs []string
 	// provider is the HCL of the TEST channel's provider.
@@ -63,11 +67,17 @@ event "ORDER_SHIPPED" {
 		amqpHCL = "urls = [" + strings.Join(quoted, ", ") + "]"
 	}
 	cfg := fmt.Sprintf(`
-database { url = %q }
+database {
+  url       = %q
+  api_url   = %q
+  admin_url = %q
+  %s
+}
 amqp { %s }
 plugins { dir = %q }
 rules = ["rules.hcl"]
-`, s.dbURL, amqpHCL, s.pluginDir)
+%s
+`, s.dbURL, s.apiURL, s.adminURL, s.dbExtra, amqpHCL, s.pluginDir, s.extra)
 	path := filepath.Join(dir, "herald.hcl")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -135,7 +145,7 @@ func checkLines(t *testing.T, out string) map[string]string {
 func TestDoctorHealthy(t *testing.T) {
 	t.Parallel()
 	db, mq := testenv.Postgres(t), testenv.RabbitMQ(t)
-	cfg := writeDoctorConfig(t, doctorSetup{dbURL: db.URL, amqpURL: mq.URL, pluginDir: testenv.PluginBinaries(t, "sink"),
+	cfg := writeDoctorConfig(t, doctorSetup{dbURL: db.URL, apiURL: db.APIURL, adminURL: db.AdminURL, amqpURL: mq.URL, pluginDir: testenv.PluginBinaries(t, "sink"),
 		provider: `{ plugin = "sink", name = "primary" }`})
 
 	// Before herald serve declared anything, the missing topology is a
@@ -154,7 +164,7 @@ func TestDoctorHealthy(t *testing.T) {
 		t.Fatalf("doctor: exit %d\n%s%s", code, out, stderr)
 	}
 	lines := checkLines(t, out)
-	for _, name := range []string{"config", "database", "database roles", "clock", "broker " + redactedAMQP(mq.URL), "plugin TEST/primary"} {
+	for _, name := range []string{"config", "database", "database roles", "token audience", "clock", "broker " + redactedAMQP(mq.URL), "plugin TEST/primary"} {
 		if !strings.HasPrefix(lines[name], "ok   ") {
 			t.Errorf("%s: got %q, want an ok line\n%s", name, lines[name], out)
 		}
@@ -164,8 +174,15 @@ func TestDoctorHealthy(t *testing.T) {
 		!(strings.HasPrefix(l, "warn ") && strings.Contains(l, "no Landlock")) {
 		t.Errorf("plugin sandbox line = %q", l)
 	}
-	if len(lines) != 7 {
-		t.Errorf("doctor printed %d checks, want 7:\n%s", len(lines), out)
+	if len(lines) != 8 {
+		t.Errorf("doctor printed %d checks, want 8:\n%s", len(lines), out)
+	}
+	aud, err := store.DeploymentAudience(context.Background(), db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "ok   token audience: user tokens must carry aud \"" + aud + "\" (this deployment's own; auth.audience sets another)"; lines["token audience"] != want {
+		t.Errorf("token audience line = %q, want %q", lines["token audience"], want)
 	}
 	if want := fmt.Sprintf("ok   database: reachable, migrations at %d of %d", latestMigration(t), latestMigration(t)); lines["database"] != want {
 		t.Errorf("database line = %q, want %q", lines["database"], want)
@@ -187,7 +204,7 @@ func TestDoctorHealthy(t *testing.T) {
 
 	out, _, code = runHerald(t, "doctor", "--config", cfg, "--json")
 	var res []checkResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res) != 7 {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res) != 8 {
 		t.Fatalf("doctor --json: exit %d, %d results, %v:\n%s", code, len(res), err, out)
 	}
 }
@@ -205,7 +222,7 @@ func TestDoctorFailures(t *testing.T) {
 	t.Parallel()
 	db, mq := testenv.Postgres(t), testenv.RabbitMQ(t)
 	pluginDir := testenv.PluginBinaries(t, "sink")
-	healthy := doctorSetup{dbURL: db.URL, amqpURL: mq.URL, pluginDir: pluginDir, provider: `{ plugin = "sink", name = "primary" }`}
+	healthy := doctorSetup{dbURL: db.URL, apiURL: db.APIURL, adminURL: db.AdminURL, amqpURL: mq.URL, pluginDir: pluginDir, provider: `{ plugin = "sink", name = "primary" }`}
 	declareTopology(t, writeDoctorConfig(t, healthy))
 
 	// A database with no migrations applied.
@@ -259,6 +276,14 @@ func TestDoctorFailures(t *testing.T) {
 			setup: func(s *doctorSetup) { s.provider = `{ plugin = "absent", name = "primary" }` },
 			check: "plugin TEST/primary", want: "herald-plugin-absent",
 		},
+		"API pool logging in as the owner": {
+			setup: func(s *doctorSetup) { s.apiURL = "" },
+			check: "database roles", want: "database.api_url (empty: database.url) logs in as role",
+		},
+		"superadmin pool logging in as the owner": {
+			setup: func(s *doctorSetup) { s.adminURL = s.dbURL },
+			check: "database roles", want: "database.admin_url logs in as role",
+		},
 		"checksum mismatch": {
 			setup: func(s *doctorSetup) {
 				s.provider = `{ plugin = "sink", name = "primary", checksum = "` + strings.Repeat("0", 64) + `" }`
@@ -293,12 +318,33 @@ func TestDoctorFailures(t *testing.T) {
 	}
 }
 
+// TestDoctorOwnerLoginOptOut: database.allow_owner_login turns the refusal
+// of an owner login into a warning that names the setting.
+func TestDoctorOwnerLoginOptOut(t *testing.T) {
+	t.Parallel()
+	db, mq := testenv.Postgres(t), testenv.RabbitMQ(t)
+	s := doctorSetup{dbURL: db.URL, adminURL: db.AdminURL, dbExtra: "allow_owner_login = true", amqpURL: mq.URL,
+		pluginDir: testenv.PluginBinaries(t, "sink"), provider: `{ plugin = "sink", name = "primary" }`}
+	out, stderr, code := runHerald(t, "doctor", "--config", writeDoctorConfig(t, s))
+	l := checkLines(t, out)["database roles"]
+	if code != 0 || !strings.HasPrefix(l, "warn ") || !strings.Contains(l, "database.allow_owner_login is set: database.api_url (empty: database.url) logs in as role") {
+		t.Errorf("exit %d, database roles line %q\n%s%s", code, l, out, stderr)
+	}
+	// The audience every deployment once shared is a warning too.
+	s.extra = `auth { audience = "herald" }`
+	out, stderr, code = runHerald(t, "doctor", "--config", writeDoctorConfig(t, s))
+	l = checkLines(t, out)["token audience"]
+	if code != 0 || !strings.HasPrefix(l, "warn ") || !strings.Contains(l, `aud "herald" (auth.audience), the audience every deployment once shared`) {
+		t.Errorf("exit %d, token audience line %q\n%s%s", code, l, out, stderr)
+	}
+}
+
 // TestDoctorQueueType shows a queue of another type than amqp.queue_type
 // as a failure, as herald serve would refuse it.
 func TestDoctorQueueType(t *testing.T) {
 	t.Parallel()
 	db, mq := testenv.Postgres(t), testenv.RabbitMQ(t)
-	cfg := writeDoctorConfig(t, doctorSetup{dbURL: db.URL, amqpURL: mq.URL, pluginDir: testenv.PluginBinaries(t, "sink"),
+	cfg := writeDoctorConfig(t, doctorSetup{dbURL: db.URL, apiURL: db.APIURL, adminURL: db.AdminURL, amqpURL: mq.URL, pluginDir: testenv.PluginBinaries(t, "sink"),
 		provider: `{ plugin = "sink", name = "primary" }`})
 	conn, err := amqp.Dial(mq.URL)
 	if err != nil {

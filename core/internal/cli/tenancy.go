@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -16,22 +15,37 @@ func init() {
 	commands = append(commands, newDBCmd, newProjectsCmd, newAdminsCmd)
 }
 
-// newDBCmd is `herald db roles` and `herald db producer`: the database
-// roles row-level security is built on.
+// newDBCmd is `herald db roles` and `herald db producer` (producers.go):
+// the database roles row-level security is built on.
 func newDBCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "db", Short: "Database roles for tenant isolation"}
 
 	var cfgPath, adminURL, owner string
+	var rotate bool
 	roles := &cobra.Command{
-		Use:   "roles [--admin-url URL] [--owner ROLE]",
-		Short: "Create herald_api, herald_worker, herald_admin and herald_producer and make the owner a member",
-		Long: `Creates Herald's group roles where they are missing and makes the role
-that owns Herald's tables (the login role of database.url, or --owner) a
-member of herald_api, herald_worker and herald_admin, so that the daemon
-can run each part as its own role. Run it once per PostgreSQL cluster,
-before 'herald migrate up', with a role that may create roles: database.url
-when its role has CREATEROLE, or --admin-url (a superuser) otherwise. The
-migrations do the same when their role may.`,
+		Use:   "roles [--admin-url URL] [--owner ROLE] [--rotate]",
+		Short: "Create Herald's group roles and the API's and superadmin's login roles",
+		Long: `Creates Herald's group roles (herald_api, herald_worker, herald_admin,
+herald_producer) where they are missing and makes the role that owns
+Herald's tables (the login role of database.url, or --owner) a member of
+herald_api, herald_worker and herald_admin, so that the pipeline can run as
+herald_worker.
+
+It then creates the login roles the API's and the superadmin's pools log in
+as: the user of database.api_url, a member of herald_api only, and the user
+of database.admin_url, a member of herald_admin only (not superusers, no
+BYPASSRLS, not the owner; an existing role that is any of these is refused).
+Each gets the password its URL gives; or, when the URL gives none, the one
+its passfile holds (the URL's passfile parameter, PGPASSFILE or ~/.pgpass);
+or, when the URL names a passfile that holds none (or with --rotate), a new
+random one written there (mode 0600; the file's owner is kept). Passwords
+reach PostgreSQL as SCRAM verifiers only and are never printed.
+
+Run it once per PostgreSQL cluster, before 'herald migrate up', and again
+to rotate the logins' passwords, with a role that may create roles:
+database.url when its role has CREATEROLE, or --admin-url (a superuser)
+otherwise. The migrations create the group roles too when their role may,
+never the login roles.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := loadDaemon(cfgPath)
@@ -58,48 +72,21 @@ migrations do the same when their role may.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "roles ready: %v; %s is a member of herald_api, herald_worker and herald_admin\n", store.GroupRoles, owner)
+			for _, l := range []poolLogin{{"database.api_url", d.Database.APIURL, store.RoleAPI}, {"database.admin_url", d.Database.AdminURL, store.RoleAdmin}} {
+				if err := ensurePoolLogin(cmd.Context(), conn, l, owner, rotate, cmd.OutOrStdout()); err != nil {
+					return err
+				}
+			}
 			return nil
 		},
 	}
+	roles.Flags().BoolVar(&rotate, "rotate", false, "give the logins new random passwords even when their passfile holds some")
 	roles.Flags().StringVar(&adminURL, "admin-url", "", "connect as this (superuser) URL instead of database.url")
 	roles.Flags().StringVar(&owner, "owner", "", "the role that owns Herald's tables (default: database.url's user)")
 	addConfigFlag(roles, &cfgPath)
 	cmd.AddCommand(roles)
 
-	var pcfg, tenant, password string
-	prod := &cobra.Command{
-		Use:   "producer --tenant T ROLE [--password P]",
-		Short: "Create a login role for a service that enqueues events with sdk/producer, bound to one tenant",
-		Long: `Creates (or rebinds) the login role ROLE as a member of herald_producer,
-bound to tenant T. Connected as ROLE, a service may insert events of T
-into the outbox inside its own transactions (sdk/producer sets the tenant
-for row-level security) and read them back; events for any other tenant
-are refused by the database, as is every other table. The password comes
-from --password or HERALD_PRODUCER_PASSWORD.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if tenant == "" {
-				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
-			}
-			if password == "" {
-				password = os.Getenv("HERALD_PRODUCER_PASSWORD")
-			}
-			return withTx(cmd.Context(), pcfg, func(ctx context.Context, q store.Querier) error {
-				if err := store.EnsureTenant(ctx, q, tenant, ""); err != nil {
-					return &ExitError{Code: 2, Err: fmt.Errorf("--tenant: %w", err)}
-				}
-				if err := store.CreateProducerRole(ctx, q, tenant, args[0], password); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "producer role %s may enqueue events for tenant %s\n", args[0], tenant)
-				return nil
-			})
-		},
-	}
-	prod.Flags().StringVar(&tenant, "tenant", "", "the tenant the role may enqueue for")
-	prod.Flags().StringVar(&password, "password", "", "login password (env HERALD_PRODUCER_PASSWORD)")
-	addConfigFlag(prod, &pcfg)
-	cmd.AddCommand(prod)
+	cmd.AddCommand(newDBProducerCmd())
 	return cmd
 }
 

@@ -192,7 +192,11 @@ roles, project (optional), iss, aud, iat, exp.
 				if err != nil {
 					return err
 				}
-				tok, err := auth.Issue(k, d.Auth.Audience, auth.User{UserID: user, UserType: userType, Roles: roles, Project: project}, ttl, time.Now())
+				aud, err := auth.ResolveAudience(ctx, q, d.Auth)
+				if err != nil {
+					return err
+				}
+				tok, err := auth.Issue(k, aud, auth.User{UserID: user, UserType: userType, Roles: roles, Project: project}, ttl, time.Now())
 				if err != nil {
 					return &ExitError{Code: 2, Err: err}
 				}

@@ -186,7 +186,7 @@ func (d Daemon) Validate() error {
 // a secret.Redactor.
 func (d Daemon) SecretValues() []string {
 	var out []string
-	for _, u := range append([]string{d.Database.URL, d.Database.APIURL, d.AMQP.URL}, d.AMQP.URLs...) {
+	for _, u := range append([]string{d.Database.URL, d.Database.APIURL, d.Database.AdminURL, d.AMQP.URL}, d.AMQP.URLs...) {
 		if p := secret.URLPassword(u); p != "" {
 			out = append(out, p)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/heraldhq/herald/core/internal/hcllimit"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -241,42 +242,15 @@ func goValue(v cty.Value) (any, error) {
 
 // checkLimits refuses a file nested deeper than MaxDaemonDepth, or with
 // long runs of prefix operators or many conditionals, before the
-// (recursive) parser reads it. The lexer it runs is not recursive.
+// (recursive) parser reads it: the scanner the rules files use
+// (hcllimit), with the daemon file's limits.
 func (p *hclParser) checkLimits(src []byte) error {
-	toks, _ := hclsyntax.LexConfig(src, p.filename, hcl.InitialPos)
-	depth, unary, conditionals := 0, 0, 0
-	for _, t := range toks {
-		at := func(msg string, args ...any) error {
-			return fmt.Errorf("%s:%d: %s", p.filename, t.Range.Start.Line, fmt.Sprintf(msg, args...))
-		}
-		switch t.Type {
-		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen, hclsyntax.TokenTemplateInterp,
-			hclsyntax.TokenTemplateControl, hclsyntax.TokenOQuote, hclsyntax.TokenOHeredoc:
-			depth++
-			if depth > MaxDaemonDepth {
-				return at("nesting deeper than %d levels (limit)", MaxDaemonDepth)
-			}
-		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen, hclsyntax.TokenTemplateSeqEnd,
-			hclsyntax.TokenCQuote, hclsyntax.TokenCHeredoc:
-			if depth > 0 {
-				depth--
-			}
-		case hclsyntax.TokenQuestion:
-			conditionals++
-			if conditionals > maxDaemonConditionals {
-				return at("more than %d conditional expressions (limit)", maxDaemonConditionals)
-			}
-		}
-		if t.Type == hclsyntax.TokenBang || t.Type == hclsyntax.TokenMinus {
-			unary++
-			if unary > maxDaemonUnaryRun {
-				return at("more than %d operators in a row (limit)", maxDaemonUnaryRun)
-			}
-		} else if t.Type != hclsyntax.TokenNewline {
-			unary = 0
-		}
+	err := hcllimit.Check(src, hcllimit.Limits{MaxDepth: MaxDaemonDepth, MaxUnaryRun: maxDaemonUnaryRun, MaxConditionals: maxDaemonConditionals})
+	var le *hcllimit.Error
+	if errors.As(err, &le) {
+		return fmt.Errorf("%s:%d: %s", p.filename, le.Line, le.Msg)
 	}
-	return nil
+	return err
 }
 
 // diagError is the errors of diags, each with its file and line.

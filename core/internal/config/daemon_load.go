@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -198,6 +199,14 @@ func LoadDaemon(path string) (Daemon, error) {
 		}
 		if os.Getenv(envName("http.admin_token_file")) == "" && d.HTTP.AdminTokenFile != "" && !filepath.IsAbs(d.HTTP.AdminTokenFile) {
 			d.HTTP.AdminTokenFile = filepath.Join(base, d.HTTP.AdminTokenFile)
+		}
+		// A database URL's passfile parameter (the logins' passwords,
+		// which herald db roles writes) is a path too.
+		for key, p := range map[string]*string{"database.url": &d.Database.URL, "database.api_url": &d.Database.APIURL,
+			"database.admin_url": &d.Database.AdminURL} {
+			if os.Getenv(envName(key)) == "" && fromFile.Exists(key) {
+				*p = passfileRelativeTo(base, *p)
+			}
 		}
 	}
 	if err := d.Validate(); err != nil {
@@ -429,4 +438,25 @@ func numberNotDuration(from, to reflect.Type, data any) (any, error) {
 		return nil, fmt.Errorf("%v is not a duration: write it with a unit, such as \"%vs\"", data, data)
 	}
 	return data, nil
+}
+
+// passfileRelativeTo returns the connection URL raw with a relative
+// passfile parameter made relative to base; any other raw (no passfile,
+// an absolute one, a key/value string) as it is.
+func passfileRelativeTo(base, raw string) string {
+	if !strings.Contains(raw, "://") {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	pf := q.Get("passfile")
+	if pf == "" || filepath.IsAbs(pf) {
+		return raw
+	}
+	q.Set("passfile", filepath.Join(base, pf))
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -403,6 +405,10 @@ relay { batch_size = "env:HERALD_TEST_BATCH" }
 	if got := d.SecretValues(); len(got) != 2 || got[0] != "db-pa55word" || got[1] != "mq-pa55word" {
 		t.Errorf("SecretValues = %q", got)
 	}
+	d.Database.APIURL, d.Database.AdminURL = "postgres://a:api-pa55@h/x", "postgres://b:admin-pa55@h/x"
+	if got := d.SecretValues(); !slices.Contains(got, "api-pa55") || !slices.Contains(got, "admin-pa55") {
+		t.Errorf("SecretValues without the pools' logins' passwords: %q", got)
+	}
 
 	// An environment override may be a reference too.
 	t.Setenv("HERALD_DATABASE_URL", "file:db-url")
@@ -494,6 +500,13 @@ func TestExampleDaemonConfigLoads(t *testing.T) {
 	}
 	if len(d.Rules) != 1 || !strings.HasSuffix(d.Rules[0], "quickstart/rules.hcl") {
 		t.Fatalf("rules = %v", d.Rules)
+	}
+	// The logins' passfile is relative to the file: the repository's .herald.
+	wantPassfile := url.QueryEscape(filepath.Join("../../../examples", "../.herald/db-logins.pgpass"))
+	for key, u := range map[string]string{"api_url": d.Database.APIURL, "admin_url": d.Database.AdminURL} {
+		if !strings.Contains(u, "passfile="+wantPassfile) || !strings.Contains(u, "_login@") {
+			t.Errorf("database.%s = %q, want a login of its own with passfile %s", key, u, wantPassfile)
+		}
 	}
 	secretFile := writeFile(t, "herald-database-url",
 		"postgres://herald:pa55@db.internal:5432/herald?sslmode=verify-full&sslrootcert=/etc/herald/pg-ca.pem\n")

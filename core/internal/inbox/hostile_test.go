@@ -10,6 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/core/internal/testenv"
 )
 
 // snapshot is what a refused request must leave as it was: the user's
@@ -183,7 +184,7 @@ func TestTokenRefusalsReadAlike(t *testing.T) {
 	k := w.keys["a"]
 	now := time.Now()
 	claims := func(edit func(jwt.MapClaims)) jwt.MapClaims {
-		c := jwt.MapClaims{"tenant": "a", "sub": "u1", "iss": k.Issuer, "aud": "herald", "iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix()}
+		c := jwt.MapClaims{"tenant": "a", "sub": "u1", "iss": k.Issuer, "aud": w.aud, "iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix()}
 		if edit != nil {
 			edit(c)
 		}
@@ -199,6 +200,10 @@ func TestTokenRefusalsReadAlike(t *testing.T) {
 		return s
 	}
 	other := []byte(strings.Repeat("x", 32))
+	otherAud, err := store.DeploymentAudience(context.Background(), testenv.Postgres(t).Pool)
+	if err != nil || otherAud == w.aud || !strings.HasPrefix(otherAud, "herald:") {
+		t.Fatalf("another deployment's audience %q (ours %q): %v", otherAud, w.aud, err)
+	}
 	if r := w.do(t, "GET", "/v1/inbox/unread-count", sign("k1", claims(nil), k.Key), ""); r.code != http.StatusOK {
 		t.Fatalf("the good token: %d %s", r.code, r.body)
 	}
@@ -224,6 +229,12 @@ func TestTokenRefusalsReadAlike(t *testing.T) {
 		"NUL in user_type":      sign("k1", claims(func(c jwt.MapClaims) { c["user_type"] = "S\x00" }), k.Key),
 		"NUL in tenant":         sign("k1", claims(func(c jwt.MapClaims) { c["tenant"] = "a\x00" }), k.Key),
 		"garbage":               "not.a.token",
+		// Another deployment's own audience (its database's id), and the
+		// audience every deployment once shared: the same key and issuer
+		// sign them, and they are refused like the rest.
+		"another deployment's audience": sign("k1", claims(func(c jwt.MapClaims) { c["aud"] = otherAud }), k.Key),
+		"the old shared audience":       sign("k1", claims(func(c jwt.MapClaims) { c["aud"] = "herald" }), k.Key),
+		"two audiences, neither ours":   sign("k1", claims(func(c jwt.MapClaims) { c["aud"] = []string{otherAud, w.aud + "x"} }), k.Key),
 	}
 	var first string
 	for name, tok := range refused {

@@ -41,6 +41,8 @@ type world struct {
 	keys   map[string]store.TokenKey
 	apikey map[string]string
 	seq    int
+	// aud is the deployment's own token audience (auth.audience empty).
+	aud string
 }
 
 func newWorld(t *testing.T) *world {
@@ -65,12 +67,16 @@ func newWorld(t *testing.T) *world {
 	}
 	d := config.DefaultDaemon()
 	d.Database.URL, d.Database.MaxConns, d.Database.APIMaxConns = w.db.URL, 8, 8
+	d.Database.APIURL, d.Database.AdminURL = w.db.APIURL, w.db.AdminURL
 	d.HTTP.RateLimit = httpguard.RateLimits{}
 	var err error
 	if w.pools, err = server.OpenPools(ctx, d.Database); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.pools.Close)
+	if w.aud, err = store.DeploymentAudience(ctx, w.db.Pool); err != nil {
+		t.Fatal(err)
+	}
 	if w.pub, err = server.PublicAPI(ctx, d, w.pools, nil, func() *rules.RuleSet { return nil }, hclog.NewNullLogger()); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +89,7 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) token(t *testing.T, tenant, user, project string) string {
 	t.Helper()
-	tok, err := auth.Issue(w.keys[tenant], "herald", auth.User{UserID: user, UserType: "STAFF", Project: project}, 10*time.Minute, time.Now())
+	tok, err := auth.Issue(w.keys[tenant], w.aud, auth.User{UserID: user, UserType: "STAFF", Project: project}, 10*time.Minute, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,10 +311,10 @@ func TestInboxHidesOtherUsersAndTenants(t *testing.T) {
 		t.Fatal("other users' requests changed alice's inbox")
 	}
 	// Tokens.
-	expired, _ := auth.Issue(w.keys["a"], "herald", auth.User{UserID: "alice"}, time.Minute, time.Now().Add(-time.Hour))
+	expired, _ := auth.Issue(w.keys["a"], w.aud, auth.User{UserID: "alice"}, time.Minute, time.Now().Add(-time.Hour))
 	wrongKey := w.keys["a"]
 	wrongKey.Key = []byte("another secret, not the tenant's 0123456789")
-	forged, _ := auth.Issue(wrongKey, "herald", auth.User{UserID: "alice"}, time.Minute, time.Now())
+	forged, _ := auth.Issue(wrongKey, w.aud, auth.User{UserID: "alice"}, time.Minute, time.Now())
 	for name, tok := range map[string]string{"none": "", "expired": expired, "forged": forged, "api key": w.apikey["a"]} {
 		if r := w.do(t, "GET", "/v1/inbox", tok, ""); r.code != 401 {
 			t.Errorf("%s token: %d", name, r.code)

@@ -60,7 +60,7 @@ func newCluster(t *testing.T, n int, cfg live.Config) *cluster {
 	for range n {
 		conn := broker.Dial(c.amqpURL, broker.Topology{Exchange: "herald.deliveries"}, hclog.NewNullLogger())
 		t.Cleanup(conn.Close)
-		gw := live.New(cfg, api, auth.NewVerifier(api, auth.Config{}), conn, hclog.NewNullLogger())
+		gw := live.New(cfg, api, auth.NewVerifier(api, auth.Config{Audience: "herald"}), conn, hclog.NewNullLogger())
 		done := make(chan struct{})
 		go func() { _ = gw.Run(ctx); close(done) }()
 		t.Cleanup(func() { cancel(); <-done })

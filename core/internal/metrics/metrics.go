@@ -120,7 +120,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, s := range []string{StagePublisher, StageHandoff} {
 		m.unconfirmed.WithLabelValues(s)
 	}
-	for _, r := range []string{ReasonAttemptsExhausted, ReasonPayloadTooLarge} {
+	for _, r := range []string{ReasonAttemptsExhausted, ReasonPayloadTooLarge, ReasonUnknownType, ReasonPayloadNotObject, ReasonPayloadSchema} {
 		m.eventsFailed.WithLabelValues(r)
 	}
 	for _, r := range []string{RefusedUser, RefusedTenant, RefusedAddress, RefusedDaemon} {
@@ -156,6 +156,15 @@ const (
 	// ReasonPayloadTooLarge: the event's payload is over the event
 	// contract's limit; the relay failed it without loading it.
 	ReasonPayloadTooLarge = "payload_too_large"
+	// ReasonUnknownType: no rule handles the event's type; the relay
+	// failed it at once.
+	ReasonUnknownType = "unknown_event_type"
+	// ReasonPayloadNotObject: the event's payload is not a JSON object;
+	// the relay failed it at once.
+	ReasonPayloadNotObject = "payload_not_object"
+	// ReasonPayloadSchema: the event's payload does not match its type's
+	// JSON Schema; the relay failed it at once.
+	ReasonPayloadSchema = "payload_schema"
 )
 
 // EventsFailed counts n events the relay marked FAILED for reason.

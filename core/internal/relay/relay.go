@@ -296,9 +296,20 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 	// what its events need, loaded with a handful of queries, instead of a
 	// round of queries per event.
 	var retried, failedEvents int
+	// An event that breaks its type's rules (no rule, a payload that is
+	// not an object or fails the type's JSON Schema) fails at once, in
+	// this transaction, and the others go on.
+	rejected := make([]*Rejection, len(events))
+	var rejectedIDs []int64
+	var rejectedWhy []string
 	needErr := make([]error, len(events))
 	merged := map[string]directory.Needs{}
 	for i, e := range events {
+		if rj := Check(rs, e.Type, e.Payload); rj != nil {
+			rejected[i] = rj
+			rejectedIDs, rejectedWhy = append(rejectedIDs, e.ID), append(rejectedWhy, rj.Reason)
+			continue
+		}
 		n, err := rs.Needs(toRulesEvent(e))
 		if needErr[i] = err; err != nil {
 			continue
@@ -312,6 +323,9 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 			return 0, false, err // the whole batch rolls back and is retried
 		}
 		dirs[tenant] = rules.IndexDirectory(dir)
+	}
+	if err := store.FailEvents(ctx, tx, rejectedIDs, rejectedWhy); err != nil {
+		return 0, false, err
 	}
 	// One span per event, child of the trace context the event came
 	// with; its deliveries carry the span's context on. The spans end
@@ -339,6 +353,12 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 		sctx, span := tracing.Start(ctx, e.TraceParent, e.TraceState, "herald.relay.event", trace.SpanKindConsumer,
 			tracing.Tenant.String(e.TenantID), tracing.EventType.String(e.Type))
 		spans[i], outcomes[i] = span, "processed"
+		if rj := rejected[i]; rj != nil {
+			outcomes[i] = "failed"
+			r.log.Error("event failed: it breaks its type's rules; it is not retried", "tenant", e.TenantID, "event_id", e.EventID,
+				"type", e.Type, "reason", rj.Reason)
+			continue
+		}
 		if err == nil {
 			n, d, err = r.fanout(rs, e, dirs[e.TenantID], now)
 		}
@@ -416,7 +436,12 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 	committed = true
 	r.oversize(claim.Oversize)
 	if r.cfg.Metrics != nil {
-		r.cfg.Metrics.RelayBatch(len(events), len(events)-retried-failedEvents, failedEvents, time.Since(began))
+		r.cfg.Metrics.RelayBatch(len(events), len(events)-retried-failedEvents-len(rejectedIDs), failedEvents, time.Since(began))
+		for _, rj := range rejected {
+			if rj != nil {
+				r.cfg.Metrics.EventsFailed(rj.Metric, 1)
+			}
+		}
 		deferred := map[string]int{}
 		for _, d := range written {
 			if d.Status == store.StatusDeferred {
@@ -446,6 +471,61 @@ func (r *Relay) oversize(evs []store.OversizeEvent) {
 	if len(evs) > 0 && r.cfg.Metrics != nil {
 		r.cfg.Metrics.EventsFailed(metrics.ReasonPayloadTooLarge, len(evs))
 	}
+}
+
+// Rejection is why an event breaks its type's rules.
+type Rejection struct {
+	// Reason is the event's last_error: the words POST /v1/events answers
+	// with for the same event, naming the field.
+	Reason string
+	// Metric is the reason label of herald_events_failed_total.
+	Metric string
+}
+
+// Check returns why the relay must fail an event of eventType with payload
+// (as stored) at once, or nil: no rule handles the type, the payload is not
+// a JSON object, or it does not match the type's JSON Schema. These are the
+// checks POST /v1/events makes before it accepts an event, with its words;
+// an event that reached the outbox another way (herald_enqueue, sdk/producer,
+// the API before a rules change) meets them here.
+func Check(rs *rules.RuleSet, eventType string, payload []byte) *Rejection {
+	if kind := jsonKind(payload); kind != "object" {
+		return &Rejection{Reason: "payload: must be a JSON object, not " + kind, Metric: metrics.ReasonPayloadNotObject}
+	}
+	err := rs.ValidatePayload(eventType, payload)
+	var pe *rules.PayloadError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, rules.ErrNoRule):
+		return &Rejection{Reason: fmt.Sprintf("type: no rule handles event type %q", eventType), Metric: metrics.ReasonUnknownType}
+	case errors.As(err, &pe):
+		return &Rejection{Reason: pe.Error(), Metric: metrics.ReasonPayloadSchema}
+	}
+	return &Rejection{Reason: "payload: " + err.Error(), Metric: metrics.ReasonPayloadSchema}
+}
+
+// jsonKind names the kind of the JSON value p starts with, as jsonb_typeof
+// does ("nothing" for an empty payload).
+func jsonKind(p []byte) string {
+	for _, c := range p {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return "object"
+		case '[':
+			return "array"
+		case '"':
+			return "string"
+		case 't', 'f':
+			return "boolean"
+		case 'n':
+			return "null"
+		}
+		return "number"
+	}
+	return "nothing"
 }
 
 func toRulesEvent(e store.EventRow) rules.Event {

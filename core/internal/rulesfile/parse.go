@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/heraldhq/herald/core/internal/hcllimit"
 )
 
 // Limits of a rules file. A file beyond any of them is refused with an
@@ -34,6 +35,9 @@ const (
 	// (each nests the parser one level; rules need none).
 	maxRulesConditionals = 64
 )
+
+// hclLimits are the HCL limits of a rules file.
+var hclLimits = hcllimit.Limits{MaxDepth: MaxDepth, MaxUnaryRun: maxRulesUnaryRun, MaxConditionals: maxRulesConditionals}
 
 var errRulesEmpty = errors.New("empty rules file: it declares no channel, event or defaults")
 
@@ -108,10 +112,10 @@ func parseRulesSource(c *rulesCollector, path string, src []byte) *rulesFile {
 	var body hcl.Body
 	switch ext := strings.ToLower(filepath.Ext(path)); ext {
 	case ".hcl":
-		if err := checkHCLLimits(src); err != nil {
-			var pe *rulesPosError
-			errors.As(err, &pe)
-			return fail(pe.line, pe.col, pe.msg)
+		if err := hcllimit.Check(src, hclLimits); err != nil {
+			var le *hcllimit.Error
+			errors.As(err, &le)
+			return fail(le.Line, le.Col, le.Msg)
 		}
 		file, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
 		if diags.HasErrors() {
@@ -160,157 +164,6 @@ func firstInvalidUTF8(b []byte) int {
 		i += size
 	}
 	return len(b)
-}
-
-// checkHCLLimits scans HCL source and refuses nesting that would make the
-// recursive parser deep, before the parser (or its lexer, which holds a
-// token per character of "[[[[...") sees it. The scan follows HCL's
-// lexical structure closely enough to be exact for ordinary files:
-// comments, quoted strings with escapes, heredocs, and ${ } / %{ }
-// template sequences, which nest code inside strings. It keeps a stack of
-// at most MaxDepth entries.
-func checkHCLLimits(src []byte) error {
-	const (
-		ctxCode    = iota // ordinary code; closes at its bracket
-		ctxString         // "..."; closes at "
-		ctxHeredoc        // <<EOT ... EOT
-	)
-	type frame struct {
-		kind   int
-		close  byte   // for ctxCode: the closing bracket (0 at top level)
-		marker []byte // for ctxHeredoc
-	}
-	stack := []frame{{kind: ctxCode}}
-	line, col := 1, 1
-	unary, conditionals := 0, 0
-	deep := func() error {
-		return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("nesting deeper than %d levels (limit)", MaxDepth)}
-	}
-	push := func(f frame) error {
-		if len(stack) > MaxDepth {
-			return deep()
-		}
-		stack = append(stack, f)
-		return nil
-	}
-	for i := 0; i < len(src); i++ {
-		c := src[i]
-		top := &stack[len(stack)-1]
-		advance := func(n int) {
-			for k := 0; k < n && i < len(src); k++ {
-				if src[i] == '\n' {
-					line, col = line+1, 1
-				} else {
-					col++
-				}
-				i++
-			}
-			i-- // the loop's i++
-		}
-		switch top.kind {
-		case ctxString, ctxHeredoc:
-			switch {
-			case top.kind == ctxString && c == '\\':
-				advance(2)
-				continue
-			case top.kind == ctxString && c == '"':
-				stack = stack[:len(stack)-1]
-			case top.kind == ctxString && c == '\n':
-				// An unterminated string: the parser reports it.
-				stack = stack[:len(stack)-1]
-			case (c == '$' || c == '%') && i+1 < len(src) && src[i+1] == '{':
-				if i+2 < len(src) && src[i+2] == c { // $${ is a literal
-					advance(3)
-					continue
-				}
-				if err := push(frame{kind: ctxCode, close: '}'}); err != nil {
-					return err
-				}
-				advance(2)
-				continue
-			case top.kind == ctxHeredoc && c == '\n':
-				rest := src[i+1:]
-				if j := bytes.IndexByte(rest, '\n'); j >= 0 {
-					rest = rest[:j]
-				}
-				if bytes.Equal(bytes.TrimSpace(rest), top.marker) {
-					stack = stack[:len(stack)-1]
-				}
-			}
-			advance(1)
-			continue
-		}
-		// Code.
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			advance(1)
-			continue
-		}
-		if c == '!' || (c == '-' && !(i+1 < len(src) && src[i+1] >= '0' && src[i+1] <= '9' && unary == 0)) {
-			unary++
-			if unary > maxRulesUnaryRun {
-				return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("more than %d operators in a row (limit)", maxRulesUnaryRun)}
-			}
-		} else {
-			unary = 0
-		}
-		switch {
-		case c == '#' || (c == '/' && i+1 < len(src) && src[i+1] == '/'):
-			j := bytes.IndexByte(src[i:], '\n')
-			if j < 0 {
-				j = len(src) - i
-			}
-			advance(j)
-		case c == '/' && i+1 < len(src) && src[i+1] == '*':
-			j := bytes.Index(src[i+2:], []byte("*/"))
-			if j < 0 {
-				j = len(src) - i - 2
-			}
-			advance(j + 4)
-		case c == '"':
-			if err := push(frame{kind: ctxString}); err != nil {
-				return err
-			}
-			advance(1)
-		case c == '<' && i+1 < len(src) && src[i+1] == '<':
-			j := i + 2
-			if j < len(src) && src[j] == '-' {
-				j++
-			}
-			k := j
-			for k < len(src) && (src[k] == '_' || src[k] == '-' || src[k] >= '0' && src[k] <= '9' || src[k]|0x20 >= 'a' && src[k]|0x20 <= 'z') {
-				k++
-			}
-			if k > j && k < len(src) && (src[k] == '\n' || src[k] == '\r') {
-				if err := push(frame{kind: ctxHeredoc, marker: append([]byte(nil), src[j:k]...)}); err != nil {
-					return err
-				}
-				advance(k - i)
-				continue
-			}
-			advance(2)
-		case c == '{' || c == '[' || c == '(':
-			closer := map[byte]byte{'{': '}', '[': ']', '(': ')'}[c]
-			if err := push(frame{kind: ctxCode, close: closer}); err != nil {
-				return err
-			}
-			advance(1)
-		case c == '}' || c == ']' || c == ')':
-			if len(stack) > 1 {
-				stack = stack[:len(stack)-1]
-			}
-			advance(1)
-		case c == '?':
-			conditionals++
-			if conditionals > maxRulesConditionals {
-				return &rulesPosError{line: line, col: col, msg: fmt.Sprintf("more than %d conditional expressions (limit)", maxRulesConditionals)}
-			}
-			advance(1)
-		default:
-			advance(1)
-		}
-	}
-	return nil
 }
 
 // rulesSnippet is the source line of rng with a caret under its column.

@@ -293,6 +293,8 @@ func TestRecipientsAPIRefusesBadInput(t *testing.T) {
 		"invalid UTF-8 path":      {"GET", "/v1/recipients/u%ff", "", nil, 400, "user_id"},
 		"space-padded id":         {"PUT", "/v1/recipients/%20u2", `{"user_type":"S"}`, nil, 400, "user_id"},
 		"bad If-Match":            {"PUT", "/v1/recipients/u1", `{"user_type":"S"}`, []string{"If-Match", "1"}, 400, "If-Match"},
+		"If-Match not UTF-8":      {"PUT", "/v1/recipients/u1", `{"user_type":"S"}`, []string{"If-Match", "\"1\xff\""}, 400, "If-Match"},
+		"If-Match a list":         {"PATCH", "/v1/recipients/u1", `{}`, []string{"If-Match", `"1", "2"`}, 400, "If-Match"},
 		"huge body":               {"PUT", "/v1/recipients/u2", `{"user_type":"` + strings.Repeat("x", 1<<20) + `"}`, nil, 413, ""},
 		"bad device kind":         {"POST", "/v1/recipients/u1/devices", `{"kind":"pager","token":"x"}`, nil, 400, "kind"},
 		"apns not hex":            {"POST", "/v1/recipients/u1/devices", `{"kind":"apns","token":"zz"}`, nil, 400, "token"},
@@ -584,6 +586,16 @@ func TestBatchAPI(t *testing.T) {
 		if r.code != c.code || r.problem(t).Field != c.field {
 			t.Errorf("%s: %d %.300s, want %d naming %q", name, r.code, r.body, c.code, c.field)
 		}
+	}
+	// Hostile lines are refused one by one, naming their line.
+	hostile := `{"recipient":{"user_id":"h1","user_type":"S"}}` + "\n" +
+		`{"recipient":` + strings.Repeat(`{"a":`, 40) + "1" + strings.Repeat("}", 40) + "}\n" +
+		"{\"recipient\":{\"user_id\":\"h\xff\",\"user_type\":\"S\"}}\n" +
+		`{"recipient":{"user_id":"h\u0000","user_type":"S"}}` + "\n"
+	r, _ = w.dreq(t, "POST", "/v1/recipients:batch?mode=partial", a, hostile, nd...)
+	if err := json.Unmarshal(r.body, &res); err != nil || r.code != 200 || res.Written != 1 || res.Refused != 3 ||
+		len(res.Problems) != 3 || res.Problems[0].Line != 2 || res.Problems[1].Line != 3 || res.Problems[2].Line != 4 || res.Problems[2].Field != "user_id" {
+		t.Fatalf("hostile lines: %d %s", r.code, r.body)
 	}
 	// Another tenant's entries are not references.
 	if r, _ := w.dreq(t, "POST", "/v1/recipients:batch", w.keys["b"], `{"member":{"group":"restaurant:5","user_id":"u2"}}`, nd...); r.code != 422 {

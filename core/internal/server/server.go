@@ -87,6 +87,9 @@ type Pools struct {
 	API *pgxpool.Pool
 	// Admin serves the superadmin API: every tenant, read only.
 	Admin *pgxpool.Pool
+	// Warnings are what database.allow_owner_login let through: herald
+	// serve logs them, herald doctor shows them.
+	Warnings []string
 }
 
 // Close closes every pool.
@@ -100,7 +103,10 @@ func (p *Pools) Close() {
 
 // OpenPools connects the three pools and refuses roles that do not fit
 // their part: the API's must be bound by row-level security, the worker's
-// and the superadmin's must be members of their group roles.
+// and the superadmin's must be members of their group roles, and the API
+// and the superadmin pools must log in as roles of their own that cannot
+// leave their group (store.CheckLogin), unless db.AllowOwnerLogin, which
+// turns that refusal into a line of Pools.Warnings.
 func OpenPools(ctx context.Context, db store.Config) (*Pools, error) {
 	p := &Pools{}
 	var err error
@@ -117,29 +123,58 @@ func OpenPools(ctx context.Context, db store.Config) (*Pools, error) {
 	if err := store.CheckRole(ctx, p.Worker, store.RoleWorker, "database.worker_role"); err != nil {
 		return fail(err)
 	}
-	apiURL := db.APIURL
+	apiURL, apiKey := db.APIURL, "database.api_url"
 	if apiURL == "" {
-		apiURL = db.URL
+		apiURL, apiKey = db.URL, "database.api_url (empty: database.url)"
 	}
 	if p.API, err = store.NewPoolWith(ctx, apiURL, store.PoolOptions{MaxConns: db.APIMaxConns, Role: db.APIRole, Name: "herald-api"}); err != nil {
 		return fail(fmt.Errorf("database.api_url: %w", err))
 	}
 	if err := p.API.Ping(ctx); err != nil {
-		return fail(fmt.Errorf("database.api_url (role %q): %w%s", db.APIRole, err, tlsHint(err)))
+		return fail(fmt.Errorf("%s (role %q): %w%s", apiKey, db.APIRole, err, tlsHint(err)))
 	}
 	if err := store.CheckAPIRole(ctx, p.API, "database.api_url/database.api_role"); err != nil {
 		return fail(fmt.Errorf("refusing to start: %w", err))
 	}
-	if p.Admin, err = store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 4, Role: db.AdminRole, Name: "herald-admin"}); err != nil {
-		return fail(fmt.Errorf("database.url: %w", err))
+	if err := p.checkLogin(ctx, p.API, store.RoleAPI, apiKey, db.AllowOwnerLogin); err != nil {
+		return fail(err)
+	}
+	adminURL, adminKey := db.AdminURL, "database.admin_url"
+	if adminURL == "" {
+		adminURL, adminKey = db.URL, "database.admin_url (empty: database.url)"
+	}
+	if p.Admin, err = store.NewPoolWith(ctx, adminURL, store.PoolOptions{MaxConns: 4, Role: db.AdminRole, Name: "herald-admin"}); err != nil {
+		return fail(fmt.Errorf("database.admin_url: %w", err))
 	}
 	if err := p.Admin.Ping(ctx); err != nil {
-		return fail(fmt.Errorf("database.url (role %q): %w%s", db.AdminRole, err, tlsHint(err)))
+		return fail(fmt.Errorf("%s (role %q): %w%s", adminKey, db.AdminRole, err, tlsHint(err)))
 	}
 	if err := store.CheckAdminRole(ctx, p.Admin, "database.admin_role"); err != nil {
 		return fail(fmt.Errorf("refusing to start: %w", err))
 	}
+	if err := p.checkLogin(ctx, p.Admin, store.RoleAdmin, adminKey, db.AllowOwnerLogin); err != nil {
+		return fail(err)
+	}
 	return p, nil
+}
+
+// checkLogin refuses pool's login role (store.CheckLogin), or, when allow
+// (database.allow_owner_login), notes it in p.Warnings.
+func (p *Pools) checkLogin(ctx context.Context, pool *pgxpool.Pool, group, key string, allow bool) error {
+	err := store.CheckLogin(ctx, pool, group, key)
+	if err == nil {
+		return nil
+	}
+	if !allow {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	var ins *store.InsecureLoginError
+	if !errors.As(err, &ins) {
+		return err
+	}
+	p.Warnings = append(p.Warnings, fmt.Sprintf("database.allow_owner_login is set: %s logs in as role %q, which %s; "+
+		"a query SQL injection made could RESET ROLE and reach every tenant", key, ins.Login, ins.What))
+	return nil
 }
 
 // tlsHint says what to check when err is a refused server certificate.
@@ -184,7 +219,11 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
-	verifier := auth.NewVerifier(pools.API, d.Auth)
+	authCfg := d.Auth
+	if authCfg.Audience, err = auth.ResolveAudience(ctx, pools.Worker, d.Auth); err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	verifier := auth.NewVerifier(pools.API, authCfg)
 	gw := live.New(LiveConfig(d), pools.API, verifier, conn, log)
 	gw.SetMetrics(m)
 	apiSrv := api.New(pools.API, ruleset, log)
@@ -205,7 +244,7 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Mount("/v1/inbox/", box)
 	apiSrv.Mount("GET /v1/actions", apiSrv.Authenticated(inbox.Feed(pools.API, log)))
 	apiSrv.Mount("/v1/me/", me.New(pools.API, verifier, ruleset, log).Handler())
-	page := webinbox.Handler(d.Auth.Audience)
+	page := webinbox.Handler(authCfg.Audience)
 	apiSrv.Mount(webinbox.Path, page)
 	apiSrv.Mount(webinbox.Path+"/", page)
 	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier, Actions: actions}, nil
@@ -381,6 +420,9 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	pools, err := OpenPools(ctx, d.Database)
 	if err != nil {
 		return err
+	}
+	for _, w := range pools.Warnings {
+		log.Warn(w)
 	}
 	defer func() {
 		if !abandoned {

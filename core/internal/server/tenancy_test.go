@@ -56,7 +56,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	cfg := config.DefaultDaemon().Database
-	cfg.URL, cfg.MaxConns, cfg.APIMaxConns = w.db.URL, 4, 4
+	cfg.URL, cfg.APIURL, cfg.AdminURL, cfg.MaxConns, cfg.APIMaxConns = w.db.URL, w.db.APIURL, w.db.AdminURL, 4, 4
 	w.pools, err = server.OpenPools(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -568,10 +568,12 @@ func TestOpenPoolsRefusesAnAPIRoleThatBypassesRLS(t *testing.T) {
 	db := testenv.Postgres(t)
 	ctx := context.Background()
 	cfg := config.DefaultDaemon().Database
-	cfg.URL, cfg.MaxConns, cfg.APIMaxConns = db.URL, 2, 2
+	cfg.URL, cfg.APIURL, cfg.AdminURL, cfg.MaxConns, cfg.APIMaxConns = db.URL, db.APIURL, db.AdminURL, 2, 2
+	// The role checks come before the login check: these log in as the
+	// owner (an empty api_url is url) and pick a role that crosses tenants.
 	cases := map[string]func(c *store.Config){
-		"owner as API":  func(c *store.Config) { c.APIRole = "" },
-		"worker as API": func(c *store.Config) { c.APIRole = store.RoleWorker },
+		"owner as API":  func(c *store.Config) { c.APIURL, c.APIRole = "", "" },
+		"worker as API": func(c *store.Config) { c.APIURL, c.APIRole = "", store.RoleWorker },
 		"superuser as API": func(c *store.Config) {
 			c.APIURL, c.APIRole = testenv.SuperuserURL(t, db), ""
 		},
@@ -593,11 +595,11 @@ func TestOpenPoolsRefusesAnAPIRoleThatBypassesRLS(t *testing.T) {
 	// The superadmin pool never runs as the tables' owner (an empty
 	// admin_role is url's login), a superuser or a role that may write.
 	admin := map[string]func(c *store.Config){
-		"owner as admin":     func(c *store.Config) { c.AdminRole = "" },
-		"owner by name":      func(c *store.Config) { c.AdminRole = ownerOf(t, db.URL) },
-		"worker as admin":    func(c *store.Config) { c.AdminRole = store.RoleWorker },
-		"API as admin":       func(c *store.Config) { c.AdminRole = store.RoleAPI },
-		"superuser as admin": func(c *store.Config) { c.URL, c.AdminRole = testenv.SuperuserURL(t, db), "" },
+		"owner as admin":     func(c *store.Config) { c.AdminURL, c.AdminRole = "", "" },
+		"owner by name":      func(c *store.Config) { c.AdminURL, c.AdminRole = "", ownerOf(t, db.URL) },
+		"worker as admin":    func(c *store.Config) { c.AdminURL, c.AdminRole = "", store.RoleWorker },
+		"API as admin":       func(c *store.Config) { c.AdminURL, c.AdminRole = "", store.RoleAPI },
+		"superuser as admin": func(c *store.Config) { c.URL, c.AdminURL, c.AdminRole = testenv.SuperuserURL(t, db), "", "" },
 	}
 	for name, mut := range admin {
 		t.Run(name, func(t *testing.T) {
@@ -613,12 +615,17 @@ func TestOpenPoolsRefusesAnAPIRoleThatBypassesRLS(t *testing.T) {
 			}
 		})
 	}
-	// The defaults run neither pool as the login role of url.
+	// The defaults run neither pool as the login role of url, and neither
+	// logs in as it: each has a login of its own.
 	p, err := server.OpenPools(ctx, cfg)
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 	defer p.Close()
+	if len(p.Warnings) != 0 {
+		t.Errorf("warnings with dedicated logins: %q", p.Warnings)
+	}
+	owner := ownerOf(t, db.URL)
 	for name, pool := range map[string]*pgxpool.Pool{"api": p.API, "admin": p.Admin} {
 		ri, err := store.InspectRole(ctx, pool)
 		if err != nil {
@@ -627,6 +634,51 @@ func TestOpenPoolsRefusesAnAPIRoleThatBypassesRLS(t *testing.T) {
 		if ri.Current == ri.Login || ri.OwnsTables || ri.Superuser {
 			t.Errorf("the %s pool runs as %q (login %q, owner %v)", name, ri.Current, ri.Login, ri.OwnsTables)
 		}
+		if ri.Login == owner || ri.LoginOwnsTables || ri.LoginSuperuser || ri.LoginBypassRLS {
+			t.Errorf("the %s pool logs in as %q (the owner %q: %v, superuser %v, BYPASSRLS %v)", name, ri.Login, owner, ri.LoginOwnsTables, ri.LoginSuperuser, ri.LoginBypassRLS)
+		}
+	}
+	// A pool that would log in as the owner (or as a login that may SET
+	// ROLE to another of Herald's groups) is refused by default, naming the
+	// setting and the opt-out; with the opt-out it opens, with a warning.
+	logins := map[string]struct {
+		mut func(c *store.Config)
+		key string
+	}{
+		"API as the owner":              {func(c *store.Config) { c.APIURL = "" }, "database.api_url (empty: database.url)"},
+		"admin as the owner":            {func(c *store.Config) { c.AdminURL = "" }, "database.admin_url (empty: database.url)"},
+		"API as the owner, by URL":      {func(c *store.Config) { c.APIURL = db.URL }, "database.api_url"},
+		"admin as the API's login":      {func(c *store.Config) { c.AdminURL = db.APIURL; c.AdminRole = store.RoleAdmin }, ""},
+		"API as the superadmin's login": {func(c *store.Config) { c.APIURL = db.AdminURL }, ""},
+	}
+	for name, tc := range logins {
+		t.Run(name, func(t *testing.T) {
+			c := cfg
+			tc.mut(&c)
+			p, err := server.OpenPools(ctx, c)
+			if err == nil {
+				p.Close()
+				t.Fatal("opened")
+			}
+			if tc.key == "" {
+				return // the login may not SET ROLE to the other group: the connection itself fails
+			}
+			for _, want := range []string{"refusing to start", tc.key + " logs in as role \"" + owner + "\"", "owns Herald's tables",
+				"only a member of", "database.allow_owner_login = true"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the refusal does not say %q: %v", want, err)
+				}
+			}
+			c.AllowOwnerLogin = true
+			p, err = server.OpenPools(ctx, c)
+			if err != nil {
+				t.Fatalf("allow_owner_login: %v", err)
+			}
+			p.Close()
+			if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "database.allow_owner_login is set: "+tc.key) {
+				t.Fatalf("allow_owner_login warnings: %q", p.Warnings)
+			}
+		})
 	}
 	// A worker role that is not a member of herald_worker is refused too.
 	c := cfg
@@ -648,4 +700,107 @@ func ownerOf(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return c.User
+}
+
+// TestAPILoginCannotLeaveItsTenant plays a query SQL injection made on a
+// connection of the API pool: it resets the role to the login and tries
+// to read across tenants, become another group, turn row-level security
+// off and write what herald_api may not. The dedicated login can do none
+// of it; the owner's login (database.allow_owner_login) can, which is why
+// it is refused by default.
+func TestAPILoginCannotLeaveItsTenant(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	conn, err := w.pools.API.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var login string
+	if err := conn.QueryRow(ctx, `SELECT session_user::text`).Scan(&login); err != nil {
+		t.Fatal(err)
+	}
+	if login != testenv.TestAPILogin || login == ownerOf(t, w.db.URL) {
+		t.Fatalf("the API pool logs in as %q", login)
+	}
+	if _, err := conn.Exec(ctx, `RESET ROLE`); err != nil {
+		t.Fatal(err)
+	}
+	// Back to the API role before the connection returns to the pool.
+	defer func() { _, _ = conn.Exec(ctx, `SET ROLE `+store.RoleAPI) }()
+	for _, table := range []string{"tenants", "api_keys", "notifications", "recipients"} {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("the login, with no tenant set, sees %d rows of %s", n, table)
+		}
+	}
+	for _, q := range []string{
+		`SET ROLE herald_worker`,
+		`SET ROLE herald_admin`,
+		`SET ROLE ` + pgx.Identifier{ownerOf(t, w.db.URL)}.Sanitize(),
+		`ALTER TABLE tenants DISABLE ROW LEVEL SECURITY`,
+		`SELECT count(*) FROM herald_secrets`,
+		`INSERT INTO tenants (tenant_id, name) VALUES ('evil', 'evil')`,
+		`UPDATE herald_secrets SET secret = 'x'`,
+		`DELETE FROM superadmins`,
+	} {
+		if _, err := conn.Exec(ctx, q); err == nil {
+			t.Errorf("the API's login may %s", q)
+		}
+	}
+	// row_security = off makes a query that policies would filter fail,
+	// rather than bypass them.
+	if _, err := conn.Exec(ctx, `SET row_security = off`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT count(*) FROM tenants`); err == nil {
+		t.Error("the API's login read tenants with row_security = off")
+	}
+	if _, err := conn.Exec(ctx, `RESET row_security`); err != nil {
+		t.Fatal(err)
+	}
+	// With tenant a set it writes a's rows only, as herald_api may.
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := store.SetTenant(ctx, tx, "a", ""); err != nil {
+			return err
+		}
+		var seen int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM tenants`).Scan(&seen); err != nil {
+			return err
+		}
+		if seen != 1 {
+			t.Errorf("with tenant a set the login sees %d tenants", seen)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO projects (tenant_id, project_id, name) VALUES ('b', 'p', 'p')`)
+		return err
+	})
+	if err == nil {
+		t.Error("with tenant a set the login wrote a project of b")
+	}
+
+	// The owner's login, which allow_owner_login keeps, reads every tenant
+	// after RESET ROLE and SET ROLE herald_worker.
+	cfg := config.DefaultDaemon().Database
+	cfg.URL, cfg.AdminURL, cfg.MaxConns, cfg.APIMaxConns, cfg.AllowOwnerLogin = w.db.URL, w.db.AdminURL, 2, 2, true
+	p, err := server.OpenPools(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var all int
+	oc, err := p.API.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oc.Release()
+	if _, err := oc.Exec(ctx, `RESET ROLE; SET ROLE herald_worker`); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = oc.Exec(ctx, `SET ROLE `+store.RoleAPI) }()
+	if err := oc.QueryRow(ctx, `SELECT count(*) FROM tenants`).Scan(&all); err != nil || all < 2 {
+		t.Fatalf("the owner's login after RESET ROLE: %d tenants, %v (want every tenant: the risk allow_owner_login takes)", all, err)
+	}
 }

@@ -25,8 +25,11 @@ type Config struct {
 	URL string `koanf:"url"`
 	// MaxConns caps the pipeline's connection pool.
 	MaxConns int `koanf:"max_conns"`
-	// APIURL is where the HTTP API connects (empty: url), e.g. as a login
-	// role of its own that is only a member of api_role.
+	// APIURL is where the HTTP API logs in: a login role of its own that
+	// is only a member of herald_api (herald db roles creates it from this
+	// URL's user, with the password this URL gives or one it generates
+	// into the file its passfile parameter names). Empty: url, the tables'
+	// owner, which herald serve refuses unless allow_owner_login is set.
 	APIURL string `koanf:"api_url"`
 	// APIMaxConns caps the HTTP API's connection pool.
 	APIMaxConns int `koanf:"api_max_conns"`
@@ -38,11 +41,23 @@ type Config struct {
 	// the role it ends up as is subject to row-level security.
 	APIRole string `koanf:"api_role"`
 	// AdminRole is the role the superadmin API sets on its connections
-	// (read-only, every tenant). The daemon refuses to start unless it is
-	// a member of herald_admin that may write nothing: not empty (that
-	// would be url's login, the tables' owner), not a superuser, the
-	// owner, herald_worker or herald_api.
+	// (read-only, every tenant); empty keeps the login role of admin_url.
+	// The daemon refuses to start unless it is a member of herald_admin
+	// that may write nothing: not a superuser, the tables' owner,
+	// herald_worker or herald_api.
 	AdminRole string `koanf:"admin_role"`
+	// AdminURL is where the superadmin API logs in: a login role of its
+	// own that is only a member of herald_admin (herald db roles creates
+	// it, as for api_url). Empty: url, the tables' owner, which herald
+	// serve refuses unless allow_owner_login is set.
+	AdminURL string `koanf:"admin_url"`
+	// AllowOwnerLogin lets the API and superadmin pools log in as a role
+	// that could leave their group role for more (the tables' owner, a
+	// superuser, BYPASSRLS, a member of another of Herald's groups): the
+	// behaviour before api_url and admin_url were required. A query that
+	// SQL injection made could then RESET ROLE and read or write every
+	// tenant; herald serve logs a warning at every start.
+	AllowOwnerLogin bool `koanf:"allow_owner_login"`
 }
 
 // DefaultConfig returns the database's default settings: the quick

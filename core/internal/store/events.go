@@ -140,6 +140,21 @@ func ClaimEvents(ctx context.Context, tx pgx.Tx, limit int, budget int64) (Claim
 	return c, nil
 }
 
+// FailEvents marks events claimed in tx FAILED at once, each with its
+// reason (last_error): they break the event contract or their type's
+// rules, which no retry mends.
+func FailEvents(ctx context.Context, tx pgx.Tx, ids []int64, reasons []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE event_outbox e SET status = 'FAILED', last_error = f.reason, processed_at = NULL
+		FROM unnest($1::bigint[], $2::text[]) AS f(id, reason) WHERE e.id = f.id AND e.status = 'PROCESSED'`, ids, reasons)
+	if err != nil {
+		return fmt.Errorf("fail events: %w", err)
+	}
+	return nil
+}
+
 // FailEventAttempt records a failed processing attempt of an event claimed
 // in tx: it becomes FAILED once its attempts reach maxAttempts, otherwise
 // PENDING again, due after retryIn. It reports whether the event is now

@@ -93,20 +93,34 @@ type RoleInfo struct {
 	Member map[string]bool
 	// RowSecurity is the row_security setting.
 	RowSecurity string
+	// LoginSuperuser, LoginBypassRLS and LoginOwnsTables describe the
+	// session user, whom RESET ROLE returns to: the same as Superuser,
+	// BypassRLS and OwnsTables, but for the login role, and with
+	// LoginOwnsTables counting any role it may SET ROLE to.
+	LoginSuperuser, LoginBypassRLS, LoginOwnsTables bool
+	// LoginMember lists which of Herald's group roles the session user may
+	// SET ROLE to.
+	LoginMember map[string]bool
 }
 
 // InspectRole reports the role q's queries run as.
 func InspectRole(ctx context.Context, q Querier) (RoleInfo, error) {
-	ri := RoleInfo{Member: map[string]bool{}}
-	var api, worker, admin, producer bool
+	ri := RoleInfo{Member: map[string]bool{}, LoginMember: map[string]bool{}}
+	var api, worker, admin, producer, lAPI, lWorker, lAdmin, lProducer bool
 	err := q.QueryRow(ctx, `SELECT session_user::text, current_user::text, r.rolsuper, r.rolbypassrls,
 			coalesce((SELECT pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_class c
 			          WHERE c.oid = to_regclass('event_outbox')), false),
 			current_setting('row_security'),
 			pg_has_role(current_user, 'herald_api', 'USAGE'), pg_has_role(current_user, 'herald_worker', 'USAGE'),
-			pg_has_role(current_user, 'herald_admin', 'USAGE'), pg_has_role(current_user, 'herald_producer', 'USAGE')
-		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&ri.Login, &ri.Current, &ri.Superuser, &ri.BypassRLS,
-		&ri.OwnsTables, &ri.RowSecurity, &api, &worker, &admin, &producer)
+			pg_has_role(current_user, 'herald_admin', 'USAGE'), pg_has_role(current_user, 'herald_producer', 'USAGE'),
+			l.rolsuper, l.rolbypassrls,
+			coalesce((SELECT pg_has_role(session_user, c.relowner, 'MEMBER') FROM pg_class c
+			          WHERE c.oid = to_regclass('event_outbox')), false),
+			pg_has_role(session_user, 'herald_api', 'MEMBER'), pg_has_role(session_user, 'herald_worker', 'MEMBER'),
+			pg_has_role(session_user, 'herald_admin', 'MEMBER'), pg_has_role(session_user, 'herald_producer', 'MEMBER')
+		FROM pg_roles r, pg_roles l WHERE r.rolname = current_user AND l.rolname = session_user`).Scan(&ri.Login, &ri.Current, &ri.Superuser, &ri.BypassRLS,
+		&ri.OwnsTables, &ri.RowSecurity, &api, &worker, &admin, &producer,
+		&ri.LoginSuperuser, &ri.LoginBypassRLS, &ri.LoginOwnsTables, &lAPI, &lWorker, &lAdmin, &lProducer)
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42704" { // undefined_object: a group role is missing
@@ -115,7 +129,56 @@ func InspectRole(ctx context.Context, q Querier) (RoleInfo, error) {
 		return ri, fmt.Errorf("inspect database role: %w", err)
 	}
 	ri.Member[RoleAPI], ri.Member[RoleWorker], ri.Member[RoleAdmin], ri.Member[RoleProducer] = api, worker, admin, producer
+	ri.LoginMember[RoleAPI], ri.LoginMember[RoleWorker], ri.LoginMember[RoleAdmin], ri.LoginMember[RoleProducer] = lAPI, lWorker, lAdmin, lProducer
 	return ri, nil
+}
+
+// CheckLogin refuses a login role that the API's or the superadmin's pool
+// (group: herald_api or herald_admin) must not log in as: one from which
+// RESET ROLE, or SET ROLE to another role it is a member of, reaches more
+// than group may. That is the tables' owner (it could turn row-level
+// security off or write any table), a superuser, a role with BYPASSRLS, or
+// a member of another of Herald's groups. The pool switches to its group
+// at connection start, so the login matters only to a query that SQL
+// injection made; this keeps such a query inside its group. key names the
+// config key for the message; database.allow_owner_login skips the check.
+func CheckLogin(ctx context.Context, q Querier, group, key string) error {
+	ri, err := InspectRole(ctx, q)
+	if err != nil {
+		return err
+	}
+	var what string
+	switch {
+	case ri.LoginSuperuser:
+		what = "is a superuser"
+	case ri.LoginOwnsTables:
+		what = "owns Herald's tables (or may SET ROLE to their owner)"
+	case ri.LoginBypassRLS:
+		what = "has BYPASSRLS"
+	default:
+		for _, r := range []string{RoleWorker, RoleAPI, RoleAdmin, RoleProducer} {
+			if r != group && ri.LoginMember[r] {
+				what = "is a member of " + r
+				break
+			}
+		}
+	}
+	if what == "" {
+		return nil
+	}
+	return &InsecureLoginError{Key: key, Login: ri.Login, What: what, Group: group}
+}
+
+// InsecureLoginError is CheckLogin's refusal: the login role Login (of
+// the config key Key) What, so it could leave Group for more.
+type InsecureLoginError struct {
+	Key, Login, What, Group string
+}
+
+func (e *InsecureLoginError) Error() string {
+	return fmt.Sprintf("%s logs in as role %q, which %s: a query SQL injection made could RESET ROLE and reach every tenant. "+
+		"Set %s to a login role that is only a member of %s (herald db roles creates it from that URL's user), "+
+		"or set database.allow_owner_login = true to accept the risk", e.Key, e.Login, e.What, e.Key, e.Group)
 }
 
 // CheckAPIRole refuses a role the public API must not run as: one that
@@ -396,50 +459,10 @@ func isDuplicate(err error) bool {
 var rolePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // CreateProducerRole creates (or updates) the login role for a producer
-// service and binds it to the tenant: with it, sdk/producer may enqueue
-// events for that tenant only. An empty password leaves the role without
-// one (peer or trust authentication).
+// service and binds it to the one tenant tenantID (EnsureProducerRole with
+// one tenant: a tenant granted before is taken away).
 func CreateProducerRole(ctx context.Context, q Querier, tenantID, role, password string) error {
-	if !rolePattern.MatchString(role) {
-		return fmt.Errorf("producer role %q must be 1-63 characters of a-z 0-9 _ and start with a letter or _", role)
-	}
-	if strings.HasPrefix(role, "herald_") || strings.HasPrefix(role, "pg_") {
-		return fmt.Errorf("producer role %q: the prefixes herald_ and pg_ are reserved", role)
-	}
-	var exists bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, role).Scan(&exists); err != nil {
-		return fmt.Errorf("producer role: %w", err)
-	}
-	id := pgx.Identifier{role}.Sanitize()
-	if !exists {
-		if _, err := q.Exec(ctx, "CREATE ROLE "+id+" LOGIN"); err != nil {
-			return fmt.Errorf("producer role: create %s: %w", role, err)
-		}
-	} else {
-		var bad bool
-		if err := q.QueryRow(ctx, `SELECT rolsuper OR rolbypassrls OR pg_has_role($1, 'herald_worker', 'USAGE')
-			OR pg_has_role($1, 'herald_admin', 'USAGE') OR pg_has_role($1, 'herald_api', 'USAGE') FROM pg_roles WHERE rolname = $1`, role).Scan(&bad); err != nil {
-			return fmt.Errorf("producer role: %w", err)
-		}
-		if bad {
-			return fmt.Errorf("producer role %q already exists and sees more than one tenant (superuser, BYPASSRLS, or a member of herald_api, herald_worker or herald_admin)", role)
-		}
-	}
-	if password != "" {
-		// The password goes in as a literal: utility statements take no
-		// parameters.
-		if _, err := q.Exec(ctx, "ALTER ROLE "+id+" LOGIN PASSWORD "+quoteLiteral(password)); err != nil {
-			return fmt.Errorf("producer role: set password: %w", err)
-		}
-	}
-	if _, err := q.Exec(ctx, "GRANT herald_producer TO "+id); err != nil && !isDuplicate(err) {
-		return fmt.Errorf("producer role: grant herald_producer: %w", err)
-	}
-	if _, err := q.Exec(ctx, `INSERT INTO herald_producer_roles (role_name, tenant_id) VALUES ($1, $2)
-		ON CONFLICT (role_name) DO UPDATE SET tenant_id = EXCLUDED.tenant_id`, role, tenantID); err != nil {
-		return fmt.Errorf("producer role: bind to tenant: %w", err)
-	}
-	return nil
+	return EnsureProducerRole(ctx, q, role, password, []string{tenantID})
 }
 
 // quoteLiteral quotes s as an SQL string literal (standard_conforming_strings on).
@@ -455,6 +478,19 @@ func Secret(ctx context.Context, q Querier, name string) ([]byte, error) {
 		return nil, fmt.Errorf("read secret %s: %w", name, err)
 	}
 	return b, nil
+}
+
+// DeploymentAudience returns the default token audience of the deployment
+// whose database q reads: "herald:" and the deployment id migration 0025
+// made (32 hex digits), in herald_secrets (the pipeline's role reads it).
+// Every daemon of the database derives the same audience; another
+// deployment's differs.
+func DeploymentAudience(ctx context.Context, q Querier) (string, error) {
+	b, err := Secret(ctx, q, "deployment_id")
+	if err != nil {
+		return "", err
+	}
+	return "herald:" + hex.EncodeToString(b), nil
 }
 
 // ReadInTenant sends the statements of b in one round trip, in the one

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -64,6 +65,106 @@ type DB struct {
 	Name string
 	// Pool is connected to the database.
 	Pool *pgxpool.Pool
+	// APIURL and AdminURL connect to the database as the test logins of
+	// the API's and the superadmin's pools (database.api_url and
+	// database.admin_url): roles that are only members of herald_api and
+	// of herald_admin, as `herald db roles` makes them.
+	APIURL, AdminURL string
+}
+
+// The test logins (cluster-wide, as roles are): what `herald db roles`
+// makes from database.api_url and database.admin_url. Their password is a
+// test fixture, not a secret.
+const (
+	TestAPILogin      = "herald_test_api_login"
+	TestAdminLogin    = "herald_test_admin_login"
+	testLoginPassword = "herald-test-login-password"
+)
+
+var (
+	loginsMu    sync.Mutex
+	loginsReady bool
+)
+
+// ensureTestLogins creates the test logins once per test process (and
+// once per cluster: a login that already works is left alone, so test
+// processes running at once do not update the same roles).
+func ensureTestLogins(ctx context.Context, adminURL, dbURL string) error {
+	loginsMu.Lock()
+	defer loginsMu.Unlock()
+	if loginsReady {
+		return nil
+	}
+	for _, l := range []struct{ name, group string }{{TestAPILogin, store.RoleAPI}, {TestAdminLogin, store.RoleAdmin}} {
+		if c, err := pgx.Connect(ctx, LoginURL(dbURL, l.name)); err == nil {
+			_ = c.Close(ctx)
+			if err := grantToAdmin(ctx, adminURL, l.name); err != nil {
+				return err
+			}
+			continue
+		}
+		verifier, err := store.LoginVerifier(testLoginPassword)
+		if err != nil {
+			return err
+		}
+		// Another test process may be making the same role: try again.
+		for attempt := 0; ; attempt++ {
+			c, err := pgx.Connect(ctx, adminURL)
+			if err != nil {
+				return err
+			}
+			err = store.EnsureLoginRole(ctx, c, l.name, l.group, verifier)
+			_ = c.Close(ctx)
+			if err == nil {
+				break
+			}
+			if attempt == 4 {
+				return fmt.Errorf("test login %s: %w", l.name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := grantToAdmin(ctx, adminURL, l.name); err != nil {
+			return err
+		}
+	}
+	loginsReady = true
+	return nil
+}
+
+// grantToAdmin makes adminURL's role a member of the test login, so that
+// dropping a test database (WITH (FORCE)) may end the login's sessions
+// still closing.
+func grantToAdmin(ctx context.Context, adminURL, login string) error {
+	c, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	var member bool
+	if err := c.QueryRow(ctx, `SELECT pg_has_role(current_user, $1, 'USAGE')`, login).Scan(&member); err != nil {
+		return fmt.Errorf("test login %s: %w", login, err)
+	}
+	if member {
+		return nil
+	}
+	if _, err := c.Exec(ctx, "GRANT "+pgx.Identifier{login}.Sanitize()+" TO CURRENT_USER"); err != nil {
+		// Another test process granted it first.
+		if err2 := c.QueryRow(ctx, `SELECT pg_has_role(current_user, $1, 'USAGE')`, login).Scan(&member); err2 != nil || !member {
+			return fmt.Errorf("test login %s: grant it to the admin role: %w", login, err)
+		}
+	}
+	return nil
+}
+
+// LoginURL returns dbURL with the test login user (TestAPILogin or
+// TestAdminLogin) and its password in place of dbURL's.
+func LoginURL(dbURL, user string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL
+	}
+	u.User = url.UserPassword(user, testLoginPassword)
+	return u.String()
 }
 
 // Postgres creates a fresh database with every migration applied and drops
@@ -108,6 +209,10 @@ func PostgresAt(t testing.TB, version int64) *DB {
 	if err := store.MigrateUpTo(ctx, db.URL, version); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
+	if err := ensureTestLogins(ctx, adminURL, db.URL); err != nil {
+		t.Fatalf("%v", err)
+	}
+	db.APIURL, db.AdminURL = LoginURL(db.URL, TestAPILogin), LoginURL(db.URL, TestAdminLogin)
 	db.Pool, err = pgxpool.New(ctx, db.URL)
 	if err != nil {
 		t.Fatalf("connect %s: %v", name, err)

@@ -994,10 +994,14 @@ func startDaemon(ctx context.Context, env Env, dir string, i int, dbURL, exchang
   }
 `, exchange+"."+ch, ch)
 	}
+	// A throw-away database on the benchmark's cluster: the API's and the
+	// superadmin's pools log in as its owner (allow_owner_login), which
+	// costs what logins of their own would.
 	cfg := fmt.Sprintf(`database {
-  url         = %q
-  max_conns   = 12
-  worker_role = %q
+  url               = %q
+  max_conns         = 12
+  worker_role       = %q
+  allow_owner_login = true
 }
 amqp {
   url      = %q
