@@ -94,12 +94,19 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 	}
 	d := config.DefaultDaemon()
 	d.Database.URL = dbURL
+	// The benchmark's own database, one login role: the pools log in as
+	// its owner, as the inbox benchmark's do.
+	d.Database.AllowOwnerLogin = true
 	d.HTTP.RateLimit = httpguard.RateLimits{} // the benchmark is the only client
 	pools, err := server.OpenPools(ctx, d.Database)
 	if err != nil {
 		return res, err
 	}
 	defer pools.Close()
+	// The deployment's own token audience, as the daemon resolves it.
+	if d.Auth.Audience, err = auth.ResolveAudience(ctx, pools.Worker, d.Auth); err != nil {
+		return res, err
+	}
 	tk, err := directoryTokenKey(ctx, pool)
 	if err != nil {
 		return res, err
