@@ -402,6 +402,17 @@ END;
 $$;
 
 --
+-- Name: herald_frame_origins(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_frame_origins(p_tenant text) RETURNS SETOF text
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT o.origin FROM public.tenant_origins o WHERE o.tenant_id = p_tenant AND o.frame ORDER BY o.origin
+$$;
+
+--
 -- Name: herald_notify_event(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -432,6 +443,17 @@ BEGIN
     FROM public.notification_actions a WHERE a.tenant_id = NEW.tenant_id;
     RETURN NEW;
 END;
+$$;
+
+--
+-- Name: herald_origin_listed(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_origin_listed(p_origin text) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM public.tenant_origins o WHERE o.origin = p_origin)
 $$;
 
 --
@@ -685,6 +707,23 @@ BEGIN
         RAISE EXCEPTION 'herald_sweep_tenants: unknown kind %', p_kind;
     END IF;
 END;
+$$;
+
+--
+-- Name: herald_tenant_origins_cap(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_tenant_origins_cap() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('herald.tenant_origins:' || NEW.tenant_id, 0));
+    IF (SELECT count(*) FROM tenant_origins WHERE tenant_id = NEW.tenant_id) >= 50 THEN
+        RAISE EXCEPTION 'tenant_origins.origin: tenant % already lists 50 origins, the most it may', NEW.tenant_id
+            USING ERRCODE = '23514', CONSTRAINT = 'tenant_origins_cap', COLUMN = 'origin', TABLE = 'tenant_origins';
+    END IF;
+    RETURN NEW;
+END
 $$;
 
 SET default_tablespace = '';
@@ -1186,6 +1225,20 @@ CREATE TABLE public.superadmins (
 ALTER TABLE ONLY public.superadmins FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: tenant_origins; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.tenant_origins (
+    tenant_id text NOT NULL,
+    origin text NOT NULL,
+    frame boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenant_origins_origin CHECK (((octet_length(origin) <= 300) AND (origin ~ '^(https://([a-z0-9]([a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\])|http://(localhost|127\.[0-9.]+|\[::1\]))(:[1-9][0-9]{0,4})?$'::text)))
+);
+
+ALTER TABLE ONLY public.tenant_origins FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: tenants; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1472,6 +1525,13 @@ ALTER TABLE ONLY public.superadmins
     ADD CONSTRAINT superadmins_pkey PRIMARY KEY (admin_id);
 
 --
+-- Name: tenant_origins tenant_origins_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_origins
+    ADD CONSTRAINT tenant_origins_pkey PRIMARY KEY (tenant_id, origin);
+
+--
 -- Name: tenants tenants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1655,6 +1715,12 @@ CREATE INDEX recipients_by_type ON public.recipients USING btree (tenant_id, use
 CREATE INDEX recipients_by_update ON public.recipients USING btree (tenant_id, updated_at, user_id);
 
 --
+-- Name: tenant_origins_by_origin; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX tenant_origins_by_origin ON public.tenant_origins USING btree (origin);
+
+--
 -- Name: deliveries_default_due; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -1757,6 +1823,12 @@ CREATE TRIGGER event_outbox_notify AFTER INSERT ON public.event_outbox FOR EACH 
 CREATE TRIGGER notification_actions_number BEFORE INSERT ON public.notification_actions FOR EACH ROW EXECUTE FUNCTION public.herald_number_action();
 
 --
+-- Name: tenant_origins tenant_origins_cap; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER tenant_origins_cap BEFORE INSERT ON public.tenant_origins FOR EACH ROW EXECUTE FUNCTION public.herald_tenant_origins_cap();
+
+--
 -- Name: api_keys api_keys_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1776,6 +1848,13 @@ ALTER TABLE ONLY public.herald_producer_roles
 
 ALTER TABLE ONLY public.projects
     ADD CONSTRAINT projects_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: tenant_origins tenant_origins_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_origins
+    ADD CONSTRAINT tenant_origins_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
 -- Name: token_keys token_keys_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -1825,6 +1904,12 @@ CREATE POLICY admin_read ON public.notifications FOR SELECT TO herald_admin USIN
 --
 
 CREATE POLICY admin_read ON public.projects FOR SELECT TO herald_admin USING (true);
+
+--
+-- Name: tenant_origins admin_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY admin_read ON public.tenant_origins FOR SELECT TO herald_admin USING (true);
 
 --
 -- Name: tenants admin_read; Type: POLICY; Schema: public; Owner: -
@@ -1945,6 +2030,12 @@ CREATE POLICY api_tenant ON public.recipient_devices TO herald_api USING ((tenan
 --
 
 CREATE POLICY api_tenant ON public.recipients TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
+
+--
+-- Name: tenant_origins api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.tenant_origins TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
 
 --
 -- Name: tenants api_tenant; Type: POLICY; Schema: public; Owner: -
@@ -2097,6 +2188,12 @@ ALTER TABLE public.recipients ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.superadmins ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: tenant_origins; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.tenant_origins ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: tenants; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2241,6 +2338,12 @@ CREATE POLICY worker_all ON public.recipients TO herald_worker USING (true) WITH
 CREATE POLICY worker_all ON public.superadmins TO herald_worker USING (true) WITH CHECK (true);
 
 --
+-- Name: tenant_origins worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.tenant_origins TO herald_worker USING (true) WITH CHECK (true);
+
+--
 -- Name: tenants worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2312,6 +2415,20 @@ GRANT ALL ON FUNCTION public.herald_enqueue(tenant_id text, event_id text, event
 
 REVOKE ALL ON FUNCTION public.herald_ensure_partitions(p_table text, p_from timestamp with time zone, p_to timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.herald_ensure_partitions(p_table text, p_from timestamp with time zone, p_to timestamp with time zone) TO herald_worker;
+
+--
+-- Name: FUNCTION herald_frame_origins(p_tenant text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.herald_frame_origins(p_tenant text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.herald_frame_origins(p_tenant text) TO herald_api;
+
+--
+-- Name: FUNCTION herald_origin_listed(p_origin text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.herald_origin_listed(p_origin text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.herald_origin_listed(p_origin text) TO herald_api;
 
 --
 -- Name: FUNCTION herald_partition_settings(p_table text, p_part text); Type: ACL; Schema: public; Owner: -
@@ -2502,6 +2619,13 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipient_devices TO herald_wo
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipients TO herald_api;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipients TO herald_worker;
+
+--
+-- Name: TABLE tenant_origins; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenant_origins TO herald_api;
+GRANT SELECT ON TABLE public.tenant_origins TO herald_admin;
 
 --
 -- Name: TABLE tenants; Type: ACL; Schema: public; Owner: -

@@ -96,7 +96,7 @@ func TestPreferenceSwitchOffRespected(t *testing.T) {
 		t.Fatalf("before: staff1's channels %s", got)
 	}
 
-	tok := userToken(t, key, "staff1")
+	tok := e.userToken(t, key, "staff1")
 	code, body := e.userCall(tok, "GET", "/v1/me/preferences", "")
 	if code != http.StatusOK || !strings.Contains(body, `"why":"mandatory for every event type that sends it (RESERVATION_REQUESTED)"`) {
 		t.Fatalf("GET /v1/me/preferences: %d %s", code, body)

@@ -58,6 +58,9 @@ type Server struct {
 	perKey, perIP *httpguard.Limiter
 	// dir is the directory API's cursor key and limits (directory.go).
 	dir directoryState
+	// CORS wraps the routes (inside the per-address rate limit) to answer
+	// browsers' cross-origin requests (package cors; nil: none).
+	CORS func(http.Handler) http.Handler
 }
 
 // SetRateLimits limits request rates (http.rate_limit); call it before
@@ -87,6 +90,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/apikeys", s.keyManager(s.createKey))
 	mux.HandleFunc("POST /v1/apikeys/{key_id}/revoke", s.keyManager(s.revokeKey))
 	mux.HandleFunc("POST /v1/apikeys/{key_id}/rotate", s.keyManager(s.rotateKey))
+	mux.HandleFunc("GET /v1/settings/cors", s.keyManager(s.getCORS))
+	mux.HandleFunc("PUT /v1/settings/cors", s.keyManager(s.putCORS))
 	mux.HandleFunc("DELETE /v1/recipients/{user_id}", s.auth(s.deleteRecipient)) // erase.go
 	s.directoryRoutes(mux)
 	for p, h := range s.mounts {
@@ -113,6 +118,9 @@ func (s *Server) Handler() http.Handler {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	routes := MethodAware(mux)
+	if s.CORS != nil {
+		routes = s.CORS(routes)
+	}
 	if s.perIP == nil {
 		return routes
 	}

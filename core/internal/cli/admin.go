@@ -74,7 +74,7 @@ func newTenantsCmd() *cobra.Command {
 	}
 	create.Flags().StringVar(&name, "name", "", "display name")
 	addConfigFlag(create, &cfgPath)
-	cmd.AddCommand(create)
+	cmd.AddCommand(create, newTenantOriginsCmd())
 	return cmd
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/cors"
 	"github.com/heraldhq/herald/core/internal/delivery"
 	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/inbox"
@@ -244,7 +245,10 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Mount("/v1/inbox/", box)
 	apiSrv.Mount("GET /v1/actions", apiSrv.Authenticated(inbox.Feed(pools.API, log)))
 	apiSrv.Mount("/v1/me/", me.New(pools.API, verifier, ruleset, log).Handler())
-	page := webinbox.Handler(authCfg.Audience)
+	origins := cors.New(pools.API, verifier, log)
+	apiSrv.CORS = origins.Handler
+	gw.SetOrigins(origins)
+	page := webinbox.HandlerFor(authCfg.Audience, origins.FrameOrigins)
 	apiSrv.Mount(webinbox.Path, page)
 	apiSrv.Mount(webinbox.Path+"/", page)
 	return &Public{Handler: apiSrv.Handler(), Live: gw, Verifier: verifier, Actions: actions}, nil

@@ -19,6 +19,7 @@ package webinbox
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -26,12 +27,15 @@ import (
 	"html"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"path"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/api"
+	"github.com/heraldhq/herald/core/internal/origins"
+	"github.com/heraldhq/herald/core/internal/store"
 )
 
 //go:embed static
@@ -41,8 +45,16 @@ var static embed.FS
 const Path = "/inbox"
 
 // cspTail is the Content-Security-Policy of every file of the page after
-// its connect-src.
-const cspTail = "; img-src 'self' data:; worker-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// its connect-src, up to its frame-ancestors.
+const cspTail = "; img-src 'self' data:; worker-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors "
+
+// TenantParam is the query parameter naming the tenant whose frame
+// origins may embed the page: /inbox?tenant=T.
+const TenantParam = "tenant"
+
+// FrameOrigins returns the origins a tenant lets embed the page, each in
+// the form origins.Normalize gives (none for an unknown tenant).
+type FrameOrigins func(ctx context.Context, tenant string) ([]string, error)
 
 // hostPattern is a Host header CSPFor names: a DNS name or IPv4 address,
 // or a bracketed IPv6 address, with an optional port. Anything else (a
@@ -55,7 +67,11 @@ var hostPattern = regexp.MustCompile(`^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[
 // (wss://host; ws://host too when r came without TLS, which a page served
 // over https through a TLS-terminating proxy cannot use anyway) — never to
 // any ws: or wss: address.
-func CSPFor(r *http.Request) string {
+func CSPFor(r *http.Request) string { return cspFor(r, nil) }
+
+// cspFor is CSPFor with frame-ancestors naming ancestors (origins as
+// origins.Normalize gives them), or 'none' when there are none.
+func cspFor(r *http.Request, ancestors []string) string {
 	connect := "default-src 'self'; connect-src 'self'"
 	if host := strings.ToLower(r.Host); hostPattern.MatchString(host) {
 		connect += " wss://" + host
@@ -63,7 +79,11 @@ func CSPFor(r *http.Request) string {
 			connect += " ws://" + host
 		}
 	}
-	return connect + cspTail
+	frame := "'none'"
+	if len(ancestors) > 0 {
+		frame = strings.Join(ancestors, " ")
+	}
+	return connect + cspTail + frame
 }
 
 // audienceMeta is the placeholder of index.html that Handler replaces
@@ -89,8 +109,15 @@ type file struct {
 // Handler serves GET and HEAD of Path (the page) and of Path + "/<file>"
 // (its scripts and styles); Path + "/" redirects to Path. audience is the
 // aud claim the deployment's tokens carry (auth.audience): the page
-// refuses any other token.
-func Handler(audience string) http.Handler {
+// refuses any other token. No page may frame it (frame-ancestors 'none').
+func Handler(audience string) http.Handler { return HandlerFor(audience, nil) }
+
+// HandlerFor is Handler whose page, asked for as Path?tenant=T, may be
+// framed by the origins frames returns for T (frame-ancestors; the rest of
+// the policy is the same). Without a tenant, for a malformed or unknown
+// one, or when frames fails, the page's frame-ancestors is 'none' and it
+// answers X-Frame-Options: DENY too.
+func HandlerFor(audience string, frames FrameOrigins) http.Handler {
 	files := map[string]file{}
 	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -144,15 +171,43 @@ func Handler(audience string) http.Handler {
 			api.Problem(w, http.StatusNotFound, "not found", "no file "+r.URL.Path+" in the web inbox", "")
 			return
 		}
+		var ancestors []string
+		if name == "index.html" && frames != nil {
+			ancestors = frameAncestors(r, frames)
+		}
 		h := w.Header()
 		h.Set("Content-Type", f.contentType)
-		h.Set("Content-Security-Policy", CSPFor(r))
+		h.Set("Content-Security-Policy", cspFor(r, ancestors))
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("X-Frame-Options", "DENY")
+		if len(ancestors) == 0 {
+			h.Set("X-Frame-Options", "DENY")
+		}
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cache-Control", "no-cache")
 		h.Set("ETag", f.etag)
 		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(f.body))
 	})
+}
+
+// frameAncestors is the origins the tenant of r's tenant parameter lets
+// frame the page: none unless the parameter is given once, is a valid
+// tenant id and frames answers. Each is checked again to be an origin in
+// normal form (origins.Canonical), so nothing else reaches the policy.
+func frameAncestors(r *http.Request, frames FrameOrigins) []string {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil || len(q[TenantParam]) != 1 || store.ValidID("tenant", q.Get(TenantParam)) != nil {
+		return nil
+	}
+	list, err := frames(r.Context(), q.Get(TenantParam))
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(list))
+	for _, o := range list {
+		if origins.Canonical(o) {
+			out = append(out, o)
+		}
+	}
+	return out
 }

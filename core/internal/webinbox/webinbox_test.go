@@ -1,7 +1,9 @@
 package webinbox_test
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -198,5 +200,36 @@ func TestPageCarriesItsAudience(t *testing.T) {
 	webinbox.Handler("herald").ServeHTTP(rec, httptest.NewRequest("GET", "/inbox/app.js", nil))
 	if js := rec.Body.String(); !strings.Contains(js, "forThisDeployment(token)") {
 		t.Error("app.js does not check a token's audience before using it")
+	}
+}
+
+// TestFrameAncestorsNameOnlyOrigins: whatever the lookup returns, only
+// origins in the browser's form reach frame-ancestors (a value that would
+// add a source or a directive is dropped), and a failed lookup frames
+// nothing.
+func TestFrameAncestorsNameOnlyOrigins(t *testing.T) {
+	frames := func(_ context.Context, tenant string) ([]string, error) {
+		switch tenant {
+		case "acme":
+			return []string{"https://app.example.com", "https://a.example; script-src *", "*", "'self'", "HTTPS://UP.example", "http://localhost:3000"}, nil
+		case "down":
+			return nil, errors.New("database down")
+		}
+		return nil, nil
+	}
+	h := webinbox.HandlerFor("herald", frames)
+	csp := func(target string) (string, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+		return rec.Header().Get("Content-Security-Policy"), rec.Header().Get("X-Frame-Options")
+	}
+	got, xfo := csp("/inbox?tenant=acme")
+	if !strings.HasSuffix(got, "; frame-ancestors https://app.example.com http://localhost:3000") || xfo != "" {
+		t.Fatalf("acme: %q, X-Frame-Options %q", got, xfo)
+	}
+	for _, target := range []string{"/inbox?tenant=down", "/inbox?tenant=none", "/inbox", "/inbox?tenant=ac%20me"} {
+		if got, xfo := csp(target); !strings.HasSuffix(got, "; frame-ancestors 'none'") || xfo != "DENY" {
+			t.Fatalf("%s: %q, X-Frame-Options %q", target, got, xfo)
+		}
 	}
 }
