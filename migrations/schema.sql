@@ -1619,6 +1619,12 @@ CREATE INDEX event_outbox_pending ON public.event_outbox USING btree (available_
 CREATE INDEX event_outbox_sweep ON public.event_outbox USING btree (tenant_id, created_at);
 
 --
+-- Name: group_members_by_user; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX group_members_by_user ON public.group_members USING btree (tenant_id, user_id);
+
+--
 -- Name: live_tickets_expiry; Type: INDEX; Schema: public; Owner: -
 --
 

@@ -52,6 +52,10 @@ type benchFlags struct {
 	backlog    int
 	baseline   int64
 	baseHerald string
+	directory  bench.DirectoryScenario
+	dirWrites  int
+	dirAPI     bench.DirectoryAPIScenario
+	dirFanout  bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -117,6 +121,22 @@ targets p99 < 5 ms, < 25 ms and < 25 ms, and ≥ 2,000 reads/s), then
 --inbox-writers writers for --inbox-write-for marking notifications read and
 acting on shared ones (writes/s, p99), and a check that every counter still
 matches its rows. It measures no ceilings.
+--scenario directory runs the directory benchmark: at the store level, in a
+database of its own, importing --directory-recipients recipients with one
+device and one membership each (rows/s over every row written), importing
+the same file again (unchanged upserts), exporting it, import --prune of a
+file without a tenth of them (upsert and deletes in one transaction), and
+erasing one user with --directory-erased notifications and deliveries; then
+the fanout run twice, without and with --directory-write-rate rows/s of new
+recipients written into its directory while it runs (the relay's throughput
+while the directory is written, as a ratio to the run without; target ≥
+0.90×); then, through the service API served in this process,
+POST /v1/recipients:batch of --directory-recipients recipients with their
+devices and memberships from --directory-batch-clients clients (rows/s)
+and --directory-writers writers each sending --directory-puts single
+upserts (PUT /v1/recipients/{user_id}, p50/p99), then --directory-readers
+readers each sending --directory-reads GET /v1/me/preferences as random
+users with their own tokens (p50/p99).
 --scenario custom runs one run from the flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -124,7 +144,16 @@ matches its rows. It measures no ceilings.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, rls, latency, single, scale, admin, inbox, soak or custom")
+	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, rls, latency, single, scale, admin, inbox, soak, directory or custom")
+	fl.IntVar(&f.directory.Recipients, "directory-recipients", 100_000, "recipients the directory import writes, one device and one membership each (directory)")
+	fl.IntVar(&f.directory.Erased, "directory-erased", 20_000, "notifications (one delivery each) of the user the directory benchmark erases (directory)")
+	fl.IntVar(&f.dirWrites, "directory-write-rate", 2_000, "directory rows/s written during the second fanout run (directory)")
+	fl.BoolVar(&f.dirFanout, "directory-fanout", true, "with --scenario directory, also the two fanout runs (directory)")
+	fl.IntVar(&f.dirAPI.BatchClients, "directory-batch-clients", 4, "clients sending POST /v1/recipients:batch at once (directory)")
+	fl.IntVar(&f.dirAPI.Writers, "directory-writers", 20, "writers sending single upserts at once (directory)")
+	fl.IntVar(&f.dirAPI.Puts, "directory-puts", 200, "single upserts per writer (directory)")
+	fl.IntVar(&f.dirAPI.Readers, "directory-readers", 50, "readers of GET /v1/me/preferences at once (directory)")
+	fl.IntVar(&f.dirAPI.Reads, "directory-reads", 100, "GET /v1/me/preferences requests per reader (directory)")
 	fl.IntVar(&f.deliveries, "deliveries", 2_000_000, "deliveries of the soak run (soak)")
 	fl.IntVar(&f.window, "soak-window", 1_000_000, "deliveries per reported window (soak)")
 	fl.IntVar(&f.backlog, "soak-backlog", 100_000, "deliveries enqueued and not yet recorded beyond which the soak's producers wait (soak)")
@@ -176,6 +205,13 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		if _, err := os.Stat(f.baseHerald); err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline-herald: %w", err)}
 		}
+	}
+	if f.dirAPI.BatchClients < 1 || f.dirAPI.Writers < 1 || f.dirAPI.Puts < 1 || f.dirAPI.Readers < 1 || f.dirAPI.Reads < 1 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--directory-batch-clients, --directory-writers, --directory-puts, --directory-readers and --directory-reads: want ≥ 1 each")}
+	}
+	if f.directory.Recipients < 100 || f.directory.Erased < 1 || f.dirWrites < 1 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--directory-recipients (≥ 100), --directory-erased and --directory-write-rate (≥ 1): got %d, %d, %d",
+			f.directory.Recipients, f.directory.Erased, f.dirWrites)}
 	}
 	if f.baseline < 0 {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline: %d is not a migration version", f.baseline)}
@@ -252,7 +288,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	soak := fanout
 	soak.Name, soak.Events, soak.Window, soak.Deliveries, soak.Backlog, soak.Duration = "soak", 0, f.window, f.deliveries, f.backlog, soakDuration
 	var runs []bench.Scenario
-	admin, inbox := false, false
+	admin, inbox, dirBench := false, false, false
 	switch f.scenario {
 	case "all":
 		admin, inbox = true, true
@@ -298,11 +334,18 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			s.Name, s.Serve = fmt.Sprintf("scale-%d", n), n
 			runs = append(runs, s)
 		}
+	case "directory":
+		dirBench = true
+		writing := fanout
+		writing.Name, writing.DirectoryWrites = "fanout-directory-writes", f.dirWrites
+		if f.dirFanout {
+			runs = []bench.Scenario{fanout, writing}
+		}
 	case "custom":
 		runs = []bench.Scenario{{Name: "custom", Events: pick(f.events, 10000), Recipients: f.recipients, Channels: f.channels,
 			Producers: f.producers, Rate: f.rate, Serve: f.serve, Duration: f.duration}}
 	default:
-		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, rls, latency, single, scale, admin, inbox, soak or custom", f.scenario)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, rls, latency, single, scale, admin, inbox, soak, directory or custom", f.scenario)}
 	}
 
 	for i, sc := range runs {
@@ -361,6 +404,31 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 		logf("inbox: %s reads/s, %s writes/s; %d failed; counters %s", fmtRate(res.ReadsPerSec), fmtRate(res.WritesPerSec), res.Failed, res.Check.Detail)
 		rep.Inbox = &res
+	}
+	if dirBench {
+		if idle, waited := bench.Settle(ctx, 0.8, 30*time.Second); !idle {
+			logf("machine still busy after %s; starting directory anyway", waited.Round(time.Second))
+		}
+		res, err := bench.RunDirectory(ctx, env, f.directory)
+		if err != nil {
+			return fmt.Errorf("bench directory: %w", err)
+		}
+		for _, s := range res.Steps {
+			logf("directory: %s: %s rows/s", s.Name, fmtRate(s.PerSec))
+		}
+		rep.Directory = &res
+		if idle, waited := bench.Settle(ctx, 0.8, 30*time.Second); !idle {
+			logf("machine still busy after %s; starting directory api anyway", waited.Round(time.Second))
+		}
+		sc := f.dirAPI
+		sc.Recipients = f.directory.Recipients
+		api, err := bench.RunDirectoryAPI(ctx, env, sc)
+		if err != nil {
+			return fmt.Errorf("bench directory api: %w", err)
+		}
+		logf("directory api: batches %s rows/s; single upserts p50 %.1f ms, p99 %.1f ms; /v1/me/preferences p50 %.1f ms, p99 %.1f ms; %d failed",
+			fmtRate(api.BatchRowsPerS), api.Put.P50, api.Put.P99, api.MePreferences.P50, api.MePreferences.P99, api.Failed)
+		rep.DirectoryAPI = &api
 	}
 	rep.Evaluate()
 	if f.json {

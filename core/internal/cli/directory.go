@@ -19,7 +19,8 @@ import (
 
 func newDirectoryCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "directory", Short: "Import, check and describe directory files (recipients, groups, members, preferences, settings)"}
-	cmd.AddCommand(newDirectoryImportCmd(), newDirectoryCheckCmd(), newDirectorySchemaCmd())
+	cmd.AddCommand(newDirectoryImportCmd(), newDirectoryCheckCmd(), newDirectorySchemaCmd(),
+		newDirectoryExportCmd(), newDirectoryEraseCmd()) // directory_erase.go
 	return cmd
 }
 
@@ -40,9 +41,9 @@ all problems.`
 
 func newDirectoryImportCmd() *cobra.Command {
 	var cfgPath, tenant, format string
-	var partial bool
+	var partial, prune, dryRun bool
 	imp := &cobra.Command{
-		Use:   "import --tenant T [--partial] FILE",
+		Use:   "import --tenant T [--partial | --prune [--dry-run]] FILE",
 		Short: "Check a directory file as a whole and upsert it in one transaction",
 		Long: `Import checks a directory file and upserts its entries into the tenant's
 directory in one transaction (COPY), all or nothing: with any problem,
@@ -52,11 +53,25 @@ refused). References may name groups and users the tenant's directory
 already has. A progress bar goes to stderr on a terminal, a line every 2 s
 otherwise.
 
+With --prune the tenant's directory becomes equal to the file, in the same
+transaction as the upsert: every recipient, device, group, member,
+preference and setting the file does not list is deleted, and listed
+(stored notifications and deliveries stay: herald directory erase removes a
+user's personal data). References must then be declared in the file. With
+--dry-run the import and the prune run and are rolled back: what would be
+removed is listed, nothing changes.
+
 ` + directoryFormatHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if tenant == "" {
 				return &ExitError{Code: 2, Err: errors.New("--tenant is required")}
+			}
+			if prune && partial {
+				return &ExitError{Code: 2, Err: errors.New("--prune with --partial would delete the entries the file refuses; fix the file, or drop one flag")}
+			}
+			if dryRun && !prune {
+				return &ExitError{Code: 2, Err: errors.New("--dry-run goes with --prune")}
 			}
 			d, err := loadDaemon(cfgPath)
 			if err != nil {
@@ -67,12 +82,17 @@ otherwise.
 				return err
 			}
 			defer pool.Close()
+			if prune {
+				return runDirectoryPrune(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), pool, tenant, args[0], directory.Format(format), dryRun)
+			}
 			return runDirectoryImport(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), pool, tenant, args[0], directory.Format(format), partial)
 		},
 	}
 	imp.Flags().StringVar(&tenant, "tenant", "", "tenant id")
 	imp.Flags().BoolVar(&partial, "partial", false, "import the good entries even when some are refused (they are listed)")
 	imp.Flags().StringVar(&format, "format", "", "json, yaml or jsonl (default: from the file's extension)")
+	imp.Flags().BoolVar(&prune, "prune", false, "make the tenant's directory equal to the file: delete (and list) what it does not list")
+	imp.Flags().BoolVar(&dryRun, "dry-run", false, "with --prune: list what would be removed, change nothing")
 	addConfigFlag(imp, &cfgPath)
 	return imp
 }

@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,11 +74,12 @@ func newInflight(cfg *pgx.ConnConfig, log hclog.Logger) *inflight {
 var errGuardClosed = errors.New("in-flight guard closed")
 
 // attemptKey names one attempt of one delivery.
-func attemptKey(id string, attempt int) string { return id + "/" + strconv.Itoa(attempt) }
+// (an erase takes the same keys: store.AttemptLockKey).
+func attemptKey(id string, attempt int) string { return store.AttemptLockKey(id, attempt) }
 
 // lockSeed keeps Herald's advisory-lock keys apart from other users of the
 // same database.
-const lockSeed = 0x6865726c64 // "herld"
+const lockSeed = store.AttemptLockSeed
 
 // take returns the keys this caller now holds (a key held by another
 // listener, here or in another daemon, is left out) and, when refs (the

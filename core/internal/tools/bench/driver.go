@@ -82,6 +82,11 @@ type Scenario struct {
 	// this version instead of the latest, to measure an older schema with
 	// the same binary.
 	MigrationLevel int64 `json:"migration_level,omitempty"`
+	// DirectoryWrites, when not 0, writes new recipients (with a device
+	// and a membership each, in groups no event targets) into the run's
+	// directory at this many rows/s while the run is measured: the relay
+	// reads the directory while it is being written (directory.go).
+	DirectoryWrites int `json:"directory_writes_per_sec,omitempty"`
 	// Herald, when set, is the herald binary the run's daemons are
 	// (Env.Herald otherwise): a build of an older commit, whose queries
 	// match the older schema of MigrationLevel.
@@ -158,6 +163,10 @@ type Result struct {
 	Admin []string `json:"admin,omitempty"`
 	// Dir holds the configs and daemon logs when Keep is set.
 	Dir string `json:"dir,omitempty"`
+	// DirectoryRows is how many directory rows Scenario.DirectoryWrites
+	// wrote while the run was measured, DirectoryRowsPerS their rate.
+	DirectoryRows     int64   `json:"directory_rows,omitempty"`
+	DirectoryRowsPerS float64 `json:"directory_rows_per_sec,omitempty"`
 	// Soak holds the windows of a soak run (Scenario.Window).
 	Soak *SoakSummary `json:"soak,omitempty"`
 }
@@ -328,7 +337,7 @@ func (r *pipelineRun) setUp(ctx context.Context) error {
 	}
 
 	// A database of the run's own.
-	dbURL, pool, dropDB, err := heraldDatabase(ctx, env.AdminDatabaseURL, "herald_bench_"+id, sc.Producers+2, sc.MigrationLevel)
+	dbURL, pool, dropDB, err := heraldDatabase(ctx, env.AdminDatabaseURL, "herald_bench_"+id, sc.Producers+3, sc.MigrationLevel)
 	if err != nil {
 		return err
 	}
@@ -475,6 +484,18 @@ func (r *pipelineRun) measure(ctx context.Context) (measured, error) {
 			soak.producersStopped()
 		}
 	}()
+	var dirRows atomic.Int64
+	var dirErr error
+	dirCtx, stopDir := context.WithCancel(runCtx)
+	r.onClose(stopDir)
+	var dirWG sync.WaitGroup
+	if sc.DirectoryWrites > 0 {
+		dirWG.Add(1)
+		go func() {
+			defer dirWG.Done()
+			dirErr = directoryWrites(dirCtx, r.pool, sc.DirectoryWrites, &dirRows)
+		}()
+	}
 	var bar *progress.Bar
 	if r.env.Progress != nil {
 		bar = progress.New(r.env.Progress, sc.Name, total, progressEvery, tail.count)
@@ -494,6 +515,15 @@ func (r *pipelineRun) measure(ctx context.Context) (measured, error) {
 	// and the database only when they say the run may be complete.
 	m.waitErr = waitDone(runCtx, r.pool, tail, m.expected)
 	doneAt := time.Now()
+	stopDir()
+	dirWG.Wait()
+	if dirErr != nil {
+		r.logf("%s: %v", sc.Name, dirErr)
+	}
+	res.DirectoryRows = dirRows.Load()
+	if wall := doneAt.Sub(wallStart); wall > 0 {
+		res.DirectoryRowsPerS = float64(res.DirectoryRows) / wall.Seconds()
+	}
 	if bar != nil {
 		bar.Stop()
 	}

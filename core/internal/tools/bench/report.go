@@ -22,6 +22,11 @@ type Report struct {
 	Admin *AdminResult `json:"admin,omitempty"`
 	// Inbox is the notification centre benchmark, when it ran.
 	Inbox *InboxResult `json:"inbox,omitempty"`
+	// Directory is the directory benchmark's store-level steps, when it
+	// ran.
+	Directory *DirectoryResult `json:"directory,omitempty"`
+	// DirectoryAPI is the directory API benchmark, when it ran.
+	DirectoryAPI *DirectoryAPIResult `json:"directory_api,omitempty"`
 	// RLSCosts compare runs with the run of the same shape on a database
 	// without row-level security, when the report has one.
 	RLSCosts []RLSCost `json:"rls_costs,omitempty"`
@@ -189,6 +194,22 @@ func (r *Report) Evaluate() {
 			}
 		}
 	}
+	// The relay's fanout while recipients are written, against the same
+	// run without the writes: it must not drop (within 10 %: single runs
+	// vary more than 5 % here, see MEASUREMENTS.md).
+	if base, ok := r.run("fanout"); ok && base.DeliveriesPerS > 0 {
+		for _, run := range r.Runs {
+			if run.Scenario.DirectoryWrites == 0 || !sameShape(run.Scenario, base.Scenario) {
+				continue
+			}
+			ratio := run.DeliveriesPerS / base.DeliveriesPerS
+			r.Targets = append(r.Targets, Target{
+				Name: fmt.Sprintf("fanout while the directory is written (%s rows/s) vs without", num(run.DirectoryRowsPerS)),
+				Want: "≥ 0.90× (must not drop)", Got: fmt.Sprintf("%.2f×", ratio), Met: ratio >= 0.90, Measured: ratio,
+				Note: fmt.Sprintf("%s: %s directory rows written during the run (asked %s rows/s)", run.Scenario.Name,
+					num(float64(run.DirectoryRows)), num(float64(run.Scenario.DirectoryWrites)))})
+		}
+	}
 	if len(r.Runs) > 0 {
 		r.Targets = append(r.Targets, Target{Name: "daemon peak RSS", Want: "< 150 MiB",
 			Got: mib(daemonPeak), Met: daemonPeak > 0 && daemonPeak < 150<<20, Measured: float64(daemonPeak) / (1 << 20)})
@@ -224,7 +245,10 @@ func (r *Report) Err() error {
 	if r.Inbox != nil && !r.Inbox.Check.OK {
 		errs = append(errs, errors.New("inbox check failed: "+r.Inbox.Check.Detail))
 	}
-	if len(r.Runs) == 0 && r.Admin == nil && r.Inbox == nil {
+	if r.DirectoryAPI != nil && r.DirectoryAPI.Failed > 0 {
+		errs = append(errs, fmt.Errorf("%d directory API requests were not answered 200 or 201: %s", r.DirectoryAPI.Failed, r.DirectoryAPI.Detail))
+	}
+	if len(r.Runs) == 0 && r.Admin == nil && r.Inbox == nil && r.Directory == nil && r.DirectoryAPI == nil {
 		errs = append(errs, errors.New("nothing ran"))
 	}
 	return errors.Join(errs...)
@@ -294,6 +318,14 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintln(w)
 		}
 		r.Inbox.print(w)
+	}
+	if r.Directory != nil {
+		fmt.Fprintln(w)
+		r.Directory.print(w)
+	}
+	if r.DirectoryAPI != nil {
+		fmt.Fprintln(w)
+		r.DirectoryAPI.print(w)
 	}
 	if len(r.Targets) > 0 {
 		fmt.Fprintln(w, "\nTargets:")
