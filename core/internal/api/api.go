@@ -92,7 +92,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/apikeys/{key_id}/rotate", s.keyManager(s.rotateKey))
 	mux.HandleFunc("GET /v1/settings/cors", s.keyManager(s.getCORS))
 	mux.HandleFunc("PUT /v1/settings/cors", s.keyManager(s.putCORS))
-	mux.HandleFunc("DELETE /v1/recipients/{user_id}", s.auth(s.deleteRecipient)) // erase.go
+	mux.HandleFunc("DELETE /v1/recipients/{user_id}", s.tenantWide(s.deleteRecipient)) // erase.go
 	s.directoryRoutes(mux)
 	for p, h := range s.mounts {
 		mux.Handle(p, h)

@@ -24,7 +24,7 @@ type deleteRecipientResponse struct {
 // the user leaves the tenant's directory (recipient, devices, memberships,
 // preferences) in one transaction; with erase=true their personal data is
 // also erased from stored notifications and deliveries (store.EraseRecipient),
-// which needs a tenant-wide key since it reaches every project. 404 when
+// Like every directory route it needs a tenant-wide key. 404 when
 // the tenant has no such user (nor, with erase, any stored row of them).
 func (s *Server) deleteRecipient(w http.ResponseWriter, r *http.Request) {
 	userID := r.PathValue("user_id")
@@ -67,11 +67,6 @@ func (s *Server) deleteRecipient(w http.ResponseWriter, r *http.Request) {
 		default:
 			WriteJSON(w, http.StatusOK, deleteRecipientResponse{UserID: userID, Removed: removed})
 		}
-		return
-	}
-	if pr.Project != "" {
-		Problem(w, http.StatusForbidden, "tenant-wide key required",
-			fmt.Sprintf("this key is limited to project %q; erase reaches every project of the tenant, so it needs a key of the whole tenant", pr.Project), "erase")
 		return
 	}
 	e, err := store.EraseRecipient(r.Context(), s.pool, pr.Tenant, userID, store.EraseOptions{})
