@@ -202,10 +202,12 @@ func NewForwarder(name string, cfg Config, herald *pgxpool.Pool, log hclog.Logge
 	return f, nil
 }
 
-// redactErr replaces the URL's password in err's text.
+// redactErr replaces the URL, should err quote it, by the URL without its
+// password (pgx's connection errors name the user and database, never
+// the password).
 func redactErr(err error, url string) error {
-	if p := secret.URLPassword(url); p != "" && strings.Contains(err.Error(), p) {
-		return errors.New(strings.ReplaceAll(err.Error(), p, "xxxxx"))
+	if url != "" && strings.Contains(err.Error(), url) {
+		return errors.New(strings.ReplaceAll(err.Error(), url, secret.RedactURL(url)))
 	}
 	return err
 }
