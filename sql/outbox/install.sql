@@ -17,7 +17,7 @@
 --   a NOTIFY on the channel herald_outbox after every insert.
 --
 -- herald_refuse and herald_check_event are Herald's, word for word (a test,
--- sql/outbox/outbox_test.go, holds them to migration 0045's text), so that
+-- core/internal/source/install_test.go, holds them to migration 0045's text), so that
 -- an event refused here is refused by Herald with the same words and vice
 -- versa.
 --
