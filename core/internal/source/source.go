@@ -301,17 +301,9 @@ func (f *Forwarder) drain(ctx context.Context) error {
 			break
 		}
 	}
-	var st Status
-	var version int
-	err := f.src.QueryRow(ctx, `SELECT (SELECT version FROM public.herald_outbox_version),
-			count(*) FILTER (WHERE refused_at IS NULL), count(*) FILTER (WHERE refused_at IS NOT NULL),
-			coalesce(extract(epoch FROM clock_timestamp() - min(created_at) FILTER (WHERE refused_at IS NULL)), 0)::float8
-		FROM public.herald_outbox`).Scan(&version, &st.Backlog, &st.Refused, &st.OldestSeconds)
+	st, err := inspect(ctx, f.src)
 	if err != nil {
-		return notInstalled(err)
-	}
-	if version < outbox.Version {
-		return fmt.Errorf("herald_outbox_version: version %d is installed, this Herald needs %d: run herald outbox install", version, outbox.Version)
+		return err
 	}
 	st.Name, st.State = f.name, "up"
 	f.mu.Lock()
@@ -327,6 +319,43 @@ func (f *Forwarder) drain(ctx context.Context) error {
 		f.metrics.oldest.WithLabelValues(f.name).Set(st.OldestSeconds)
 	}
 	return nil
+}
+
+// inspect reads the outbox's version, backlog and refusals; an outbox
+// missing or older than this Herald's is an error that names the fix.
+func inspect(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (Status, error) {
+	var st Status
+	var version int
+	err := q.QueryRow(ctx, `SELECT (SELECT version FROM public.herald_outbox_version),
+			count(*) FILTER (WHERE refused_at IS NULL), count(*) FILTER (WHERE refused_at IS NOT NULL),
+			coalesce(extract(epoch FROM clock_timestamp() - min(created_at) FILTER (WHERE refused_at IS NULL)), 0)::float8
+		FROM public.herald_outbox`).Scan(&version, &st.Backlog, &st.Refused, &st.OldestSeconds)
+	if err != nil {
+		return st, notInstalled(err)
+	}
+	if version < outbox.Version {
+		return st, fmt.Errorf("herald_outbox_version: version %d is installed, this Herald needs %d: run herald outbox install", version, outbox.Version)
+	}
+	return st, nil
+}
+
+// Check connects to the source of cfg once and returns what its outbox
+// holds (herald doctor); an error says why it cannot be forwarded.
+func Check(ctx context.Context, name string, cfg Config) (Status, error) {
+	st := Status{Name: name, State: "down"}
+	conn, err := pgx.Connect(ctx, cfg.URL)
+	if err != nil {
+		return st, redactErr(err, cfg.URL)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	got, err := inspect(ctx, conn)
+	if err != nil {
+		return st, err
+	}
+	got.Name, got.State = name, "up"
+	return got, nil
 }
 
 // notInstalled names the fix when the outbox's tables are missing.
