@@ -28,7 +28,7 @@ type Config struct {
 	// (one in the service's database, one in Herald's); 0 is 500.
 	BatchSize int `koanf:"batch_size"`
 	// PollInterval is how often the source is read when no NOTIFY woke the
-	// stage (the fallback while its LISTEN session is down).
+	// stage (the fallback while its LISTEN session is down); 0 is 1s.
 	PollInterval time.Duration `koanf:"poll_interval"`
 }
 

@@ -53,11 +53,16 @@ import (
 type Status struct {
 	// Name is the source block's label.
 	Name string `json:"name"`
-	// State is "up" (its last pass worked), "down" (it failed: Error
+	// State is "up" (its last pass worked), "down" (it failed: Reason
 	// says why) or "starting" (no pass yet).
 	State string `json:"state"`
-	// Error is the last failure, without the URL's password.
-	Error string `json:"error,omitempty"`
+	// Reason is why it is down, in fixed words that name no host, role or
+	// credential: "unreachable" or "outbox not installed or older than
+	// this herald".
+	Reason string `json:"reason,omitempty"`
+	// Error is the last failure, without the URL's password, for the log
+	// and herald doctor; not served.
+	Error string `json:"-"`
 	// Backlog is the rows waiting to be forwarded at the last pass.
 	Backlog int64 `json:"backlog"`
 	// Refused is the rows refused and kept in herald_outbox.
@@ -277,7 +282,10 @@ func (f *Forwarder) fail(err error) {
 	err = redactErr(err, f.cfg.URL)
 	f.mu.Lock()
 	was := f.status.State
-	f.status.State, f.status.Error = "down", err.Error()
+	f.status.State, f.status.Error, f.status.Reason = "down", err.Error(), "unreachable"
+	if strings.Contains(err.Error(), "run herald outbox install") {
+		f.status.Reason = "outbox not installed or older than this herald"
+	}
 	f.mu.Unlock()
 	if f.metrics != nil {
 		f.metrics.up.WithLabelValues(f.name).Set(0)

@@ -347,7 +347,7 @@ func TestSourceConnectionLost(t *testing.T) {
 	}, "500 events forwarded across lost connections")
 	testenv.Eventually(t, 30*time.Second, func() bool { return f.Status().State == "up" }, "orders up again")
 	st := bad.Status()
-	if st.State != "down" || !strings.Contains(st.Error, "herald_missing_") || strings.Contains(st.Error, "herald:herald") {
+	if st.State != "down" || st.Reason != "unreachable" || !strings.Contains(st.Error, "herald_missing_") || strings.Contains(st.Error, "herald:herald") {
 		t.Fatalf("the missing source's status %+v", st)
 	}
 	if v := testutil.ToFloat64(m.up.WithLabelValues("gone")); v != 0 {
