@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/api"
+	heraldinbox "github.com/heraldhq/herald/web/herald-inbox"
 )
 
 //go:embed static
@@ -66,6 +67,18 @@ func CSPFor(r *http.Request) string {
 	return connect + cspTail
 }
 
+// ComponentDir is the folder the inbox component's module is served
+// from: Path + ComponentDir + heraldinbox.FileName(), the versioned,
+// content-hashed name, cached for a year (immutable).
+const ComponentDir = "/component/v1/"
+
+// ComponentPath is the path the inbox component is served at.
+func ComponentPath() string { return Path + ComponentDir + heraldinbox.FileName() }
+
+// componentScript is the placeholder of index.html that Handler replaces
+// with the component's versioned path and integrity hash.
+const componentScript = `<script type="module" src="inbox/component/herald-inbox.js"></script>`
+
 // audienceMeta is the placeholder of index.html that Handler replaces
 // with the deployment's token audience.
 const audienceMeta = `<meta name="herald-audience" content="">`
@@ -84,6 +97,9 @@ type file struct {
 	body        []byte
 	contentType string
 	etag        string
+	// immutable is the component: cached for good, loadable from any
+	// origin.
+	immutable bool
 }
 
 // Handler serves GET and HEAD of Path (the page) and of Path + "/<file>"
@@ -110,6 +126,11 @@ func Handler(audience string) http.Handler {
 			}
 			b = bytes.Replace(b, []byte(audienceMeta),
 				[]byte(`<meta name="herald-audience" content="`+html.EscapeString(audience)+`">`), 1)
+			if !bytes.Contains(b, []byte(componentScript)) {
+				return fmt.Errorf("%s has no %s", p, componentScript)
+			}
+			b = bytes.Replace(b, []byte(componentScript), []byte(`<script type="module" src="inbox`+ComponentDir+heraldinbox.FileName()+
+				`" integrity="`+heraldinbox.Integrity()+`" crossorigin="anonymous"></script>`), 1)
 		}
 		sum := sha256.Sum256(b)
 		files[strings.TrimPrefix(p, "static/")] = file{body: b, contentType: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
@@ -118,6 +139,10 @@ func Handler(audience string) http.Handler {
 	if err != nil {
 		panic(fmt.Sprintf("webinbox: read embedded files: %v", err)) // the embed is fixed at build time
 	}
+	component := heraldinbox.FileName()
+	sum := sha256.Sum256(heraldinbox.Source)
+	files[strings.TrimPrefix(ComponentDir, "/")+component] = file{body: heraldinbox.Source, contentType: contentTypes[".js"],
+		etag: `"` + hex.EncodeToString(sum[:8]) + `"`, immutable: true}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -134,6 +159,13 @@ func Handler(audience string) http.Handler {
 			// absolute), so that it also holds behind a path prefix.
 			w.Header().Set("Location", "../inbox")
 			w.WriteHeader(http.StatusMovedPermanently)
+			return
+		case ok && name == strings.TrimPrefix(ComponentDir, "/")+"herald-inbox.js":
+			// The unversioned name: the current version, never cached.
+			w.Header().Set("Location", component)
+			w.Header().Set("Cache-Control", "no-cache")
+			w.Header().Set("Access-Control-Allow-Origin", "*")
+			w.WriteHeader(http.StatusFound)
 			return
 		case !ok || name == "index.html":
 			api.Problem(w, http.StatusNotFound, "not found", "no file "+r.URL.Path+" in the web inbox", "")
@@ -152,6 +184,17 @@ func Handler(audience string) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cache-Control", "no-cache")
+		if f.immutable {
+			// The component is a public file with a content-hashed name:
+			// cached for good, and loadable (as a module script, with its
+			// integrity checked) by a page on any origin. It carries no
+			// credentials and grants no API access: the API's own CORS
+			// answers are separate.
+			h.Set("Cache-Control", "public, max-age=31536000, immutable")
+			h.Set("Access-Control-Allow-Origin", "*")
+			h.Set("Cross-Origin-Resource-Policy", "cross-origin")
+			h.Del("X-Frame-Options")
+		}
 		h.Set("ETag", f.etag)
 		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(f.body))
 	})
