@@ -36,10 +36,11 @@ func chromiumPath(t *testing.T) string {
 }
 
 // startChromium runs a headless Chromium with a fresh profile until ctx
-// ends and returns its context; each user's page is a tab of it.
-func startChromium(ctx context.Context, t *testing.T, exe string) context.Context {
+// ends and returns its context; each user's page is a tab of it. extra
+// are more options.
+func startChromium(ctx context.Context, t *testing.T, exe string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),
 		chromedp.Headless,
 		chromedp.NoSandbox,
@@ -54,7 +55,7 @@ func startChromium(ctx context.Context, t *testing.T, exe string) context.Contex
 		chromedp.Flag("disable-renderer-backgrounding", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1000, 700),
-	)
+	}, extra...)...)
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() {
 		cancelBrowser()
@@ -109,6 +110,17 @@ func (e *env) userToken(t *testing.T, key store.TokenKey, user string) string {
 // recording its uncaught exceptions and CSP refusals.
 func (e *env) newTab(browser context.Context, user, path string) *inboxPage {
 	e.t.Helper()
+	p := e.blankTab(browser, user)
+	if err := chromedp.Do(p.ctx, chromedp.EmulateViewport(1000, 700), chromedp.Navigate(e.apiURL+path)); err != nil {
+		e.t.Fatalf("%s: open %s: %v", user, path, err)
+	}
+	return p
+}
+
+// blankTab opens an empty tab of the browser, recording its uncaught
+// exceptions and CSP refusals.
+func (e *env) blankTab(browser context.Context, user string) *inboxPage {
+	e.t.Helper()
 	ctx, cancel := chromedp.NewContext(browser)
 	e.t.Cleanup(cancel)
 	p := &inboxPage{t: e.t, user: user, ctx: ctx}
@@ -129,9 +141,6 @@ func (e *env) newTab(browser context.Context, user, path string) *inboxPage {
 			}
 		}
 	}()
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1000, 700), chromedp.Navigate(e.apiURL+path)); err != nil {
-		e.t.Fatalf("%s: open %s: %v", user, path, err)
-	}
 	return p
 }
 

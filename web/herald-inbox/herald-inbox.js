@@ -295,13 +295,24 @@ const BELL_SVG = "M12 3a1.5 1.5 0 0 0-1.5 1.5v.6A6 6 0 0 0 6 11v5l-2 2v1h16v-1l-
 const ACTIONS = { CONFIRMED: "confirm", REJECTED: "reject" };
 const SEVERITIES = ["info", "warning", "critical"];
 
-let sheet = null;
-function styles() {
-  if (!sheet) {
-    sheet = new CSSStyleSheet();
-    sheet.replaceSync(STYLES);
+// BELL_STYLES are <herald-bell>'s own, after STYLES: it sits inline in
+// the host's header, sized by its content, the badge inside its box.
+const BELL_STYLES = `
+:host { display: inline-flex; container-type: normal; background: transparent; padding-inline-end: 12px; vertical-align: middle; }
+.bellbutton { border: 0; background: transparent; padding: 4px; color: inherit; }
+`;
+
+const sheets = {};
+function sheet(name, css) {
+  if (!sheets[name]) {
+    sheets[name] = new CSSStyleSheet();
+    sheets[name].replaceSync(css);
   }
-  return sheet;
+  return sheets[name];
+}
+
+function styles() {
+  return sheet("inbox", STYLES);
 }
 
 // h makes an element: h("button", {type: "button", part: "button"}, "text").
@@ -561,6 +572,19 @@ class Localized extends HTMLElement {
   }
 
   rerender() {}
+
+  // upgrade moves properties set on the element before the module
+  // defined it (own properties shadowing the class's setters) to the
+  // setters.
+  upgrade(...names) {
+    for (const n of names) {
+      if (Object.prototype.hasOwnProperty.call(this, n)) {
+        const v = this[n];
+        delete this[n];
+        this[n] = v;
+      }
+    }
+  }
 }
 
 // HeraldBell is the unread count on a bell. Alone it reads the count from
@@ -576,7 +600,7 @@ export class HeraldBell extends Localized {
     super();
     this.count = 0;
     const root = this.attachShadow({ mode: "open" });
-    root.adoptedStyleSheets = [styles()];
+    root.adoptedStyleSheets = [styles(), sheet("bell", BELL_STYLES)];
     this.badge = h("span", { class: "badge", part: "badge", id: "unread", "data-count": "0" }, "0");
     this.button = h("button", { type: "button", class: "bellbutton", part: "bell" }, h("span", { class: "bell" }, svgBell(), this.badge));
     root.append(this.button);
@@ -588,12 +612,26 @@ export class HeraldBell extends Localized {
     this.onCount = (ev) => this.setCount(ev.detail.unread);
   }
 
+  get tokenProvider() {
+    return this._tokenProvider || null;
+  }
+
+  set tokenProvider(fn) {
+    this._tokenProvider = fn;
+    if (this.client) this.client.forget();
+    if (this.isConnected && !this.hasAttribute("for")) {
+      this.disconnectedCallback();
+      this.connectedCallback();
+    }
+  }
+
   target() {
     const id = this.getAttribute("for");
     return id ? document.getElementById(id) : null;
   }
 
   connectedCallback() {
+    this.upgrade("tokenProvider", "messages");
     const t = this.target();
     if (t) {
       this.watched = t;
@@ -601,7 +639,7 @@ export class HeraldBell extends Localized {
       if (typeof t.unread === "number") this.setCount(t.unread);
       return;
     }
-    if (this.hasAttribute("for")) return;
+    if (this.hasAttribute("for") || !this._tokenProvider) return;
     this.client = this.client || new Client(this);
     this.live = new Live(this.client, (f) => {
       if (typeof f.unread === "number") this.setCount(f.unread);
@@ -665,8 +703,8 @@ export class HeraldInbox extends Localized {
     this.prefs = { etag: "", switches: new Map(), loaded: false, data: null };
     this.root = this.attachShadow({ mode: "open" });
     this.root.adoptedStyleSheets = [styles()];
-    this.build();
     this._tokenProvider = null;
+    this.build();
     this.onOnline = () => this.setLive(this.liveState || "offline");
   }
 
@@ -755,8 +793,11 @@ export class HeraldInbox extends Localized {
     });
     this.$("list").addEventListener("click", (ev) => this.clicked(ev));
     this.$("list").addEventListener("keydown", (ev) => this.key(ev));
+    // Infinite scroll: while the sentinel after the list is in view and
+    // the cursor has more, the next page is loaded.
     this.observer = new IntersectionObserver((entries) => {
-      if (entries.some((e) => e.isIntersecting) && this.cursor && !this.busy && !this.moreBusy) this.more();
+      this.atEnd = entries[entries.length - 1].isIntersecting;
+      this.maybeMore();
     });
     this.observer.observe(this.$("sentinel"));
   }
@@ -792,10 +833,11 @@ export class HeraldInbox extends Localized {
   }
 
   connectedCallback() {
+    this.upgrade("tokenProvider", "messages");
     window.addEventListener("online", this.onOnline);
     window.addEventListener("offline", this.onOnline);
     this.rerender();
-    if (this._tokenProvider) this.restart();
+    if (this._tokenProvider && !this.started) this.restart();
   }
 
   disconnectedCallback() {
@@ -1017,10 +1059,17 @@ export class HeraldInbox extends Localized {
     } finally {
       this.busy = false;
     }
+    setTimeout(() => this.maybeMore(), 0);
+  }
+
+  // maybeMore loads the next page when the end of the list is in view
+  // and nothing else is loading (it runs again when that ends).
+  maybeMore() {
+    if (this.atEnd && this.cursor && this.loaded && !this.busy && !this.moreBusy) this.more();
   }
 
   async more() {
-    if (!this.cursor) return;
+    if (!this.cursor || this.moreBusy) return;
     this.moreBusy = true;
     try {
       const epoch = this.epoch;
@@ -1033,9 +1082,11 @@ export class HeraldInbox extends Localized {
       this.renderList();
     } catch (err) {
       this.failed(err);
+      this.atEnd = false; // no retry loop on errors; scrolling again retries
     } finally {
       this.moreBusy = false;
     }
+    setTimeout(() => this.maybeMore(), 0);
   }
 
   frame(f) {
