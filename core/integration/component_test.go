@@ -30,11 +30,10 @@ import (
 // requests to /host/... (the DevTools Fetch domain), on the daemon's
 // origin (same origin: cross-origin embedding needs the API's CORS).
 type hostApp struct {
-	t    *testing.T
-	e    *env
-	key  store.TokenKey
-	ttl  time.Duration
-	page string
+	t   *testing.T
+	e   *env
+	key store.TokenKey
+	ttl time.Duration
 
 	mu sync.Mutex
 	// issued counts the tokens the backend signed per user; lastExp is
