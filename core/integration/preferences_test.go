@@ -221,23 +221,23 @@ func TestWebInboxPreferencesAndPush(t *testing.T) {
 
 	staff1 := e.openInbox(browserCtx, key, "staff1")
 	staff1.click0("prefs-open")
-	staff1.waitFor("the panel lists the channels", `() => document.querySelectorAll("#prefs-channels li").length === 3`)
+	staff1.waitFor("the panel lists the channels", `() => $inbox.querySelectorAll("#prefs-channels li").length === 3`)
 	got := staff1.waitFor("WEBSOCKET is locked with why", `() => {
-		const li = document.querySelector('#prefs-channels li[data-channel="WEBSOCKET"]');
+		const li = $inbox.querySelector('#prefs-channels li[data-channel="WEBSOCKET"]');
 		return li && li.querySelector("input").disabled && !li.querySelector(".why").hidden && li.querySelector(".why").textContent;
 	}`)
 	if !strings.Contains(got, "mandatory for every event type that sends it") {
 		t.Errorf("WEBSOCKET's reason: %s", got)
 	}
 	staff1.waitFor("EMAIL is a switch, on", `() => {
-		const b = document.querySelector('#prefs-channels li[data-channel="EMAIL"] input');
+		const b = $inbox.querySelector('#prefs-channels li[data-channel="EMAIL"] input');
 		return b && !b.disabled && b.checked;
 	}`)
 	staff1.clickCSS(`#prefs-channels li[data-channel="EMAIL"] input`)
 	staff1.clickCSS(`#prefs-save`)
-	staff1.waitFor("saved", `() => document.getElementById("prefs-status").textContent === "Saved."`)
+	staff1.waitFor("saved", `() => $inbox.getElementById("prefs-status").textContent === "Saved."`)
 	staff1.waitFor("EMAIL shown off, by the user's choice", `() => {
-		const li = document.querySelector('#prefs-channels li[data-channel="EMAIL"]');
+		const li = $inbox.querySelector('#prefs-channels li[data-channel="EMAIL"]');
 		return li && !li.querySelector("input").checked && li.querySelector(".source").textContent === "(your choice)";
 	}`)
 	if n := e.count(`SELECT count(*) FROM user_preferences WHERE tenant_id = $1 AND user_id = 'staff1' AND event_type = '' AND channel = 'EMAIL' AND NOT enabled`, e.tenant); n != 1 {
@@ -256,7 +256,7 @@ func TestWebInboxPreferencesAndPush(t *testing.T) {
 	_ = json.Unmarshal(subJSON, &subArg)
 	staff1.waitFor("the push service stub is in place", pushStub, subArg)
 	staff1.clickCSS(`#push-on`)
-	staff1.waitFor("the browser is registered", `() => document.getElementById("push-status").textContent === "This browser is registered for push notifications."`)
+	staff1.waitFor("the browser is registered", `() => $inbox.getElementById("push-status").textContent === "This browser is registered for push notifications."`)
 	if got := staff1.eval(`window.__pushStub.key`); got != fmt.Sprintf("%q", vapid.Public) {
 		t.Errorf("the page subscribed with key %s, want the tenant's VAPID public key %s", got, vapid.Public)
 	}
@@ -302,7 +302,7 @@ func TestWebInboxPreferencesAndPush(t *testing.T) {
 
 	// Stop: the device goes from the directory.
 	staff1.clickCSS(`#push-off`)
-	staff1.waitFor("the browser is unregistered", `() => document.getElementById("push-status").textContent === "This browser no longer gets push notifications."`)
+	staff1.waitFor("the browser is unregistered", `() => $inbox.getElementById("push-status").textContent === "This browser no longer gets push notifications."`)
 	if n := e.count(`SELECT count(*) FROM recipient_devices WHERE tenant_id = $1 AND user_id = 'staff1' AND token = $2`, e.tenant, sub.Endpoint); n != 0 {
 		t.Errorf("the subscription stays in the directory after Stop")
 	}
@@ -315,12 +315,12 @@ func (p *inboxPage) click0(id string) {
 	p.clickCSS("#" + id)
 }
 
-// clickCSS clicks the element the selector names.
+// clickCSS clicks the element of the inbox component the selector names.
 func (p *inboxPage) clickCSS(sel string) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
+	if err := chromedp.Do(ctx, clickIn(sel)); err != nil {
 		p.t.Fatalf("%s's page: click %s: %v", p.user, sel, err)
 	}
 }

@@ -36,10 +36,11 @@ func chromiumPath(t *testing.T) string {
 }
 
 // startChromium runs a headless Chromium with a fresh profile until ctx
-// ends and returns its context; each user's page is a tab of it.
-func startChromium(ctx context.Context, t *testing.T, exe string) context.Context {
+// ends and returns its context; each user's page is a tab of it. extra
+// are more options.
+func startChromium(ctx context.Context, t *testing.T, exe string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),
 		chromedp.Headless,
 		chromedp.NoSandbox,
@@ -54,7 +55,7 @@ func startChromium(ctx context.Context, t *testing.T, exe string) context.Contex
 		chromedp.Flag("disable-renderer-backgrounding", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1000, 700),
-	)
+	}, extra...)...)
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() {
 		cancelBrowser()
@@ -65,6 +66,13 @@ func startChromium(ctx context.Context, t *testing.T, exe string) context.Contex
 	}
 	return bctx
 }
+
+// inboxRoot is the shadow root of the page's <herald-inbox>: the page
+// scripts waitFor and eval run may name it $inbox.
+const inboxRoot = `document.querySelector("herald-inbox").shadowRoot`
+
+// inShadow replaces $inbox in a script with inboxRoot.
+func inShadow(js string) string { return strings.ReplaceAll(js, "$inbox", inboxRoot) }
 
 // inboxPage is one user's /inbox in a tab of the browser.
 type inboxPage struct {
@@ -102,6 +110,17 @@ func (e *env) userToken(t *testing.T, key store.TokenKey, user string) string {
 // recording its uncaught exceptions and CSP refusals.
 func (e *env) newTab(browser context.Context, user, path string) *inboxPage {
 	e.t.Helper()
+	p := e.blankTab(browser, user)
+	if err := chromedp.Do(p.ctx, chromedp.EmulateViewport(1000, 700), chromedp.Navigate(e.apiURL+path)); err != nil {
+		e.t.Fatalf("%s: open %s: %v", user, path, err)
+	}
+	return p
+}
+
+// blankTab opens an empty tab of the browser, recording its uncaught
+// exceptions and CSP refusals.
+func (e *env) blankTab(browser context.Context, user string) *inboxPage {
+	e.t.Helper()
 	ctx, cancel := chromedp.NewContext(browser)
 	e.t.Cleanup(cancel)
 	p := &inboxPage{t: e.t, user: user, ctx: ctx}
@@ -122,9 +141,6 @@ func (e *env) newTab(browser context.Context, user, path string) *inboxPage {
 			}
 		}
 	}()
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1000, 700), chromedp.Navigate(e.apiURL+path)); err != nil {
-		e.t.Fatalf("%s: open %s: %v", user, path, err)
-	}
 	return p
 }
 
@@ -145,7 +161,7 @@ func (e *env) openInbox(browser context.Context, key store.TokenKey, user string
 func (p *inboxPage) waitLive() {
 	p.t.Helper()
 	p.waitFor("the inbox is shown", `() => !document.getElementById("inbox").hidden`)
-	p.waitFor("the live session is ready", `() => document.getElementById("live").textContent === "live"`)
+	p.waitFor("the live session is ready", `() => $inbox.getElementById("live").dataset.state === "live"`)
 }
 
 // signIn types token into the sign-in form and submits it.
@@ -168,15 +184,15 @@ func (p *inboxPage) waitFor(what, fn string, args ...any) string {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.PollFunction[[]byte](fn, chromedp.WithPollingArgs(args...),
+	v, err := chromedp.Run(ctx, chromedp.PollFunction[[]byte](inShadow(fn), chromedp.WithPollingArgs(args...),
 		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0)))
 	if err != nil {
 		p.mu.Lock()
 		faults := strings.Join(p.faults, "\n")
 		p.mu.Unlock()
 		p.t.Fatalf("%s's page: %s: %v\nfilters: %s\npage text:\n%s\npage faults:\n%s", p.user, what, err,
-			p.eval(`["status", "severity", "q"].map((id) => id + "=" + document.getElementById(id).value).join(" ")`),
-			p.eval(`document.body.innerText`), faults)
+			p.eval(`["status", "severity", "q"].map((id) => id + "=" + $inbox.getElementById(id).value).join(" ")`),
+			p.eval(`document.body.innerText + "\n--- the inbox component ---\n" + ($inbox ? $inbox.textContent : "")`), faults)
 	}
 	return string(v)
 }
@@ -186,7 +202,7 @@ func (p *inboxPage) waitFor(what, fn string, args ...any) string {
 func (p *inboxPage) eval(expr string) string {
 	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
 	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](expr))
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](inShadow(expr)))
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
@@ -199,7 +215,7 @@ func (p *inboxPage) itemWith(text string) string {
 	p.t.Helper()
 	var id string
 	v := p.waitFor("a notification with "+text, `(text) => {
-		for (const li of document.querySelectorAll("#list li")) {
+		for (const li of $inbox.querySelectorAll("#list li[data-id]")) {
 			if (li.querySelector(".body").textContent.includes(text)) return li.dataset.id;
 		}
 		return "";
@@ -213,7 +229,7 @@ func (p *inboxPage) itemWith(text string) string {
 // waitCount waits until the bell shows n.
 func (p *inboxPage) waitCount(n int) {
 	p.t.Helper()
-	p.waitFor(fmt.Sprintf("the bell shows %d", n), `(n) => document.getElementById("unread").textContent === n`, fmt.Sprint(n))
+	p.waitFor(fmt.Sprintf("the bell shows %d", n), `(n) => $inbox.getElementById("unread").textContent === n`, fmt.Sprint(n))
 }
 
 // click clicks a button of the notification id.
@@ -221,9 +237,16 @@ func (p *inboxPage) click(id, op string) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#list li[data-id=%q] button[data-op=%q]`, id, op)))); err != nil {
+	if err := chromedp.Do(ctx, clickIn(fmt.Sprintf(`#list li[data-id=%q] button[data-op=%q]`, id, op))); err != nil {
 		p.t.Fatalf("%s's page: click %s on %s: %v", p.user, op, id, err)
 	}
+}
+
+// clickIn clicks (with the mouse, as a user) the element of the inbox
+// component the CSS selector names.
+func clickIn(sel string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(sel)
+	return chromedp.Click(chromedp.JSPath(inboxRoot + ".querySelector(" + string(q) + ")"))
 }
 
 // filter sets the value of a filter (a select or the search box) as a
@@ -232,12 +255,12 @@ func (p *inboxPage) filter(id, value string) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
 	defer cancel()
-	_, err := chromedp.Run(ctx, chromedp.PollFunction[bool](`(id, value) => {
-		const el = document.getElementById(id);
+	_, err := chromedp.Run(ctx, chromedp.PollFunction[bool](inShadow(`(id, value) => {
+		const el = $inbox.getElementById(id);
 		el.value = value || ""; // an empty string arrives as undefined
 		el.dispatchEvent(new Event(el.tagName === "SELECT" ? "change" : "input"));
 		return true;
-	}`, chromedp.WithPollingArgs(id, value)))
+	}`), chromedp.WithPollingArgs(id, value)))
 	if err != nil {
 		p.t.Fatalf("%s's page: set %s to %q: %v", p.user, id, value, err)
 	}
@@ -309,14 +332,14 @@ func TestWebInbox(t *testing.T) {
 	// A: a live notification, then read.
 	staff1 := e.openInbox(browser, key, "staff1")
 	staff1.waitCount(0)
-	staff1.waitFor("the empty list says so", `() => !document.getElementById("empty").hidden`)
+	staff1.waitFor("the empty list says so", `() => !$inbox.getElementById("empty").hidden`)
 	emit("web-a", "<b>Rossi</b>")
 	id := staff1.itemWith("<b>Rossi</b>, 2 people")
 	staff1.waitCount(1)
 	if n := e.count(`SELECT count(*) FROM notifications WHERE notification_id = $1 AND user_id = 'staff1' AND event_id = 'web-a'`, id); n != 1 {
 		t.Fatalf("the page lists %s, which is not staff1's notification of web-a", id)
 	}
-	if got := staff1.eval(`document.querySelectorAll("#list b").length`); got != "0" {
+	if got := staff1.eval(`$inbox.querySelectorAll("#list b").length`); got != "0" {
 		t.Fatalf("the notification's text became markup: %s <b> elements", got)
 	}
 	testenv.Eventually(t, 30*time.Second, func() bool {
@@ -325,20 +348,20 @@ func TestWebInbox(t *testing.T) {
 	staff1.click(id, "read")
 	staff1.waitCount(0)
 	staff1.waitFor("the item is read", `(id) => {
-		const li = document.querySelector('#list li[data-id="' + id + '"]');
+		const li = $inbox.querySelector('#list li[data-id="' + id + '"]');
 		return li && li.classList.contains("read") && !li.querySelector('[data-op="unread"]').hidden;
 	}`, id)
 	if n := e.count(`SELECT count(*) FROM notifications WHERE notification_id = $1 AND read_at IS NOT NULL`, id); n != 1 {
 		t.Fatal("the page shows the notification read, the database does not")
 	}
 	// The filters and the search box query the API.
-	listed := `(id) => document.getElementById("empty").hidden && !!document.querySelector('#list li[data-id="' + id + '"]')`
+	listed := `(id) => $inbox.getElementById("empty").hidden && !!$inbox.querySelector('#list li[data-id="' + id + '"]')`
 	staff1.filter("status", "unread")
-	staff1.waitFor("no unread notification listed", `() => !document.getElementById("empty").hidden`)
+	staff1.waitFor("no unread notification listed", `() => !$inbox.getElementById("empty").hidden`)
 	staff1.filter("status", "read")
 	staff1.waitFor("the read notification listed", listed, id)
 	staff1.filter("q", "nobody")
-	staff1.waitFor("a search that matches nothing lists nothing", `() => !document.getElementById("empty").hidden`)
+	staff1.waitFor("a search that matches nothing lists nothing", `() => !$inbox.getElementById("empty").hidden`)
 	staff1.filter("q", "")
 	staff1.filter("status", "active")
 	staff1.waitFor("the notification listed again", listed, id)
@@ -353,13 +376,13 @@ func TestWebInbox(t *testing.T) {
 		id   string
 	}{{staff1, id1}, {staff2, id2}} {
 		p.page.waitFor("Confirm is offered", `(id) => {
-			const b = document.querySelector('#list li[data-id="' + id + '"] [data-op="CONFIRMED"]');
+			const b = $inbox.querySelector('#list li[data-id="' + id + '"] [data-op="CONFIRMED"]');
 			return b && !b.hidden;
 		}`, p.id)
 	}
 	staff1.click(id1, "CONFIRMED")
 	handled := `(id) => {
-		const li = document.querySelector('#list li[data-id="' + id + '"]');
+		const li = $inbox.querySelector('#list li[data-id="' + id + '"]');
 		return li && li.querySelector(".handled").textContent === "Handled by staff1 (CONFIRMED)" &&
 			!li.querySelector(".handled").hidden && li.querySelector('[data-op="CONFIRMED"]').hidden;
 	}`
@@ -394,11 +417,11 @@ func TestWebInbox(t *testing.T) {
 	// fresh ticket and the next event arrives live again.
 	d.stop(syscall.SIGTERM)
 	for _, p := range []*inboxPage{staff1, staff2, staff3} {
-		p.waitFor("the page notices the closed session", `() => document.getElementById("live").textContent === "offline"`)
+		p.waitFor("the page notices the closed session", `() => $inbox.getElementById("live").dataset.state === "offline"`)
 	}
 	e.start()
 	for _, p := range []*inboxPage{staff1, staff2, staff3} {
-		p.waitFor("the page reconnects", `() => document.getElementById("live").textContent === "live"`)
+		p.waitFor("the page reconnects", `() => $inbox.getElementById("live").dataset.state === "live"`)
 	}
 	emit("web-c", "Verdi")
 	staff1.itemWith("Verdi")

@@ -36,6 +36,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/api"
 	"github.com/heraldhq/herald/core/internal/origins"
 	"github.com/heraldhq/herald/core/internal/store"
+	heraldinbox "github.com/heraldhq/herald/web/herald-inbox"
 )
 
 //go:embed static
@@ -86,6 +87,18 @@ func cspFor(r *http.Request, ancestors []string) string {
 	return connect + cspTail + frame
 }
 
+// ComponentDir is the folder the inbox component's module is served
+// from: Path + ComponentDir + heraldinbox.FileName(), the versioned,
+// content-hashed name, cached for a year (immutable).
+const ComponentDir = "/component/v1/"
+
+// ComponentPath is the path the inbox component is served at.
+func ComponentPath() string { return Path + ComponentDir + heraldinbox.FileName() }
+
+// componentScript is the placeholder of index.html that Handler replaces
+// with the component's versioned path and integrity hash.
+const componentScript = `<script type="module" src="inbox/component/herald-inbox.js"></script>`
+
 // audienceMeta is the placeholder of index.html that Handler replaces
 // with the deployment's token audience.
 const audienceMeta = `<meta name="herald-audience" content="">`
@@ -104,6 +117,9 @@ type file struct {
 	body        []byte
 	contentType string
 	etag        string
+	// immutable is the component: cached for good, loadable from any
+	// origin.
+	immutable bool
 }
 
 // Handler serves GET and HEAD of Path (the page) and of Path + "/<file>"
@@ -137,6 +153,11 @@ func HandlerFor(audience string, frames FrameOrigins) http.Handler {
 			}
 			b = bytes.Replace(b, []byte(audienceMeta),
 				[]byte(`<meta name="herald-audience" content="`+html.EscapeString(audience)+`">`), 1)
+			if !bytes.Contains(b, []byte(componentScript)) {
+				return fmt.Errorf("%s has no %s", p, componentScript)
+			}
+			b = bytes.Replace(b, []byte(componentScript), []byte(`<script type="module" src="inbox`+ComponentDir+heraldinbox.FileName()+
+				`" integrity="`+heraldinbox.Integrity()+`" crossorigin="anonymous"></script>`), 1)
 		}
 		sum := sha256.Sum256(b)
 		files[strings.TrimPrefix(p, "static/")] = file{body: b, contentType: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
@@ -145,6 +166,10 @@ func HandlerFor(audience string, frames FrameOrigins) http.Handler {
 	if err != nil {
 		panic(fmt.Sprintf("webinbox: read embedded files: %v", err)) // the embed is fixed at build time
 	}
+	component := heraldinbox.FileName()
+	sum := sha256.Sum256(heraldinbox.Source)
+	files[strings.TrimPrefix(ComponentDir, "/")+component] = file{body: heraldinbox.Source, contentType: contentTypes[".js"],
+		etag: `"` + hex.EncodeToString(sum[:8]) + `"`, immutable: true}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -161,6 +186,13 @@ func HandlerFor(audience string, frames FrameOrigins) http.Handler {
 			// absolute), so that it also holds behind a path prefix.
 			w.Header().Set("Location", "../inbox")
 			w.WriteHeader(http.StatusMovedPermanently)
+			return
+		case ok && name == strings.TrimPrefix(ComponentDir, "/")+"herald-inbox.js":
+			// The unversioned name: the current version, never cached.
+			w.Header().Set("Location", component)
+			w.Header().Set("Cache-Control", "no-cache")
+			w.Header().Set("Access-Control-Allow-Origin", "*")
+			w.WriteHeader(http.StatusFound)
 			return
 		case !ok || name == "index.html":
 			api.Problem(w, http.StatusNotFound, "not found", "no file "+r.URL.Path+" in the web inbox", "")
@@ -185,6 +217,17 @@ func HandlerFor(audience string, frames FrameOrigins) http.Handler {
 		}
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cache-Control", "no-cache")
+		if f.immutable {
+			// The component is a public file with a content-hashed name:
+			// cached for good, and loadable (as a module script, with its
+			// integrity checked) by a page on any origin. It carries no
+			// credentials and grants no API access: the API's own CORS
+			// answers are separate.
+			h.Set("Cache-Control", "public, max-age=31536000, immutable")
+			h.Set("Access-Control-Allow-Origin", "*")
+			h.Set("Cross-Origin-Resource-Policy", "cross-origin")
+			h.Del("X-Frame-Options")
+		}
 		h.Set("ETag", f.etag)
 		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(f.body))
 	})

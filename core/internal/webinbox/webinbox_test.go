@@ -1,17 +1,24 @@
 package webinbox_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha512"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/heraldhq/herald/core/internal/webinbox"
+	heraldinbox "github.com/heraldhq/herald/web/herald-inbox"
 )
 
 func TestHandler(t *testing.T) {
@@ -115,7 +122,7 @@ func TestPageNeedsNoInlineCode(t *testing.T) {
 			t.Errorf("the page links %s, served with %d", l[1], code)
 		}
 	}
-	for _, file := range []string{"app.js", "sw.js"} {
+	for _, file := range []string{"app.js", "sw.js", strings.TrimPrefix(webinbox.ComponentPath(), "/inbox/")} {
 		code, js := get("/inbox/" + file)
 		if code != http.StatusOK {
 			t.Fatalf("%s: %d", file, code)
@@ -230,6 +237,85 @@ func TestFrameAncestorsNameOnlyOrigins(t *testing.T) {
 	for _, target := range []string{"/inbox?tenant=down", "/inbox?tenant=none", "/inbox", "/inbox?tenant=ac%20me"} {
 		if got, xfo := csp(target); !strings.HasSuffix(got, "; frame-ancestors 'none'") || xfo != "DENY" {
 			t.Fatalf("%s: %q, X-Frame-Options %q", target, got, xfo)
+		}
+	}
+}
+
+// TestComponent: the inbox component is served at its versioned,
+// content-hashed path, byte for byte the package's file, cached for good
+// and loadable from any origin (a module script with its integrity
+// checked); the unversioned name redirects to it uncached; another hash
+// is 404. The hosted page loads it with its SRI hash.
+func TestComponent(t *testing.T) {
+	t.Parallel()
+	h := webinbox.Handler("herald")
+	path := webinbox.ComponentPath()
+	if want := "/inbox/component/v1/" + heraldinbox.FileName(); path != want || !regexp.MustCompile(`^herald-inbox\.[0-9a-f]{16}\.js$`).MatchString(heraldinbox.FileName()) {
+		t.Fatalf("component path %s", path)
+	}
+	for _, method := range []string{"GET", "HEAD"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+		hd := rec.Header()
+		got := map[string]string{
+			"status": fmt.Sprint(rec.Code), "Content-Type": hd.Get("Content-Type"), "Cache-Control": hd.Get("Cache-Control"),
+			"Access-Control-Allow-Origin": hd.Get("Access-Control-Allow-Origin"), "X-Content-Type-Options": hd.Get("X-Content-Type-Options"),
+			"Cross-Origin-Resource-Policy": hd.Get("Cross-Origin-Resource-Policy"),
+		}
+		want := map[string]string{
+			"status": "200", "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": "public, max-age=31536000, immutable",
+			"Access-Control-Allow-Origin": "*", "X-Content-Type-Options": "nosniff", "Cross-Origin-Resource-Policy": "cross-origin",
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s %s (-want +got):\n%s", method, path, diff)
+		}
+		if method == "GET" && !bytes.Equal(rec.Body.Bytes(), heraldinbox.Source) {
+			t.Errorf("the served component is not the package's herald-inbox.js")
+		}
+	}
+	sum := sha512.Sum384(heraldinbox.Source)
+	if want := "sha384-" + base64.StdEncoding.EncodeToString(sum[:]); heraldinbox.Integrity() != want {
+		t.Errorf("Integrity() = %s, want %s", heraldinbox.Integrity(), want)
+	}
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/inbox/component/v1/herald-inbox.js", nil))
+	if rec.Code != http.StatusFound || rec.Header().Get("Location") != heraldinbox.FileName() || rec.Header().Get("Cache-Control") != "no-cache" {
+		t.Errorf("unversioned name: %d Location %q Cache-Control %q", rec.Code, rec.Header().Get("Location"), rec.Header().Get("Cache-Control"))
+	}
+	for _, p := range []string{"/inbox/component/v1/herald-inbox.0000000000000000.js", "/inbox/component/herald-inbox.js", "/inbox/component/v2/" + heraldinbox.FileName()} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+		if rec.Code != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", p, rec.Code)
+		}
+	}
+
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/inbox", nil))
+	tag := `<script type="module" src="inbox/component/v1/` + heraldinbox.FileName() + `" integrity="` + heraldinbox.Integrity() + `" crossorigin="anonymous"></script>`
+	if !strings.Contains(rec.Body.String(), tag) {
+		t.Errorf("the page does not load the component with its integrity: want %s", tag)
+	}
+}
+
+// TestDocsPrintTheComponent: docs/inbox.md names the component's current
+// path and SRI hash (update them with what this test prints).
+func TestDocsPrintTheComponent(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "inbox.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{webinbox.ComponentPath(), `integrity="` + heraldinbox.Integrity() + `"`} {
+		if !bytes.Contains(doc, []byte(want)) {
+			t.Errorf("docs/inbox.md does not print %s", want)
+		}
+	}
+	stale := regexp.MustCompile(`herald-inbox\.[0-9a-f]{16}\.js|sha384-[A-Za-z0-9+/=]{64}`)
+	for _, m := range stale.FindAllString(string(doc), -1) {
+		if m != heraldinbox.FileName() && m != heraldinbox.Integrity() {
+			t.Errorf("docs/inbox.md prints a stale %s (now %s, %s)", m, heraldinbox.FileName(), heraldinbox.Integrity())
 		}
 	}
 }
