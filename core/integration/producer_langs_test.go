@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -39,14 +40,12 @@ type producerExample struct {
 
 // debianNodePath is where Debian's node-* packages put their modules
 // (Debian's nodejs searches them itself; another build does not), after
-// HERALD_NODE_PATH (scripts/tools.sh producer-langs sets it when it had to
-// unpack node-pg beside a nodejs that is not Debian's).
+// HERALD_NODE_PG_DIR's (/var/cache/herald/node-pg), where scripts/tools.sh
+// producer-langs unpacks node-pg beside a nodejs that is not Debian's.
 func debianNodePath() string {
-	paths := []string{"/usr/share/nodejs", "/usr/lib/nodejs", "/usr/lib/x86_64-linux-gnu/nodejs", "/usr/lib/aarch64-linux-gnu/nodejs"}
-	if p := os.Getenv("HERALD_NODE_PATH"); p != "" {
-		paths = append([]string{p}, paths...)
-	}
-	return strings.Join(paths, string(os.PathListSeparator))
+	unpacked := cmp.Or(os.Getenv("HERALD_NODE_PG_DIR"), "/var/cache/herald/node-pg")
+	return strings.Join([]string{filepath.Join(unpacked, "usr/share/nodejs"), "/usr/share/nodejs", "/usr/lib/nodejs"},
+		string(os.PathListSeparator))
 }
 
 // runs reports whether the command exits 0.
