@@ -130,7 +130,7 @@ matches its rows. It measures no ceilings.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, rls, latency, single, scale, admin, inbox, soak, enqueue or custom")
+	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, source (direct and through a source database, then its lag at half load), rls, latency, single, scale, admin, inbox, soak, enqueue or custom")
 	fl.IntVar(&f.deliveries, "deliveries", 2_000_000, "deliveries of the soak run (soak)")
 	fl.IntVar(&f.window, "soak-window", 1_000_000, "deliveries per reported window (soak)")
 	fl.IntVar(&f.backlog, "soak-backlog", 100_000, "deliveries enqueued and not yet recorded beyond which the soak's producers wait (soak)")
@@ -267,12 +267,18 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	// enqueuing until the last window (Run derives the events).
 	soak := fanout
 	soak.Name, soak.Events, soak.Window, soak.Deliveries, soak.Backlog, soak.Duration = "soak", 0, f.window, f.deliveries, f.backlog, soakDuration
+	// The fanout run with the producers writing the outbox of a database
+	// of their own, forwarded by a source block: against the direct
+	// fanout of the same run.
+	viaSource := fanout
+	viaSource.Name, viaSource.Source = "fanout-source", true
 	var runs []bench.Scenario
 	admin, inbox := false, false
 	switch f.scenario {
 	case "all":
 		admin, inbox = true, true
 		runs = append(runs, rls...)
+		runs = append(runs, viaSource, bench.Scenario{Name: "latency-source"})
 		runs = append(runs, bench.Scenario{Name: "latency"}, bench.Scenario{Name: "single", Events: pick(f.events, 30000), Recipients: 1,
 			Channels: 1, Producers: singleProducers(f), Serve: 1, Duration: f.duration})
 		for _, n := range []int{2, 3} {
@@ -290,6 +296,10 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		runs = append(runs, soak)
 	case "fanout":
 		runs = []bench.Scenario{fanout}
+	case "source":
+		// Direct and through a source database in the same run, then the
+		// source path at half the direct fanout's events/s for its lag.
+		runs = []bench.Scenario{fanout, viaSource, {Name: "latency-source"}}
 	case "rls":
 		// The baseline first: the suite runs it last, and runs later in a
 		// session tend to be slower (checkpoints of the dropped databases),
@@ -320,12 +330,16 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		runs = []bench.Scenario{{Name: "custom", Events: pick(f.events, 10000), Recipients: f.recipients, Channels: f.channels,
 			Producers: f.producers, Rate: f.rate, Serve: f.serve, Duration: f.duration}}
 	default:
-		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, rls, latency, single, scale, admin, inbox, soak, enqueue or custom", f.scenario)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, source, rls, latency, single, scale, admin, inbox, soak, enqueue or custom", f.scenario)}
 	}
 
 	for i, sc := range runs {
 		if sc.Name == "latency" {
 			sc = latencyScenario(f, rep.Runs)
+		}
+		if sc.Name == "latency-source" {
+			sc = latencyScenario(f, rep.Runs)
+			sc.Name, sc.Source = "latency-source", true
 		}
 		if i > 0 {
 			// The servers finish the last run's work (autovacuum, the
@@ -341,6 +355,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 		logf("%s: %s deliveries/s, %s events/s, p50 %.1f ms, p99 %.1f ms, bench process %.0f%% of a core; %s", sc.Name,
 			fmtRate(res.DeliveriesPerS), fmtRate(res.EventsPerSec), res.Latency.P50, res.Latency.P99, res.BenchCPU*100, res.Check.Detail)
+		if res.ToHerald != nil {
+			logf("%s: source → Herald's event_outbox p50 %.1f ms, p99 %.1f ms", sc.Name, res.ToHerald.P50, res.ToHerald.P99)
+		}
 		if res.Soak != nil {
 			load := "every window under the producers' load"
 			if !res.Soak.UnderLoad {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/server"
+	"github.com/heraldhq/herald/core/internal/source"
 	"github.com/heraldhq/herald/core/internal/store"
 )
 
@@ -133,6 +136,7 @@ func (dr *doctor) run(ctx context.Context, cfgPath string) {
 		return
 	}
 	dr.checkDatabase(ctx, d)
+	dr.checkSources(ctx, d)
 	dr.checkBrokers(ctx, d, rs)
 	dr.checkPlugins(ctx, d, rs)
 }
@@ -233,6 +237,28 @@ func (dr *doctor) checkDatabase(ctx context.Context, d config.Daemon) {
 		dr.add(checkWarn, "clock", "%s, over %s", msg, clockWarnSkew)
 	default:
 		dr.add(checkOK, "clock", "%s", msg)
+	}
+}
+
+// checkSources connects to every source block's database and reads its
+// outbox: FAIL when it cannot be forwarded (unreachable, not installed,
+// older than this herald), warn when it holds refused rows.
+func (dr *doctor) checkSources(ctx context.Context, d config.Daemon) {
+	for _, name := range slices.Sorted(maps.Keys(d.Sources)) {
+		cfg := d.Sources[name]
+		check := "source " + name
+		cctx, cancel := context.WithTimeout(ctx, dr.timeout)
+		st, err := source.Check(cctx, name, cfg)
+		cancel()
+		switch {
+		case err != nil:
+			dr.add(checkFail, check, "%s: %v", secret.RedactURL(cfg.URL), err)
+		case st.Refused > 0:
+			dr.add(checkWarn, check, "%d row(s) refused in herald_outbox (SELECT event_id, refusal FROM herald_outbox WHERE refused_at IS NOT NULL); %d waiting, oldest %.1fs",
+				st.Refused, st.Backlog, st.OldestSeconds)
+		default:
+			dr.add(checkOK, check, "outbox installed; %d waiting, oldest %.1fs; tenants %s", st.Backlog, st.OldestSeconds, strings.Join(cfg.Tenants, ", "))
+		}
 	}
 }
 

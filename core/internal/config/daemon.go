@@ -24,6 +24,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/secret"
+	"github.com/heraldhq/herald/core/internal/source"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/tracing"
 )
@@ -69,6 +70,11 @@ type Daemon struct {
 	// forever. The daemon applies it at start and every hour; `herald
 	// retention status` shows what will go when.
 	Retention RetentionConfig `koanf:"retention"`
+	// Sources are services' own databases whose outbox (`herald outbox
+	// install`) the daemon forwards into Herald, exactly once: `source
+	// "orders" { url = "...", tenants = ["acme"] }`, one block per
+	// database (docs/producers.md).
+	Sources map[string]source.Config `koanf:"source"`
 
 	// Warnings are what LoadDaemon accepted but the operator should fix
 	// (a setting that is no longer read), each naming the file, line and
@@ -179,6 +185,7 @@ func (d Daemon) Validate() error {
 	errs.Merge("supervisor", d.Supervisor.Validate())
 	errs.Merge("retention", d.Retention.Validate())
 	errs.Merge("log", d.Log.Validate())
+	errs.Merge("source", source.ValidateAll(d.Sources))
 	return errs.Err()
 }
 
@@ -186,7 +193,11 @@ func (d Daemon) Validate() error {
 // a secret.Redactor.
 func (d Daemon) SecretValues() []string {
 	var out []string
-	for _, u := range append([]string{d.Database.URL, d.Database.APIURL, d.AMQP.URL}, d.AMQP.URLs...) {
+	urls := append([]string{d.Database.URL, d.Database.APIURL, d.AMQP.URL}, d.AMQP.URLs...)
+	for _, s := range d.Sources {
+		urls = append(urls, s.URL)
+	}
+	for _, u := range urls {
 		if p := secret.URLPassword(u); p != "" {
 			out = append(out, p)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
+	"github.com/heraldhq/herald/core/internal/source"
 )
 
 // AdminReadyPath is the admin API's readiness with reasons: GET → 200 or
@@ -37,6 +38,13 @@ type ReadyStatus struct {
 	// last good rules keep serving (the daemon stays ready). Absent when
 	// the handler has no rules watcher.
 	Rules *rulesfile.Status `json:"rules,omitempty"`
+	// Sources are the services' databases the daemon forwards from
+	// (source blocks), each "up", "down" with its error, or "starting".
+	// A source down does not make the daemon unready: its API, its
+	// pipeline and the other sources work, and restarting the daemon
+	// would not bring the service's database back. Absent without
+	// sources.
+	Sources []source.Status `json:"sources,omitempty"`
 }
 
 // Readiness returns the daemon's readiness check: the reasons it is not
@@ -114,13 +122,17 @@ func readyErr(check func(context.Context) []string) func(context.Context) error 
 
 // ReadyHandler serves GET /admin/v1/ready on the admin listener: 200
 // {"status":"ready","reasons":[]} or 503 {"status":"not ready","reasons":[...]},
-// with the rules' status when rulesStatus is not nil.
-func ReadyHandler(check func(context.Context) []string, rulesStatus func() rulesfile.Status) http.Handler {
+// with the rules' status when rulesStatus is not nil and the sources'
+// when sources are given.
+func ReadyHandler(check func(context.Context) []string, rulesStatus func() rulesfile.Status, sources ...func() []source.Status) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := ReadyStatus{Status: "ready", Reasons: check(r.Context())}
 		if rulesStatus != nil {
 			rs := rulesStatus()
 			st.Rules = &rs
+		}
+		for _, s := range sources {
+			st.Sources = append(st.Sources, s()...)
 		}
 		code := http.StatusOK
 		if len(st.Reasons) > 0 {

@@ -37,6 +37,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/secret"
+	"github.com/heraldhq/herald/core/internal/source"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/webinbox"
 	"github.com/jackc/pgx/v5"
@@ -474,6 +475,14 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	rl := relay.New(pool, current, pub.Kick, log, relayCfg)
 	maint := maintenance.New(pool, d.Retry.PollInterval, pub.Kick, log)
 
+	// The sources' stage (services' own outboxes); a source that cannot
+	// be reached degrades, it does not make the daemon unready.
+	sources, err := source.NewStage(pool, d.Sources, log, source.NewMetrics(reg))
+	if err != nil {
+		return err
+	}
+	defer sources.Close()
+
 	ready := Readiness(pools, conn, ProviderReadiness(host.Status))
 	public, err := publicAPI(ctx, d, pools, conn, current, log, m, ready)
 	if err != nil {
@@ -491,7 +500,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		mux.Handle("/", AdminHandler(host, watcher.Reload, d.HTTP.Pprof))
 		mux.Handle("POST /admin/v1/counters/repair", CountersRepairHandler(pools.Worker))
 		mux.Handle(AdminExplainPattern, ExplainHandler(pools.Worker, current))
-		mux.Handle("GET "+AdminReadyPath, ReadyHandler(ready, watcher.Status))
+		mux.Handle("GET "+AdminReadyPath, ReadyHandler(ready, watcher.Status, sources.Status))
 		mux.Handle("GET "+MetricsPath, MetricsHandler(reg))
 		adminSrv, adminLn, err = NewAdminServer(mux, d.HTTP, adminToken, log)
 		if err != nil {
@@ -517,6 +526,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	sup.Add(PhaseIntake, "live gateway", public.Live.Run)
 	sup.Add(PhaseIntake, "action publisher", public.Actions.Run)
 	sup.Add(PhaseIntake, "partition keeper", keeper.Run)
+	sup.Add(PhaseIntake, "sources", sources.Run)
 	sup.Add(PhaseRelay, "relay", rl.Run)
 	if handoff != nil {
 		sup.Add(PhasePublish, "handoff", handoff.Run)

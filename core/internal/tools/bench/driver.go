@@ -38,6 +38,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/progress"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
+	"github.com/heraldhq/herald/sql/outbox"
 )
 
 // Scenario is one run of the pipeline.
@@ -75,6 +76,14 @@ type Scenario struct {
 	// it while measured); what they enqueued
 	// beyond Deliveries is drained after the last window, in none, and
 	// checked exactly once like the rest.
+	// Source, when set, has the producers write into the outbox of a
+	// database of their own (sql/outbox, `herald outbox install`), which
+	// the daemons forward from through a source block, instead of calling
+	// Herald's herald_enqueue: the same calls, the source stage between.
+	Source bool `json:"source,omitempty"`
+	// sourceURL is the source database of the run (set by setUp).
+	sourceURL string
+
 	Window     int `json:"window,omitempty"`
 	Deliveries int `json:"deliveries,omitempty"`
 	Backlog    int `json:"backlog,omitempty"`
@@ -135,6 +144,11 @@ type Result struct {
 	// the rows' timestamps.
 	ToFanout LatencySummary `json:"to_fanout"`
 	ToRecord LatencySummary `json:"to_record"`
+	// ToHerald is, in a Source run, event commit (in the source) → the
+	// event's row written in Herald's event_outbox by the source stage
+	// (its created_at, the time of the forward's transaction): the
+	// source stage's lag.
+	ToHerald *LatencySummary `json:"to_herald,omitempty"`
 	// Processes are the daemons and their plugins, with peak RSS.
 	Processes []ProcPeak `json:"processes"`
 	// DaemonPeakBytes is the largest peak RSS of one herald serve process.
@@ -276,6 +290,9 @@ type pipelineRun struct {
 	dir       string // configs, the sink's records and the daemons' logs
 	dbURL     string
 	pool      *pgxpool.Pool
+	// srcPool is the producers' database: Herald's (pool), or a Source
+	// run's own.
+	srcPool *pgxpool.Pool
 	groups    int
 	exchange  string
 	channels  []string
@@ -349,6 +366,36 @@ func (r *pipelineRun) setUp(ctx context.Context) error {
 	if err := seed(ctx, pool, sc, r.groups); err != nil {
 		return err
 	}
+	r.srcPool = pool
+	if sc.Source {
+		srcURL, dropSrc, err := createDatabase(ctx, env.AdminDatabaseURL, "herald_bench_src_"+id)
+		if err != nil {
+			return err
+		}
+		if !env.Keep {
+			r.onClose(func() { _ = dropSrc() })
+		}
+		pc, err := pgxpool.ParseConfig(srcURL)
+		if err != nil {
+			return err
+		}
+		pc.MaxConns = int32(sc.Producers + 2)
+		src, err := pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return err
+		}
+		r.onClose(src.Close)
+		conn, err := src.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = conn.Conn().PgConn().Exec(ctx, outbox.InstallSQL).ReadAll()
+		conn.Release()
+		if err != nil {
+			return fmt.Errorf("bench: install the outbox in the source database: %w", err)
+		}
+		r.srcPool, r.sc.sourceURL = src, srcURL
+	}
 
 	// Topology names of the run's own, removed afterwards.
 	r.exchange = "herald.bench." + id
@@ -380,7 +427,7 @@ func (r *pipelineRun) fillBacklog(ctx context.Context) error {
 	}
 	fill := sc
 	fill.Events = sc.Backlog / sc.perEvent()
-	if err := produce(ctx, r.pool, fill, r.groups, r.commits, 0, &r.enqueued, nil); err != nil {
+	if err := produce(ctx, r.srcPool, fill, r.groups, r.commits, 0, &r.enqueued, nil); err != nil {
 		return fmt.Errorf("bench: %s: fill the backlog: %w", sc.Name, err)
 	}
 	r.filled = int(r.enqueued.Load())
@@ -470,7 +517,7 @@ func (r *pipelineRun) measure(ctx context.Context) (measured, error) {
 	produceWG.Add(1)
 	go func() {
 		defer produceWG.Done()
-		produceErr = produce(runCtx, r.pool, sc, r.groups, r.commits, int(r.enqueued.Load()), &r.enqueued, admit)
+		produceErr = produce(runCtx, r.srcPool, sc, r.groups, r.commits, int(r.enqueued.Load()), &r.enqueued, admit)
 		if soak != nil {
 			soak.producersStopped()
 		}
@@ -585,7 +632,38 @@ func (r *pipelineRun) judge(ctx context.Context, m measured) error {
 	}
 	res.Latency = summarize(lat)
 	res.ToFanout, res.ToRecord, err = stageLatencies(ctx, r.pool, commits[:produced])
+	if err != nil || !r.sc.Source {
+		return err
+	}
+	toHerald, err := forwardLatencies(ctx, r.pool, commits[:produced])
+	res.ToHerald = &toHerald
 	return err
+}
+
+// forwardLatencies is, per event, its commit in the source database →
+// its row's created_at in Herald's event_outbox (the source stage's
+// forwarding transaction).
+func forwardLatencies(ctx context.Context, pool *pgxpool.Pool, commits []int64) (LatencySummary, error) {
+	rows, err := pool.Query(ctx, `SELECT event_id, (extract(epoch FROM created_at) * 1e9)::bigint FROM event_outbox`)
+	if err != nil {
+		return LatencySummary{}, fmt.Errorf("bench: forward latencies: %w", err)
+	}
+	defer rows.Close()
+	l := &Latencies{}
+	for rows.Next() {
+		var ev string
+		var at int64
+		if err := rows.Scan(&ev, &at); err != nil {
+			return LatencySummary{}, err
+		}
+		if i, ok := eventIndex(ev); ok && i < len(commits) && commits[i] > 0 {
+			l.Add(time.Duration(at - commits[i]))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return LatencySummary{}, err
+	}
+	return summarize(l), nil
 }
 
 // How often a run samples memory, redraws its progress and looks for the
@@ -984,8 +1062,8 @@ plugins {
 }
 rules = [%q]
 log { level = "warn" }
-`, dbURL, sc.RLS.workerRole(), env.AMQPURL, exchange, queues.String(), api, admin, env.Pprof, env.PluginDir,
-		filepath.Join(dir, "records"), filepath.Join(dir, "rules.hcl"))
+%s`, dbURL, sc.RLS.workerRole(), env.AMQPURL, exchange, queues.String(), api, admin, env.Pprof, env.PluginDir,
+		filepath.Join(dir, "records"), filepath.Join(dir, "rules.hcl"), sourceBlock(sc))
 	cfgPath := filepath.Join(dir, fmt.Sprintf("herald-%d.hcl", i))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -1010,6 +1088,14 @@ log { level = "warn" }
 		close(d.done)
 	}()
 	return d, nil
+}
+
+// sourceBlock is the daemon file's source block of a Source run.
+func sourceBlock(sc Scenario) string {
+	if !sc.Source {
+		return ""
+	}
+	return fmt.Sprintf("source \"bench\" {\n  url     = %q\n  tenants = [%q]\n}\n", sc.sourceURL, benchTenant)
 }
 
 func (d *daemon) waitReady(ctx context.Context, within time.Duration) error {
