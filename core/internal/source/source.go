@@ -133,13 +133,16 @@ func NewStage(herald *pgxpool.Pool, sources map[string]Config, log hclog.Logger,
 	return s, nil
 }
 
-// Run forwards every source until ctx ends; a source's failures are its
-// own (retried inside), so Run returns nil once they all stopped.
+// Run forwards every source until ctx ends (with none, it waits for the
+// end: the supervisor takes a stage that returns early for a failed one);
+// a source's failures are its own (retried inside), so Run returns nil
+// once they all stopped.
 func (s *Stage) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, f := range s.fwds {
 		wg.Go(func() { f.Run(ctx) })
 	}
+	<-ctx.Done()
 	wg.Wait()
 	return nil
 }

@@ -376,3 +376,42 @@ func TestSourceNotInstalled(t *testing.T) {
 		t.Fatalf("drain with an older outbox: %v", err)
 	}
 }
+
+// A stage without sources runs until its context ends, as the supervisor
+// wants of every stage, and so does one whose only source is down.
+func TestStageRunsUntilStopped(t *testing.T) {
+	for name, sources := range map[string]map[string]Config{
+		"none": nil,
+		"down": {"gone": {URL: "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", Tenants: []string{"acme"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := NewStage(nil, sources, hclog.NewNullLogger(), NewMetrics(prometheus.NewRegistry()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx) }()
+			// Give it the chance to return early: the down source fails
+			// at least one pass first.
+			if name == "down" {
+				testenv.Eventually(t, 10*time.Second, func() bool { return s.Status()[0].State == "down" }, "the source down")
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("Run returned before its context ended: %v", err)
+			default:
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return after its context ended")
+			}
+		})
+	}
+}
