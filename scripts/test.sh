@@ -93,7 +93,7 @@ if [ -n "$(go list ./core/integration/... 2>/dev/null)" ]; then
 	HERALD_PRODUCER_LANGS_REPORT=$(mktemp)
 	export HERALD_PRODUCER_LANGS_REPORT
 	go test -count=1 -timeout=25m -p 1 ./core/integration/...
-	echo "== producer examples (docs/producers.md): $(paste -sd ';' "$HERALD_PRODUCER_LANGS_REPORT" | sed 's/;/; /g')"
+	echo "== producer examples (docs/producers.md): $(sort -u "$HERALD_PRODUCER_LANGS_REPORT" | paste -sd ';' | sed 's/;/; /g')"
 	rm -f "$HERALD_PRODUCER_LANGS_REPORT"
 fi
 

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
 
@@ -23,7 +26,8 @@ import (
 // HERALD_REQUIRE_PRODUCER_LANGS=1 (CI, where scripts/tools.sh
 // producer-langs installs them) and is skipped otherwise, naming the
 // apt-get command. With HERALD_PRODUCER_LANGS_REPORT set to a file, each
-// language appends one line to it ("python: ran", "php: skipped: ..."),
+// language appends one line to it per run ("python: ran in a source
+// database", "php: NOT RUN: ..."),
 // which scripts/test.sh prints in its summary.
 
 // producerExample is one language's example program.
@@ -157,23 +161,16 @@ func runExample(t *testing.T, argv, env []string) (stdout, stderr string, ok boo
 }
 
 // TestProducerExamplesInEveryLanguage runs each example of docs/producers.md
-// as a producer login made by `herald db producer`: the rolled-back
-// reservation leaves no event (the committed one is then new), the
-// committed one is one PENDING event, its repeat answers repeat with the
-// same id, an event for a tenant the login was not granted fails the
-// program with the function's words and leaves no reservation; then the
-// daemon delivers every example's event exactly once.
+// as a producer login made by `herald db producer`, in Herald's database:
+// the rolled-back reservation leaves no event (the committed one is then
+// new), the committed one is one PENDING event, its repeat answers repeat
+// with the same id, an event for a tenant the login was not granted fails
+// the program with the function's words and leaves no reservation; then
+// the daemon delivers every example's event exactly once.
 func TestProducerExamplesInEveryLanguage(t *testing.T) {
 	e := newEnv(t, "sent")
 	ctx := context.Background()
-	root := testenv.RepoRoot(t)
-	ddl, err := os.ReadFile(filepath.Join(root, "examples", "producers", "reservation.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.db.Pool.Exec(ctx, string(ddl)); err != nil {
-		t.Fatalf("reservation.sql: %v", err)
-	}
+	createReservationTable(t, e.db.Pool)
 
 	// The service's login, made as an operator makes it.
 	role, password := testenv.RandomName("orders_service_"), testenv.RandomName("pw")
@@ -191,13 +188,138 @@ func TestProducerExamplesInEveryLanguage(t *testing.T) {
 	if _, err := e.db.Pool.Exec(ctx, "GRANT SELECT, INSERT ON reservation TO "+role); err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(e.db.URL)
+
+	ran := runProducerExamples(t, "Herald's database", e, e.db.Pool, loginURL(t, e.db.URL, role, password), `SELECT id, status, aggregate_type || ':' || aggregate_id
+		FROM event_outbox WHERE tenant_id = $1 AND event_id = $2`,
+		fmt.Sprintf(`tenant_id: the login %s may not enqueue events for tenant "globex"`, role))
+	if n := e.count(`SELECT count(*) FROM event_outbox WHERE tenant_id <> $1`, e.tenant); n != 0 {
+		t.Fatalf("%d events for another tenant", n)
+	}
+
+	// End to end: the daemon fans every example's event out, exactly once.
+	e.start()
+	e.waitAllSent(ran*deliveriesPerEvent, 60*time.Second)
+	e.assertExactlyOnce(ran * deliveriesPerEvent)
+	if n := e.count(`SELECT count(*) FROM event_outbox WHERE status = 'PROCESSED'`); n != ran {
+		t.Fatalf("%d events PROCESSED, want %d", n, ran)
+	}
+}
+
+// TestProducerExamplesInASourceDatabase runs the same programs, unchanged,
+// against the service's own database with the outbox `herald outbox
+// install` puts there, as a login granted EXECUTE on its herald_enqueue and
+// nothing of Herald's: rolled back, committed, repeated, each row in
+// herald_outbox once; then `herald serve`, with a source block for that
+// database, forwards every example's event and delivers it exactly once,
+// and the source table ends empty. (A tenant the source may not write for
+// is refused at forwarding there, not in the call: the source's own tests
+// cover it.)
+func TestProducerExamplesInASourceDatabase(t *testing.T) {
+	e := newEnv(t, "sent")
+	ctx := context.Background()
+	srcURL, drop, err := store.CreateDatabase(ctx, testenv.Env("HERALD_PG_ADMIN_URL", testenv.DefaultPGAdminURL), testenv.RandomName("herald_orders_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	install := exec.Command(heraldBinary(t), "outbox", "install", "--database-url", srcURL)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("herald outbox install: %v: %s", err, out)
+	}
+	src, err := pgxpool.New(ctx, srcURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	createReservationTable(t, src)
+
+	// The service's login: the function and its own table, nothing else.
+	role, password := testenv.RandomName("orders_app_"), testenv.RandomName("pw")
+	const fn = "herald_enqueue(text, text, text, jsonb, text, text, text, timestamptz, text, text)"
+	for _, q := range []string{
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", role, password),
+		"GRANT SELECT, INSERT ON reservation TO " + role,
+		"GRANT EXECUTE ON FUNCTION " + fn + " TO " + role,
+	} {
+		if _, err := src.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, _ = src.Exec(ctx, "REVOKE ALL ON reservation FROM "+role)
+		_, _ = src.Exec(ctx, "REVOKE ALL ON FUNCTION "+fn+" FROM "+role)
+		if _, err := src.Exec(ctx, "DROP ROLE IF EXISTS "+role); err != nil {
+			t.Logf("drop role %s: %v", role, err)
+		}
+	})
+
+	ran := runProducerExamples(t, "a source database", e, src, loginURL(t, srcURL, role, password), `SELECT id, 'PENDING', aggregate_type || ':' || aggregate_id
+		FROM herald_outbox WHERE tenant_id = $1 AND event_id = $2 AND refused_at IS NULL`, "")
+
+	cfg, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = fmt.Appendf(cfg, "source \"orders\" {\n  url = %q\n  tenants = [%q]\n}\n", srcURL, e.tenant)
+	if err := os.WriteFile(e.cfgPath, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitAllSent(ran*deliveriesPerEvent, 90*time.Second)
+	e.assertExactlyOnce(ran * deliveriesPerEvent)
+	if n := e.count(`SELECT count(*) FROM event_outbox WHERE tenant_id = $1 AND event_id LIKE 'reservation-%-requested'`, e.tenant); n != ran {
+		t.Fatalf("%d events in Herald, want %d", n, ran)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		var left int
+		if err := src.QueryRow(ctx, `SELECT count(*) FROM herald_outbox`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		return left == 0
+	}, "the source table emptied")
+}
+
+// createReservationTable runs examples/producers/reservation.sql.
+func createReservationTable(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ddl, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "examples", "producers", "reservation.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(context.Background(), string(ddl)); err != nil {
+		t.Fatalf("reservation.sql: %v", err)
+	}
+}
+
+// loginURL is dbURL with another user and password.
+func loginURL(t *testing.T, dbURL, role, password string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.User = url.UserPassword(role, password)
-	serviceURL := u.String()
+	return u.String()
+}
 
+// runProducerExamples runs every example, one subtest per language, as
+// serviceURL's login against the database db holds, for e's tenant, and
+// returns how many ran; mode names the database in the report. eventQuery, given the tenant and event_id, returns
+// the event's id (what herald_enqueue answered), its status and
+// "aggregate_type:aggregate_id". refusedWords, when not empty, is what a
+// run for tenant globex must fail with.
+func runProducerExamples(t *testing.T, mode string, e *env, db *pgxpool.Pool, serviceURL, eventQuery, refusedWords string) int {
+	t.Helper()
+	ctx := context.Background()
+	count := func(q string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := db.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
 	ran := 0
 	for i, ex := range producerExamples {
 		t.Run(ex.lang, func(t *testing.T) {
@@ -212,8 +334,7 @@ func TestProducerExamplesInEveryLanguage(t *testing.T) {
 			}
 			var id int64
 			var status, aggregate string
-			if err := e.db.Pool.QueryRow(ctx, `SELECT id, status, aggregate_type || ':' || aggregate_id FROM event_outbox
-				WHERE tenant_id = $1 AND event_id = $2`, e.tenant, eventID).Scan(&id, &status, &aggregate); err != nil {
+			if err := db.QueryRow(ctx, eventQuery, e.tenant, eventID).Scan(&id, &status, &aggregate); err != nil {
 				t.Fatalf("the committed event %s: %v (the program said:\n%s)", eventID, err, stdout)
 			}
 			want := fmt.Sprintf("rollback: new\ncommit: new %d\nagain: repeat %d\n", id, id)
@@ -223,43 +344,32 @@ func TestProducerExamplesInEveryLanguage(t *testing.T) {
 			if status != "PENDING" || aggregate != fmt.Sprintf("reservation:%d", reservationID) {
 				t.Fatalf("event %s is %s for %s, want PENDING for reservation:%d", eventID, status, aggregate, reservationID)
 			}
-			if n := e.count(`SELECT count(*) FROM event_outbox WHERE event_id = $1`, eventID); n != 1 {
-				t.Fatalf("%d events %s, want 1", n, eventID)
-			}
-			if n := e.count(`SELECT count(*) FROM reservation WHERE id = $1`, reservationID); n != 1 {
+			if n := count(`SELECT count(*) FROM reservation WHERE id = $1`, reservationID); n != 1 {
 				t.Fatalf("%d reservations %d, want 1 (the rolled-back one left none)", n, reservationID)
 			}
 
-			// A tenant the login was not granted: the program fails with
-			// the function's words, and its transaction wrote nothing.
-			refusedID := 200 + i
-			env = append(env, "HERALD_TENANT=globex", fmt.Sprintf("RESERVATION_ID=%d", refusedID))
-			stdout, stderr, ok = runExample(t, argv, env)
-			wantErr := fmt.Sprintf(`tenant_id: the login %s may not enqueue events for tenant "globex"`, role)
-			if ok || !strings.Contains(stderr, wantErr) {
-				t.Fatalf("for tenant globex %s exited ok=%v, want a failure saying %q:\n%s%s", ex.source, ok, wantErr, stdout, stderr)
-			}
-			if n := e.count(`SELECT count(*) FROM reservation WHERE id = $1`, refusedID); n != 0 {
-				t.Fatalf("the refused transaction left %d reservations", n)
+			if refusedWords != "" {
+				// A tenant the login was not granted: the program fails
+				// with the function's words, and its transaction wrote
+				// nothing.
+				refusedID := 200 + i
+				env = append(env, "HERALD_TENANT=globex", fmt.Sprintf("RESERVATION_ID=%d", refusedID))
+				stdout, stderr, ok = runExample(t, argv, env)
+				if ok || !strings.Contains(stderr, refusedWords) {
+					t.Fatalf("for tenant globex %s exited ok=%v, want a failure saying %q:\n%s%s", ex.source, ok, refusedWords, stdout, stderr)
+				}
+				if n := count(`SELECT count(*) FROM reservation WHERE id = $1`, refusedID); n != 0 {
+					t.Fatalf("the refused transaction left %d reservations", n)
+				}
 			}
 			ran++
-			langReport(t, ex.lang, "ran")
+			langReport(t, ex.lang, "ran in "+mode)
 		})
-	}
-	if n := e.count(`SELECT count(*) FROM event_outbox WHERE tenant_id <> $1`, e.tenant); n != 0 {
-		t.Fatalf("%d events for another tenant", n)
 	}
 	if ran == 0 {
 		t.Fatal("no example ran (not even Go's)")
 	}
-
-	// End to end: the daemon fans every example's event out, exactly once.
-	e.start()
-	e.waitAllSent(ran*deliveriesPerEvent, 60*time.Second)
-	e.assertExactlyOnce(ran * deliveriesPerEvent)
-	if n := e.count(`SELECT count(*) FROM event_outbox WHERE status = 'PROCESSED'`); n != ran {
-		t.Fatalf("%d events PROCESSED, want %d", n, ran)
-	}
+	return ran
 }
 
 // TestProducerExamplesAreInTheDoc checks that docs/producers.md shows each
