@@ -287,12 +287,12 @@ type pipelineRun struct {
 	res  *Result
 
 	// Set up by setUp.
-	dir       string // configs, the sink's records and the daemons' logs
-	dbURL     string
-	pool      *pgxpool.Pool
+	dir   string // configs, the sink's records and the daemons' logs
+	dbURL string
+	pool  *pgxpool.Pool
 	// srcPool is the producers' database: Herald's (pool), or a Source
 	// run's own.
-	srcPool *pgxpool.Pool
+	srcPool   *pgxpool.Pool
 	groups    int
 	exchange  string
 	channels  []string
