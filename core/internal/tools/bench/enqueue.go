@@ -78,6 +78,22 @@ func EnqueueCeilings(ctx context.Context, adminURL, name string, events, produce
 	defer func() {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
+		// The login's pool is closed (deferred later, run earlier); its
+		// backends end a moment after, and dropping the database must
+		// not find them: Herald's login may not terminate another
+		// login's backends.
+		for {
+			var n int
+			if err := owner.QueryRow(c, `SELECT count(*) FROM pg_stat_activity WHERE usename = $1`, role).Scan(&n); err != nil || n == 0 {
+				break
+			}
+			select {
+			case <-c.Done():
+			case <-time.After(20 * time.Millisecond):
+				continue
+			}
+			break
+		}
 		if _, derr := owner.Exec(c, "DROP ROLE IF EXISTS "+role); derr != nil {
 			err = errors.Join(err, fmt.Errorf("enqueue ceilings: drop role %s: %w", role, derr))
 		}
@@ -88,8 +104,9 @@ func EnqueueCeilings(ctx context.Context, adminURL, name string, events, produce
 	}
 	u.User = url.UserPassword(role, password)
 	// Each way has a pool of its own, made alike and opened before the
-	// clock starts: a pool that had already run the setup measured up to
-	// twice as fast as a new one, whichever login either used.
+	// clock starts: on the machine this was written on, the same calls
+	// through two pools of one login differed by up to 2×, so no way
+	// shares the setup's pool.
 	pools := make([]*pgxpool.Pool, 3)
 	for i, dsn := range []string{dbURL, dbURL, u.String()} {
 		if pools[i], err = store.NewPool(ctx, dsn, producers+2); err != nil {
