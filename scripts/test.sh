@@ -40,6 +40,11 @@ scripts/tools.sh chromium || echo "== no chromium: the web inbox test will fail"
 # Debian's python3-grpcio and friends, for the Python plugin example
 # (examples/plugins/telegram) and its end-to-end test.
 scripts/tools.sh python-grpc || echo "== no python3-grpcio: the Python plugin's tests will fail"
+# Debian's JDK and JDBC, PHP and PDO, python3-psycopg and node-pg, for the
+# producer examples in every language (examples/producers): a language
+# whose runtime is missing is skipped and named in the summary, or fails
+# with HERALD_REQUIRE_PRODUCER_LANGS=1 (.ci/run sets it).
+scripts/tools.sh producer-langs || echo "== PRODUCER EXAMPLES: a runtime is missing (above); its example will not run"
 
 echo "== scripts/servers.sh's rabbitmq-env.conf editing"
 scripts/servers_test.sh
@@ -85,7 +90,11 @@ FUZZ
 
 if [ -n "$(go list ./core/integration/... 2>/dev/null)" ]; then
 	echo "== integration tests (real herald serve, real plugins, broker and database faults)"
+	HERALD_PRODUCER_LANGS_REPORT=$(mktemp)
+	export HERALD_PRODUCER_LANGS_REPORT
 	go test -count=1 -timeout=25m -p 1 ./core/integration/...
+	echo "== producer examples (docs/producers.md): $(sort -u "$HERALD_PRODUCER_LANGS_REPORT" | paste -sd ';' | sed 's/;/; /g')"
+	rm -f "$HERALD_PRODUCER_LANGS_REPORT"
 fi
 
 for mod in examples/plugins/*/; do

@@ -7,6 +7,10 @@
 #   scripts/tools.sh chromium   Chromium, for the web inbox's end-to-end test
 #   scripts/tools.sh python-grpc  Debian's python3 with grpcio and protobuf,
 #                               and openssl, for the Python plugin example
+#   scripts/tools.sh producer-langs  the runtimes and PostgreSQL drivers of
+#                               the producer examples (examples/producers):
+#                               a JDK and JDBC, PHP and PDO, python3 and
+#                               psycopg, nodejs and node-postgres
 #
 # Sourced, it only defines apt_install. Every apt-get run appends to
 # HERALD_APT_LOG (/tmp/herald-apt.log), so a failed install's log survives
@@ -83,13 +87,77 @@ tool_python_grpc() {
 	fi
 }
 
+# The producer examples (examples/producers, run by core/integration's
+# TestProducerExamplesInEveryLanguage) run on Debian's runtimes and drivers.
+# Each language is installed on its own, so one that fails does not keep the
+# others out; the status is 1 when any is still missing.
+tool_producer_langs() {
+	local missing=() failed=0
+	if ! command -v javac >/dev/null || [ ! -f /usr/share/java/postgresql.jar ]; then
+		missing+=("default-jdk-headless libpostgresql-jdbc-java")
+	fi
+	if ! php -r 'exit(extension_loaded("pdo_pgsql") ? 0 : 1);' 2>/dev/null; then
+		missing+=("php-cli php-pgsql")
+	fi
+	if ! /usr/bin/python3 -c 'import psycopg' 2>/dev/null; then
+		missing+=("python3 python3-psycopg")
+	fi
+	if ! NODE_PATH=$(node_pg_path) node -e 'require.resolve("pg")' 2>/dev/null; then
+		missing+=("nodejs node-pg")
+	fi
+	local pkgs
+	for pkgs in "${missing[@]}"; do
+		# shellcheck disable=SC2086 # one word per package
+		if can_install && apt_install $pkgs; then
+			continue
+		fi
+		if [ "$pkgs" = "nodejs node-pg" ] && command -v node >/dev/null && can_install && unpack_node_pg; then
+			continue
+		fi
+		echo "tools: $pkgs missing (Debian: apt-get install $pkgs)" >&2
+		failed=1
+	done
+	return $failed
+}
+
+# HERALD_NODE_PG_DIR is where unpack_node_pg puts node-pg for a nodejs that
+# is not Debian's; the test looks there too.
+HERALD_NODE_PG_DIR=${HERALD_NODE_PG_DIR:-/var/cache/herald/node-pg}
+
+# node_pg_path is the NODE_PATH that finds Debian's node modules.
+node_pg_path() {
+	echo "$HERALD_NODE_PG_DIR/usr/share/nodejs:/usr/share/nodejs:/usr/lib/nodejs"
+}
+
+# unpack_node_pg unpacks Debian's node-pg and the modules it needs into
+# HERALD_NODE_PG_DIR, without installing them: Debian's node-pg depends on
+# Debian's nodejs, which apt will not put in place of another build (a
+# nodejs from another repository, as some machines have).
+unpack_node_pg() {
+	echo "tools: nodejs is not Debian's; unpacking node-pg into $HERALD_NODE_PG_DIR" >&2
+	local tmp pkgs
+	tmp=$(mktemp -d)
+	pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+		--no-replaces --no-enhances node-pg | grep '^node-' | sort -u) || { rm -rf "$tmp"; return 1; }
+	# shellcheck disable=SC2086 # one word per package
+	(cd "$tmp" && apt-get download $pkgs >>"$HERALD_APT_LOG" 2>&1) || { rm -rf "$tmp"; return 1; }
+	mkdir -p "$HERALD_NODE_PG_DIR"
+	local deb
+	for deb in "$tmp"/*.deb; do
+		dpkg -x "$deb" "$HERALD_NODE_PG_DIR"
+	done
+	rm -rf "$tmp"
+	NODE_PATH=$(node_pg_path) node -e 'require.resolve("pg")'
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	case "${1:-}" in
 	protoc) tool_protoc ;;
 	chromium) tool_chromium ;;
 	python-grpc) tool_python_grpc ;;
+	producer-langs) tool_producer_langs ;;
 	*)
-		echo "usage: $0 protoc|chromium|python-grpc" >&2
+		echo "usage: $0 protoc|chromium|python-grpc|producer-langs" >&2
 		exit 2
 		;;
 	esac

@@ -43,6 +43,7 @@ type benchFlags struct {
 	rabbitN    int
 	copyRows   int
 	ceilEvents int
+	enqEvents  int
 	adminRows  int
 	adminReqs  int
 	inbox      bench.InboxScenario
@@ -70,8 +71,12 @@ per event), and reports events/s, deliveries/s, latency from event commit to the
 plugin's Send returning, and peak RSS of every process. In the same run it measures
 the servers' raw ceilings (RabbitMQ persistent publish with pipelined confirms plus
 consume; PostgreSQL COPY) and what the single run's producers alone commit with no
-daemon running, and prints throughput as a ratio to them. At the end it checks that
-every expected delivery is SENT exactly once.
+daemon running, and prints throughput as a ratio to them. It also measures, in one
+database, what those producers commit when they write each event by a direct INSERT
+into event_outbox, by herald_enqueue as Herald's login and by herald_enqueue as a
+producer login (--enqueue-events each, in alternating rounds; target: the producer
+login within 10 % of the direct INSERT). At the end it checks that every expected
+delivery is SENT exactly once.
 
 --scenario all (the default) runs the standard suite:
   fanout   10 recipients × 3 channels, unpaced; the pipeline runs as herald_worker
@@ -137,6 +142,7 @@ and --directory-writers writers each sending --directory-puts single
 upserts (PUT /v1/recipients/{user_id}, p50/p99), then --directory-readers
 readers each sending --directory-reads GET /v1/me/preferences as random
 users with their own tokens (p50/p99).
+--scenario enqueue measures the herald_enqueue and direct INSERT ceilings only.
 --scenario custom runs one run from the flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -144,7 +150,7 @@ users with their own tokens (p50/p99).
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, source (direct and through a source database, then its lag at half load), rls, latency, single, scale, admin, inbox, soak, directory or custom")
+	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, source (direct and through a source database, then its lag at half load), rls, latency, single, scale, admin, inbox, soak, directory, enqueue or custom")
 	fl.IntVar(&f.directory.Recipients, "directory-recipients", 100_000, "recipients the directory import writes, one device and one membership each (directory)")
 	fl.IntVar(&f.directory.Erased, "directory-erased", 20_000, "notifications (one delivery each) of the user the directory benchmark erases (directory)")
 	fl.IntVar(&f.dirWrites, "directory-write-rate", 2_000, "directory rows/s written during the second fanout run (directory)")
@@ -177,6 +183,7 @@ users with their own tokens (p50/p99).
 	fl.IntVar(&f.rabbitN, "ceiling-messages", 50000, "messages for the RabbitMQ ceiling")
 	fl.IntVar(&f.copyRows, "ceiling-rows", 200000, "rows for the PostgreSQL COPY ceiling")
 	fl.IntVar(&f.ceilEvents, "ceiling-events", 20000, "events for the producer ceiling (the single run's producers, no daemon)")
+	fl.IntVar(&f.enqEvents, "enqueue-events", 12000, "events each way for the herald_enqueue vs direct INSERT ceilings")
 	fl.IntVar(&f.adminRows, "admin-rows", 1_000_000, "notifications in the superadmin benchmark's database (admin)")
 	fl.IntVar(&f.adminReqs, "admin-requests", 200, "measured requests per request shape (admin)")
 	fl.IntVar(&f.inbox.Rows, "inbox-rows", 1_000_000, "notifications in the inbox benchmark's database (inbox)")
@@ -228,7 +235,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	}
 	// The superadmin and inbox benchmarks serve the API in this process
 	// and need neither the sink plugin nor the ceilings.
-	apiOnly := f.scenario == "admin" || f.scenario == "inbox"
+	apiOnly := f.scenario == "admin" || f.scenario == "inbox" || f.scenario == "enqueue"
 	if _, err := os.Stat(filepath.Join(pluginDir, "herald-plugin-sink")); err != nil && !apiOnly {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--plugins-dir: %s has no herald-plugin-sink (make bench builds it: go build -o %s/herald-plugin-sink ./core/internal/tools/sinkplugin)", pluginDir, f.pluginDir)}
 	}
@@ -270,6 +277,15 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			return fmt.Errorf("producer ceiling: %w", err)
 		}
 		rep.Ceilings = append(rep.Ceilings, prc)
+	}
+	if (!f.noCeilings && !apiOnly) || f.scenario == "enqueue" {
+		logf("measuring herald_enqueue against a direct INSERT: %d events each way from %d producers, one transaction each, no daemon",
+			f.enqEvents, singleProducers(f))
+		ecs, err := bench.EnqueueCeilings(ctx, f.dbURL, fmt.Sprintf("herald_bench_enqueue_%d", os.Getpid()), f.enqEvents, singleProducers(f))
+		if err != nil {
+			return fmt.Errorf("enqueue ceilings: %w", err)
+		}
+		rep.Ceilings = append(rep.Ceilings, ecs...)
 	}
 
 	fanout := bench.Scenario{Name: "fanout", Events: pick(f.events, 6000), Recipients: 10, Channels: 3,
@@ -327,6 +343,8 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		runs = []bench.Scenario{rls[2], rls[0], rls[1]}
 	case "admin":
 		admin = true
+	case "enqueue":
+		// The ceilings above are the whole of it.
 	case "inbox":
 		inbox = true
 	case "latency":
@@ -355,7 +373,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		runs = []bench.Scenario{{Name: "custom", Events: pick(f.events, 10000), Recipients: f.recipients, Channels: f.channels,
 			Producers: f.producers, Rate: f.rate, Serve: f.serve, Duration: f.duration}}
 	default:
-		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, source, rls, latency, single, scale, admin, inbox, soak, directory or custom", f.scenario)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, source, rls, latency, single, scale, admin, inbox, soak, directory, enqueue or custom", f.scenario)}
 	}
 
 	for i, sc := range runs {

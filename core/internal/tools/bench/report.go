@@ -50,6 +50,10 @@ type RLSCost struct {
 	Ratio float64 `json:"ratio"`
 }
 
+// enqueueTarget is the least ratio of herald_enqueue's events/s (as a
+// producer login) to the direct INSERT's: within 10 %.
+const enqueueTarget = 0.90
+
 // rlsTarget is the least ratio to the run without row-level security that
 // the pipeline's default role may reach: within 5 %.
 const rlsTarget = 0.95
@@ -210,6 +214,21 @@ func (r *Report) Evaluate() {
 					num(float64(run.DirectoryRows)), num(float64(run.Scenario.DirectoryWrites)))})
 		}
 	}
+	// herald_enqueue against the direct INSERT it replaced, measured in
+	// the same run by EnqueueCeilings: the producer login's calls within
+	// 10 % of the direct INSERT's events/s.
+	if direct, ok := r.ceiling(EnqueueDirectName); ok && direct.PerSec > 0 {
+		if fn, ok := r.ceiling(EnqueueProducerName); ok {
+			ratio := fn.PerSec / direct.PerSec
+			t := Target{Name: "herald_enqueue (producer login) vs direct INSERT, events/s",
+				Want: fmt.Sprintf("≥ %.2f× (within 10 %%)", enqueueTarget), Got: fmt.Sprintf("%.2f×", ratio),
+				Met: ratio >= enqueueTarget, Measured: ratio}
+			if own, ok := r.ceiling(EnqueueOwnerName); ok {
+				t.Note = fmt.Sprintf("herald_enqueue as Herald's login: %.2f× the direct INSERT", own.PerSec/direct.PerSec)
+			}
+			r.Targets = append(r.Targets, t)
+		}
+	}
 	if len(r.Runs) > 0 {
 		r.Targets = append(r.Targets, Target{Name: "daemon peak RSS", Want: "< 150 MiB",
 			Got: mib(daemonPeak), Met: daemonPeak > 0 && daemonPeak < 150<<20, Measured: float64(daemonPeak) / (1 << 20)})
@@ -248,7 +267,7 @@ func (r *Report) Err() error {
 	if r.DirectoryAPI != nil && r.DirectoryAPI.Failed > 0 {
 		errs = append(errs, fmt.Errorf("%d directory API requests were not answered 200 or 201: %s", r.DirectoryAPI.Failed, r.DirectoryAPI.Detail))
 	}
-	if len(r.Runs) == 0 && r.Admin == nil && r.Inbox == nil && r.Directory == nil && r.DirectoryAPI == nil {
+	if len(r.Runs) == 0 && r.Admin == nil && r.Inbox == nil && r.Directory == nil && r.DirectoryAPI == nil && len(r.Ceilings) == 0 {
 		errs = append(errs, errors.New("nothing ran"))
 	}
 	return errors.Join(errs...)

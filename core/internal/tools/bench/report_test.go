@@ -184,3 +184,42 @@ func TestReportAdmin(t *testing.T) {
 		}
 	}
 }
+
+// TestReportEnqueueTarget checks the herald_enqueue target: the producer
+// login's events/s over the direct INSERT's, met from 0.90, with Herald's
+// login's ratio in the note, and no target when the ceilings did not run.
+func TestReportEnqueueTarget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		producerSecs float64
+		got          string
+		met          bool
+	}{
+		{producerSecs: 10, got: "1.00×", met: true},
+		{producerSecs: 11, got: "0.91×", met: true},
+		{producerSecs: 12, got: "0.83×", met: false},
+	} {
+		rep := Report{Ceilings: []Ceiling{
+			newCeiling(EnqueueDirectName+" (8 producers, one event per transaction)", "events/s", 12000, 10*time.Second),
+			newCeiling(EnqueueOwnerName+" (8 producers, one event per transaction)", "events/s", 12000, 12500*time.Millisecond),
+			newCeiling(EnqueueProducerName+" (8 producers, one event per transaction)", "events/s", 12000,
+				time.Duration(tc.producerSecs*float64(time.Second))),
+		}}
+		rep.Evaluate()
+		if len(rep.Targets) != 1 {
+			t.Fatalf("targets = %+v, want the enqueue target alone", rep.Targets)
+		}
+		tg := rep.Targets[0]
+		if tg.Got != tc.got || tg.Met != tc.met || tg.Note != "herald_enqueue as Herald's login: 0.80× the direct INSERT" {
+			t.Errorf("producer login in %vs: target %+v, want got %s met %v", tc.producerSecs, tg, tc.got, tc.met)
+		}
+		if err := rep.Err(); err != nil {
+			t.Errorf("a report of ceilings only: Err() = %v, want nil", err)
+		}
+	}
+	rep := Report{Ceilings: []Ceiling{newCeiling("postgresql copy (batch 1000)", "rows/s", 1000, time.Second)}}
+	rep.Evaluate()
+	if len(rep.Targets) != 0 {
+		t.Errorf("targets without the enqueue ceilings = %+v, want none", rep.Targets)
+	}
+}
