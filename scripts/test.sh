@@ -92,7 +92,7 @@ if [ -n "$(go list ./core/integration/... 2>/dev/null)" ]; then
 	echo "== integration tests (real herald serve, real plugins, broker and database faults)"
 	HERALD_PRODUCER_LANGS_REPORT=$(mktemp)
 	export HERALD_PRODUCER_LANGS_REPORT
-	go test -count=1 -timeout=25m -p 1 ./core/integration/...
+	go test -count=1 -timeout=45m -p 1 ./core/integration/...
 	echo "== producer examples (docs/producers.md): $(sort -u "$HERALD_PRODUCER_LANGS_REPORT" | paste -sd ';' | sed 's/;/; /g')"
 	rm -f "$HERALD_PRODUCER_LANGS_REPORT"
 fi
