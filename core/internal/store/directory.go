@@ -87,23 +87,10 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs direct
 		})
 	}
 	if err == nil {
-		err = readRows(br, "preferences", func(r pgx.Rows) error {
-			var p directory.Preference
-			err := r.Scan(&p.UserID, &p.EventType, &p.Channel, &p.Enabled)
-			dir.Preferences = append(dir.Preferences, p)
-			return err
-		})
+		err = readPreferences(br, dir)
 	}
 	if err == nil {
-		err = readRows(br, "group settings", func(r pgx.Rows) error {
-			var gs directory.GroupSetting
-			err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled, &gs.Roles)
-			if len(gs.Roles) == 0 {
-				gs.Roles = nil
-			}
-			dir.Settings = append(dir.Settings, gs)
-			return err
-		})
+		err = readGroupSettings(br, dir)
 	}
 	if err != nil {
 		return nil, err
@@ -370,4 +357,29 @@ func RemoveDevices(ctx context.Context, q Querier, tenantID, userID string, addr
 		return 0, fmt.Errorf("remove gone devices: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// readPreferences appends the batch's next result, user_id, event_type,
+// channel, enabled rows, to dir.Preferences (load and export read alike).
+func readPreferences(br pgx.BatchResults, dir *directory.Directory) error {
+	return readRows(br, "preferences", func(r pgx.Rows) error {
+		var p directory.Preference
+		err := r.Scan(&p.UserID, &p.EventType, &p.Channel, &p.Enabled)
+		dir.Preferences = append(dir.Preferences, p)
+		return err
+	})
+}
+
+// readGroupSettings appends the batch's next result, group_key,
+// event_type, channel, enabled, roles rows, to dir.Settings.
+func readGroupSettings(br pgx.BatchResults, dir *directory.Directory) error {
+	return readRows(br, "group settings", func(r pgx.Rows) error {
+		var gs directory.GroupSetting
+		err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled, &gs.Roles)
+		if len(gs.Roles) == 0 {
+			gs.Roles = nil
+		}
+		dir.Settings = append(dir.Settings, gs)
+		return err
+	})
 }

@@ -67,23 +67,10 @@ func ExportDirectory(ctx context.Context, q interface {
 		})
 	}
 	if err == nil {
-		err = readRows(br, "preferences", func(r pgx.Rows) error {
-			var p directory.Preference
-			err := r.Scan(&p.UserID, &p.EventType, &p.Channel, &p.Enabled)
-			dir.Preferences = append(dir.Preferences, p)
-			return err
-		})
+		err = readPreferences(br, dir)
 	}
 	if err == nil {
-		err = readRows(br, "group settings", func(r pgx.Rows) error {
-			var gs directory.GroupSetting
-			err := r.Scan(&gs.Group, &gs.EventType, &gs.Channel, &gs.Enabled, &gs.Roles)
-			if len(gs.Roles) == 0 {
-				gs.Roles = nil
-			}
-			dir.Settings = append(dir.Settings, gs)
-			return err
-		})
+		err = readGroupSettings(br, dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("export directory: %w", err)
