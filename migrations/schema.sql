@@ -200,12 +200,12 @@ BEGIN
         EXECUTE format('ALTER TABLE public.%I DETACH PARTITION public.%I', p_table, r.partition_name);
         IF p_table = 'deliveries' THEN
             -- A delivery not final yet (PENDING, PUBLISHED, SENDING,
-            -- RETRY, DEFERRED) is still owed to its user: it moves to the
+            -- RETRY, DEFERRED, WAITING) is still owed to its user: it moves to the
             -- default partition, in this transaction (the detach holds
             -- off every statement on deliveries until it commits), with
             -- its id, status and attempts, and goes on from there.
             EXECUTE format('INSERT INTO public.deliveries_default (%s) SELECT %s FROM public.%I
-                WHERE status NOT IN (''SENT'', ''FAILED'')', cols, cols, r.partition_name);
+                WHERE status NOT IN (''SENT'', ''FAILED'', ''SKIPPED'', ''CANCELLED'', ''DIGESTED'')', cols, cols, r.partition_name);
         END IF;
         EXECUTE format('DROP TABLE public.%I', r.partition_name);
         RETURN NEXT r.partition_name;
@@ -226,7 +226,7 @@ BEGIN
             WHERE x.n > 0 AND c.tenant_id = x.tenant_id AND c.user_id = x.user_id AND c.project_id = x.project_id',
             p_table || '_default', p_before);
     ELSIF p_table = 'deliveries' THEN
-        EXECUTE format('DELETE FROM public.deliveries_default WHERE created_at < %L AND status IN (''SENT'', ''FAILED'')', p_before);
+        EXECUTE format('DELETE FROM public.deliveries_default WHERE created_at < %L AND status IN (''SENT'', ''FAILED'', ''SKIPPED'', ''CANCELLED'', ''DIGESTED'')', p_before);
     ELSE
         EXECUTE format('DELETE FROM public.%I WHERE %I < %L', p_table || '_default', key, p_before);
     END IF;
@@ -475,7 +475,7 @@ BEGIN
             JOIN pg_class c ON c.oid = x.indexrelid
             JOIN pg_inherits i ON i.inhrelid = x.indexrelid JOIN pg_class p ON p.oid = i.inhparent
             WHERE x.indrelid = format('public.%I', p_part)::regclass
-              AND p.relname IN ('deliveries_pending', 'deliveries_due', 'deliveries_leased') LOOP
+              AND p.relname IN ('deliveries_pending', 'deliveries_due', 'deliveries_leased', 'deliveries_waiting') LOOP
             EXECUTE format('ALTER INDEX public.%I RENAME TO %I', ix.child, p_part || substr(ix.parent, length('deliveries') + 1));
         END LOOP;
         -- As the flat table had them (migration 0017): room in each page
@@ -779,10 +779,12 @@ CREATE TABLE public.deliveries (
     tracestate text,
     queue text GENERATED ALWAYS AS (
 CASE
-    WHEN (status = ANY (ARRAY['PENDING'::text, 'RETRY'::text, 'DEFERRED'::text, 'SENDING'::text])) THEN status
+    WHEN (status = ANY (ARRAY['PENDING'::text, 'RETRY'::text, 'DEFERRED'::text, 'WAITING'::text, 'SENDING'::text])) THEN status
     ELSE NULL::text
 END) STORED,
-    CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text])))
+    hold text,
+    CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
+    CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )
 PARTITION BY RANGE (created_at);
 ALTER TABLE ONLY public.deliveries ALTER COLUMN recipient SET STATISTICS 0;
@@ -824,10 +826,12 @@ CREATE TABLE public.deliveries_default (
     tracestate text,
     queue text GENERATED ALWAYS AS (
 CASE
-    WHEN (status = ANY (ARRAY['PENDING'::text, 'RETRY'::text, 'DEFERRED'::text, 'SENDING'::text])) THEN status
+    WHEN (status = ANY (ARRAY['PENDING'::text, 'RETRY'::text, 'DEFERRED'::text, 'WAITING'::text, 'SENDING'::text])) THEN status
     ELSE NULL::text
 END) STORED,
-    CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text])))
+    hold text,
+    CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
+    CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )
 WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.05');
 ALTER TABLE ONLY public.deliveries_default ALTER COLUMN recipient SET STATISTICS 0;
@@ -1589,6 +1593,18 @@ CREATE INDEX deliveries_pending ON ONLY public.deliveries USING btree (next_atte
 CREATE INDEX deliveries_default_pending ON public.deliveries_default USING btree (next_attempt_at) WHERE (queue = 'PENDING'::text);
 
 --
+-- Name: deliveries_waiting; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX deliveries_waiting ON ONLY public.deliveries USING btree (next_attempt_at) WHERE (queue = 'WAITING'::text);
+
+--
+-- Name: deliveries_default_waiting; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX deliveries_default_waiting ON public.deliveries_default USING btree (next_attempt_at) WHERE (queue = 'WAITING'::text);
+
+--
 -- Name: delivery_attempts_sweep; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1749,6 +1765,12 @@ ALTER INDEX public.deliveries_pkey ATTACH PARTITION public.deliveries_default_pk
 --
 
 ALTER INDEX public.deliveries_tenant_id_event_id_user_id_channel_created_at_key ATTACH PARTITION public.deliveries_default_tenant_id_event_id_user_id_channel_creat_key;
+
+--
+-- Name: deliveries_default_waiting; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.deliveries_waiting ATTACH PARTITION public.deliveries_default_waiting;
 
 --
 -- Name: delivery_attempts_default_pkey; Type: INDEX ATTACH; Schema: public; Owner: -

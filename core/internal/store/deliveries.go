@@ -23,7 +23,23 @@ const (
 	StatusSent      = "SENT"
 	StatusRetry     = "RETRY"
 	StatusFailed    = "FAILED"
+	// StatusWaiting: not sent yet, waiting in next_attempt_at for its
+	// time (an escalation a read or an action may cancel, a digest item
+	// in an open window).
+	StatusWaiting = "WAITING"
+	// StatusSkipped: final, not sent by design; last_error says why
+	// ("offline", "throttled").
+	StatusSkipped = "SKIPPED"
+	// StatusCancelled: final, called off before it was sent; last_error
+	// says by what.
+	StatusCancelled = "CANCELLED"
+	// StatusDigested: final, sent as part of one digest delivery.
+	StatusDigested = "DIGESTED"
 )
+
+// FinalStatuses are the statuses a delivery never leaves (except through
+// an operator's `herald deliveries retry` of a FAILED one).
+var FinalStatuses = []string{StatusSent, StatusFailed, StatusSkipped, StatusCancelled, StatusDigested}
 
 // OutRow is a delivery claimed for publishing.
 type OutRow struct {

@@ -137,7 +137,7 @@ func TestDeliveryPartitionsAreLikeTheTable(t *testing.T) {
 	rows, err := db.Pool.Query(ctx, `SELECT c.relname, array_to_string(c.reloptions, ','), c.relrowsecurity AND c.relforcerowsecurity,
 			(SELECT string_agg(polname, ',') FROM pg_policy WHERE polrelid = c.oid),
 			(SELECT string_agg(attname || '=' || attstattarget, ',' ORDER BY attnum) FROM pg_attribute
-				WHERE attrelid = c.oid AND attnum > 0 AND attstattarget = 0),
+				WHERE attrelid = c.oid AND attnum > 0 AND NOT attisdropped AND attstattarget = 0),
 			(SELECT string_agg(substr(x.relname, length(c.relname) + 2), ',' ORDER BY x.relname) FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid
 				WHERE i.indrelid = c.oid AND NOT i.indisunique)
 		FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid WHERE h.inhparent = 'deliveries'::regclass ORDER BY 1`)
@@ -154,7 +154,7 @@ func TestDeliveryPartitionsAreLikeTheTable(t *testing.T) {
 		n++
 		got := fmt.Sprintf("%s|%t|%s|%s|%s", opts, rls, policies, stats, indexes)
 		want := "fillfactor=50,autovacuum_vacuum_scale_factor=0.02,autovacuum_vacuum_insert_scale_factor=0.05,autovacuum_analyze_scale_factor=0.05|true|worker_all|" +
-			"recipient=0,content=0,provider_message_id=0,last_error=0|due,leased,pending"
+			"recipient=0,content=0,provider_message_id=0,last_error=0|due,leased,pending,waiting"
 		if got != want {
 			t.Errorf("partition %s:\n got %s\nwant %s", name, got, want)
 		}
@@ -194,11 +194,12 @@ func TestDeliveryPartitionsAreLikeTheTable(t *testing.T) {
 
 // TestRetentionOfDeliveriesKeepsOwedOnes: retention of deliveries drops
 // the months past it, but a delivery of such a month that is not final
-// (RETRY, PUBLISHED and handed off, DEFERRED) moves to the default
+// (RETRY, PUBLISHED and handed off, DEFERRED, WAITING) moves to the default
 // partition with its id, status and attempts: it is then delivered (its
 // outcome recorded, its attempt logged), a handoff naming it and a
 // dropped delivery is claimed without error, and once final it goes with
-// the default partition's next round.
+// the default partition's next round. SKIPPED, CANCELLED and DIGESTED
+// are final like SENT and FAILED: they go with their month.
 func TestRetentionOfDeliveriesKeepsOwedOnes(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
@@ -213,7 +214,8 @@ func TestRetentionOfDeliveriesKeepsOwedOnes(t *testing.T) {
 	if _, err := worker.Exec(ctx, `SELECT herald_ensure_partitions(t, $1, $2) FROM unnest($3::text[]) t`, old, now, store.PartitionedTables); err != nil {
 		t.Fatal(err)
 	}
-	oldOnes := fanoutDeliveries(t, worker, "old", old, "sent", "failed", "retry", "handed", "deferred", "gone-handed")
+	oldOnes := fanoutDeliveries(t, worker, "old", old, "sent", "failed", "retry", "handed", "deferred", "gone-handed",
+		"waiting", "skipped", "cancelled", "digested")
 	newOnes := fanoutDeliveries(t, worker, "new", now, "sent", "retry")
 	byUser := map[string]string{}
 	for _, d := range append(oldOnes, newOnes...) {
@@ -232,6 +234,10 @@ func TestRetentionOfDeliveriesKeepsOwedOnes(t *testing.T) {
 	set(store.StatusRetry, "old/retry", "new/retry")
 	set(store.StatusPublished, "old/handed")
 	set(store.StatusDeferred, "old/deferred")
+	set(store.StatusWaiting, "old/waiting")
+	set(store.StatusSkipped, "old/skipped")
+	set(store.StatusCancelled, "old/cancelled")
+	set(store.StatusDigested, "old/digested")
 	// One handoff names a delivery retention keeps and one it drops.
 	tx, err := worker.Begin(ctx)
 	if err != nil {
@@ -280,6 +286,7 @@ func TestRetentionOfDeliveriesKeepsOwedOnes(t *testing.T) {
 	cur := monthName("deliveries", now)
 	want := map[string]string{
 		"old/retry": "RETRY@deliveries_default", "old/handed": "PUBLISHED@deliveries_default", "old/deferred": "DEFERRED@deliveries_default",
+		"old/waiting": "WAITING@deliveries_default",
 		"new/sent": "SENT@" + cur, "new/retry": "RETRY@" + cur,
 	}
 	if got := where(); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -471,7 +478,7 @@ func TestDeliveriesOfAMonthWithoutPartition(t *testing.T) {
 		FROM pg_class c WHERE relname = 'deliveries_y2040m01'`).Scan(&opts, &indexes); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(opts, "fillfactor=50,") || indexes != "deliveries_y2040m01_due,deliveries_y2040m01_leased,deliveries_y2040m01_pending,deliveries_y2040m01_pkey" {
+	if !strings.HasPrefix(opts, "fillfactor=50,") || indexes != "deliveries_y2040m01_due,deliveries_y2040m01_leased,deliveries_y2040m01_pending,deliveries_y2040m01_pkey,deliveries_y2040m01_waiting" {
 		t.Fatalf("the month attached with options %s and indexes %s", opts, indexes)
 	}
 	if got := fanoutDeliveries(t, worker, "future", at, "u1", "u2"); len(got) != 0 {

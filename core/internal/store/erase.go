@@ -36,12 +36,12 @@ const ErasedPrefix = "erased:"
 const ErasedMark = "[erased]"
 
 // ErasedInFlight is the last_error of a delivery that was still on its way
-// (DEFERRED, PENDING, PUBLISHED, SENDING or RETRY) when the erase reached
+// (DEFERRED, WAITING, PENDING, PUBLISHED, SENDING or RETRY) when the erase reached
 // it: the erase moves it to FAILED, so it is never sent.
 const ErasedInFlight = "recipient erased before the delivery was sent"
 
 // unfinished are the delivery states a delivery can still be sent from.
-const unfinished = `('DEFERRED', 'PENDING', 'PUBLISHED', 'SENDING', 'RETRY')`
+const unfinished = `('DEFERRED', 'WAITING', 'PENDING', 'PUBLISHED', 'SENDING', 'RETRY')`
 
 // RemovedRecipient counts the directory rows RemoveRecipient deleted.
 type RemovedRecipient struct {

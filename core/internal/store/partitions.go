@@ -72,9 +72,10 @@ type Retention struct {
 	// unread rows off the unread counters, in the same transaction.
 	Notifications time.Duration
 	// Deliveries: dropping a month of deliveries keeps the ones not final
-	// yet (PENDING, PUBLISHED, SENDING, RETRY, DEFERRED: still owed to
-	// their user), moved to the default partition in the same
-	// transaction; they go once they are SENT or FAILED.
+	// yet (PENDING, PUBLISHED, SENDING, RETRY, DEFERRED, WAITING: still
+	// owed to their user), moved to the default partition in the same
+	// transaction; they go once they are final (SENT, FAILED, SKIPPED,
+	// CANCELLED or DIGESTED).
 	Deliveries time.Duration
 	// Events keeps PROCESSED and FAILED events of event_outbox (not
 	// partitioned) this long after their creation; ApplySweeps deletes
