@@ -287,7 +287,7 @@ func TestRetentionOfDeliveriesKeepsOwedOnes(t *testing.T) {
 	want := map[string]string{
 		"old/retry": "RETRY@deliveries_default", "old/handed": "PUBLISHED@deliveries_default", "old/deferred": "DEFERRED@deliveries_default",
 		"old/waiting": "WAITING@deliveries_default",
-		"new/sent": "SENT@" + cur, "new/retry": "RETRY@" + cur,
+		"new/sent":    "SENT@" + cur, "new/retry": "RETRY@" + cur,
 	}
 	if got := where(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("deliveries after retention:\n got %v\nwant %v", got, want)
