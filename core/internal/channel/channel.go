@@ -65,6 +65,11 @@ type Config struct {
 	// or forge a link. Empty: TextSlack when a provider's plugin is
 	// "slack", TextPlain otherwise.
 	TextFormat string
+	// Place marks a channel whose destination is a place rather than a
+	// person (a Slack channel, a webhook, a Teams room): events address
+	// it with a post block, once per event per destination, never
+	// through an audience's recipients (rules: place = true).
+	Place bool
 }
 
 // Text formats of a channel.

@@ -14,6 +14,7 @@ import (
 	"time"
 	_ "time/tzdata" // zone names check the same on every machine
 	"unicode"
+	"unicode/utf8"
 )
 
 // Bounds of single values.
@@ -199,12 +200,35 @@ func (d *decoder) decodeValue(n *node, v reflect.Value, path string, f field) {
 				d.fail(val.line, kp, "at most %d bytes without NUL", maxValueBytes)
 				continue
 			}
+			if f.checks["destinations"] {
+				if msg := checkDestination(k, val.str); msg != "" {
+					d.fail(val.line, kp, "%s", msg)
+					continue
+				}
+			}
 			m.SetMapIndex(reflect.ValueOf(k), reflect.ValueOf(val.str))
 		}
 		v.Set(m)
 	default:
 		d.fail(n.line, path, "unsupported field type %s", v.Type())
 	}
+}
+
+// MaxDestinationBytes bounds a place's address (a destination).
+const MaxDestinationBytes = 512
+
+// checkDestination checks one destination of a group: a channel name
+// (letters, digits, _ and -) and the address its plugin posts to.
+func checkDestination(ch, addr string) string {
+	for _, r := range ch {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return fmt.Sprintf("%q is not a channel name: want letters, digits, _ and - such as SLACK", clip(ch))
+		}
+	}
+	if addr == "" || len(addr) > MaxDestinationBytes || hasControl(addr) || strings.TrimSpace(addr) != addr || !utf8.ValidString(addr) {
+		return fmt.Sprintf("want the address the channel's plugin posts to (a webhook's name, a channel id): 1-%d bytes of UTF-8 without control characters or surrounding spaces", MaxDestinationBytes)
+	}
+	return ""
 }
 
 func hasControl(s string) bool {

@@ -205,6 +205,12 @@ type Group struct {
 	// MaxRecipients caps how many members one event reaches (0 = no cap).
 	MaxRecipients int         `json:"max_recipients,omitempty" doc:"how many members one event reaches at most (0: no cap)"`
 	QuietHours    *QuietHours `json:"quiet_hours,omitempty" doc:"the group's quiet hours, for members without their own"`
+	// Destinations are the group's places by channel: the address a place
+	// channel's plugin posts to (a Slack webhook's name in the channel's
+	// config, a Slack channel id, a Teams room), for the rules' post
+	// blocks that name the group. Secrets such as webhook URLs belong in
+	// the channel's config (env:NAME), named here.
+	Destinations map[string]string `json:"destinations,omitempty" dir:"destinations" doc:"the group's places by channel: channel name to the address its plugin posts to (a webhook's name, a Slack channel id), for rules' post blocks"`
 }
 
 // Member places a user in a group with a role.

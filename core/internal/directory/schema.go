@@ -160,6 +160,10 @@ func fieldSchema(t reflect.Type, f field, defs map[string]any) map[string]any {
 		s["type"] = "object"
 		s["propertyNames"] = map[string]any{"minLength": 1, "maxLength": maxNameBytes, "pattern": patternNoControl}
 		s["additionalProperties"] = map[string]any{"type": "string", "maxLength": maxValueBytes}
+		if f.checks["destinations"] {
+			s["propertyNames"] = map[string]any{"minLength": 1, "maxLength": maxNameBytes, "pattern": "^[A-Za-z0-9_-]+$"}
+			s["additionalProperties"] = map[string]any{"type": "string", "minLength": 1, "maxLength": MaxDestinationBytes, "pattern": patternNoControl}
+		}
 	}
 	return s
 }

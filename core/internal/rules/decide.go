@@ -57,6 +57,11 @@ func (rs *RuleSet) Needs(ev Event) (directory.Needs, error) {
 			n.UserIDs = append(n.UserIDs, ids...)
 		}
 	}
+	for _, ch := range ce.postChannels {
+		if key, err := renderKey(ce.posts[ch], data); err == nil {
+			n.GroupKeys = append(n.GroupKeys, key)
+		}
+	}
 	n.GroupKeys = sortedUnique(n.GroupKeys)
 	n.UserIDs = sortedUnique(n.UserIDs)
 	n.UserTypes = sortedUnique(n.UserTypes)
@@ -320,11 +325,49 @@ func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, exp
 		d.Recipients = append(d.Recipients, rs.decideRecipient(ce, ix, r, at, explain))
 	}
 	slices.SortFunc(d.Excluded, func(a, b Exclusion) int { return strings.Compare(a.UserID, b.UserID) })
+	d.Posts = posts(ce, ix, data)
 	if explain {
 		d.Warnings = audienceWarnings(outcomes, ix)
 		d.Channels = rs.channelClasses(ce)
 	}
 	return d, nil
+}
+
+// posts addresses the event's place channels: each post's to template
+// names a group, and the group's destination for the channel is where the
+// post goes. A post that cannot be addressed carries its Error; the
+// others and the recipients go on.
+func posts(ce *compiledEvent, ix *dirIndex, data map[string]any) []PostDecision {
+	var out []PostDecision
+	for _, ch := range ce.postChannels {
+		p := PostDecision{Channel: ch}
+		key, err := renderKey(ce.posts[ch], data)
+		switch {
+		case err != nil:
+			p.Error = fmt.Sprintf("%s %q: %v", KeyTo, ce.spec.Posts[ch].To, err)
+		default:
+			p.To = key
+			g, ok := ix.groups[key]
+			switch {
+			case !ok:
+				p.Error = "unknown destination: no group " + key + " in the directory"
+			case g.Destinations[ch] == "":
+				p.Error = fmt.Sprintf("unknown destination: group %s has no %s destination (its destinations in the directory)", key, ch)
+			default:
+				p.Address = g.Destinations[ch]
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// PlaceRecipient is who a post to the place key is rendered for: the
+// place's key as its id, no user type and no addresses, and the rules'
+// default locale and zone (a place has no preferences or quiet hours).
+// A template that reads a person's field fails for the post alone.
+func (rs *RuleSet) PlaceRecipient(key string) directory.Recipient {
+	return directory.Recipient{UserID: key, Locale: rs.spec.Defaults.Locale, TimeZone: rs.spec.Defaults.TimeZone, Active: true}
 }
 
 // channelClasses lists the class, intrusiveness and user types of every

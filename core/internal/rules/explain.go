@@ -22,6 +22,12 @@ func WriteExplain(w io.Writer, d Decision, at time.Time) error {
 	for _, w := range d.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
+	if len(d.Posts) > 0 {
+		b.WriteString("\nposts (places, once per event; no preferences or quiet hours)\n")
+		for _, p := range d.Posts {
+			fmt.Fprintf(&b, "  %s\n", p)
+		}
+	}
 	if err := writeChannelClasses(&b, d.Channels); err != nil {
 		return err
 	}

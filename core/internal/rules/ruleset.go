@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"text/template/parse"
 	"time"
 	_ "time/tzdata" // Recipients' zones must resolve even on hosts without zoneinfo.
 
@@ -46,6 +47,10 @@ type compiledEvent struct {
 	templates  map[string]*compiledTemplate
 	inbox      *compiledTemplate
 	schema     *jsonschema.Schema
+	// posts are the place channels' destination templates, by channel;
+	// postChannels their names, sorted.
+	posts        map[string]*template.Template
+	postChannels []string
 }
 
 type compiledAudience struct {
@@ -280,6 +285,14 @@ func checkChannel(c *specChecker, ch channel.Config) {
 		c.addf(extend(base, KeyRetry, KeyMaxAttempts), "best-effort channels are not retried (set %s = false to retry)", KeyBestEffort)
 	}
 	checkRetry(c, ch.Retry, extend(base, KeyRetry))
+	if ch.Place {
+		if ch.Set.UserTypesSet {
+			c.addf(extend(base, KeyUserTypes), "a place channel (%s = true) reaches no person: user types do not apply", KeyPlace)
+		}
+		if ch.Set.Intrusive != nil && *ch.Set.Intrusive {
+			c.addf(extend(base, KeyIntrusive), "a place channel (%s = true) is never held by quiet hours: they are a person's", KeyPlace)
+		}
+	}
 	if ch.Breaker.Cooldown < 0 {
 		c.addf(extend(base, KeyBreaker, KeyCooldown), "must not be negative, got %s", ch.Breaker.Cooldown)
 	}
@@ -339,8 +352,8 @@ func (rs *RuleSet) compileEvent(c *specChecker, ev EventSpec) *compiledEvent {
 	default:
 		c.addf(extend(base, KeySeverity), "must be %s, %s or %s, got %q", SeverityInfo, SeverityWarning, SeverityCritical, ev.Severity)
 	}
-	if len(ev.Audiences) == 0 {
-		c.add("no audience: the event reaches nobody", extend(base, KeyAudience)...)
+	if len(ev.Audiences) == 0 && len(ev.Posts) == 0 {
+		c.add("no audience: the event reaches nobody (give an audience, or post to a place)", extend(base, KeyAudience)...)
 	}
 	for i, a := range ev.Audiences {
 		ce.audiences = append(ce.audiences, compileAudience(c, a, extend(base, KeyAudience, strconv.Itoa(i))))
@@ -352,8 +365,11 @@ func (rs *RuleSet) compileEvent(c *specChecker, ev EventSpec) *compiledEvent {
 				continue
 			}
 			into[ch] = true
-			if _, ok := rs.channels[ch]; !ok {
+			if cfg, ok := rs.channels[ch]; !ok {
 				c.addf(extend(base, key), "channel %q has no channel block (no plugin provides it)", ch)
+			} else if cfg.Place {
+				c.addf(extend(base, key), "channel %q is a place channel (%s = true): it reaches a place, not each recipient; "+
+					"address it with %s %q { %s = \"<group key>\" } instead", ch, KeyPlace, KeyPost, ch, KeyTo)
 			}
 		}
 	}
@@ -364,7 +380,11 @@ func (rs *RuleSet) compileEvent(c *specChecker, ev EventSpec) *compiledEvent {
 			c.addf(extend(base, KeyOptional), "channel %q is also mandatory", ch)
 		}
 	}
-	uses := func(ch string) bool { return ce.mandatory[ch] || ce.optional[ch] }
+	rs.compilePosts(c, ce, base)
+	uses := func(ch string) bool {
+		_, posted := ce.spec.Posts[ch]
+		return ce.mandatory[ch] || ce.optional[ch] || posted
+	}
 	for ch := range ce.mandatory {
 		ce.considered = append(ce.considered, ch)
 	}
@@ -391,6 +411,8 @@ func (rs *RuleSet) compileEvent(c *specChecker, ev EventSpec) *compiledEvent {
 		p := extend(base, KeyQuietHoursByChannel, ch)
 		if !uses(ch) {
 			c.addf(p, "channel %q is not used by the event", ch)
+		} else if _, place := ce.spec.Posts[ch]; place {
+			c.addf(p, "channel %q posts to a place: quiet hours are a person's and never hold a post", ch)
 		}
 		checkQuietMode(c, ev.QuietHoursByChannel[ch], p)
 	}
@@ -410,6 +432,56 @@ func (rs *RuleSet) compileEvent(c *specChecker, ev EventSpec) *compiledEvent {
 		ce.schema = sch
 	}
 	return ce
+}
+
+// compilePosts checks and compiles the event's post blocks: each names a
+// place channel, and its to template must always render a group key.
+func (rs *RuleSet) compilePosts(c *specChecker, ce *compiledEvent, base []string) {
+	ce.posts = map[string]*template.Template{}
+	for _, ch := range sortedKeys(ce.spec.Posts) {
+		p := extend(base, KeyPost, ch)
+		cfg, ok := rs.channels[ch]
+		switch {
+		case !ok:
+			c.addf(p, "channel %q has no channel block (no plugin provides it)", ch)
+		case !cfg.Place:
+			c.addf(p, "channel %q is a person's channel: a post needs a channel with %s = true "+
+				"(a person's channel goes in %s or %s)", ch, KeyPlace, KeyMandatory, KeyOptional)
+		}
+		to := ce.spec.Posts[ch].To
+		tp := extend(p, KeyTo)
+		if strings.TrimSpace(to) == "" {
+			c.addf(tp, "%s is required: a template naming the group whose destination gets the post, "+
+				"such as \"restaurant:{{ .payload.restaurant_id }}\"", KeyTo)
+			continue
+		}
+		t, err := parseTextTemplate(KeyTo, to)
+		if err != nil {
+			c.addf(tp, "bad template: %v", err)
+			continue
+		}
+		if mayRenderEmpty(t) {
+			c.addf(tp, "%q can render empty (all of its text comes from {{ }}); give it literal text outside "+
+				"the braces, such as \"restaurant:{{ .payload.restaurant_id }}\"", to)
+			continue
+		}
+		ce.posts[ch] = t
+		ce.postChannels = append(ce.postChannels, ch)
+	}
+}
+
+// mayRenderEmpty reports whether t can render only spaces: none of its
+// top-level text (always written, whatever the data) is more than spaces.
+func mayRenderEmpty(t *template.Template) bool {
+	if t.Tree == nil || t.Tree.Root == nil {
+		return true
+	}
+	for _, n := range t.Tree.Root.Nodes {
+		if tn, ok := n.(*parse.TextNode); ok && strings.TrimSpace(string(tn.Text)) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func checkQuietMode(c *specChecker, mode string, path []string) {
@@ -708,6 +780,13 @@ func cloneEvent(ev EventSpec) EventSpec {
 	}
 	ev.Inbox = cloneTemplate(ev.Inbox)
 	ev.PayloadSchema = bytes.Clone(ev.PayloadSchema)
+	if ev.Posts != nil {
+		m := make(map[string]PostSpec, len(ev.Posts))
+		for k, v := range ev.Posts {
+			m[k] = v
+		}
+		ev.Posts = m
+	}
 	return ev
 }
 

@@ -67,6 +67,17 @@ type EventSpec struct {
 	Inbox TemplateSpec
 	// PayloadSchema is an optional JSON Schema the payload must satisfy.
 	PayloadSchema json.RawMessage
+	// Posts are the place channels the event is posted to, by channel:
+	// one post per event per destination, whoever else it reaches.
+	Posts map[string]PostSpec
+}
+
+// PostSpec addresses one place channel of an event.
+type PostSpec struct {
+	// To is a Go template rendering the key of the directory group whose
+	// destination for the channel receives the post
+	// ("restaurant:{{ .payload.restaurant_id }}").
+	To string
 }
 
 // AudienceSpec is one audience of an event. Exactly one of Group, User,
@@ -192,6 +203,9 @@ const (
 	KeyStart               = "start"
 	KeyEnd                 = "end"
 	KeyEnabled             = "enabled"
+	KeyPlace               = "place"
+	KeyPost                = "post"
+	KeyTo                  = "to"
 )
 
 // Built-in defaults.

@@ -33,6 +33,9 @@ type Decision struct {
 	Excluded []Exclusion `json:"excluded,omitempty"`
 	// Warnings name audiences that matched nobody to notify, and why.
 	Warnings []string `json:"warnings,omitempty"`
+	// Posts are the event's posts to places: one per place channel the
+	// rule posts to, whoever else the event reaches.
+	Posts []PostDecision `json:"posts,omitempty"`
 	// Channels are the channels the event's rule considers, each with
 	// its class, intrusiveness and user types and where each came from
 	// (explanations only).
@@ -96,6 +99,32 @@ type ChannelDecision struct {
 	Deferred   bool      `json:"deferred,omitempty"`
 	DeferUntil time.Time `json:"defer_until,omitzero"`
 	Reason     string    `json:"reason"`
+}
+
+// PostDecision is one post of an event to a place: the place channel, the
+// group whose destination receives it, and the destination's address; or,
+// when the place cannot be addressed, Error says why (that post alone
+// fails).
+type PostDecision struct {
+	Channel string `json:"channel"`
+	// To is the rendered group key ("restaurant:42"); empty when the to
+	// template did not render.
+	To string `json:"to,omitempty"`
+	// Address is the group's destination for the channel, as the
+	// directory holds it; explanations do not show it.
+	Address string `json:"-"`
+	// Error says why no post can be made (unknown group, no destination
+	// for the channel, a to template that failed).
+	Error string `json:"error,omitempty"`
+}
+
+// String is the post in explain's words: "SLACK: one post to
+// restaurant:42's channel".
+func (p PostDecision) String() string {
+	if p.Error != "" {
+		return p.Channel + ": no post: " + p.Error
+	}
+	return p.Channel + ": one post to " + p.To + "'s channel"
 }
 
 // Exclusion is a user an audience reached but the decision left out.

@@ -106,6 +106,7 @@ type rulesChannelRaw struct {
 	Retry      *rulesRetryRaw      `hcl:"retry,block"`
 	Breaker    *rulesBreakerRaw    `hcl:"breaker,block"`
 	TextFormat *string             `hcl:"text_format,attr" doc:"How message text is written for this channel."`
+	Place      bool                `hcl:"place,attr" doc:"A place channel: its destination is a place (a Slack channel, a webhook, a Teams room), posted to once per event by post blocks, never once per recipient."`
 }
 
 type rulesBreakerRaw struct {
@@ -142,6 +143,11 @@ type rulesEventRaw struct {
 	Inbox               *rulesTemplateRaw            `hcl:"inbox,block" doc:"The in-app inbox row's template."`
 	PayloadSchema       any                          `hcl:"payload_schema,attr" schema:"object|string" doc:"A JSON Schema the payload must satisfy: an object, or a string holding one."`
 	PayloadSchemaFile   string                       `hcl:"payload_schema_file,attr" doc:"A JSON Schema file, relative to the rules file."`
+	Posts               map[string]*rulesPostRaw     `hcl:"post,labeled" doc:"Place channels the event is posted to, by channel: one post per event per destination."`
+}
+
+type rulesPostRaw struct {
+	To string `hcl:"to,attr" doc:"A template naming the directory group whose destination for the channel gets the post, e.g. restaurant:{{ .payload.restaurant_id }}."`
 }
 
 type rulesAudienceRaw struct {
@@ -550,6 +556,7 @@ func buildRulesSpec(c *rulesCollector, files []*rulesFile, resolve bool) (rules.
 		if raw.TextFormat != nil {
 			ch.TextFormat = *raw.TextFormat
 		}
+		ch.Place = raw.Place
 		base := defaultRetry
 		if raw.BestEffort != nil && *raw.BestEffort {
 			base.MaxAttempts = 1
@@ -616,6 +623,15 @@ func rulesEventFrom(c *rulesCollector, f *rulesFile, name string, raw *rulesEven
 		}
 	}
 	ev.Inbox = rulesTemplateFrom(raw.Inbox)
+	if len(raw.Posts) > 0 {
+		ev.Posts = map[string]rules.PostSpec{}
+		for ch, p := range raw.Posts {
+			if p == nil {
+				p = &rulesPostRaw{}
+			}
+			ev.Posts[ch] = rules.PostSpec{To: p.To}
+		}
+	}
 
 	schemaPath := rulesSubPath(base, rules.KeyPayloadSchema)
 	switch s := raw.PayloadSchema.(type) {
