@@ -783,6 +783,7 @@ CASE
     ELSE NULL::text
 END) STORED,
     hold text,
+    place boolean DEFAULT false NOT NULL,
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )
@@ -830,6 +831,7 @@ CASE
     ELSE NULL::text
 END) STORED,
     hold text,
+    place boolean DEFAULT false NOT NULL,
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )
@@ -1007,7 +1009,9 @@ CREATE TABLE public.groups (
     quiet_start text DEFAULT ''::text NOT NULL,
     quiet_end text DEFAULT ''::text NOT NULL,
     version bigint DEFAULT 1 NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    destinations jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT groups_destinations_object CHECK ((jsonb_typeof(destinations) = 'object'::text))
 );
 
 ALTER TABLE ONLY public.groups FORCE ROW LEVEL SECURITY;

@@ -133,6 +133,30 @@ type Recipient struct {
 	Devices []Device
 }
 
+// Attributes the host sets on the Recipient of a post to a place (a place
+// channel's one delivery per event per destination, such as a restaurant's
+// Slack channel): the place's key (the directory group's, such as
+// "restaurant:42") and the destination the group holds for the channel
+// (what the plugin posts to: a webhook's name in its config, a channel
+// id). A person's Recipient never carries them: the host drops directory
+// attributes that start with "herald.".
+const (
+	AttrPlace       = "herald.place"
+	AttrDestination = "herald.destination"
+)
+
+// Place reports whether the delivery goes to a place rather than a person
+// and, if so, the place's key and the destination to post to. A place has
+// no user type, addresses, devices or preferences; its UserID is the
+// place's key and its Locale and TimeZone are the rules' defaults.
+func (r Recipient) Place() (key, destination string, ok bool) {
+	key, ok = r.Attributes[AttrPlace]
+	if !ok {
+		return "", "", false
+	}
+	return key, r.Attributes[AttrDestination], true
+}
+
 // Device kinds, the push services a Device belongs to.
 const (
 	// DeviceFCM is a Firebase Cloud Messaging registration token.

@@ -71,8 +71,13 @@ type EventStatus struct {
 type DeliveryStatus struct {
 	// DeliveryID identifies the delivery.
 	DeliveryID string `json:"delivery_id"`
-	// UserID is the recipient.
+	// UserID is the recipient; empty for a post to a place.
 	UserID string `json:"user_id"`
+	// Place is, for a post to a place (a place channel's one post per
+	// event, such as the restaurant's Slack channel), the key of the
+	// directory group whose destination it went to; empty for a person's
+	// delivery.
+	Place string `json:"place,omitempty"`
 	// Channel is the channel, e.g. "EMAIL".
 	Channel string `json:"channel"`
 	// Status is PENDING, PUBLISHED, SENT, RETRY, FAILED or DEFERRED.

@@ -81,8 +81,20 @@ func DefaultQueues(channels []string) []Queue {
 	return qs
 }
 
-// RoutingKey is the key a delivery for userType on channel is published with.
-func RoutingKey(userType, channel string) string { return userType + "." + channel }
+// RoutingKey is the key a delivery for userType on channel is published
+// with. A post to a place has no user type: its key is "place.<CHANNEL>",
+// so that "*.<CHANNEL>" bindings match it (a topic word is never empty).
+func RoutingKey(userType, channel string) string {
+	if userType == "" {
+		userType = PlaceRoutingWord
+	}
+	return userType + "." + channel
+}
+
+// PlaceRoutingWord stands for the user type in the routing key of a post
+// to a place.
+const PlaceRoutingWord = "place"
+
 
 // Declare declares the exchange, queues and bindings on ch (idempotent).
 func (t Topology) Declare(ch *amqp.Channel) error {

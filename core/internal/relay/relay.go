@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -408,10 +409,23 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 			}
 		}
 	}
-	_, written, err := store.InsertFanout(ctx, tx, notes, dels)
+	var persons, places []store.NewDelivery
+	for _, d := range dels {
+		if d.Place {
+			places = append(places, d)
+		} else {
+			persons = append(persons, d)
+		}
+	}
+	_, written, err := store.InsertFanout(ctx, tx, notes, persons)
 	if err != nil {
 		return 0, false, err
 	}
+	posted, err := store.InsertPlaceDeliveries(ctx, tx, places)
+	if err != nil {
+		return 0, false, err
+	}
+	written = append(written, posted...)
 	var (
 		handed    []store.NewDelivery
 		handedIDs []string
@@ -605,7 +619,57 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 			dels = append(dels, d)
 		}
 	}
+	for _, p := range dec.Posts {
+		d, err := r.post(rs, pe, e, dec.Severity, p, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		dels = append(dels, d)
+	}
 	return notes, dels, nil
+}
+
+// post is the delivery of one post to a place: one per event, place and
+// channel, whoever else the event reaches. A post that cannot be addressed
+// (unknown group, no destination for the channel, a to template that
+// failed) or rendered (its template reads a person's field) is written
+// FAILED with the reason; the event's other deliveries go on.
+func (r *Relay) post(rs *rules.RuleSet, pe *rules.PreparedEvent, e store.EventRow, severity string, p rules.PostDecision, now time.Time) (store.NewDelivery, error) {
+	// A post has no inbox row: its notification id names the post alone.
+	pid, err := uuid.NewV7()
+	if err != nil {
+		return store.NewDelivery{}, err
+	}
+	cc, _ := rs.Channel(p.Channel)
+	maxAttempts := cc.Retry.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = channel.DefaultRetry.MaxAttempts
+	}
+	d := store.NewDelivery{NotificationID: pid.String(), TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
+		UserID: p.To, Channel: p.Channel, Severity: severity, Status: store.StatusPending, BestEffort: cc.Resolved.BestEffort,
+		MaxAttempts: maxAttempts, NextAttemptAt: now, CreatedAt: e.CreatedAt, Place: true}
+	if p.Error != "" {
+		d.Status, d.LastError = store.StatusFailed, "post to a place: "+p.Error
+		return d, nil
+	}
+	place := rs.PlaceRecipient(p.To)
+	rec := sdk.Recipient{UserID: place.UserID, Locale: place.Locale, TimeZone: place.TimeZone,
+		Attributes: map[string]string{sdk.AttrPlace: p.To, sdk.AttrDestination: p.Address}}
+	if d.Recipient, err = json.Marshal(rec); err != nil {
+		return d, err
+	}
+	content, err := rs.RenderPrepared(pe, place, p.Channel)
+	var re *rules.RenderError
+	if errors.As(err, &re) {
+		d.Status, d.LastError, d.Recipient = store.StatusFailed, "post to "+p.To+": "+re.Error(), nil
+		return d, nil
+	}
+	if err != nil {
+		return d, fmt.Errorf("render %s for place %s: %w", p.Channel, p.To, err)
+	}
+	d.Content, err = json.Marshal(sdk.Content{Subject: content.Subject, Title: content.Title, Body: content.Body,
+		HTML: content.HTML, Data: content.Data})
+	return d, err
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -621,8 +685,27 @@ func sleep(ctx context.Context, d time.Duration) {
 // every delivery's Recipient).
 func PluginRecipient(r directory.Recipient) sdk.Recipient {
 	return sdk.Recipient{UserID: r.UserID, UserType: r.UserType, Email: r.Email, Phone: r.Phone,
-		Locale: r.Locale, TimeZone: r.TimeZone, Attributes: r.Attributes,
+		Locale: r.Locale, TimeZone: r.TimeZone, Attributes: personAttributes(r.Attributes),
 		DeviceTokens: deviceTokens(r), Devices: sdkDevices(r)}
+}
+
+// personAttributes is a person's directory attributes without the ones
+// whose names start with "herald." (sdk.AttrPlace, sdk.AttrDestination):
+// those are the host's, and a directory entry must not pass a person off
+// as a place.
+func personAttributes(attrs map[string]string) map[string]string {
+	for k := range attrs {
+		if strings.HasPrefix(k, "herald.") {
+			out := make(map[string]string, len(attrs))
+			for k, v := range attrs {
+				if !strings.HasPrefix(k, "herald.") {
+					out[k] = v
+				}
+			}
+			return out
+		}
+	}
+	return attrs
 }
 
 // deviceTokens is the recipient's DeviceTokens for plugins built before

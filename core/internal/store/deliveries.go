@@ -570,7 +570,7 @@ func GetEvent(ctx context.Context, q Querier, tenantID, eventID string) (produce
 	// A SENT or FAILED row keeps the next_attempt_at of its last wait
 	// (RecordOutcomes leaves it, so that the final update is HOT): it
 	// means nothing there and is not shown.
-	rows, err := q.Query(ctx, `SELECT delivery_id::text, user_id, channel, status, attempts, provider, provider_message_id, last_error,
+	rows, err := q.Query(ctx, `SELECT delivery_id::text, user_id, place, channel, status, attempts, provider, provider_message_id, last_error,
 			CASE WHEN status IN ('SENT', 'FAILED') THEN NULL ELSE next_attempt_at END, updated_at
 		FROM deliveries WHERE tenant_id = $1 AND event_id = $2 AND created_at >= $3::timestamptz - interval '1 day' ORDER BY user_id, channel`, tenantID, eventID, st.CreatedAt)
 	if err != nil {
@@ -579,10 +579,14 @@ func GetEvent(ctx context.Context, q Querier, tenantID, eventID string) (produce
 	st.Deliveries, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (producer.DeliveryStatus, error) {
 		var d producer.DeliveryStatus
 		var next *time.Time
-		err := r.Scan(&d.DeliveryID, &d.UserID, &d.Channel, &d.Status, &d.Attempts, &d.Provider, &d.ProviderMessageID, &d.LastError,
+		var place bool
+		err := r.Scan(&d.DeliveryID, &d.UserID, &place, &d.Channel, &d.Status, &d.Attempts, &d.Provider, &d.ProviderMessageID, &d.LastError,
 			&next, &d.UpdatedAt)
 		if next != nil {
 			d.NextAttemptAt = *next
+		}
+		if place {
+			d.Place, d.UserID = d.UserID, ""
 		}
 		return d, err
 	})

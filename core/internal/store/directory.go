@@ -37,7 +37,7 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs direct
 		return dir, nil
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT group_key, group_type, max_recipients, quiet_start, quiet_end
+	b.Queue(`SELECT `+groupSelect+`
 		FROM groups WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key`, tenantID, groups)
 	b.Queue(`SELECT group_key, user_id, role FROM group_members
 		WHERE tenant_id = $1 AND group_key = ANY($2) ORDER BY group_key, user_id`, tenantID, groups)
@@ -56,10 +56,7 @@ func LoadDirectory(ctx context.Context, q Batcher, tenantID string, needs direct
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
 	err := readRows(br, "groups", func(r pgx.Rows) error {
-		var g directory.Group
-		var qs, qe string
-		err := r.Scan(&g.Key, &g.Type, &g.MaxRecipients, &qs, &qe)
-		g.QuietHours = quietHours(qs, qe)
+		g, err := scanGroup(r)
 		dir.Groups = append(dir.Groups, g)
 		return err
 	})

@@ -1,6 +1,10 @@
 package store
 
-import "github.com/heraldhq/herald/core/internal/directory"
+import (
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/core/internal/directory"
+)
 
 // The rows of the directory's tables and how a write merges into an
 // existing row: one definition each, shared by `directory import`
@@ -36,18 +40,37 @@ func deviceRow(tenantID, userID string, d directory.Device) []any {
 
 const deviceMerge = `ON CONFLICT (tenant_id, user_id, token) DO UPDATE SET platform = EXCLUDED.platform, p256dh = EXCLUDED.p256dh, auth = EXCLUDED.auth`
 
-var groupCols = []string{"tenant_id", "group_key", "group_type", "max_recipients", "quiet_start", "quiet_end"}
+var groupCols = []string{"tenant_id", "group_key", "group_type", "max_recipients", "quiet_start", "quiet_end", "destinations"}
 
 func groupRow(tenantID string, g directory.Group) []any {
 	qs, qe := quietEnds(g.QuietHours)
-	return []any{tenantID, g.Key, g.Type, g.MaxRecipients, qs, qe}
+	dests := g.Destinations
+	if dests == nil {
+		dests = map[string]string{}
+	}
+	return []any{tenantID, g.Key, g.Type, g.MaxRecipients, qs, qe, dests}
 }
 
 const groupMerge = `ON CONFLICT (tenant_id, group_key) DO UPDATE SET group_type = EXCLUDED.group_type,
 	  max_recipients = EXCLUDED.max_recipients, quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end,
-	  version = groups.version + 1, updated_at = now()
-	WHERE (groups.group_type, groups.max_recipients, groups.quiet_start, groups.quiet_end)
-	  IS DISTINCT FROM (EXCLUDED.group_type, EXCLUDED.max_recipients, EXCLUDED.quiet_start, EXCLUDED.quiet_end)`
+	  destinations = EXCLUDED.destinations, version = groups.version + 1, updated_at = now()
+	WHERE (groups.group_type, groups.max_recipients, groups.quiet_start, groups.quiet_end, groups.destinations)
+	  IS DISTINCT FROM (EXCLUDED.group_type, EXCLUDED.max_recipients, EXCLUDED.quiet_start, EXCLUDED.quiet_end, EXCLUDED.destinations)`
+
+// groupSelect is the columns scanGroup reads, in its order.
+const groupSelect = `group_key, group_type, max_recipients, quiet_start, quiet_end, destinations`
+
+// scanGroup reads a row of groupSelect's columns (plus extra, after them).
+func scanGroup(r pgx.Row, extra ...any) (directory.Group, error) {
+	var g directory.Group
+	var qs, qe string
+	err := r.Scan(append([]any{&g.Key, &g.Type, &g.MaxRecipients, &qs, &qe, &g.Destinations}, extra...)...)
+	g.QuietHours = quietHours(qs, qe)
+	if len(g.Destinations) == 0 {
+		g.Destinations = nil
+	}
+	return g, err
+}
 
 var memberCols = []string{"tenant_id", "group_key", "user_id", "role"}
 

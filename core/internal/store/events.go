@@ -220,6 +220,10 @@ type NewDelivery struct {
 	// TraceParent and TraceState are the W3C trace context the delivery
 	// continues: the relay's span for its event ("": none).
 	TraceParent, TraceState string
+	// Place marks a post to a place (InsertPlaceDeliveries): UserID holds
+	// the place's group key, UserType is empty, and NotificationID names
+	// the post alone (a place has no inbox row).
+	Place bool
 }
 
 // InsertFanout writes notifications and their deliveries and bumps unread
@@ -384,6 +388,71 @@ func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, n
 		ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now, errs,
 		parents, states, created)
 	return err
+}
+
+// InsertPlaceDeliveries writes the posts of events to places, in tx: one
+// row per (event, place, channel), each with its CreatedAt set (the
+// event's time, as the deliveries' unique key needs). A post already
+// written (a retried fan-out) is skipped by the unique key, so running it
+// twice for an event writes nothing the second time. It returns the
+// deliveries written, with their ids.
+func InsertPlaceDeliveries(ctx context.Context, tx pgx.Tx, dels []NewDelivery) ([]NewDelivery, error) {
+	if len(dels) == 0 {
+		return nil, nil
+	}
+	n := len(dels)
+	ids, nids := make([]pgtype.UUID, n), make([]pgtype.UUID, n)
+	tenants, events, types, users, chans, sevs, stats, errs := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	best, maxAtt, next, recips, contents := make([]bool, n), make([]int32, n), make([]time.Time, n), make([]string, n), make([]string, n)
+	parents, states, created := make([]string, n), make([]string, n), make([]time.Time, n)
+	byID := make(map[string]int, n)
+	for i := range dels {
+		d := &dels[i]
+		if d.CreatedAt.IsZero() {
+			return nil, fmt.Errorf("insert place deliveries: post of event %s to %s has no CreatedAt (the event's time)", d.EventID, d.UserID)
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, err
+		}
+		nid, err := uuid.Parse(d.NotificationID)
+		if err != nil {
+			return nil, fmt.Errorf("insert place deliveries: notification id: %w", err)
+		}
+		d.ID = id.String()
+		byID[d.ID] = i
+		ids[i], nids[i] = pgtype.UUID{Bytes: id, Valid: true}, pgtype.UUID{Bytes: nid, Valid: true}
+		tenants[i], events[i], types[i], users[i], chans[i], sevs[i], stats[i] =
+			d.TenantID, d.EventID, d.EventType, d.UserID, d.Channel, d.Severity, d.Status
+		best[i], maxAtt[i], next[i], recips[i], contents[i] = d.BestEffort, int32(d.MaxAttempts), d.NextAttemptAt,
+			jsonOr(d.Recipient), jsonOr(d.Content)
+		errs[i], parents[i], states[i], created[i] = d.LastError, d.TraceParent, d.TraceState, d.CreatedAt
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO deliveries (`+strings.Join(deliveryColumns, ", ")+`, place)
+		SELECT d.c1, d.c2, d.c3, d.c4, d.c5, d.c6, '', d.c7, d.c8, d.c9, d.c10, d.c11, d.c12, d.c13, d.c14, d.c15,
+			d.c18, now(), NULLIF(d.c16, ''), NULLIF(d.c17, ''), true
+		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+			$9::text[], $10::bool[], $11::int[], $12::timestamptz[], $13::jsonb[], $14::jsonb[], $15::text[], $16::text[],
+			$17::text[], $18::timestamptz[])
+			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18)
+		ORDER BY d.c3, d.c4, d.c6, d.c7
+		ON CONFLICT (tenant_id, event_id, user_id, channel, created_at) DO NOTHING
+		RETURNING delivery_id::text`,
+		ids, nids, tenants, events, types, users, chans, sevs, stats, best, maxAtt, next, recips, contents, errs,
+		parents, states, created)
+	if err != nil {
+		return nil, fmt.Errorf("insert place deliveries: %w", err)
+	}
+	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("insert place deliveries: %w", err)
+	}
+	out := make([]NewDelivery, 0, len(written))
+	for _, id := range written {
+		out = append(out, dels[byID[id]])
+	}
+	return out, nil
 }
 
 // nullIfEmpty is s, or NULL for an empty s.

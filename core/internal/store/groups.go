@@ -49,17 +49,15 @@ func checkGroupVersion(ctx context.Context, q Querier, tenantID, key string, ifV
 // GetGroup returns one group of the tenant, or ErrNotFound.
 func GetGroup(ctx context.Context, q Querier, tenantID, key string) (StoredGroup, error) {
 	var sg StoredGroup
-	var qs, qe string
-	err := q.QueryRow(ctx, `SELECT group_key, group_type, max_recipients, quiet_start, quiet_end, version, updated_at
-		FROM groups WHERE tenant_id = $1 AND group_key = $2`, tenantID, key).
-		Scan(&sg.Key, &sg.Type, &sg.MaxRecipients, &qs, &qe, &sg.Version, &sg.UpdatedAt)
+	g, err := scanGroup(q.QueryRow(ctx, `SELECT `+groupSelect+`, version, updated_at
+		FROM groups WHERE tenant_id = $1 AND group_key = $2`, tenantID, key), &sg.Version, &sg.UpdatedAt)
+	sg.Group = g
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sg, ErrNotFound
 	}
 	if err != nil {
 		return sg, fmt.Errorf("get group: %w", err)
 	}
-	sg.QuietHours = quietHours(qs, qe)
 	return sg, nil
 }
 

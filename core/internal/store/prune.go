@@ -44,17 +44,14 @@ func ExportDirectory(ctx context.Context, q interface {
 		return nil, fmt.Errorf("export recipients: %w", err)
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT group_key, group_type, max_recipients, quiet_start, quiet_end FROM groups WHERE tenant_id = $1 ORDER BY group_key`, tenantID)
+	b.Queue(`SELECT `+groupSelect+` FROM groups WHERE tenant_id = $1 ORDER BY group_key`, tenantID)
 	b.Queue(`SELECT group_key, user_id, role FROM group_members WHERE tenant_id = $1 ORDER BY group_key, user_id`, tenantID)
 	b.Queue(`SELECT user_id, event_type, channel, enabled FROM user_preferences WHERE tenant_id = $1 ORDER BY user_id, event_type, channel`, tenantID)
 	b.Queue(`SELECT group_key, event_type, channel, enabled, roles FROM group_settings WHERE tenant_id = $1 ORDER BY group_key, event_type, channel`, tenantID)
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
 	err = readRows(br, "groups", func(r pgx.Rows) error {
-		var g directory.Group
-		var qs, qe string
-		err := r.Scan(&g.Key, &g.Type, &g.MaxRecipients, &qs, &qe)
-		g.QuietHours = quietHours(qs, qe)
+		g, err := scanGroup(r)
 		dir.Groups = append(dir.Groups, g)
 		return err
 	})
