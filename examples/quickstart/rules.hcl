@@ -132,13 +132,16 @@ channel "SMS" {
   }
 }
 
-# Slack incoming webhooks (mode "webhook", no bot token): every delivery
-# is posted to the webhook named by default_webhook, here the HTTP peer's
-# stand-in for https://hooks.slack.com/services/T…/B…/<secret>. Real
-# webhook URLs are secrets: give them as "env:NAME" or "file:PATH".
+# Slack incoming webhooks (mode "webhook", no bot token), here the HTTP
+# peer's stand-in for https://hooks.slack.com/services/T…/B…/<secret>.
+# SLACK is a place channel: an event posts to it once, at the destination
+# the restaurant's group holds for SLACK (directory.json: restaurant:5's
+# "destinations" name the "reservations" webhook below), not once per
+# staff member. Real webhook URLs are secrets: give them as "env:NAME" or
+# "file:PATH"; the directory only names them.
 channel "SLACK" {
   best_effort = true
-  user_types  = ["STAFF", "AGENT", "ADMIN"]
+  place       = true
   providers = [{
     plugin = "slack"
     name   = "devpeer-slack"
@@ -181,7 +184,14 @@ event "RESERVATION_REQUESTED" {
   }
 
   mandatory = ["WEBSOCKET"]
-  optional  = ["EMAIL", "PUSH", "SMS", "SLACK"]
+  optional  = ["EMAIL", "PUSH", "SMS"]
+
+  # One post to the restaurant's Slack channel per reservation, whoever
+  # of its staff is reached (preferences and quiet hours are a person's:
+  # they do not hold a post).
+  post "SLACK" {
+    to = "restaurant:{{ .payload.restaurant_id }}"
+  }
 
   # The quick start must deliver whatever the hour; examples/rules/herald.hcl
   # drops intrusive channels during quiet hours instead ("drop").

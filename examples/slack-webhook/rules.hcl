@@ -16,12 +16,14 @@
 # loopback host) is refused by `herald rules check` and at load, naming the
 # field.
 #
-# How one alert becomes one Slack post: the audience holds every admin (for
-# the inbox) and "ops-room", a directory entry of user type SLACK_ROOM that
-# stands for the Slack channel. SLACK is supported for SLACK_ROOM only, so the
-# alert is posted once, not once per admin. The room's slack_webhook attribute
-# picks the "alerts" webhook; an alert with level "page" goes to "oncall"
-# instead, because the template's data.webhook wins over the attribute.
+# How one alert becomes one Slack post: SLACK is a place channel
+# (place = true): the event posts to it once, with the post block, at the
+# destination the directory's group "team:ops" holds for SLACK (its
+# "destinations" in directory.json: the "alerts" webhook), however many
+# admins the audience reaches (they get the alert in their inbox). An
+# alert with level "page" goes to "oncall" instead, because the template's
+# data.webhook wins over the destination. `rules explain` prints
+# "SLACK: one post to team:ops's channel".
 
 defaults {
   time_zone = "UTC"
@@ -30,7 +32,7 @@ defaults {
 
 channel "SLACK" {
   best_effort = true
-  user_types  = ["SLACK_ROOM"]
+  place       = true
   providers = [{
     plugin = "slack"
     name   = "slack-webhooks"
@@ -54,11 +56,10 @@ event "SYSTEM_ALERT" {
   audience {
     user_type = "ADMIN"
   }
-  audience {
-    user = "ops-room"
-  }
 
-  mandatory = ["SLACK"]
+  post "SLACK" {
+    to = "team:ops"
+  }
 
   inbox {
     title = "{{ .payload.title }}"

@@ -153,6 +153,10 @@ func (s *Slack) Send(ctx context.Context, req sdk.SendRequest) (sdk.SendResponse
 	var limited *sdk.Result
 	for i, d := range batch {
 		target := strings.TrimSpace(d.Recipient.Attributes[AttrSlackUserID])
+		if _, dest, place := d.Recipient.Place(); place {
+			// A post to a place: the destination is the channel's id.
+			target = strings.TrimSpace(dest)
+		}
 		if target == "" {
 			target = cfg.DefaultChannel
 		}

@@ -56,11 +56,15 @@ type webhookMessage struct {
 }
 
 // pickWebhook returns the name of the webhook a delivery goes to: the
-// template's data.webhook, else the recipient's slack_webhook attribute,
-// else the configured default.
+// template's data.webhook, else, for a post to a place, the destination
+// the place's group holds for the channel, else the recipient's
+// slack_webhook attribute, else the configured default.
 func pickWebhook(cfg Config, d sdk.Delivery, m message) string {
 	if m.webhook != "" {
 		return m.webhook
+	}
+	if _, dest, place := d.Recipient.Place(); place {
+		return strings.TrimSpace(dest)
 	}
 	if name := strings.TrimSpace(d.Recipient.Attributes[AttrSlackWebhook]); name != "" {
 		return name
@@ -85,7 +89,7 @@ func (s *Slack) sendWebhooks(ctx context.Context, cfg Config, hc *http.Client, b
 		hook, ok := cfg.hooks[name]
 		switch {
 		case name == "":
-			results[i] = sdk.Permanent(d.DeliveryID, "slack: no webhook picked (no template data.webhook, no slack_webhook attribute, and no default_webhook with several webhooks)", CodeNoAddress)
+			results[i] = sdk.Permanent(d.DeliveryID, "slack: no webhook picked (no template data.webhook, no place destination, no slack_webhook attribute, and no default_webhook with several webhooks)", CodeNoAddress)
 			continue
 		case !ok:
 			results[i] = sdk.Permanent(d.DeliveryID, fmt.Sprintf("slack: webhook %.64q is not a name in the webhooks config", name), CodeUnknownWebhook)

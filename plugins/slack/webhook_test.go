@@ -485,3 +485,29 @@ func TestBotModeSendsBlocks(t *testing.T) {
 		t.Errorf("posted %+v, want one message with the divider block", posts)
 	}
 }
+
+// TestWebhookPlaceDestination: a post to a place goes to the webhook its
+// destination names, over the recipient's slack_webhook attribute and the
+// default; a destination that names no webhook is a permanent failure of
+// that post alone.
+func TestWebhookPlaceDestination(t *testing.T) {
+	t.Parallel()
+	peer := startWebhookPeer(t)
+	cfg := webhookConfig(peer, map[string]string{"ops": hookOK, "alerts": hookAlerts})
+	cfg[FieldDefaultWebhook] = "ops"
+	s := configure(t, cfg)
+	place := func(dest string) map[string]string {
+		return map[string]string{sdk.AttrPlace: "restaurant:42", sdk.AttrDestination: dest, AttrSlackWebhook: "ops"}
+	}
+	got := send(t, s,
+		webhookDelivery("d1", "", place("alerts")),
+		webhookDelivery("d2", "", place("restaurant-9")),
+	)
+	want := []sdk.Result{sdk.Sent("d1", "webhook:alerts"), sdk.Permanent("d2", "", CodeUnknownWebhook)}
+	if diff := cmp.Diff(want, got, ignoreText); diff != "" {
+		t.Fatalf("results (-want +got):\n%s", diff)
+	}
+	if posts := peer.posted(); len(posts) != 1 || posts[0].Path != hookAlerts {
+		t.Errorf("posted %+v, want one post to %s", posts, hookAlerts)
+	}
+}

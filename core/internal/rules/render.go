@@ -405,8 +405,8 @@ func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r directory.Recipient, ch s
 		}
 		return out, nil
 	}
-	if !ce.mandatory[ch] && !ce.optional[ch] {
-		return Rendered{}, fmt.Errorf("rules: event %s does not use ch %s", ev.Type, ch)
+	if _, posted := ce.posts[ch]; !ce.mandatory[ch] && !ce.optional[ch] && !posted {
+		return Rendered{}, fmt.Errorf("rules: event %s does not use channel %s", ev.Type, ch)
 	}
 	out.Subject = out.Title
 	ct, ok := ce.templates[ch]

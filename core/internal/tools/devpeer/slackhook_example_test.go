@@ -19,9 +19,10 @@ import (
 
 // TestSlackWebhookExampleRoutesAdminAlerts is examples/slack-webhook
 // without the database and the broker: the admin alert of alert.json, with
-// the rules and directory as written, reaches the Slack room once — through
+// the rules and directory as written, is posted to the ops team's Slack
+// place once (the admins get the inbox row) — through
 // the real slack plugin binary in webhook mode and the webhook stand-in —
-// on the "alerts" webhook (the room's attribute), or on "oncall" when the
+// on the "alerts" webhook (team:ops's SLACK destination), or on "oncall" when the
 // alert pages (the template's data.webhook), with its Block Kit blocks.
 func TestSlackWebhookExampleRoutesAdminAlerts(t *testing.T) {
 	if testing.Short() {
@@ -89,24 +90,26 @@ func TestSlackWebhookExampleRoutesAdminAlerts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var batch []sdk.Delivery
+		// One Slack post per alert, to the place (team:ops), not to each
+		// admin: the admins get the inbox row only.
 		for _, rd := range dec.Recipients {
-			for _, cd := range rd.Channels {
-				content, err := rs.Render(ev, rd.Recipient, cd.Channel)
-				if err != nil {
-					t.Fatalf("render: %v", err)
-				}
-				id := fmt.Sprintf("%s-%s", ev.EventID, rd.Recipient.UserID)
-				batch = append(batch, sdk.Delivery{DeliveryID: id, IdempotencyKey: "idem-" + id, TenantID: "demo",
-					EventID: ev.EventID, EventType: ev.Type, Channel: cd.Channel, Attempt: 1,
-					Recipient: sdk.Recipient{UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Attributes: rd.Recipient.Attributes},
-					Content:   sdk.Content{Title: content.Title, Body: content.Body, Data: content.Data}})
+			if len(rd.Channels) != 0 {
+				t.Fatalf("%s: %s has channels %+v, want the inbox only", tc.name, rd.Recipient.UserID, rd.Channels)
 			}
 		}
-		// One Slack post per alert: the room, not each admin.
-		if len(batch) != 1 || batch[0].Recipient.UserID != "ops-room" || batch[0].Channel != "SLACK" {
-			t.Fatalf("%s: deliveries %+v, want one SLACK delivery to ops-room", tc.name, batch)
+		if len(dec.Posts) != 1 || dec.Posts[0].Channel != "SLACK" || dec.Posts[0].To != "team:ops" || dec.Posts[0].Error != "" {
+			t.Fatalf("%s: posts %+v, want one SLACK post to team:ops", tc.name, dec.Posts)
 		}
+		post := dec.Posts[0]
+		content, err := rs.Render(ev, rs.PlaceRecipient(post.To), post.Channel)
+		if err != nil {
+			t.Fatalf("render: %v", err)
+		}
+		id := fmt.Sprintf("%s-%s", ev.EventID, "ops-room")
+		batch := []sdk.Delivery{{DeliveryID: id, IdempotencyKey: "idem-" + id, TenantID: "demo",
+			EventID: ev.EventID, EventType: ev.Type, Channel: post.Channel, Attempt: 1,
+			Recipient: sdk.Recipient{UserID: post.To, Attributes: map[string]string{sdk.AttrPlace: post.To, sdk.AttrDestination: post.Address}},
+			Content:   sdk.Content{Title: content.Title, Body: content.Body, Data: content.Data}}}
 		resp, err := plug.Send(ctx, sdk.SendRequest{Deliveries: batch})
 		if err != nil {
 			t.Fatal(err)
