@@ -100,9 +100,9 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 
 	// What the quick start is meant to show.
 	want := map[string][]string{
-		"staff1": {"EMAIL", "PUSH", "SLACK", "SMS", "WEBSOCKET"},
-		"staff2": {"EMAIL", "PUSH", "SLACK", "WEBSOCKET"}, // SMS: managers only (and switched off)
-		"staff3": {"PUSH", "SLACK", "WEBSOCKET"},          // EMAIL off for this event type
+		"staff1": {"EMAIL", "PUSH", "SMS", "WEBSOCKET"},
+		"staff2": {"EMAIL", "PUSH", "WEBSOCKET"}, // SMS: managers only (and switched off)
+		"staff3": {"PUSH", "WEBSOCKET"},          // EMAIL off for this event type
 	}
 	got := map[string][]string{}
 	byChannel := map[string][]sdk.Delivery{}
@@ -125,6 +125,24 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 				Content:   sdk.Content{Subject: content.Subject, Title: content.Title, Body: content.Body, HTML: content.HTML, Data: content.Data},
 			})
 		}
+	}
+	// SLACK is the restaurant's place: one post per reservation, not one
+	// per staff member.
+	if len(dec.Posts) != 1 || dec.Posts[0].Channel != "SLACK" || dec.Posts[0].To != "restaurant:5" || dec.Posts[0].Error != "" {
+		t.Fatalf("quick-start posts = %+v, want one SLACK post to restaurant:5", dec.Posts)
+	}
+	for _, post := range dec.Posts {
+		content, err := rs.Render(ev, rs.PlaceRecipient(post.To), post.Channel)
+		if err != nil {
+			t.Fatalf("render the post to %s: %v", post.To, err)
+		}
+		id := fmt.Sprintf("%s-%s-%s", ev.EventID, post.To, post.Channel)
+		byChannel[post.Channel] = append(byChannel[post.Channel], sdk.Delivery{
+			DeliveryID: id, IdempotencyKey: "idem-" + id, TenantID: ev.TenantID, EventID: ev.EventID,
+			EventType: ev.Type, NotificationID: "post-" + id, Channel: post.Channel, Severity: dec.Severity, Attempt: 1, CreatedAt: at,
+			Recipient: sdk.Recipient{UserID: post.To, Attributes: map[string]string{sdk.AttrPlace: post.To, sdk.AttrDestination: post.Address}},
+			Content:   sdk.Content{Subject: content.Subject, Title: content.Title, Body: content.Body, HTML: content.HTML, Data: content.Data},
+		})
 	}
 	for u := range got {
 		slices.Sort(got[u])
@@ -252,8 +270,8 @@ func TestQuickstartPluginsDeliverToThePeers(t *testing.T) {
 	for _, d := range byChannel["SLACK"] {
 		sink.waitLine(t, "slack", "webhook posted", "hook=T0HERALDDEV/B0RESERVATIONS", d.Content.Body, "idempotency_key="+d.IdempotencyKey)
 	}
-	if n := countLines(sink, "webhook posted"); n != len(byChannel["SLACK"]) {
-		t.Errorf("%d Slack webhook posts, want %d (one per staff member)", n, len(byChannel["SLACK"]))
+	if n := countLines(sink, "webhook posted"); n != 1 || len(byChannel["SLACK"]) != 1 {
+		t.Errorf("%d Slack webhook posts, want 1 (one per reservation, to the restaurant's channel)", n)
 	}
 	if n := countLines(sink, "rejected"); n != 0 {
 		t.Errorf("the peers rejected %d requests:\n%s", n, strings.Join(sink.lines(), "\n"))
