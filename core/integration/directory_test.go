@@ -19,6 +19,15 @@ import (
 // answer want.
 func (e *env) directoryCall(t *testing.T, method, path, body string, want int) {
 	t.Helper()
+	if code, b := e.directoryDo(t, method, path, body); code != want {
+		t.Fatalf("%s %s on %s: %d %s, want %d", method, path, e.apiURL, code, b, want)
+	}
+}
+
+// directoryDo sends a directory API request with the tenant's key and
+// returns the answer's code and body.
+func (e *env) directoryDo(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, e.apiURL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -33,9 +42,7 @@ func (e *env) directoryCall(t *testing.T, method, path, body string, want int) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s on %s: %d %s, want %d", method, path, e.apiURL, resp.StatusCode, b, want)
-	}
+	return resp.StatusCode, string(b)
 }
 
 // decided posts a reservation to e's daemon, waits until a relay (any

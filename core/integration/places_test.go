@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -169,24 +168,6 @@ func TestPlacePostsOncePerReservation(t *testing.T) {
 	}
 }
 
-// directoryDo is directoryCall that returns the answer instead of
-// checking its code.
-func (e *env) directoryDo(t *testing.T, method, path, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, e.apiURL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+e.apiKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 // TestPlacePostsSurviveSIGKILLMidRelay: herald serve is killed (SIGKILL)
 // while it relays a burst of reservations for two restaurants; after the
 // restart every reservation has exactly one Slack post row, to its own
@@ -211,6 +192,9 @@ func TestPlacePostsSurviveSIGKILLMidRelay(t *testing.T) {
 				return e.count(`SELECT count(*) FROM deliveries WHERE place`) > 0
 			}, "a first post written")
 			d.stop(syscall.SIGKILL)
+			t.Logf("killed with %d post rows written, %d events in the outbox (%d processed)",
+				e.count(`SELECT count(*) FROM deliveries WHERE place`), e.count(`SELECT count(*) FROM event_outbox`),
+				e.count(`SELECT count(*) FROM event_outbox WHERE status = 'PROCESSED'`))
 			break
 		}
 	}
