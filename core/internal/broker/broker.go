@@ -95,7 +95,6 @@ func RoutingKey(userType, channel string) string {
 // to a place.
 const PlaceRoutingWord = "place"
 
-
 // Declare declares the exchange, queues and bindings on ch (idempotent).
 func (t Topology) Declare(ch *amqp.Channel) error {
 	if err := ch.ExchangeDeclare(t.Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
