@@ -154,6 +154,13 @@ func TestLineProblems(t *testing.T) {
 		"jsonl two entries on a line": {directory.JSONL,
 			`{"recipient": {"user_id": "u1", "user_type": "T"}, "group": {"key": "g", "type": "t"}}`,
 			`f:1: want one entry a line: an object with one key, recipient, group, member, preference, setting (such as {"recipient": {"user_id": "u1", "user_type": "STAFF"}})`},
+		"json bad destinations": {directory.JSON,
+			`{"groups": [{"key": "g", "type": "t", "destinations": {"SLACK": "", "TEAMS": " room", "sl ack": "x", "OK": "a\u0001b", "PUSH": 3}}]}`,
+			"f:1: groups[0] (group g): destinations.SLACK: want the address the channel's plugin posts to (a webhook's name, a channel id): 1-512 bytes of UTF-8 without control characters or surrounding spaces\n" +
+				"f:1: groups[0] (group g): destinations.TEAMS: want the address the channel's plugin posts to (a webhook's name, a channel id): 1-512 bytes of UTF-8 without control characters or surrounding spaces\n" +
+				`f:1: groups[0] (group g): destinations.sl ack: "sl ack" is not a channel name: want letters, digits, _ and - such as SLACK` + "\n" +
+				"f:1: groups[0] (group g): destinations.OK: want the address the channel's plugin posts to (a webhook's name, a channel id): 1-512 bytes of UTF-8 without control characters or surrounding spaces\n" +
+				"f:1: groups[0] (group g): destinations.PUSH: got number 3, want a string"},
 		"yaml unquoted number": {directory.YAML, "recipients:\n  - user_id: 42\n    user_type: T\n    time_zone: Mars/Olympus\n",
 			"f:2: recipients[0]: user_id: got number 42, want a string (quote it: \"42\")\n" +
 				"f:4: recipients[0]: time_zone: unknown zone \"Mars/Olympus\": want an IANA zone name such as Europe/Rome"},
