@@ -13,8 +13,11 @@ cd "$(dirname "$0")/.."
 # shellcheck source=tools.sh
 source scripts/tools.sh
 
-if ! tool_typescript; then
+# The install's own messages go to the log: offline, the skip below is the
+# one line printed.
+if ! tool_typescript 2>>"$HERALD_APT_LOG"; then
 	if [ "${HERALD_REQUIRE_COMPONENT_TYPES:-}" = 1 ]; then
+		tail -20 "$HERALD_APT_LOG" >&2
 		echo "component types: typescript@$HERALD_TS_VERSION could not be installed from the npm registry, and HERALD_REQUIRE_COMPONENT_TYPES=1" >&2
 		exit 1
 	fi

@@ -204,12 +204,7 @@ func (h *hostApp) tokens(user string) int {
 // posts a reservation.
 func componentEnv(ctx context.Context, t *testing.T) (*env, store.TokenKey, func(id, customer, link, icon string)) {
 	e := newEnv(t, "sent")
-	e.pluginDir = filepath.Join(e.dir, "plugins")
-	if err := os.MkdirAll(e.pluginDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	testenv.InstallPlugin(t, testenv.PluginVariant(t, "sink"), e.pluginDir, "sink")
-	testenv.InstallPlugin(t, testenv.PluginVariant(t, "websocket"), e.pluginDir, "websocket")
+	e.withLivePlugins()
 	e.writeConfig()
 	rules := liveRules(e.record, e.broker.URL)
 	body := `    body  = "{{ .payload.customer_name }}, {{ .payload.pax }} people"` + "\n"
@@ -338,28 +333,6 @@ func TestInboxComponent(t *testing.T) {
 		staff1.waitFor("the bell toggles the inbox", `(hidden, clicks) => document.getElementById("inbox").hidden === hidden && window.__bellClicks === clicks`, hidden, i+1)
 	}
 
-	// Pictures: the host's own picture by a relative URL is shown in its
-	// box; one that does not load, a javascript: one and a plain http one
-	// (neither https nor relative) show the title's initial instead.
-	emit("comp-icon", "Iconic", "", "/avatar.png")
-	emit("comp-icon-404", "Missing", "", "/missing.png")
-	emit("comp-icon-js", "Tricky", "", "javascript:alert(1)")
-	emit("comp-icon-http", "Plain", "", app+"/avatar.png")
-	staff1.waitFor("the picture is shown, 40 px", `(id) => {
-		const img = $inbox.querySelector('li[data-id="' + id + '"] .avatar img');
-		return img && img.complete && img.naturalWidth === 48 && img.getAttribute("src").endsWith("/avatar.png") &&
-			Math.round(img.getBoundingClientRect().width) === 40 && Math.round(img.getBoundingClientRect().height) === 40;
-	}`, staff1.itemWith("Iconic, 2 people"))
-	for _, who := range []string{"Missing", "Tricky", "Plain"} {
-		staff1.waitFor(who+"'s picture falls back to the initial", `(id) => {
-			const a = $inbox.querySelector('li[data-id="' + id + '"] .avatar');
-			return a && !a.querySelector("img") && a.textContent === "N";
-		}`, staff1.itemWith(who+", 2 people"))
-	}
-	if got := staff1.eval(`$inbox.querySelectorAll('#list .avatar img').length + " " + $inbox.querySelectorAll('#list li[data-id]:not(:has(.avatar))').length`); !strings.HasPrefix(got, `"1 `) {
-		t.Fatalf("pictures shown, items without one: %s", got)
-	}
-
 	// Click-through: an http(s) URL opens and marks read; javascript: is
 	// not offered.
 	target := e.apiURL + "/inbox?from=notification"
@@ -405,6 +378,43 @@ func TestInboxComponent(t *testing.T) {
 	}`
 	staff2.waitFor("staff2 sees staff1's confirmation", handled, id2)
 	staff1.waitFor("staff1 sees its confirmation", handled, id1)
+
+	// The user goes back to staff1's tab: a page in a background tab is
+	// not rendered, so its lazy pictures and its scroll sentinel wait.
+	staff1.front()
+
+	// Pictures: the host's own picture by a relative URL is shown in its
+	// box; one that does not load, a javascript: one and a plain http one
+	// (neither https nor relative) show the title's initial instead.
+	emit("comp-icon-404", "Missing", "", "/missing.png")
+	emit("comp-icon-js", "Tricky", "", "javascript:alert(1)")
+	emit("comp-icon-http", "Plain", "", app+"/avatar.png")
+	emit("comp-icon", "Iconic", "", "/avatar.png")
+	staff1.waitFor("the picture is shown, 40 px", `(id) => {
+		const img = $inbox.querySelector('li[data-id="' + id + '"] .avatar img');
+		return img && img.complete && img.naturalWidth === 48 && img.getAttribute("src").endsWith("/avatar.png") &&
+			Math.round(img.getBoundingClientRect().width) === 40 && Math.round(img.getBoundingClientRect().height) === 40;
+	}`, staff1.itemWith("Iconic, 2 people"))
+	for _, who := range []string{"Missing", "Tricky", "Plain"} {
+		staff1.waitFor(who+"'s picture falls back to the initial", `(id) => {
+			const a = $inbox.querySelector('li[data-id="' + id + '"] .avatar');
+			return a && !a.querySelector("img") && a.textContent === "N";
+		}`, staff1.itemWith(who+", 2 people"))
+	}
+	// Which picture URLs load, as the module's safeIcon decides.
+	icons := staff1.waitFor("safeIcon's answers", `(src) => window.__icons || (import(src).then((m) => {
+		window.__icons = [m.safeIcon("https://cdn.example.com/a.png"), m.safeIcon("/a.png") === location.origin + "/a.png",
+			m.safeIcon("a.png?x=1") === location.origin + "/a.png?x=1", m.safeIcon("//cdn.example.com/a.png"),
+			m.safeIcon("http://cdn.example.com/a.png"), m.safeIcon("javascript:alert(1)"), m.safeIcon("JaVaScRiPt:alert(1)"),
+			m.safeIcon("data:image/png;base64,AAAA"), m.safeIcon(" /a.png"), m.safeIcon("/a\\b.png"), m.safeIcon("/" + "a".repeat(2048)),
+			m.safeIcon(42), m.safeIcon(null)];
+	}), false)`, strings.TrimSuffix(host.api, "/")+webinbox.ComponentPath())
+	if want := `["https://cdn.example.com/a.png",true,true,"","","","","","","","","",""]`; icons != want {
+		t.Fatalf("safeIcon: %s, want %s", icons, want)
+	}
+	if got := staff1.eval(`$inbox.querySelectorAll('#list .avatar img').length + " " + $inbox.querySelectorAll('#list li[data-id]:not(:has(.avatar))').length`); !strings.HasPrefix(got, `"1 `) {
+		t.Fatalf("pictures shown, items without one: %s", got)
+	}
 
 	// Locale: Italian strings and dates; a host override; right to left.
 	staff1.eval(`document.getElementById("inbox").setAttribute("locale", "it")`)
@@ -467,13 +477,6 @@ func TestInboxComponent(t *testing.T) {
 	}, "staff1's 22 notifications made (now: %s)", e.statusSummary())
 	staff1.waitFor("a full first page", `() => $inbox.querySelectorAll("#list li[data-id]").length >= 20`)
 	total := e.count(`SELECT count(*) FROM notifications WHERE user_id = 'staff1' AND archived_at IS NULL`)
-	t.Logf("before scrolling: %s", staff1.eval(`(() => { const el = document.getElementById("inbox");
-		return {visible: document.visibilityState, atEnd: el.atEnd, busy: el.busy, moreBusy: el.moreBusy, cursor: !!el.cursor, loaded: el.loaded, online: navigator.onLine}; })()`))
-	// The user looks at this tab (staff2's opened after it): a page in a
-	// background tab is not rendered, so nothing intersects.
-	if _, err := chromedp.Call(staff1.ctx, page.BringToFront, cdp.Empty{}); err != nil {
-		t.Fatal(err)
-	}
 	staff1.waitFor("scrolled to the end, every notification listed", `(n) => {
 		$inbox.getElementById("sentinel").scrollIntoView();
 		return $inbox.querySelectorAll("#list li[data-id]").length === n && $inbox.getElementById("more").hidden;
@@ -514,6 +517,14 @@ func TestInboxComponent(t *testing.T) {
 		if got := b.all(); len(got) > 0 {
 			t.Fatalf("requests of the allowed origin blocked: %s", strings.Join(got, "; "))
 		}
+	}
+}
+
+// front brings p's tab to the front, as a user switching to it.
+func (p *inboxPage) front() {
+	p.t.Helper()
+	if _, err := chromedp.Call(p.ctx, page.BringToFront, cdp.Empty{}); err != nil {
+		p.t.Fatalf("%s: bring the tab to the front: %v", p.user, err)
 	}
 }
 
@@ -576,10 +587,8 @@ func (e *env) screenshots(p *inboxPage) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := chromedp.Call(p.ctx, page.BringToFront, cdp.Empty{}); err != nil {
-		e.t.Fatal(err)
-	}
-	p.eval(`window.scrollTo(0, 0)`)
+	p.front()
+	p.eval(`(() => { window.scrollTo(0, 0); $inbox.getElementById("toast").hidden = true; })()`)
 	for _, l := range looks {
 		p.eval(l.setup)
 		png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
