@@ -61,6 +61,12 @@ echo "== repository hygiene"
 scripts/hygiene-check.sh
 echo "== staticcheck"
 scripts/staticcheck.sh
+# TypeScript from the npm registry checks the inbox component's .d.ts
+# (installed when missing; it is here, not in make check, because the
+# install needs the network). Offline it skips with one line, unless
+# HERALD_REQUIRE_COMPONENT_TYPES=1 (.ci/run sets it).
+echo "== the inbox component's type declarations"
+scripts/component-types.sh
 echo "== docs/configuration.md in sync"
 scripts/configdoc.sh check
 echo "== migrations/schema.sql in sync"

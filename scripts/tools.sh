@@ -7,6 +7,9 @@
 #   scripts/tools.sh chromium   Chromium, for the web inbox's end-to-end test
 #   scripts/tools.sh python-grpc  Debian's python3 with grpcio and protobuf,
 #                               and openssl, for the Python plugin example
+#   scripts/tools.sh typescript  TypeScript's tsc from the npm registry (pinned
+#                               version, into HERALD_TS_DIR), for the inbox
+#                               component's type declarations
 #   scripts/tools.sh producer-langs  the runtimes and PostgreSQL drivers of
 #                               the producer examples (examples/producers):
 #                               a JDK and JDBC, PHP and PDO, python3 and
@@ -150,14 +153,53 @@ unpack_node_pg() {
 	NODE_PATH=$(node_pg_path) node -e 'require.resolve("pg")'
 }
 
+# HERALD_TS_DIR is where tool_typescript installs TypeScript (npm's
+# --prefix); HERALD_TS_VERSION is the version, pinned.
+HERALD_TS_DIR=${HERALD_TS_DIR:-/var/cache/herald/typescript}
+HERALD_TS_VERSION=5.9.3
+
+# tsc_path is the tsc tool_typescript installs.
+tsc_path() {
+	echo "$HERALD_TS_DIR/node_modules/typescript/bin/tsc"
+}
+
+# TypeScript checks the inbox component's type declarations
+# (scripts/component-types.sh). It comes from the npm registry, so it needs
+# the network once; afterwards HERALD_TS_DIR holds it. Node.js comes from
+# Debian's packages when missing.
+tool_typescript() {
+	if [ -f "$(tsc_path)" ] && command -v node >/dev/null &&
+		[ "$(node "$(tsc_path)" --version 2>/dev/null)" = "Version $HERALD_TS_VERSION" ]; then
+		return
+	fi
+	if ! command -v npm >/dev/null; then
+		if can_install; then
+			apt_install nodejs npm || return 1
+		else
+			echo "tools: npm missing (Debian: apt-get install nodejs npm)" >&2
+			return 1
+		fi
+	fi
+	echo "tools: installing typescript@$HERALD_TS_VERSION from the npm registry into $HERALD_TS_DIR (log: $HERALD_APT_LOG)" >&2
+	mkdir -p "$HERALD_TS_DIR"
+	echo "== $(date -u +%FT%TZ) npm install typescript@$HERALD_TS_VERSION" >>"$HERALD_APT_LOG"
+	if ! npm install --prefix "$HERALD_TS_DIR" --no-audit --no-fund --no-save --fetch-timeout=60000 --fetch-retries=1 \
+		"typescript@$HERALD_TS_VERSION" >>"$HERALD_APT_LOG" 2>&1; then
+		tail -5 "$HERALD_APT_LOG" >&2
+		return 1
+	fi
+	[ -f "$(tsc_path)" ]
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	case "${1:-}" in
 	protoc) tool_protoc ;;
 	chromium) tool_chromium ;;
 	python-grpc) tool_python_grpc ;;
 	producer-langs) tool_producer_langs ;;
+	typescript) tool_typescript ;;
 	*)
-		echo "usage: $0 protoc|chromium|python-grpc|producer-langs" >&2
+		echo "usage: $0 protoc|chromium|python-grpc|producer-langs|typescript" >&2
 		exit 2
 		;;
 	esac

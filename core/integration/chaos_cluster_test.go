@@ -254,12 +254,7 @@ func sameNodes(a, b []string) bool {
 func TestChaosClusterLiveSession(t *testing.T) {
 	cluster := testenv.PrivateRabbitCluster(t, 3)
 	e := newClusterEnv(t, cluster)
-	e.pluginDir = filepath.Join(e.dir, "plugins")
-	if err := os.MkdirAll(e.pluginDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	testenv.InstallPlugin(t, testenv.PluginVariant(t, "sink"), e.pluginDir, "sink")
-	testenv.InstallPlugin(t, testenv.PluginVariant(t, "websocket"), e.pluginDir, "websocket")
+	e.withLivePlugins()
 	e.writeConfig()
 	e.useCluster(cluster)
 	e.writeRules(liveRules(e.record, strings.Join(cluster.URLs(), ",")))

@@ -36,6 +36,18 @@ func liveRules(record, amqpURL string) string {
 }`, amqpURL), 1)
 }
 
+// withLivePlugins gives e a plugin folder of its own with the sink and
+// the real websocket plugin.
+func (e *env) withLivePlugins() {
+	e.t.Helper()
+	e.pluginDir = filepath.Join(e.dir, "plugins")
+	if err := os.MkdirAll(e.pluginDir, 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	testenv.InstallPlugin(e.t, testenv.PluginVariant(e.t, "sink"), e.pluginDir, "sink")
+	testenv.InstallPlugin(e.t, testenv.PluginVariant(e.t, "websocket"), e.pluginDir, "websocket")
+}
+
 // sibling is a second daemon of e's world: same database, vhost, plugins
 // and rules, its own listeners.
 func (e *env) sibling() *env {
@@ -123,12 +135,7 @@ func (b *liveBrowser) notifications() []string {
 // session stays open and the next event still reaches it.
 func TestLiveDeliveryReachesTheUserOnAnotherDaemon(t *testing.T) {
 	e := newEnv(t, "sent")
-	e.pluginDir = filepath.Join(e.dir, "plugins")
-	if err := os.MkdirAll(e.pluginDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	testenv.InstallPlugin(t, testenv.PluginVariant(t, "sink"), e.pluginDir, "sink")
-	testenv.InstallPlugin(t, testenv.PluginVariant(t, "websocket"), e.pluginDir, "websocket")
+	e.withLivePlugins()
 	e.writeConfig()
 	e.writeRules(liveRules(e.record, e.broker.URL))
 	ctx := context.Background()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -305,12 +304,7 @@ func TestWebInbox(t *testing.T) {
 	defer cancel()
 
 	e := newEnv(t, "sent")
-	e.pluginDir = filepath.Join(e.dir, "plugins")
-	if err := os.MkdirAll(e.pluginDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	testenv.InstallPlugin(t, testenv.PluginVariant(t, "sink"), e.pluginDir, "sink")
-	testenv.InstallPlugin(t, testenv.PluginVariant(t, "websocket"), e.pluginDir, "websocket")
+	e.withLivePlugins()
 	e.writeConfig()
 	e.writeRules(liveRules(e.record, e.broker.URL))
 	secret, _ := auth.NewSecret()

@@ -21,6 +21,11 @@ export declare function capCount(n: number): string;
 /** u when it is an absolute http(s) URL, else "". */
 export declare function safeURL(u: unknown): string;
 
+/** u resolved against the page when it is an https URL or a relative one
+ * (at most 2048 characters), else "": the URLs a notification's picture
+ * (data.icon) loads from. */
+export declare function safeIcon(u: unknown): string;
+
 /** The token's exp claim in milliseconds (unverified); 0 when none. */
 export declare function jwtExp(token: string): number;
 
@@ -32,7 +37,8 @@ export interface HeraldNotification {
   project_id: string;
   title: string;
   body: string;
-  /** The inbox template's data block; data.url is the click-through URL. */
+  /** The inbox template's data block; data.url is the click-through URL,
+   * data.icon the notification's picture. */
   data: Record<string, unknown> | null;
   severity: string;
   status: "unread" | "read" | "archived";
@@ -58,8 +64,8 @@ declare class Localized extends HTMLElement {
  * Events (bubbling, composed): herald-unread {unread}, herald-toast {title},
  * herald-open {url, notification}, herald-auth-error {message}.
  * Parts: container header live bell badge button action toolbar filter
- * search list day item (and its status) severity title body meta empty
- * error toast prefs.
+ * search list day item (and its status) avatar severity title body meta
+ * empty error toast prefs.
  */
 export declare class HeraldInbox extends Localized {
   /** The host app's token callback; setting it (re)starts the inbox. */
@@ -73,9 +79,10 @@ export declare class HeraldInbox extends Localized {
 }
 
 /**
- * <herald-bell for="inbox-id"> mirrors that inbox's count and toggles it on
- * click; without for it reads the count itself (api and tokenProvider as
- * herald-inbox). Event: herald-bell-click.
+ * <herald-bell for="inbox-id"> mirrors that inbox's count and toggles its
+ * hidden on click; without for it reads the count itself and follows it
+ * live (api and tokenProvider as herald-inbox), and a click is the host's
+ * to handle. Either way a click fires herald-bell-click.
  */
 export declare class HeraldBell extends Localized {
   tokenProvider: TokenProvider | null;

@@ -11,7 +11,8 @@
 // API answers 401; it never asks the end user for one. Every value from
 // the server is rendered with textContent, never as markup; a
 // notification's click-through URL (data.url) opens only when it is http
-// or https. Styles are a constructed stylesheet (adoptedStyleSheets), so
+// or https, and its picture (data.icon) loads only from an https or a
+// relative URL, in a box of fixed size. Styles are a constructed stylesheet (adoptedStyleSheets), so
 // a strict Content-Security-Policy without 'unsafe-inline' holds.
 
 const VERSION = "1.0.0";
@@ -33,7 +34,7 @@ export const MESSAGES = {
     CONFIRMED: "confirmed", REJECTED: "rejected",
     today: "Today", yesterday: "Yesterday", newArrival: "New: {title}", dismiss: "Dismiss",
     noToken: "No token: the host app gave the inbox none.", refused: "The token was refused ({reason}).",
-    failed: "Request failed ({reason}).",
+    failed: "Request failed ({reason}).", unreachable: "Cannot reach the notification service ({reason}).",
     preferences: "Preferences", close: "Close", save: "Save preferences", saved: "Saved.",
     channelsAll: "Channels, for every kind of notification", quietAndLanguage: "Quiet hours and language",
     quietFrom: "Quiet hours from", quietTo: "to", quietStart: "Quiet hours start", timeZone: "Time zone",
@@ -64,7 +65,7 @@ export const MESSAGES = {
     CONFIRMED: "confermata", REJECTED: "rifiutata",
     today: "Oggi", yesterday: "Ieri", newArrival: "Nuova: {title}", dismiss: "Chiudi",
     noToken: "Nessun token: l'applicazione non ne ha fornito uno.", refused: "Il token è stato rifiutato ({reason}).",
-    failed: "Richiesta non riuscita ({reason}).",
+    failed: "Richiesta non riuscita ({reason}).", unreachable: "Impossibile raggiungere il servizio di notifiche ({reason}).",
     preferences: "Preferenze", close: "Chiudi", save: "Salva preferenze", saved: "Salvate.",
     channelsAll: "Canali, per ogni tipo di notifica", quietAndLanguage: "Ore di silenzio e lingua",
     quietFrom: "Silenzio dalle", quietTo: "alle", quietStart: "Inizio del silenzio", timeZone: "Fuso orario",
@@ -95,7 +96,7 @@ export const MESSAGES = {
     CONFIRMED: "bestätigt", REJECTED: "abgelehnt",
     today: "Heute", yesterday: "Gestern", newArrival: "Neu: {title}", dismiss: "Schließen",
     noToken: "Kein Token: die Anwendung hat keines geliefert.", refused: "Das Token wurde abgelehnt ({reason}).",
-    failed: "Anfrage fehlgeschlagen ({reason}).",
+    failed: "Anfrage fehlgeschlagen ({reason}).", unreachable: "Der Benachrichtigungsdienst ist nicht erreichbar ({reason}).",
     preferences: "Einstellungen", close: "Schließen", save: "Einstellungen speichern", saved: "Gespeichert.",
     channelsAll: "Kanäle, für jede Art von Benachrichtigung", quietAndLanguage: "Ruhezeiten und Sprache",
     quietFrom: "Ruhezeit von", quietTo: "bis", quietStart: "Beginn der Ruhezeit", timeZone: "Zeitzone",
@@ -126,7 +127,7 @@ export const MESSAGES = {
     CONFIRMED: "confirmée", REJECTED: "refusée",
     today: "Aujourd'hui", yesterday: "Hier", newArrival: "Nouvelle : {title}", dismiss: "Fermer",
     noToken: "Aucun jeton : l'application n'en a fourni aucun.", refused: "Le jeton a été refusé ({reason}).",
-    failed: "La requête a échoué ({reason}).",
+    failed: "La requête a échoué ({reason}).", unreachable: "Impossible de joindre le service de notifications ({reason}).",
     preferences: "Préférences", close: "Fermer", save: "Enregistrer les préférences", saved: "Enregistré.",
     channelsAll: "Canaux, pour chaque type de notification", quietAndLanguage: "Heures calmes et langue",
     quietFrom: "Heures calmes de", quietTo: "à", quietStart: "Début des heures calmes", timeZone: "Fuseau horaire",
@@ -157,7 +158,7 @@ export const MESSAGES = {
     CONFIRMED: "confirmada", REJECTED: "rechazada",
     today: "Hoy", yesterday: "Ayer", newArrival: "Nueva: {title}", dismiss: "Cerrar",
     noToken: "Sin token: la aplicación no proporcionó ninguno.", refused: "El token fue rechazado ({reason}).",
-    failed: "La solicitud falló ({reason}).",
+    failed: "La solicitud falló ({reason}).", unreachable: "No se puede conectar con el servicio de notificaciones ({reason}).",
     preferences: "Preferencias", close: "Cerrar", save: "Guardar preferencias", saved: "Guardado.",
     channelsAll: "Canales, para cada tipo de notificación", quietAndLanguage: "Horas de silencio e idioma",
     quietFrom: "Silencio desde", quietTo: "hasta", quietStart: "Inicio del silencio", timeZone: "Zona horaria",
@@ -256,7 +257,12 @@ button.primary { background: var(--_accent); border-color: var(--_accent); color
 .item.archived { opacity: .75; }
 .item.link { cursor: pointer; }
 .item p { margin: 0; }
+.main { display: flex; gap: calc(10px * var(--_d)); align-items: flex-start; min-width: 0; flex: 1 1 auto; }
 .text { min-width: 0; flex: 1 1 auto; overflow-wrap: anywhere; }
+.avatar { flex: none; display: inline-flex; align-items: center; justify-content: center; overflow: hidden;
+  width: calc(40px * var(--_d)); height: calc(40px * var(--_d)); border-radius: 50%; background: var(--_line); color: var(--_muted);
+  font-weight: 650; font-size: calc(17px * var(--_d)); line-height: 1; }
+.avatar img { display: block; width: 100%; height: 100%; object-fit: cover; }
 .head { display: flex; flex-wrap: wrap; gap: 2px 8px; align-items: baseline; }
 .title { min-width: 0; }
 .meta { color: var(--_muted); font-size: 13px; margin-top: 4px; }
@@ -357,6 +363,33 @@ export function safeURL(u) {
   } catch {
     return "";
   }
+}
+
+// MAX_ICON_URL bounds a picture's URL (characters).
+const MAX_ICON_URL = 2048;
+
+// safeIcon is u, resolved against the page, when it is an https URL or a
+// relative one (a path on the page's own origin) of at most MAX_ICON_URL
+// characters; else "". Other schemes (javascript:, data:, http: to
+// another host) and scheme-relative URLs (//host/...) are not loaded.
+export function safeIcon(u) {
+  if (typeof u !== "string" || u === "" || u.length > MAX_ICON_URL || /[\u0000-\u0020\\]/.test(u)) return "";
+  const absolute = /^[a-z][a-z0-9+.-]*:/i.test(u);
+  if (!absolute && u.startsWith("//")) return "";
+  try {
+    const url = new URL(u, document.baseURI);
+    if (absolute ? url.protocol === "https:" : url.origin === new URL(document.baseURI).origin) return url.href;
+  } catch {
+    // not a URL
+  }
+  return "";
+}
+
+// initial is the first character of text, upper case: the picture's
+// fallback.
+function initial(text) {
+  const c = [...String(text || "").trim()][0];
+  return c ? c.toLocaleUpperCase() : "•";
 }
 
 // jwtExp is the token's exp claim in milliseconds, unverified (the server
@@ -701,6 +734,7 @@ export class HeraldInbox extends Localized {
     this.started = false;
     this.epoch = 0;
     this.prefs = { etag: "", switches: new Map(), loaded: false, data: null };
+    this.badIcons = new Set(); // pictures that did not load: their fallback at once
     this.root = this.attachShadow({ mode: "open" });
     this.root.adoptedStyleSheets = [styles()];
     this._tokenProvider = null;
@@ -899,6 +933,12 @@ export class HeraldInbox extends Localized {
       this.dispatchEvent(new CustomEvent("herald-auth-error", { bubbles: true, composed: true, detail: { message: err.message } }));
       return;
     }
+    if (err instanceof TypeError) {
+      // fetch's own failure: no network, or the browser blocked the
+      // answer (an origin the tenant does not allow, CORS).
+      this.showError(this.t("unreachable", { reason: err.message }));
+      return;
+    }
     this.showError(this.t("failed", { reason: err ? err.message : "?" }));
   }
 
@@ -956,8 +996,28 @@ export class HeraldInbox extends Localized {
     }
   }
 
+  // avatar is a notification's picture: the icon, or the title's initial
+  // when there is none to load or it does not load.
+  avatar(icon, title) {
+    const box = h("span", { class: "avatar", part: "avatar", "aria-hidden": "true" });
+    const src = safeIcon(icon);
+    if (!src || this.badIcons.has(src)) {
+      box.append(initial(title));
+      return box;
+    }
+    const img = h("img", { src, alt: "", width: 40, height: 40, loading: "lazy", decoding: "async", referrerpolicy: "no-referrer" });
+    img.addEventListener("error", () => {
+      this.badIcons.add(src);
+      box.replaceChildren(initial(title));
+    }, { once: true });
+    box.append(img);
+    return box;
+  }
+
   renderItem(n) {
-    const url = safeURL(n.data && typeof n.data === "object" ? n.data.url : "");
+    const data = n.data && typeof n.data === "object" ? n.data : {};
+    const url = safeURL(data.url);
+    const icon = typeof data.icon === "string" && data.icon !== "" ? this.avatar(data.icon, n.title) : null;
     const tid = "t-" + n.notification_id;
     const sev = SEVERITIES.includes(n.severity) ? this.t(n.severity) : String(n.severity || "");
     const when = new Date(n.created_at);
@@ -973,13 +1033,14 @@ export class HeraldInbox extends Localized {
       class: "item " + n.status + (url ? " link" : ""), part: "item " + n.status, "data-id": n.notification_id,
       tabindex: "-1", "aria-labelledby": tid, "data-url": url || false,
     },
-    h("div", { class: "text" },
-      h("p", { class: "head" },
-        h("span", { class: "sev" + (SEVERITIES.includes(n.severity) ? " sev-" + n.severity : ""), part: "severity" }, sev),
-        h("span", { class: "title", id: tid, part: "title" }, String(n.title))),
-      h("p", { class: "body", part: "body" }, String(n.body)),
-      h("p", { class: "meta", part: "meta" }, h("span", { class: "type" }, String(n.event_type)), " · ", time),
-      h("p", { class: "handled", hidden: !handled }, handled)),
+    h("div", { class: "main" }, icon,
+      h("div", { class: "text" },
+        h("p", { class: "head" },
+          h("span", { class: "sev" + (SEVERITIES.includes(n.severity) ? " sev-" + n.severity : ""), part: "severity" }, sev),
+          h("span", { class: "title", id: tid, part: "title" }, String(n.title))),
+        h("p", { class: "body", part: "body" }, String(n.body)),
+        h("p", { class: "meta", part: "meta" }, h("span", { class: "type" }, String(n.event_type)), " · ", time),
+        h("p", { class: "handled", hidden: !handled }, handled))),
     h("div", { class: "buttons" },
       button("open", "open", !!url),
       button("CONFIRMED", "confirm", n.actionable, "primary"),

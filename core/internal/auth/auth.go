@@ -384,18 +384,56 @@ func checkKeyAlg(alg string, pub crypto.PublicKey) error {
 	return nil
 }
 
-// Request verifies the bearer token of r. When it cannot, it has answered
-// w (401 with RefusedDetail, the reason logged to log at debug level, or
-// 500 for a failure of the database, logged to log) and returns false.
-func (v *Verifier) Request(w http.ResponseWriter, r *http.Request, log hclog.Logger) (User, bool) {
+// ErrNoToken is Principal's answer for a request with no bearer token.
+var ErrNoToken = errors.New("no bearer token")
+
+// verifiedKey is the context key of the outcome Principal attached to a
+// request (a verified value).
+type verifiedKey struct{}
+
+// verified is the outcome of verifying one request's bearer token raw:
+// its user, or ErrNoToken or an error wrapping ErrInvalidToken.
+type verified struct {
+	v    *Verifier
+	raw  string
+	user User
+	err  error
+}
+
+// Principal verifies r's bearer token once for the whole request: it
+// returns the user, ErrNoToken, or an error wrapping ErrInvalidToken (or
+// another error: the database), and r carrying that outcome, so a later
+// layer's Principal or Request takes it instead of verifying again (the
+// CORS layer in front of a handler). The outcome is bound to this
+// verifier and to the token's exact text; a database failure is not
+// carried, so the next layer tries again.
+func (v *Verifier) Principal(r *http.Request) (*http.Request, User, error) {
 	raw, ok := api.BearerToken(r)
-	if !ok {
+	if c, done := r.Context().Value(verifiedKey{}).(verified); done && c.v == v && c.raw == raw {
+		return r, c.user, c.err
+	}
+	var u User
+	err := ErrNoToken
+	if ok {
+		u, err = v.Verify(r.Context(), raw)
+	}
+	if err == nil || errors.Is(err, ErrNoToken) || errors.Is(err, ErrInvalidToken) {
+		r = r.WithContext(context.WithValue(r.Context(), verifiedKey{}, verified{v: v, raw: raw, user: u, err: err}))
+	}
+	return r, u, err
+}
+
+// Request verifies the bearer token of r (or takes the outcome Principal
+// attached to r). When it cannot, it has answered w (401 with
+// RefusedDetail, the reason logged to log at debug level, or 500 for a
+// failure of the database, logged to log) and returns false.
+func (v *Verifier) Request(w http.ResponseWriter, r *http.Request, log hclog.Logger) (User, bool) {
+	_, u, err := v.Principal(r)
+	switch {
+	case errors.Is(err, ErrNoToken):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
 		api.Problem(w, http.StatusUnauthorized, "unauthorized", "a user token is required: Authorization: Bearer <jwt>", "")
 		return User{}, false
-	}
-	u, err := v.Verify(r.Context(), raw)
-	switch {
 	case errors.Is(err, ErrInvalidToken):
 		log.Debug("token refused", "reason", err, "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)

@@ -12,11 +12,14 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/auth"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
@@ -312,5 +315,65 @@ func TestDeploymentAudience(t *testing.T) {
 	}
 	if err := (auth.Config{Audience: "a\x00b", MaxTokenLifetime: time.Minute}).Validate(); err == nil || !strings.Contains(err.Error(), "audience") {
 		t.Errorf("NUL in auth.audience: %v", err)
+	}
+}
+
+// TestPrincipalVerifiesOncePerRequest: the outcome Principal attaches to a
+// request is what a later layer's Request takes, without verifying again
+// (the key is revoked in between, and the carried user still stands),
+// while a request without it, with another token, or seen by another
+// verifier is verified afresh. A refusal is carried the same way.
+func TestPrincipalVerifiesOncePerRequest(t *testing.T) {
+	v, k, db := setup(t)
+	ctx := context.Background()
+	tok := sign(t, jwt.SigningMethodHS256, "k1", claims("a", "https://a.example", time.Minute), k.secretA)
+	req := func(token string) *http.Request {
+		r := httptest.NewRequest("GET", "/v1/inbox", nil)
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		return r
+	}
+	r, u, err := v.Principal(req(tok))
+	if err != nil || u.Tenant != "a" || u.UserID != "u1" {
+		t.Fatalf("Principal: %+v, %v", u, err)
+	}
+	if err := store.RevokeTokenKey(ctx, db.Pool, "a", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		_, _, err := v.Principal(req(tok))
+		return errors.Is(err, auth.ErrInvalidToken)
+	}, "the revoked key refuses a request verified afresh")
+
+	w := httptest.NewRecorder()
+	if got, ok := v.Request(w, r, hclog.NewNullLogger()); !ok || got.UserID != "u1" {
+		t.Fatalf("Request on the verified request: %+v %v (%d %s); want the carried user, not a second verification", got, ok, w.Code, w.Body)
+	}
+	other := auth.NewVerifier(db.Pool, auth.Config{Audience: "herald"})
+	if _, _, err := other.Principal(r); !errors.Is(err, auth.ErrInvalidToken) {
+		t.Fatalf("another verifier took the carried outcome: %v", err)
+	}
+	changed := r.Clone(ctx)
+	changed.Header.Set("Authorization", "Bearer "+tok+"x")
+	if _, _, err := v.Principal(changed); !errors.Is(err, auth.ErrInvalidToken) {
+		t.Fatalf("another token took the carried outcome: %v", err)
+	}
+
+	r, _, err = v.Principal(req(""))
+	if !errors.Is(err, auth.ErrNoToken) {
+		t.Fatalf("no token: %v", err)
+	}
+	w = httptest.NewRecorder()
+	if _, ok := v.Request(w, r, hclog.NewNullLogger()); ok || w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "a user token is required") {
+		t.Fatalf("Request with no token: %v %d %s", ok, w.Code, w.Body)
+	}
+	r, _, err = v.Principal(req(tok))
+	if !errors.Is(err, auth.ErrInvalidToken) {
+		t.Fatalf("revoked: %v", err)
+	}
+	w = httptest.NewRecorder()
+	if _, ok := v.Request(w, r, hclog.NewNullLogger()); ok || w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), auth.RefusedDetail) {
+		t.Fatalf("Request with a carried refusal: %v %d %s", ok, w.Code, w.Body)
 	}
 }

@@ -194,12 +194,9 @@ func (p *Policy) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		raw, hasToken := api.BearerToken(r)
-		var u auth.User
-		err := errors.New("no token")
-		if hasToken {
-			u, err = p.verifier.Verify(r.Context(), raw)
-		}
+		// Verified once: the request goes on carrying the outcome, which
+		// the handler's own check (auth.Verifier.Request) takes.
+		r, u, err := p.verifier.Principal(r)
 		switch {
 		case err == nil:
 			allowed, err := p.TenantAllows(r.Context(), u.Tenant, origin)
@@ -210,7 +207,7 @@ func (p *Policy) Handler(next http.Handler) http.Handler {
 				grant(h, origin)
 			}
 			next.ServeHTTP(w, r)
-		case !hasToken || errors.Is(err, auth.ErrInvalidToken):
+		case errors.Is(err, auth.ErrNoToken) || errors.Is(err, auth.ErrInvalidToken):
 			// The answer will be a 401 (no tenant data): readable by an
 			// origin some tenant lists, so the page can refresh its token.
 			next.ServeHTTP(&onUnauthorized{ResponseWriter: w, grant: func() {
