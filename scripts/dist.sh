@@ -22,6 +22,8 @@
 #                that the build cache of a test run is reused; the release
 #                build is static (CGO_ENABLED=0) and -trimpath
 #   GO           the go command (default: go)
+#   DIST_NO_DEB=1  the tarball alone (scripts/image.sh stages the image
+#                from it and has no use for the .deb)
 #
 # It prints the paths of the two artifacts, one a line, last.
 set -euo pipefail
@@ -135,6 +137,10 @@ install -m 0755 packaging/debian/postinst "$root/postinst"
 tar --create --gzip --file "$DIST_DIR/$name.tar.gz" --directory "$work" \
 	--sort=name --owner=0 --group=0 --numeric-owner --mtime="@$EPOCH" "$name"
 rm "$root/postinst"
+if [ "${DIST_NO_DEB:-0}" = 1 ]; then
+	echo "$DIST_DIR/$name.tar.gz"
+	exit 0
+fi
 
 # The Debian package.
 install -d "$root/DEBIAN"

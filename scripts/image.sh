@@ -40,7 +40,7 @@ trap 'rm -rf "$work"' EXIT
 umask 022
 
 # The static binaries and the packaged tree, as the tarball has them.
-tarball=$(DIST_DEV=0 DIST_DIR="$work/dist" scripts/dist.sh | head -n 1)
+tarball=$(DIST_DEV=0 DIST_NO_DEB=1 DIST_DIR="$work/dist" scripts/dist.sh | head -n 1)
 tar -xzf "$tarball" -C "$work"
 root="$work/root"
 mv "$work/$(basename "$tarball" .tar.gz)" "$root"
