@@ -7,6 +7,8 @@
 #   scripts/tools.sh chromium   Chromium, for the web inbox's end-to-end test
 #   scripts/tools.sh python-grpc  Debian's python3 with grpcio and protobuf,
 #                               and openssl, for the Python plugin example
+#   scripts/tools.sh podman     podman and runc, for the container image's test
+#                               (core/integration/image_test.go)
 #   scripts/tools.sh producer-langs  the runtimes and PostgreSQL drivers of
 #                               the producer examples (examples/producers):
 #                               a JDK and JDBC, PHP and PDO, python3 and
@@ -87,6 +89,21 @@ tool_python_grpc() {
 	fi
 }
 
+# podman runs the container image in its test (core/integration's
+# TestContainerImage); runc beside it, since Debian's default runtime, crun,
+# refuses a machine whose cgroups are a v1/v2 hybrid.
+tool_podman() {
+	if command -v podman >/dev/null && command -v runc >/dev/null; then
+		return
+	fi
+	if can_install; then
+		apt_install podman runc
+	else
+		echo "tools: podman missing (Debian: apt-get install podman runc)" >&2
+		return 1
+	fi
+}
+
 # The producer examples (examples/producers, run by core/integration's
 # TestProducerExamplesInEveryLanguage) run on Debian's runtimes and drivers.
 # Each language is installed on its own, so one that fails does not keep the
@@ -156,8 +173,9 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	chromium) tool_chromium ;;
 	python-grpc) tool_python_grpc ;;
 	producer-langs) tool_producer_langs ;;
+	podman) tool_podman ;;
 	*)
-		echo "usage: $0 protoc|chromium|python-grpc|producer-langs" >&2
+		echo "usage: $0 protoc|chromium|python-grpc|producer-langs|podman" >&2
 		exit 2
 		;;
 	esac
