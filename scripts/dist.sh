@@ -22,8 +22,9 @@
 #                that the build cache of a test run is reused; the release
 #                build is static (CGO_ENABLED=0) and -trimpath
 #   GO           the go command (default: go)
-#   DIST_NO_DEB=1  the tarball alone (scripts/image.sh stages the image
-#                from it and has no use for the .deb)
+#   DIST_STAGE=DIR  neither tarball nor .deb: the staged tree (the
+#                tarball's contents, without postinst) is moved to DIR, which
+#                must not exist; scripts/image.sh builds the image from it
 #
 # It prints the paths of the two artifacts, one a line, last.
 set -euo pipefail
@@ -131,16 +132,18 @@ done
 	install -D -m 0644 "examples/$f" "$root/usr/share/doc/herald/examples/$f"
 done
 
+if [ -n "${DIST_STAGE:-}" ]; then
+	mv "$root" "$DIST_STAGE"
+	echo "$DIST_STAGE"
+	exit 0
+fi
+
 # The tarball: the same tree under one directory, with the postinst to run
 # after copying it into place (docs/deploy.md "Packages").
 install -m 0755 packaging/debian/postinst "$root/postinst"
 tar --create --gzip --file "$DIST_DIR/$name.tar.gz" --directory "$work" \
 	--sort=name --owner=0 --group=0 --numeric-owner --mtime="@$EPOCH" "$name"
 rm "$root/postinst"
-if [ "${DIST_NO_DEB:-0}" = 1 ]; then
-	echo "$DIST_DIR/$name.tar.gz"
-	exit 0
-fi
 
 # The Debian package.
 install -d "$root/DEBIAN"

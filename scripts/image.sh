@@ -40,21 +40,17 @@ trap 'rm -rf "$work"' EXIT
 umask 022
 
 # The static binaries and the packaged tree, as the tarball has them.
-tarball=$(DIST_DEV=0 DIST_NO_DEB=1 DIST_DIR="$work/dist" scripts/dist.sh | head -n 1)
-tar -xzf "$tarball" -C "$work"
 root="$work/root"
-mv "$work/$(basename "$tarball" .tar.gz)" "$root"
-# Not for a container: the systemd unit, its environment file and the
-# tarball's postinst (users are /etc/passwd below; secrets come from the
-# container's environment).
-rm -rf "$root/lib" "$root/postinst" "$root/etc/herald/herald.env"
+DIST_DEV=0 DIST_STAGE="$root" DIST_DIR="$work/dist" scripts/dist.sh >/dev/null
+# Not for a container: the systemd unit and its environment file (secrets
+# come from the container's environment).
+rm -rf "$root/lib" "$root/etc/herald/herald.env"
 install -m 0644 packaging/container/herald.hcl "$root/etc/herald/herald.hcl"
 
 # What herald version says of itself is what the labels say.
 eval "$("$root/usr/bin/herald" version --json | "$GO" run ./core/internal/tools/ociimage/cmd/ociimage --version-env)"
-pkg=$(basename "$tarball" .tar.gz)
-pkg=${pkg#herald_}
-pkg=${pkg%_linux_amd64}
+# The archive's name as the packages': the version without a leading v.
+pkg=$(printf '%s' "${HERALD_VERSION#v}" | tr -c 'A-Za-z0-9_.+~-' '-')
 tag=$(printf '%s' "$HERALD_VERSION" | tr -c 'A-Za-z0-9_.-' '-')
 
 # The herald user and group, and root for tools that look it up.
