@@ -16,7 +16,7 @@ BUILD_DATE := $(shell if [ -n "$$SOURCE_DATE_EPOCH" ]; then date -u -d "@$$SOURC
 LDFLAGS := -X main.Version=$(VERSION) -X main.Commit=$(COMMIT) -X main.BuildDate=$(BUILD_DATE)
 BUILDFLAGS := -trimpath -buildvcs=false
 
-.PHONY: help build plugins bench-plugins run up test test-chaos check proto docs schema repro-check bench dist clean
+.PHONY: help build plugins bench-plugins run up test test-chaos check proto docs schema repro-check bench dist image clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -82,6 +82,12 @@ bench: build bench-plugins up ## run the pipeline benchmark (BENCH_ARGS="--json"
 # is; otherwise scripts/dist.sh takes git describe (0.0.0-dev outside git).
 dist: ## build dist/herald_<version>_linux_amd64.tar.gz and dist/herald_<version>_amd64.deb (static, -trimpath; dpkg-deb)
 	@VERSION='$(if $(filter command line environment,$(origin VERSION)),$(VERSION))' scripts/dist.sh
+
+# The container image: the static binaries and the packaged tree of make
+# dist, written as an OCI archive by core/internal/tools/ociimage, with no
+# base image, registry or container runtime.
+image: ## build dist/herald_<version>_linux_amd64.oci.tar, the container image (podman load -i / docker load -i)
+	@VERSION='$(if $(filter command line environment,$(origin VERSION)),$(VERSION))' scripts/image.sh
 
 clean:
 	rm -rf $(BIN) dist

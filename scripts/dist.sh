@@ -22,6 +22,9 @@
 #                that the build cache of a test run is reused; the release
 #                build is static (CGO_ENABLED=0) and -trimpath
 #   GO           the go command (default: go)
+#   DIST_STAGE=DIR  neither tarball nor .deb: the staged tree (the
+#                tarball's contents, without postinst) is moved to DIR, which
+#                must not exist; scripts/image.sh builds the image from it
 #
 # It prints the paths of the two artifacts, one a line, last.
 set -euo pipefail
@@ -128,6 +131,12 @@ done
 (cd examples && find herald.hcl rules directory events quickstart grafana -path quickstart/.devpeers -prune -o -type f -print) | while read -r f; do
 	install -D -m 0644 "examples/$f" "$root/usr/share/doc/herald/examples/$f"
 done
+
+if [ -n "${DIST_STAGE:-}" ]; then
+	mv "$root" "$DIST_STAGE"
+	echo "$DIST_STAGE"
+	exit 0
+fi
 
 # The tarball: the same tree under one directory, with the postinst to run
 # after copying it into place (docs/deploy.md "Packages").

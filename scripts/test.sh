@@ -46,6 +46,11 @@ scripts/tools.sh python-grpc || echo "== no python3-grpcio: the Python plugin's 
 # with HERALD_REQUIRE_PRODUCER_LANGS=1 (.ci/run sets it).
 scripts/tools.sh producer-langs || echo "== PRODUCER EXAMPLES: a runtime is missing (above); its example will not run"
 
+# podman and runc from Debian's packages, for the container image's test
+# (core/integration/image_test.go), which skips without them unless
+# HERALD_REQUIRE_PODMAN=1 (.ci/run sets it).
+scripts/tools.sh podman || echo "== no podman: the container image test will skip (or fail with HERALD_REQUIRE_PODMAN=1)"
+
 echo "== scripts/servers.sh's rabbitmq-env.conf editing"
 scripts/servers_test.sh
 
@@ -101,6 +106,21 @@ if [ -n "$(go list ./core/integration/... 2>/dev/null)" ]; then
 	go test -count=1 -timeout=45m -p 1 ./core/integration/...
 	echo "== producer examples (docs/producers.md): $(sort -u "$HERALD_PRODUCER_LANGS_REPORT" | paste -sd ';' | sed 's/;/; /g')"
 	rm -f "$HERALD_PRODUCER_LANGS_REPORT"
+fi
+
+# The Helm chart's test: its own module (deploy/helm/test/go.mod), so that
+# helm's and Kubernetes' modules stay out of Herald's; helm is built from
+# its tool directive. Where its modules are neither in the module cache nor
+# on a reachable proxy (an offline machine) it is skipped with one line,
+# unless HERALD_REQUIRE_CHART=1 (.ci/run sets it).
+if (cd deploy/helm/test && go mod download) >/dev/null 2>&1; then
+	echo "== Helm chart (deploy/helm/test, own module: helm template + strict decoding, helm lint)"
+	(cd deploy/helm/test && go vet ./... && go test -count=1 -timeout=15m ./...)
+elif [ "${HERALD_REQUIRE_CHART:-0}" = 1 ]; then
+	echo "== Helm chart: the modules of deploy/helm/test cannot be downloaded, and HERALD_REQUIRE_CHART=1" >&2
+	exit 1
+else
+	echo "== Helm chart test SKIPPED: the modules of deploy/helm/test (helm, k8s.io/api) are not in the module cache and no module proxy answers"
 fi
 
 for mod in examples/plugins/*/; do

@@ -10,6 +10,8 @@
 #   scripts/tools.sh typescript  TypeScript's tsc from the npm registry (pinned
 #                               version, into HERALD_TS_DIR), for the inbox
 #                               component's type declarations
+#   scripts/tools.sh podman     podman and runc, for the container image's test
+#                               (core/integration/image_test.go)
 #   scripts/tools.sh producer-langs  the runtimes and PostgreSQL drivers of
 #                               the producer examples (examples/producers):
 #                               a JDK and JDBC, PHP and PDO, python3 and
@@ -86,6 +88,21 @@ tool_python_grpc() {
 		apt_install python3 python3-grpcio python3-protobuf openssl
 	else
 		echo "tools: python3-grpcio missing (Debian: apt-get install python3-grpcio python3-protobuf openssl)" >&2
+		return 1
+	fi
+}
+
+# podman runs the container image in its test (core/integration's
+# TestContainerImage); runc beside it, since Debian's default runtime, crun,
+# refuses a machine whose cgroups are a v1/v2 hybrid.
+tool_podman() {
+	if command -v podman >/dev/null && command -v runc >/dev/null; then
+		return
+	fi
+	if can_install; then
+		apt_install podman runc
+	else
+		echo "tools: podman missing (Debian: apt-get install podman runc)" >&2
 		return 1
 	fi
 }
@@ -198,8 +215,9 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	python-grpc) tool_python_grpc ;;
 	producer-langs) tool_producer_langs ;;
 	typescript) tool_typescript ;;
+	podman) tool_podman ;;
 	*)
-		echo "usage: $0 protoc|chromium|python-grpc|producer-langs|typescript" >&2
+		echo "usage: $0 protoc|chromium|python-grpc|producer-langs|typescript|podman" >&2
 		exit 2
 		;;
 	esac

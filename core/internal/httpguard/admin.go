@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/heraldhq/herald/sdk/producer"
 )
@@ -23,7 +24,9 @@ const MinTokenLen = 16
 // ReadTokenFile reads the admin token at path: the file's content without
 // surrounding whitespace, at least MinTokenLen printable ASCII characters.
 // It refuses a file that its group or others may read or write (mode 0600
-// or stricter is required), as ssh does with a private key.
+// or stricter is required), as ssh does with a private key, with one
+// exception (tokenFileAccess): a root-owned file only herald's own group
+// may read, the shape Kubernetes gives a Secret's file under fsGroup.
 func ReadTokenFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -37,8 +40,12 @@ func ReadTokenFile(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("admin token: %s is not a regular file", path)
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("admin token: %s is accessible to its group or others (mode %04o); run chmod 600 %s", path, perm, path)
+	uid, gid := -1, -1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid, gid = int(st.Uid), int(st.Gid)
+	}
+	if err := tokenFileAccess(fi.Mode().Perm(), uid, gid, os.Geteuid(), os.Getegid()); err != nil {
+		return nil, fmt.Errorf("admin token: %s %v; run chmod 600 %s", path, err, path)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 4097))
 	if err != nil {
@@ -150,4 +157,20 @@ func adminError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(producer.Problem{Type: "about:blank", Title: strings.ToLower(http.StatusText(status)), Status: status, Detail: msg})
+}
+
+// tokenFileAccess says why a token file of mode perm, owned by uid:gid,
+// is too open for a process running as euid:egid (nil: it is not). Its
+// group and others may not have any access, except that a file owned by
+// root may be readable (not writable) by its group when that group is the
+// process's own and the process is not root: a Kubernetes Secret mounted
+// with fsGroup (root:herald 0440), which only herald's group can read.
+func tokenFileAccess(perm os.FileMode, uid, gid, euid, egid int) error {
+	if perm&0o077 == 0 {
+		return nil
+	}
+	if perm&0o037 == 0 && uid == 0 && euid != 0 && gid == egid {
+		return nil
+	}
+	return fmt.Errorf("is accessible to its group or others (mode %04o)", perm)
 }

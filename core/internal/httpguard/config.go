@@ -19,7 +19,9 @@ type Config struct {
 	// it needs admin_token_file.
 	AdminListen string `koanf:"admin_listen"`
 	// AdminTokenFile holds the bearer token every admin API request must
-	// carry (read at start; mode 0600 or stricter): at least 16 printable
+	// carry (read at start; mode 0600 or stricter, or owned by root and
+	// readable by herald's own group alone, as Kubernetes mounts a Secret
+	// under fsGroup): at least 16 printable
 	// ASCII characters without spaces (surrounding white space and the
 	// trailing newline are trimmed), the file at most 4 KiB. Relative to
 	// the config file.
