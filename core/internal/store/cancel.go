@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -64,6 +65,23 @@ func (c Cancellation) Went() string {
 		return "no delivery"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// EventIDProblem says what keeps id from being an event_id (the event
+// contract: 1-200 bytes of printable ASCII without spaces), "" for none.
+func EventIDProblem(id string) string {
+	if id == "" {
+		return "is required"
+	}
+	if len(id) > producer.MaxIDLength {
+		return fmt.Sprintf("is %d bytes, longer than %d", len(id), producer.MaxIDLength)
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return fmt.Sprintf("byte %d is 0x%02x; an event_id is printable ASCII without spaces (0x21-0x7E)", i, id[i])
+		}
+	}
+	return ""
 }
 
 // CancelEvent cancels the tenant's event eventID and every delivery of it
