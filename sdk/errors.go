@@ -30,6 +30,7 @@ type (
 	retryable    interface{ Retryable() bool }
 	rateLimited  interface{ RateLimited() bool }
 	permanent    interface{ Permanent() bool }
+	skipped      interface{ Skipped() bool }
 	retryAfterer interface{ RetryAfter() time.Duration }
 	coder        interface{ Code() string }
 	timeouter    interface{ Timeout() bool }
@@ -52,6 +53,20 @@ func RateLimitedError(err error, retryAfter time.Duration) error {
 // is FAILED.
 func PermanentError(err error, code string) error {
 	return &classifiedError{err: orUnknown(err), outcome: OutcomePermanent, code: code}
+}
+
+// SkippedError marks err as a delivery not sent by design, which is not a
+// failure (see OutcomeSkipped): the delivery is SKIPPED with err's text as
+// its reason.
+func SkippedError(err error) error {
+	return &classifiedError{err: orUnknown(err), outcome: OutcomeSkipped}
+}
+
+// IsSkipped reports whether err, or an error it wraps, says the delivery
+// was not sent by design (SkippedError, or Skipped() bool returning true).
+func IsSkipped(err error) bool {
+	var s skipped
+	return err != nil && errors.As(err, &s) && s.Skipped()
 }
 
 // IsRetryable reports whether err, or an error it wraps, is transient: made by
@@ -114,6 +129,8 @@ func Classify(err error) (outcome Outcome, classified bool) {
 	switch {
 	case err == nil:
 		return OutcomeSent, true
+	case IsSkipped(err):
+		return OutcomeSkipped, true
 	case IsPermanent(err):
 		return OutcomePermanent, true
 	case IsRateLimited(err):
@@ -156,6 +173,7 @@ func (e *classifiedError) Unwrap() error             { return e.err }
 func (e *classifiedError) Retryable() bool           { return e.outcome == OutcomeRetryable }
 func (e *classifiedError) RateLimited() bool         { return e.outcome == OutcomeRateLimited }
 func (e *classifiedError) Permanent() bool           { return e.outcome == OutcomePermanent }
+func (e *classifiedError) Skipped() bool             { return e.outcome == OutcomeSkipped }
 func (e *classifiedError) RetryAfter() time.Duration { return e.after }
 func (e *classifiedError) Code() string              { return e.code }
 

@@ -48,6 +48,7 @@ func TestClassify(t *testing.T) {
 		"deadline":            {err: fmt.Errorf("post: %w", context.DeadlineExceeded), wantOutcome: OutcomeRetryable, wantClassified: true},
 		"own type retryable":  {err: fmt.Errorf("send: %w", ownRetryable{}), wantOutcome: OutcomeRetryable, wantClassified: true},
 		"nil wrapped in ctor": {err: PermanentError(nil, ""), wantOutcome: OutcomePermanent, wantClassified: true},
+		"skipped":             {err: fmt.Errorf("live: %w", SkippedError(errors.New("offline"))), wantOutcome: OutcomeSkipped, wantClassified: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -64,6 +66,9 @@ type grpcServer struct {
 
 	mu   sync.Mutex
 	desc *Description
+	// skipOK: the host listed HostCapabilitySkipped when it configured
+	// the plugin.
+	skipOK atomic.Bool
 }
 
 func (s *grpcServer) describe(ctx context.Context) (Description, error) {
@@ -99,6 +104,7 @@ func (s *grpcServer) Configure(ctx context.Context, in *pb.ConfigureRequest) (re
 		return nil, status.Errorf(codes.Internal, "configure: describe: %v", err)
 	}
 	req := configureRequestFromProto(in)
+	s.skipOK.Store(slices.Contains(req.HostCapabilities, HostCapabilitySkipped))
 	cfg, err := CheckConfig(d.Config, req.Config)
 	if err == nil {
 		req.Config = cfg
@@ -145,6 +151,9 @@ func (s *grpcServer) Send(ctx context.Context, in *pb.SendRequest) (resp *pb.Sen
 		if outcome == OutcomeSent {
 			outcome = OutcomeRetryable
 		}
+		if outcome == OutcomeSkipped && !s.skipOK.Load() {
+			outcome = OutcomePermanent
+		}
 		if !classified {
 			s.log.Warn("send failed with an unclassified error", "unclassified", true, "error", sendErr, "batch", len(batch))
 		}
@@ -167,7 +176,24 @@ func (s *grpcServer) Send(ctx context.Context, in *pb.SendRequest) (resp *pb.Sen
 	if len(out.Results) != len(batch) {
 		s.log.Warn("send returned a result count different from the batch size", "batch", len(batch), "results", len(out.Results))
 	}
+	if !s.skipOK.Load() {
+		downgradeSkipped(out.Results)
+	}
 	return &pb.SendResponse{Results: resultsToProto(out.Results)}, nil
+}
+
+// downgradeSkipped turns the skipped results for a host without
+// HostCapabilitySkipped into what such a host understands: Permanent, the
+// reason as the code (so "offline" stays "offline").
+func downgradeSkipped(rs []Result) {
+	for i, r := range rs {
+		if r.Outcome == OutcomeSkipped {
+			rs[i].Outcome = OutcomePermanent
+			if rs[i].Code == "" {
+				rs[i].Code = r.Reason
+			}
+		}
+	}
 }
 
 func (s *grpcServer) Health(ctx context.Context, _ *pb.HealthRequest) (resp *pb.HealthResponse, err error) {

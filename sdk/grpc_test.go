@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"os"
 	"regexp"
 	"strconv"
@@ -104,5 +105,52 @@ func TestProtocolVersionMatchesProto(t *testing.T) {
 	}
 	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(Handshake.MagicCookieValue) {
 		t.Errorf("magic cookie %q is not 64 hex characters", Handshake.MagicCookieValue)
+	}
+}
+
+// TestSkippedNeedsTheHostCapability: a skipped result reaches a host that
+// listed HostCapabilitySkipped as OUTCOME_SKIPPED, and a host that did not
+// (an older one) as OUTCOME_PERMANENT with the reason as its code, which
+// it records as before; a whole-batch SkippedError likewise.
+func TestSkippedNeedsTheHostCapability(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		caps        []string
+		want        pb.Outcome
+		wantCode    string
+		wantBatchAs pb.Outcome
+	}{
+		"host with the capability": {[]string{"other", HostCapabilitySkipped}, pb.Outcome_OUTCOME_SKIPPED, "", pb.Outcome_OUTCOME_SKIPPED},
+		"older host":               {nil, pb.Outcome_OUTCOME_PERMANENT, "offline", pb.Outcome_OUTCOME_PERMANENT},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			batchErr := false
+			impl := &fakeChannel{send: func(ds []Delivery) ([]Result, error) {
+				if batchErr {
+					return nil, SkippedError(errors.New("offline"))
+				}
+				return []Result{Skipped(ds[0].DeliveryID, "offline")}, nil
+			}}
+			ch := rawConnect(t, impl, nil)
+			ctx := context.Background()
+			cfg := map[string]*pb.ConfigValue{"host": {Kind: &pb.ConfigValue_StringValue{StringValue: "h"}}}
+			if _, err := ch.Configure(ctx, &pb.ConfigureRequest{ProviderName: "p", Config: cfg, HostCapabilities: c.caps}); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := ch.Send(ctx, &pb.SendRequest{Deliveries: []*pb.Delivery{{DeliveryId: "d1"}}})
+			if err != nil || len(resp.GetResults()) != 1 {
+				t.Fatalf("send: %v, %v", resp, err)
+			}
+			r := resp.GetResults()[0]
+			if r.GetOutcome() != c.want || r.GetCode() != c.wantCode || r.GetReason() != "offline" {
+				t.Errorf("result %v code %q reason %q; want %v code %q reason offline", r.GetOutcome(), r.GetCode(), r.GetReason(), c.want, c.wantCode)
+			}
+			batchErr = true
+			resp, err = ch.Send(ctx, &pb.SendRequest{Deliveries: []*pb.Delivery{{DeliveryId: "d2"}}})
+			if err != nil || resp.GetBatchError().GetOutcome() != c.wantBatchAs {
+				t.Errorf("batch error: %v, %v; want outcome %v", resp, err, c.wantBatchAs)
+			}
+		})
 	}
 }

@@ -272,10 +272,22 @@ const (
 	OutcomeRateLimited
 	// OutcomePermanent means retrying cannot help: the delivery is FAILED.
 	OutcomePermanent
+	// OutcomeSkipped means the plugin did not send by design, and that is
+	// not a failure: a live delivery to a user with no open session
+	// ("offline"). The delivery is SKIPPED, never retried, and counted
+	// apart from failures. A host that does not list
+	// HostCapabilitySkipped receives it as Permanent.
+	OutcomeSkipped
 )
 
+// HostCapabilitySkipped is the host capability (ConfigureRequest.
+// HostCapabilities) of a host that records OutcomeSkipped as SKIPPED. The
+// SDK sends a skipped result to a host without it as Permanent, with the
+// reason as its code, as older hosts expect.
+const HostCapabilitySkipped = "outcome_skipped"
+
 // String returns the outcome's name: "unspecified", "sent", "retryable",
-// "rate_limited" or "permanent".
+// "rate_limited", "permanent" or "skipped".
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeUnspecified:
@@ -288,6 +300,8 @@ func (o Outcome) String() string {
 		return "rate_limited"
 	case OutcomePermanent:
 		return "permanent"
+	case OutcomeSkipped:
+		return "skipped"
 	}
 	return "unknown"
 }
@@ -346,6 +360,15 @@ func Retry(deliveryID string, reason string, retryAfter time.Duration) Result {
 // whole provider for retryAfter.
 func RateLimited(deliveryID string, reason string, retryAfter time.Duration) Result {
 	return Result{DeliveryID: deliveryID, Outcome: OutcomeRateLimited, Reason: reason, RetryAfter: retryAfter}
+}
+
+// Skipped reports a delivery the plugin did not send by design, which is
+// not a failure (a live channel's user with no open session: reason
+// "offline"). reason is short: the host records it as the delivery's
+// last_error. Use it only when nothing was sent and nothing went wrong;
+// a provider's refusal is Permanent.
+func Skipped(deliveryID, reason string) Result {
+	return Result{DeliveryID: deliveryID, Outcome: OutcomeSkipped, Reason: reason}
 }
 
 // Permanent reports a failure that retrying cannot fix; code is the

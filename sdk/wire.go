@@ -219,6 +219,8 @@ func outcomeToProto(o Outcome) pb.Outcome {
 		return pb.Outcome_OUTCOME_RATE_LIMITED
 	case OutcomePermanent:
 		return pb.Outcome_OUTCOME_PERMANENT
+	case OutcomeSkipped:
+		return pb.Outcome_OUTCOME_SKIPPED
 	}
 	return pb.Outcome_OUTCOME_UNSPECIFIED
 }

@@ -142,6 +142,7 @@ func TestResultRoundTrip(t *testing.T) {
 		"retry hint":     {in: sdk.Result{DeliveryID: "d", Outcome: sdk.OutcomeRetryable, RetryAfter: 1500 * time.Millisecond}},
 		"rate limited":   {in: sdk.Result{DeliveryID: "d", Outcome: sdk.OutcomeRateLimited, RetryAfter: time.Minute, Reason: "429"}},
 		"permanent":      {in: sdk.Result{DeliveryID: "d", Outcome: sdk.OutcomePermanent, Reason: "bad address", Code: "550"}},
+		"skipped":        {in: sdk.Skipped("d", "offline")},
 		"unclassified":   {in: sdk.Result{DeliveryID: "d", Outcome: sdk.OutcomeRetryable, Unclassified: true}},
 		"gone devices":   {in: sdk.Gone("d", "push: subscription gone", "https://push.example/s/1", "tok")},
 		"large duration": {in: sdk.Result{Outcome: sdk.OutcomeRetryable, RetryAfter: 72 * time.Hour}},

@@ -130,7 +130,9 @@ func (b *liveBrowser) notifications() []string {
 // daemon 2; events are posted to daemon 1, whose pipeline (or daemon 2's)
 // sends the WEBSOCKET deliveries through the real websocket plugin. staff1
 // gets each notification once; staff2 and staff3 hold no session anywhere
-// and their WEBSOCKET deliveries end FAILED "offline". Then the websocket
+// and their WEBSOCKET deliveries end SKIPPED "offline" (not FAILED: an
+// attempt logged as skipped, counted as skipped in the metrics, never
+// requeued by `herald deliveries retry`). Then the websocket
 // plugin is hot-swapped on both daemons to another build: the browser's
 // session stays open and the next event still reaches it.
 func TestLiveDeliveryReachesTheUserOnAnotherDaemon(t *testing.T) {
@@ -160,14 +162,33 @@ func TestLiveDeliveryReachesTheUserOnAnotherDaemon(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, func() bool { return len(browser.notifications()) == 3 },
 		"staff1's browser on daemon 2 gets 3 notifications (has %v)", browser.notifications())
 	testenv.Eventually(t, 60*time.Second, func() bool {
-		return e.count(`SELECT count(*) FROM deliveries WHERE channel = 'WEBSOCKET' AND status IN ('SENT', 'FAILED')`) == 9
+		return e.count(`SELECT count(*) FROM deliveries WHERE channel = 'WEBSOCKET' AND status = ANY($1)`, store.FinalStatuses) == 9
 	}, "every WEBSOCKET delivery final (%s)", e.statusSummary())
 	if n := e.count(`SELECT count(*) FROM deliveries WHERE channel = 'WEBSOCKET' AND user_id = 'staff1' AND status = 'SENT'`); n != 3 {
 		t.Fatalf("staff1: %d WEBSOCKET deliveries SENT, want 3", n)
 	}
 	if n := e.count(`SELECT count(*) FROM deliveries WHERE channel = 'WEBSOCKET' AND user_id <> 'staff1'
-			AND status = 'FAILED' AND last_error LIKE '%offline%'`); n != 6 {
-		t.Fatalf("staff2 and staff3: %d WEBSOCKET deliveries FAILED offline, want 6 (%s)", n, e.statusSummary())
+			AND status = 'SKIPPED' AND last_error = 'offline'`); n != 6 {
+		t.Fatalf("staff2 and staff3: %d WEBSOCKET deliveries SKIPPED offline, want 6 (%s)", n, e.statusSummary())
+	}
+	if n := e.count(`SELECT count(*) FROM delivery_attempts a JOIN deliveries d ON d.delivery_id = a.delivery_id
+			WHERE d.channel = 'WEBSOCKET' AND d.user_id <> 'staff1' AND a.outcome = 'skipped' AND a.error = 'offline'`); n != 6 {
+		t.Fatalf("staff2 and staff3: %d attempts logged skipped offline, want 6", n)
+	}
+	// Counted as skipped, never as failed, on the two daemons together
+	// (either may have sent them).
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		s1, s2 := e.scrapeMetrics(), e2.scrapeMetrics()
+		return max(s1.sum("herald_deliveries_total", "channel", "WEBSOCKET", "outcome", "skipped"), 0)+
+			max(s2.sum("herald_deliveries_total", "channel", "WEBSOCKET", "outcome", "skipped"), 0) == 6
+	}, "6 WEBSOCKET deliveries counted skipped")
+	for _, d := range []*env{e, e2} {
+		if got := d.scrapeMetrics().sum("herald_deliveries_total", "channel", "WEBSOCKET", "outcome", "failed"); got > 0 {
+			t.Fatalf("herald_deliveries_total{channel=WEBSOCKET,outcome=failed} = %g, want 0", got)
+		}
+	}
+	if out, err := e.cli("deliveries", "retry", "--tenant", e.tenant); err != nil || !strings.Contains(out, "requeued 0 ") {
+		t.Fatalf("deliveries retry: %v\n%s; want nothing requeued (SKIPPED is not a failure)", err, out)
 	}
 
 	// Hot swap: another build of the plugin on both daemons.

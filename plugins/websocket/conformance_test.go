@@ -51,7 +51,7 @@ func TestConformance(t *testing.T) {
 			return seen
 		},
 		// On an exchange where no daemon is bound, every delivery comes
-		// back: Permanent "offline".
+		// back: Skipped "offline".
 		FailingConfig: map[string]any{FieldAMQPURL: brokerURL(), FieldExchange: ex + ".nobody"},
 	})
 }

@@ -20,11 +20,12 @@ var Version = "0.2.0"
 // MaxBatch is the largest batch one Send accepts.
 const MaxBatch = 500
 
-// Permanent codes of the WEBSOCKET channel.
+// Outcome reasons and Permanent codes of the WEBSOCKET channel.
 const (
 	// CodeOffline: no daemon holds an open session of the recipient (the
-	// broker returned the message). The channel is best effort, so the
-	// host does not retry; the inbox keeps the notification.
+	// broker returned the message). Not a failure: the result is
+	// sdk.Skipped with this reason, the delivery ends SKIPPED and is not
+	// retried; the inbox keeps the notification.
 	CodeOffline = "offline"
 	// CodeNoAddress: the delivery names no user.
 	CodeNoAddress = "no_address"
@@ -217,7 +218,7 @@ drain:
 		switch {
 		case confirms[i] == nil:
 		case returned[d.DeliveryID]:
-			results[i] = sdk.Permanent(d.DeliveryID, "websocket: user has no open session", CodeOffline)
+			results[i] = sdk.Skipped(d.DeliveryID, CodeOffline)
 		case !acked[i]:
 			results[i] = sdk.Retry(d.DeliveryID, "websocket: the broker refused the message", 0)
 		default:

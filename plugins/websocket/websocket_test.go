@@ -168,12 +168,16 @@ func TestUserWithoutSessionsIsOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"d1": CodeOffline, "d2": "", "d3": CodeOffline, "d4": CodeNoAddress}
+	want := map[string]string{"d1": "skipped " + CodeOffline, "d2": "", "d3": "skipped " + CodeOffline, "d4": "permanent " + CodeNoAddress}
 	for _, r := range res {
 		code := ""
-		if r.Outcome == sdk.OutcomePermanent {
-			code = r.Code
-		} else if r.Outcome != sdk.OutcomeSent {
+		switch r.Outcome {
+		case sdk.OutcomePermanent:
+			code = "permanent " + r.Code
+		case sdk.OutcomeSkipped:
+			code = "skipped " + r.Reason
+		case sdk.OutcomeSent:
+		default:
 			t.Fatalf("%s: outcome %v", r.DeliveryID, r.Outcome)
 		}
 		if code != want[r.DeliveryID] {

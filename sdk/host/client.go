@@ -150,6 +150,8 @@ func batchError(be *pb.BatchError) error {
 	switch wire.OutcomeFromProto(be.GetOutcome()) {
 	case sdk.OutcomePermanent:
 		return sdk.PermanentError(err, be.GetCode())
+	case sdk.OutcomeSkipped:
+		return sdk.SkippedError(err)
 	case sdk.OutcomeRateLimited:
 		return sdk.RateLimitedError(err, after)
 	}

@@ -158,7 +158,8 @@ func Run(t *testing.T, binaryPath string, f Features) {
 	configure := func(cfg map[string]any) error {
 		c, cancel := ctx()
 		defer cancel()
-		_, err := ch.Configure(c, sdk.ConfigureRequest{ProviderName: "plugintest", Config: cfg})
+		_, err := ch.Configure(c, sdk.ConfigureRequest{ProviderName: "plugintest", Config: cfg,
+			HostCapabilities: []string{sdk.HostCapabilitySkipped}})
 		return err
 	}
 
@@ -378,7 +379,7 @@ func CheckResults(batch []sdk.Delivery, results []sdk.Result) []string {
 		}
 		got[r.DeliveryID] = true
 		if r.Outcome == sdk.OutcomeUnspecified {
-			p = append(p, fmt.Sprintf("delivery %s: result with no outcome (OutcomeUnspecified); build results with sdk.Sent, Retry, RateLimited, Permanent or ErrorResult", r.DeliveryID))
+			p = append(p, fmt.Sprintf("delivery %s: result with no outcome (OutcomeUnspecified); build results with sdk.Sent, Retry, RateLimited, Permanent, Skipped or ErrorResult", r.DeliveryID))
 		}
 		if r.Unclassified {
 			p = append(p, fmt.Sprintf("delivery %s failed with an unclassified error (wrap it with sdk.RetryableError, RateLimitedError or PermanentError): %s", r.DeliveryID, r.Reason))
@@ -390,6 +391,9 @@ func CheckResults(batch []sdk.Delivery, results []sdk.Result) []string {
 			if !devices[r.DeliveryID][g] {
 				p = append(p, fmt.Sprintf("delivery %s: GoneDevices lists %q, which is not one of the recipient's devices", r.DeliveryID, g))
 			}
+		}
+		if r.Outcome == sdk.OutcomeSkipped && r.Reason == "" {
+			p = append(p, fmt.Sprintf("delivery %s: skipped with no reason (say why, e.g. sdk.Skipped(id, \"offline\"))", r.DeliveryID))
 		}
 		if r.Outcome == sdk.OutcomeSent && (r.Reason != "" || r.Code != "") {
 			p = append(p, fmt.Sprintf("delivery %s: sent with a failure reason %q / code %q", r.DeliveryID, r.Reason, r.Code))

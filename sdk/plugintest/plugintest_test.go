@@ -24,7 +24,7 @@ func TestCheckResults(t *testing.T) {
 		"unclassified": {results: []sdk.Result{sdk.Sent("a", "m"), sdk.ErrorResult("b", errString("boom"))},
 			want: []string{"delivery b failed with an unclassified error (wrap it with sdk.RetryableError, RateLimitedError or PermanentError): boom"}},
 		"unspecified": {results: []sdk.Result{{DeliveryID: "a"}, sdk.Sent("b", "")},
-			want: []string{"delivery a: result with no outcome (OutcomeUnspecified); build results with sdk.Sent, Retry, RateLimited, Permanent or ErrorResult"}},
+			want: []string{"delivery a: result with no outcome (OutcomeUnspecified); build results with sdk.Sent, Retry, RateLimited, Permanent, Skipped or ErrorResult"}},
 		"sent with reason": {results: []sdk.Result{{DeliveryID: "a", Outcome: sdk.OutcomeSent, Reason: "hmm"}, sdk.Sent("b", "")},
 			want: []string{`delivery a: sent with a failure reason "hmm" / code ""`}},
 		"own devices gone": {results: []sdk.Result{sdk.Gone("a", "gone", "tok-a"), sdk.Gone("b", "gone", "https://push.example/b")}},

@@ -86,6 +86,7 @@ func (s *Server) Handler() http.Handler {
 	// continues in the relay, the broker and the plugin).
 	mux.Handle("POST /v1/events", tracing.HTTP("POST /v1/events", s.auth(s.postEvent)))
 	mux.HandleFunc("GET /v1/events/{event_id}", s.auth(s.getEvent))
+	mux.HandleFunc("DELETE /v1/events/{event_id}", s.auth(s.cancelEvent))
 	mux.HandleFunc("GET /v1/apikeys", s.keyManager(s.listKeys))
 	mux.HandleFunc("POST /v1/apikeys", s.keyManager(s.createKey))
 	mux.HandleFunc("POST /v1/apikeys/{key_id}/revoke", s.keyManager(s.revokeKey))
@@ -431,6 +432,41 @@ func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, st)
+}
+
+// cancelEvent cancels an event still pending and every delivery of it
+// still waiting (store.CancelEvent): 200 with what the cancel left, the
+// same again on a repeat; 409 naming what went out when nothing could be
+// cancelled; 404 for an event the key cannot see.
+func (s *Server) cancelEvent(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("event_id")
+	if msg := store.EventIDProblem(id); msg != "" {
+		Problem(w, http.StatusBadRequest, "invalid event_id", "event_id: "+msg, "event_id")
+		return
+	}
+	var c store.Cancellation
+	err := s.inTenant(r, func(tx pgx.Tx) error {
+		var err error
+		c, err = store.CancelEvent(r.Context(), tx, principalOf(r).Tenant, id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		Problem(w, http.StatusNotFound, "event not found", fmt.Sprintf("no event %q for this tenant", id), "event_id")
+		return
+	}
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	for ch, n := range c.Now {
+		s.Metrics.Delivery(ch, "", metrics.OutcomeCancelled, n)
+	}
+	if !c.Done {
+		Problem(w, http.StatusConflict, "nothing to cancel",
+			fmt.Sprintf("event %q is %s and none of its deliveries is still waiting: %s", id, c.Status, c.Went()), "event_id")
+		return
+	}
+	WriteJSON(w, http.StatusOK, c)
 }
 
 func (s *Server) internal(w http.ResponseWriter, err error) {

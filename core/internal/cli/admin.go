@@ -309,7 +309,7 @@ func newEmitCmd() *cobra.Command {
 
 func newEventsCmd() *cobra.Command {
 	var url, key string
-	cmd := &cobra.Command{Use: "events", Short: "Inspect events"}
+	cmd := &cobra.Command{Use: "events", Short: "Inspect and cancel events"}
 	show := &cobra.Command{
 		Use:   "show EVENT_ID",
 		Short: "Print an event's status and deliveries (over the HTTP API)",
@@ -337,7 +337,48 @@ func newEventsCmd() *cobra.Command {
 	}
 	show.Flags().StringVar(&url, "url", envOr("HERALD_URL", "http://127.0.0.1:8080"), "herald API base URL; env HERALD_URL")
 	show.Flags().StringVar(&key, "api-key", os.Getenv("HERALD_API_KEY"), "tenant API key; env HERALD_API_KEY")
-	cmd.AddCommand(show)
+	cmd.AddCommand(show, newEventsCancelCmd())
+	return cmd
+}
+
+// newEventsCancelCmd is `herald events cancel ID --tenant T`: DELETE
+// /v1/events/{id} run on the database (store.CancelEvent).
+func newEventsCancelCmd() *cobra.Command {
+	var cfgPath, tenant string
+	cmd := &cobra.Command{
+		Use:   "cancel EVENT_ID --tenant T",
+		Short: "Cancel an event still pending and every delivery of it still waiting",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := store.ValidID("tenant", tenant); err != nil {
+				return &ExitError{Code: 2, Err: fmt.Errorf("events cancel: --tenant: %w", err)}
+			}
+			id := args[0]
+			if msg := store.EventIDProblem(id); msg != "" {
+				return &ExitError{Code: 2, Err: fmt.Errorf("events cancel: event_id: %s", msg)}
+			}
+			return withPool(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
+				c, err := store.CancelEvent(ctx, q, tenant, id)
+				if errors.Is(err, store.ErrNotFound) {
+					return &ExitError{Code: 1, Err: fmt.Errorf("events cancel: event_id: tenant %q has no event %q", tenant, id)}
+				}
+				if err != nil {
+					return err
+				}
+				if !c.Done {
+					return &ExitError{Code: 1, Err: fmt.Errorf("events cancel: nothing to cancel: event %q is %s and none of its deliveries is still waiting: %s",
+						id, c.Status, c.Went())}
+				}
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "event %s  status %s\n", c.EventID, c.Status)
+				fmt.Fprintf(w, "deliveries: %d cancelled, %d in flight, already final: %s\n", c.Cancelled, c.InFlight,
+					store.Cancellation{Final: c.Final}.Went())
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the event's tenant (required)")
+	addConfigFlag(cmd, &cfgPath)
 	return cmd
 }
 

@@ -380,6 +380,8 @@ func (l *Listener) count(channel string, outs []store.Outcome) {
 			outcome = metrics.OutcomeSent
 		case store.StatusFailed:
 			outcome = metrics.OutcomeFailed
+		case store.StatusSkipped:
+			outcome = metrics.OutcomeSkipped
 		}
 		n[key{o.Provider, outcome}]++
 	}
@@ -448,6 +450,8 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 				// circuit open, throttled, shutting down).
 				o.Kind = "unavailable"
 				res = Outcome{Kind: Unavailable, RetryAfter: sdk.RetryAfter(err), Error: err.Error()}
+			case err != nil && sdk.IsSkipped(err):
+				o.Kind, res = sdk.OutcomeSkipped.String(), Outcome{Kind: Skipped, Error: err.Error()}
 			case err != nil:
 				o.Kind, res.Error = "error", err.Error()
 			case !ok:
@@ -460,6 +464,8 @@ func (l *Listener) send(ctx context.Context, claimed []store.Claimed) []store.Ou
 					res.Kind = Sent
 				case sdk.OutcomePermanent:
 					res.Kind = Permanent
+				case sdk.OutcomeSkipped:
+					res.Kind = Skipped
 				}
 				o.ProviderMessageID = r.ProviderMessageID
 				if len(r.GoneDevices) > 0 {

@@ -26,6 +26,9 @@ const (
 	// Retryable: it may succeed later: sdk.Retry, sdk.RateLimited, a
 	// failed Send call, or a result the plugin did not return.
 	Retryable
+	// Skipped: the plugin did not send by design (sdk.Skipped: a live
+	// delivery to a user with no open session). Not a failure.
+	Skipped
 )
 
 // Outcome is what one attempt of a delivery came to.
@@ -54,7 +57,8 @@ type Attempt struct {
 // Step is what follows an attempt: the delivery's next status, when it is
 // due again, and the error it records.
 type Step struct {
-	// Status is store.StatusSent, store.StatusRetry or store.StatusFailed.
+	// Status is store.StatusSent, store.StatusRetry, store.StatusFailed or
+	// store.StatusSkipped.
 	Status string
 	// At is when a RETRY is due (zero otherwise).
 	At time.Time
@@ -75,6 +79,9 @@ type Step struct {
 //     spent.
 //   - Sent: SENT.
 //   - Permanent: FAILED, the error naming the code.
+//   - Skipped: SKIPPED, the error being the plugin's reason ("offline"),
+//     whether the delivery is best-effort or not: the plugin says there
+//     is nothing to send, and a retry would find the same.
 //   - Retryable: FAILED for a best-effort delivery (its one try is over)
 //     and for one whose attempts are exhausted; otherwise RETRY after
 //     policy.Next(attempt, RetryAfter).
@@ -90,6 +97,8 @@ func NextStep(o Outcome, a Attempt, policy channel.RetryPolicy, now time.Time) S
 			msg = fmt.Sprintf("%s (code %s)", o.Error, o.Code)
 		}
 		return Step{Status: store.StatusFailed, Error: msg}
+	case Skipped:
+		return Step{Status: store.StatusSkipped, Error: o.Error}
 	}
 	switch {
 	case a.BestEffort:

@@ -33,6 +33,14 @@ func TestNextStep(t *testing.T) {
 			o: Outcome{Kind: Permanent, Error: "no such address", Code: "550"}, a: persistent(2),
 			want: Step{Status: store.StatusFailed, Error: "no such address (code 550)"},
 		},
+		"skipped: not a failure, never retried": {
+			o: Outcome{Kind: Skipped, Error: "offline"}, a: persistent(1),
+			want: Step{Status: store.StatusSkipped, Error: "offline"},
+		},
+		"skipped, best effort": {
+			o: Outcome{Kind: Skipped, Error: "offline"}, a: Attempt{Number: 1, Max: 1, BestEffort: true},
+			want: Step{Status: store.StatusSkipped, Error: "offline"},
+		},
 		"retryable, first attempt": {
 			o: Outcome{Kind: Retryable, Error: "timeout"}, a: persistent(1),
 			want: Step{Status: store.StatusRetry, At: now.Add(time.Second), Error: "timeout"},

@@ -21,6 +21,12 @@ const (
 	OutcomeFailed   = "failed"
 	OutcomeDeferred = "deferred"
 	OutcomeDropped  = "dropped"
+	// OutcomeSkipped: the plugin did not send by design (a live delivery
+	// to a user with no open session); not a failure.
+	OutcomeSkipped = "skipped"
+	// OutcomeCancelled: called off before it was sent (DELETE
+	// /v1/events/{id}).
+	OutcomeCancelled = "cancelled"
 )
 
 // Publishing stages, the stage label of the publisher's metrics.

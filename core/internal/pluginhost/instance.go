@@ -373,7 +373,7 @@ func (p *provider) handshake(ctx context.Context, client *plugin.Client, path st
 		return nil, refused("channel %q provider %q: %w", p.channel, p.name, err)
 	}
 	cctx, cancel = call()
-	_, err = ch.Configure(cctx, sdk.ConfigureRequest{ProviderName: p.name, Config: checked, HostCapabilities: p.h.cfg.HostCapabilities})
+	_, err = ch.Configure(cctx, sdk.ConfigureRequest{ProviderName: p.name, Config: checked, HostCapabilities: hostCapabilities(p.h.cfg.HostCapabilities)})
 	cancel()
 	var ce *sdk.ConfigError
 	if errors.As(err, &ce) {
@@ -510,4 +510,15 @@ func (s *stderrLog) tail() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return strings.Join(s.last, " | ")
+}
+
+// hostCapabilities is what the host tells each plugin it supports: the
+// configured list and the features this host always has (it records
+// sdk.OutcomeSkipped as SKIPPED).
+func hostCapabilities(configured []string) []string {
+	out := append([]string{}, configured...)
+	if !slices.Contains(out, sdk.HostCapabilitySkipped) {
+		out = append(out, sdk.HostCapabilitySkipped)
+	}
+	return out
 }

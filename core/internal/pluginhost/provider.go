@@ -722,7 +722,7 @@ func normalize(chunk []sdk.Delivery, res []sdk.Result) (out []sdk.Result, issues
 		}
 		delete(byID, d.DeliveryID)
 		if r.Outcome != sdk.OutcomeSent && r.Outcome != sdk.OutcomeRetryable &&
-			r.Outcome != sdk.OutcomeRateLimited && r.Outcome != sdk.OutcomePermanent {
+			r.Outcome != sdk.OutcomeRateLimited && r.Outcome != sdk.OutcomePermanent && r.Outcome != sdk.OutcomeSkipped {
 			// An unset (or unknown) outcome breaks the contract; retrying is
 			// the reading that loses nothing.
 			issues = append(issues, fmt.Sprintf("contract violation: delivery %q has outcome %s; retrying it", d.DeliveryID, r.Outcome))
@@ -732,7 +732,7 @@ func normalize(chunk []sdk.Delivery, res []sdk.Result) (out []sdk.Result, issues
 		r.Code = Bound(r.Code, MaxCodeBytes)
 		r.ProviderMessageID = Bound(r.ProviderMessageID, MaxMessageIDBytes)
 		switch r.Outcome {
-		case sdk.OutcomeSent, sdk.OutcomePermanent:
+		case sdk.OutcomeSent, sdk.OutcomePermanent, sdk.OutcomeSkipped:
 			anyDone = true
 		case sdk.OutcomeRateLimited:
 			anyDone = true

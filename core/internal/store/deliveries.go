@@ -399,7 +399,7 @@ type Outcome struct {
 	ProviderMessageID string
 	Error             string
 	RetryAfter        time.Duration
-	// Status is the delivery's next status: SENT, RETRY or FAILED.
+	// Status is the delivery's next status: SENT, RETRY, FAILED or SKIPPED.
 	Status string
 	// NotAttempted marks a batch no provider was handed (none available):
 	// the delivery moves to Status (RETRY) keeping its attempt count, and
@@ -420,7 +420,7 @@ type Outcome struct {
 // status, and the attempt joins the audit log, both in one statement. A
 // second record of the same attempt matches nothing and is ignored. It
 // returns how many attempts were logged (a NotAttempted outcome moves its
-// delivery but logs none). A final outcome (SENT, FAILED) keeps the row's
+// delivery but logs none). A final outcome (FinalStatuses) keeps the row's
 // next_attempt_at, so that it changes no indexed column: the update is HOT
 // (migration 0017).
 func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error) {
@@ -446,7 +446,7 @@ func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error)
 				AS m(id, attempt, kind, provider, pmid, err, status, retry_ms, next_at, started_at, counted)
 		), upd AS (
 			UPDATE deliveries d SET status = m.status, provider = m.provider, provider_message_id = m.pmid, last_error = m.err,
-				next_attempt_at = CASE WHEN m.status IN ('SENT', 'FAILED') THEN d.next_attempt_at ELSE m.next_at END,
+				next_attempt_at = CASE WHEN m.status = ANY($12::text[]) THEN d.next_attempt_at ELSE m.next_at END,
 				lease_until = NULL, updated_at = now(),
 				attempts = CASE WHEN m.counted THEN m.attempt ELSE d.attempts END,
 				sent_at = CASE WHEN m.status = 'SENT' THEN now() ELSE d.sent_at END
@@ -458,7 +458,7 @@ func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error)
 		SELECT upd.tenant_id, m.id, m.attempt, m.kind, m.provider, m.pmid, m.err, m.retry_ms, m.started_at, upd.created_at
 		FROM upd JOIN m ON m.id = upd.delivery_id WHERE m.counted
 		ON CONFLICT (delivery_id, attempt, delivery_created_at) DO NOTHING`,
-		ids, atts, kinds, provs, pmids, errs, stats, retry, next, started, counted)
+		ids, atts, kinds, provs, pmids, errs, stats, retry, next, started, counted, FinalStatuses)
 	if err != nil {
 		return 0, fmt.Errorf("record outcomes: %w", err)
 	}
@@ -567,12 +567,13 @@ func GetEvent(ctx context.Context, q Querier, tenantID, eventID string) (produce
 	// The event's deliveries have its created_at (migration 0021), or,
 	// written before, the later time of their fan-out by the daemon's
 	// clock (a day allows for its skew): the months before are pruned.
-	// A SENT or FAILED row keeps the next_attempt_at of its last wait
+	// A final row (FinalStatuses) keeps the next_attempt_at of its last wait
 	// (RecordOutcomes leaves it, so that the final update is HOT): it
 	// means nothing there and is not shown.
 	rows, err := q.Query(ctx, `SELECT delivery_id::text, user_id, place, channel, status, attempts, provider, provider_message_id, last_error,
-			CASE WHEN status IN ('SENT', 'FAILED') THEN NULL ELSE next_attempt_at END, updated_at
-		FROM deliveries WHERE tenant_id = $1 AND event_id = $2 AND created_at >= $3::timestamptz - interval '1 day' ORDER BY user_id, channel`, tenantID, eventID, st.CreatedAt)
+			CASE WHEN status = ANY($4::text[]) THEN NULL ELSE next_attempt_at END, updated_at
+		FROM deliveries WHERE tenant_id = $1 AND event_id = $2 AND created_at >= $3::timestamptz - interval '1 day' ORDER BY user_id, channel`,
+		tenantID, eventID, st.CreatedAt, FinalStatuses)
 	if err != nil {
 		return st, fmt.Errorf("get deliveries: %w", err)
 	}

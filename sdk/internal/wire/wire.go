@@ -265,6 +265,8 @@ func OutcomeFromProto(o pb.Outcome) sdk.Outcome {
 		return sdk.OutcomeRateLimited
 	case pb.Outcome_OUTCOME_PERMANENT:
 		return sdk.OutcomePermanent
+	case pb.Outcome_OUTCOME_SKIPPED:
+		return sdk.OutcomeSkipped
 	}
 	return sdk.OutcomeUnspecified
 }

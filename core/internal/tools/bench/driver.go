@@ -852,7 +852,7 @@ func waitDone(ctx context.Context, pool *pgxpool.Pool, tail *recordTail, expecte
 	for {
 		if tail.count() >= expected {
 			var final int
-			err := pool.QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE status IN ('SENT', 'FAILED')`).Scan(&final)
+			err := pool.QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE status = ANY($1)`, store.FinalStatuses).Scan(&final)
 			if err == nil && final >= expected {
 				return nil
 			}

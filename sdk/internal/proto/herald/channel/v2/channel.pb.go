@@ -111,6 +111,12 @@ const (
 	Outcome_OUTCOME_RATE_LIMITED Outcome = 3
 	// OUTCOME_PERMANENT means retrying cannot help.
 	Outcome_OUTCOME_PERMANENT Outcome = 4
+	// OUTCOME_SKIPPED means the plugin did not send by design, and that is not
+	// a failure (a live delivery to a user with no open session: reason
+	// "offline"). The host records the delivery SKIPPED and never retries it.
+	// A plugin sends it only to a host that lists the capability
+	// "outcome_skipped"; to another it sends OUTCOME_PERMANENT.
+	Outcome_OUTCOME_SKIPPED Outcome = 5
 )
 
 // Enum value maps for Outcome.
@@ -121,6 +127,7 @@ var (
 		2: "OUTCOME_RETRYABLE",
 		3: "OUTCOME_RATE_LIMITED",
 		4: "OUTCOME_PERMANENT",
+		5: "OUTCOME_SKIPPED",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED":  0,
@@ -128,6 +135,7 @@ var (
 		"OUTCOME_RETRYABLE":    2,
 		"OUTCOME_RATE_LIMITED": 3,
 		"OUTCOME_PERMANENT":    4,
+		"OUTCOME_SKIPPED":      5,
 	}
 )
 
@@ -1843,13 +1851,14 @@ const file_herald_channel_v2_channel_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage*4\n" +
 	"\x05Class\x12\x14\n" +
 	"\x10CLASS_PERSISTENT\x10\x00\x12\x15\n" +
-	"\x11CLASS_BEST_EFFORT\x10\x01*|\n" +
+	"\x11CLASS_BEST_EFFORT\x10\x01*\x91\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fOUTCOME_SENT\x10\x01\x12\x15\n" +
 	"\x11OUTCOME_RETRYABLE\x10\x02\x12\x18\n" +
 	"\x14OUTCOME_RATE_LIMITED\x10\x03\x12\x15\n" +
-	"\x11OUTCOME_PERMANENT\x10\x042\xd4\x02\n" +
+	"\x11OUTCOME_PERMANENT\x10\x04\x12\x13\n" +
+	"\x0fOUTCOME_SKIPPED\x10\x052\xd4\x02\n" +
 	"\rChannelPlugin\x12S\n" +
 	"\bDescribe\x12\".herald.channel.v2.DescribeRequest\x1a#.herald.channel.v2.DescribeResponse\x12V\n" +
 	"\tConfigure\x12#.herald.channel.v2.ConfigureRequest\x1a$.herald.channel.v2.ConfigureResponse\x12G\n" +
