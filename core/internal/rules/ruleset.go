@@ -45,6 +45,8 @@ type compiledEvent struct {
 	considered []string
 	templates  map[string]*compiledTemplate
 	inbox      *compiledTemplate
+	// escalations are the waiting channels, Unless filled in.
+	escalations map[string]EscalationSpec
 	schema     *jsonschema.Schema
 }
 
@@ -394,6 +396,7 @@ func (rs *RuleSet) compileEvent(c *specChecker, ev EventSpec) *compiledEvent {
 		}
 		checkQuietMode(c, ev.QuietHoursByChannel[ch], p)
 	}
+	ce.escalations = rs.compileEscalations(c, ev, uses, base)
 	for _, ch := range sortedKeys(ev.Templates) {
 		p := extend(base, KeyTemplate, ch)
 		if !uses(ch) {
@@ -698,6 +701,14 @@ func cloneEvent(ev EventSpec) EventSpec {
 			m[k] = v
 		}
 		ev.QuietHoursByChannel = m
+	}
+	if ev.Escalations != nil {
+		m := make(map[string]EscalationSpec, len(ev.Escalations))
+		for k, v := range ev.Escalations {
+			v.Unless = slices.Clone(v.Unless)
+			m[k] = v
+		}
+		ev.Escalations = m
 	}
 	if ev.Templates != nil {
 		m := make(map[string]TemplateSpec, len(ev.Templates))

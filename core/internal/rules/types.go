@@ -95,7 +95,10 @@ type ChannelDecision struct {
 	// Deferred channels are kept but wait until DeferUntil (quiet hours).
 	Deferred   bool      `json:"deferred,omitempty"`
 	DeferUntil time.Time `json:"defer_until,omitzero"`
-	Reason     string    `json:"reason"`
+	// Escalation, when set, makes the channel wait for the in-app
+	// notification to be read or acted on (the rule's escalate block).
+	Escalation *Escalation `json:"escalation,omitempty"`
+	Reason     string      `json:"reason"`
 }
 
 // Exclusion is a user an audience reached but the decision left out.
