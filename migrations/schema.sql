@@ -783,6 +783,8 @@ CASE
     ELSE NULL::text
 END) STORED,
     hold text,
+    escalate_unless text[],
+    CONSTRAINT deliveries_escalate_unless_check CHECK (((escalate_unless <@ ARRAY['read'::text, 'acted'::text]) AND (cardinality(escalate_unless) > 0))),
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )
@@ -830,6 +832,8 @@ CASE
     ELSE NULL::text
 END) STORED,
     hold text,
+    escalate_unless text[],
+    CONSTRAINT deliveries_escalate_unless_check CHECK (((escalate_unless <@ ARRAY['read'::text, 'acted'::text]) AND (cardinality(escalate_unless) > 0))),
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )

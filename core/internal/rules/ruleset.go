@@ -47,7 +47,7 @@ type compiledEvent struct {
 	inbox      *compiledTemplate
 	// escalations are the waiting channels, Unless filled in.
 	escalations map[string]EscalationSpec
-	schema     *jsonschema.Schema
+	schema      *jsonschema.Schema
 }
 
 type compiledAudience struct {

@@ -567,11 +567,12 @@ func GetEvent(ctx context.Context, q Querier, tenantID, eventID string) (produce
 	// The event's deliveries have its created_at (migration 0021), or,
 	// written before, the later time of their fan-out by the daemon's
 	// clock (a day allows for its skew): the months before are pruned.
-	// A SENT or FAILED row keeps the next_attempt_at of its last wait
+	// A final row keeps the next_attempt_at of its last wait
 	// (RecordOutcomes leaves it, so that the final update is HOT): it
 	// means nothing there and is not shown.
 	rows, err := q.Query(ctx, `SELECT delivery_id::text, user_id, channel, status, attempts, provider, provider_message_id, last_error,
-			CASE WHEN status IN ('SENT', 'FAILED') THEN NULL ELSE next_attempt_at END, updated_at
+			CASE WHEN status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'DIGESTED') THEN NULL ELSE next_attempt_at END, updated_at,
+			coalesce(hold, ''), escalate_unless
 		FROM deliveries WHERE tenant_id = $1 AND event_id = $2 AND created_at >= $3::timestamptz - interval '1 day' ORDER BY user_id, channel`, tenantID, eventID, st.CreatedAt)
 	if err != nil {
 		return st, fmt.Errorf("get deliveries: %w", err)
@@ -580,7 +581,7 @@ func GetEvent(ctx context.Context, q Querier, tenantID, eventID string) (produce
 		var d producer.DeliveryStatus
 		var next *time.Time
 		err := r.Scan(&d.DeliveryID, &d.UserID, &d.Channel, &d.Status, &d.Attempts, &d.Provider, &d.ProviderMessageID, &d.LastError,
-			&next, &d.UpdatedAt)
+			&next, &d.UpdatedAt, &d.Hold, &d.EscalateUnless)
 		if next != nil {
 			d.NextAttemptAt = *next
 		}
