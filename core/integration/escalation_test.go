@@ -338,14 +338,20 @@ func TestEscalationReadRacesThePoller(t *testing.T) {
 // TestEscalationsSurviveSIGKILL kills herald serve with SIGKILL while 30
 // escalations wait (10 of them read first), starts it again next to a
 // second daemon, and kills the first once more as the escalations are
-// being released. The second daemon finishes: the 20 unread ones are each
+// being released (the first wave out, the later ones still waiting). The second daemon finishes: the 20 unread ones are each
 // SENT once (one successful attempt, one message at the peer), the 10 read
 // ones stay CANCELLED and never reach it; nothing lost, nothing doubled.
 func TestEscalationsSurviveSIGKILL(t *testing.T) {
 	const n, read = 30, 10
-	w := newEscalationWorld(t, "3s")
+	w := newEscalationWorld(t, "6s")
 	a := w.start()
+	// Three waves 1.5s apart, so that their escalations fall due one
+	// after another and the second kill finds some released, some waiting.
 	for i := range n {
+		if i > 0 && i%10 == 0 {
+			w.notification("staff1", fmt.Sprintf("kill-%02d", i-1))
+			time.Sleep(1500 * time.Millisecond)
+		}
 		w.emit("RESERVATION_REQUESTED", fmt.Sprintf("kill-%02d", i))
 	}
 	for i := range read {
@@ -372,6 +378,9 @@ func TestEscalationsSurviveSIGKILL(t *testing.T) {
 	}, w.emailSummary)
 	a.stop(syscall.SIGKILL)
 	t.Logf("killed at release: %s", w.emailSummary())
+	if w.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status = 'WAITING'`) == 0 {
+		t.Log("every escalation was released before the second kill (a slow restart): the kill came after the release")
+	}
 
 	w.until(90*time.Second, func() bool {
 		return w.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status = 'SENT'`) == n-read
