@@ -168,22 +168,6 @@ func (w *escalationWorld) email(user, event string) (string, string) {
 	return status, lastErr
 }
 
-func (w *escalationWorld) emailSummary() string {
-	rows, err := w.db.Pool.Query(context.Background(), `SELECT status, count(*) FROM deliveries WHERE channel = 'EMAIL' GROUP BY 1 ORDER BY 1`)
-	if err != nil {
-		return err.Error()
-	}
-	defer rows.Close()
-	var parts []string
-	for rows.Next() {
-		var s string
-		var n int
-		_ = rows.Scan(&s, &n)
-		parts = append(parts, fmt.Sprintf("%s %d", s, n))
-	}
-	return "EMAIL: " + strings.Join(parts, ", ")
-}
-
 // TestEscalationSentUnlessReadOrActed runs the rule "EMAIL after 3s unless
 // the in-app notification was read or acted on" through a real herald
 // serve, the real email plugin and the SMTP dev peer: the unread
@@ -243,7 +227,7 @@ func TestEscalationSentUnlessReadOrActed(t *testing.T) {
 	w.until(30*time.Second, func() bool {
 		s, _ := w.email("staff1", "esc-unread")
 		return s == store.StatusSent
-	}, w.emailSummary)
+	}, w.statusSummary)
 	var due, created time.Time
 	if err := w.db.Pool.QueryRow(ctx, `SELECT d.updated_at, n.created_at FROM deliveries d JOIN notifications n USING (notification_id)
 		WHERE d.channel = 'EMAIL' AND d.event_id = 'esc-unread'`).Scan(&due, &created); err != nil {
@@ -290,7 +274,7 @@ func TestEscalationReadRacesThePoller(t *testing.T) {
 	// first: the early ones race the poller, the late ones are read in time.
 	w.until(30*time.Second, func() bool {
 		return w.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status <> 'WAITING'`) > 0
-	}, w.emailSummary)
+	}, w.statusSummary)
 	var wg sync.WaitGroup
 	for r := range 4 {
 		wg.Add(1)
@@ -306,7 +290,7 @@ func TestEscalationReadRacesThePoller(t *testing.T) {
 	wg.Wait()
 	w.until(60*time.Second, func() bool {
 		return w.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status IN ('SENT', 'CANCELLED')`) == n
-	}, w.emailSummary)
+	}, w.statusSummary)
 	sent, cancelled := 0, 0
 	mails, repeats := w.mails()
 	for i := range n {
@@ -362,12 +346,12 @@ func TestEscalationsSurviveSIGKILL(t *testing.T) {
 	}
 	w.until(30*time.Second, func() bool {
 		return w.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL'`) == n
-	}, w.emailSummary)
+	}, w.statusSummary)
 	if waiting := w.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status = 'WAITING'`); waiting == 0 {
-		t.Fatalf("no escalation waiting at the first kill: %s", w.emailSummary())
+		t.Fatalf("no escalation waiting at the first kill: %s", w.statusSummary())
 	}
 	a.stop(syscall.SIGKILL)
-	t.Logf("killed while waiting: %s", w.emailSummary())
+	t.Logf("killed while waiting: %s", w.statusSummary())
 
 	a = w.start()
 	b := w.sibling()
@@ -375,18 +359,18 @@ func TestEscalationsSurviveSIGKILL(t *testing.T) {
 	// Kill the first again as soon as releases begin.
 	w.until(30*time.Second, func() bool {
 		return w.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status NOT IN ('WAITING', 'CANCELLED')`) > 0
-	}, w.emailSummary)
+	}, w.statusSummary)
 	a.stop(syscall.SIGKILL)
-	t.Logf("killed at release: %s", w.emailSummary())
+	t.Logf("killed at release: %s", w.statusSummary())
 	if w.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status = 'WAITING'`) == 0 {
 		t.Log("every escalation was released before the second kill (a slow restart): the kill came after the release")
 	}
 
 	w.until(90*time.Second, func() bool {
 		return w.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status = 'SENT'`) == n-read
-	}, w.emailSummary)
+	}, w.statusSummary)
 	if c := w.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status = 'CANCELLED' AND last_error LIKE 'read at %'`); c != read {
-		t.Errorf("%d cancelled by their read, want %d: %s", c, read, w.emailSummary())
+		t.Errorf("%d cancelled by their read, want %d: %s", c, read, w.statusSummary())
 	}
 	if c := w.count(`SELECT count(*) FROM (SELECT d.delivery_id FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.delivery_id
 		WHERE d.channel = 'EMAIL' AND a.outcome = 'sent' GROUP BY 1 HAVING count(*) <> 1) x`); c != 0 {
