@@ -80,8 +80,20 @@ type DeliveryStatus struct {
 	Place string `json:"place,omitempty"`
 	// Channel is the channel, e.g. "EMAIL".
 	Channel string `json:"channel"`
-	// Status is PENDING, PUBLISHED, SENT, RETRY, FAILED or DEFERRED.
+	// Status is PENDING, PUBLISHED, SENT, RETRY, FAILED, DEFERRED,
+	// WAITING (an escalation waiting for its due time, or another
+	// workflow's hold), or one of the final SKIPPED, CANCELLED and
+	// DIGESTED.
 	Status string `json:"status"`
+	// Hold says what a WAITING delivery waits for: "escalation" (sent when
+	// due unless the in-app notification was read or acted on) or
+	// "digest"; empty otherwise.
+	Hold string `json:"hold,omitempty"`
+	// EscalateUnless marks an escalation (the rule's escalate block): what
+	// cancels it, "read" and/or "acted". It stays once the escalation was
+	// sent or cancelled (LastError then says why: "read at …", "acted on
+	// by …").
+	EscalateUnless []string `json:"escalate_unless,omitempty"`
 	// Attempts counts the sends tried so far.
 	Attempts int `json:"attempts"`
 	// Provider is the provider that handled the last attempt.
@@ -91,8 +103,9 @@ type DeliveryStatus struct {
 	// LastError is the last attempt's failure, if any.
 	LastError string `json:"last_error,omitempty"`
 	// NextAttemptAt is when a RETRY delivery is tried again (a DEFERRED
-	// one, when its quiet hours end); zero, and absent from the JSON, for
-	// a SENT or FAILED delivery.
+	// one, when its quiet hours end; a WAITING escalation, when it is due);
+	// zero, and absent from the JSON, for a final delivery (SENT, FAILED,
+	// SKIPPED, CANCELLED, DIGESTED).
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	// UpdatedAt is when the delivery last changed.
 	UpdatedAt time.Time `json:"updated_at"`

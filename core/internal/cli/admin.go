@@ -330,7 +330,7 @@ func newEventsCmd() *cobra.Command {
 			}
 			fmt.Fprintf(w, "%-12s %-10s %-10s %-8s %s\n", "USER", "CHANNEL", "STATUS", "ATTEMPTS", "LAST ERROR")
 			for _, d := range st.Deliveries {
-				fmt.Fprintf(w, "%-12s %-10s %-10s %-8d %s\n", d.UserID, d.Channel, d.Status, d.Attempts, d.LastError)
+				fmt.Fprintf(w, "%-12s %-10s %-10s %-8d %s\n", d.UserID, d.Channel, d.Status, d.Attempts, deliveryNote(d))
 			}
 			return nil
 		},
@@ -380,6 +380,24 @@ func newEventsCancelCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tenant, "tenant", "", "the event's tenant (required)")
 	addConfigFlag(cmd, &cfgPath)
 	return cmd
+}
+
+// deliveryNote is the last column of `events show`: the last error, or
+// for a waiting escalation when it is due and what calls it off
+// ("escalation due 2026-03-10T21:55:00Z unless read or acted"); a sent or
+// cancelled escalation says so before its reason.
+func deliveryNote(d producer.DeliveryStatus) string {
+	if len(d.EscalateUnless) == 0 {
+		return d.LastError
+	}
+	unless := strings.Join(d.EscalateUnless, " or ")
+	switch {
+	case d.Status == store.StatusWaiting:
+		return fmt.Sprintf("escalation due %s unless %s", d.NextAttemptAt.UTC().Format(time.RFC3339), unless)
+	case d.LastError != "":
+		return "escalation: " + d.LastError
+	}
+	return "escalation (unless " + unless + ")"
 }
 
 func envOr(k, def string) string {

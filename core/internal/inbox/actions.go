@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/api"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/heraldhq/herald/sdk/producer/jsonguard"
 	"github.com/jackc/pgx/v5"
@@ -168,9 +169,17 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 			lost = n.HandledBy
 			return nil
 		}
+		// The winner handles it for everyone: every sharer's escalation
+		// that an action calls off ends here, naming the action.
+		if _, err := store.CancelEscalationsActed(r.Context(), tx, u.Tenant, *own.shareKey); err != nil {
+			return err
+		}
 		// Handled is read, for every sharer.
 		changes, err := readShared(r.Context(), tx, u.Tenant, *own.shareKey, t)
 		if err != nil {
+			return err
+		}
+		if err := cancelEscalations(r.Context(), tx, u.Tenant, t); err != nil {
 			return err
 		}
 		if err := applyCounters(r.Context(), tx, u.Tenant, changes); err != nil {

@@ -266,7 +266,22 @@ func transition(ctx context.Context, tx pgx.Tx, tenant, user, id, op string) (*t
 		return nil, err
 	}
 	t.users[user] = true
+	if op == OpRead {
+		if err := cancelEscalations(ctx, tx, tenant, t); err != nil {
+			return nil, err
+		}
+	}
 	return t, applyCounters(ctx, tx, tenant, changes)
+}
+
+// cancelEscalations cancels, in the transaction of a read, the waiting
+// escalations (the rule's escalate blocks) of the notifications it marked
+// read: for a shared notification that is every sharer's, since one read
+// is a read for all. A read that changed nothing (already read) cancels
+// nothing: the read that did cancelled them.
+func cancelEscalations(ctx context.Context, tx pgx.Tx, tenant string, t *touched) error {
+	_, err := store.CancelEscalationsRead(ctx, tx, tenant, t.changed)
+	return err
 }
 
 // readAll marks every unread, unarchived notification of the user (in
@@ -307,6 +322,9 @@ func readAll(ctx context.Context, tx pgx.Tx, tenant, user, project string) (*tou
 	}
 	c, err := collectChanges(rows, -1, t)
 	if err != nil {
+		return nil, err
+	}
+	if err := cancelEscalations(ctx, tx, tenant, t); err != nil {
 		return nil, err
 	}
 	return t, applyCounters(ctx, tx, tenant, append(changes, c...))

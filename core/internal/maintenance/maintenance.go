@@ -7,6 +7,9 @@
 //     LostAttempts retry policy;
 //   - deferred.go: DEFERRED deliveries whose quiet hours ended are
 //     released to PENDING;
+//   - escalations.go: due escalations (WAITING, hold 'escalation') go to
+//     PENDING, or to CANCELLED when their notification was read or acted
+//     on;
 //   - analyze.go: stale planner statistics are refreshed (ANALYZE), every
 //     few seconds.
 //
@@ -66,6 +69,7 @@ func (m *Maintenance) Run(ctx context.Context) error {
 func (m *Maintenance) Tick(ctx context.Context) {
 	m.expireLeases(ctx)
 	m.releaseDeferred(ctx)
+	m.releaseEscalations(ctx)
 	// Due RETRY deliveries are claimed by the publisher; kick it every round.
 	m.kick()
 	m.analyze(ctx)

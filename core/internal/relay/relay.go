@@ -613,6 +613,12 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 				// This recipient's own data is missing: only this delivery
 				// fails, with the template field and the missing key.
 				d.Status, d.LastError, d.Content = store.StatusFailed, re.Error(), nil
+			case cd.Escalation != nil:
+				// It waits for the in-app notification just written to be
+				// read or acted on; released (or cancelled) by the
+				// maintenance stage, cancelled at once by the inbox.
+				d.Status, d.NextAttemptAt, d.Hold = store.StatusWaiting, cd.Escalation.SendAt, store.HoldEscalation
+				d.EscalateUnless = cd.Escalation.Unless
 			case cd.Deferred:
 				d.Status, d.NextAttemptAt = store.StatusDeferred, cd.DeferUntil
 			}

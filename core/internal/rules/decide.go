@@ -482,29 +482,51 @@ func (rs *RuleSet) decideRecipient(ce *compiledEvent, ix *dirIndex, r *reach, at
 				continue
 			}
 		}
-		if cfg.Resolved.Intrusive {
-			mode := ce.spec.QuietHours
-			if m, ok := ce.spec.QuietHoursByChannel[ch]; ok {
-				mode = m
+		// quietAt says whether quiet hours hold the channel at t: until
+		// when, why, and whether the rule drops it then (a mandatory
+		// channel is deferred instead).
+		mode := ce.spec.QuietHours
+		if m, ok := ce.spec.QuietHoursByChannel[ch]; ok {
+			mode = m
+		}
+		quietAt := func(t time.Time) (time.Time, string, bool) {
+			if !cfg.Resolved.Intrusive || mode == QuietIgnore {
+				return time.Time{}, "", false
 			}
-			if mode != QuietIgnore {
-				quiet()
-				if w, loc := qw, qloc; w != nil {
-					local := at.In(loc)
-					if w.contains(local) {
-						qh := fmt.Sprintf("quiet hours %s %s, %s; local time %s", w.text, loc, qwhose, local.Format("15:04"))
-						if mode == QuietDrop && !cd.Mandatory {
-							drop(cd, qh)
-							continue
-						}
-						cd.Deferred = true
-						cd.DeferUntil = w.endAfter(local)
-						cd.Reason = fmt.Sprintf("deferred until %s (%s)", cd.DeferUntil.Format(time.RFC3339), qh)
-						if mode == QuietDrop {
-							cd.Reason += "; mandatory, so deferred instead of dropped"
-						}
-					}
-				}
+			quiet()
+			if qw == nil {
+				return time.Time{}, "", false
+			}
+			local := t.In(qloc)
+			if !qw.contains(local) {
+				return time.Time{}, "", false
+			}
+			qh := fmt.Sprintf("quiet hours %s %s, %s; local time %s", qw.text, qloc, qwhose, local.Format("15:04"))
+			return qw.endAfter(local), qh, mode == QuietDrop && !cd.Mandatory
+		}
+		if es, ok := ce.escalations[ch]; ok {
+			// An escalation is sent only when it is due: quiet hours are
+			// those of that time, not of now.
+			e, why := escalate(es, at, quietAt)
+			if why != "" {
+				drop(cd, why)
+				continue
+			}
+			cd.Escalation = e
+			cd.Reason += "; " + e.reason()
+			keep(cd)
+			continue
+		}
+		if until, qh, dropIt := quietAt(at); qh != "" {
+			if dropIt {
+				drop(cd, qh)
+				continue
+			}
+			cd.Deferred = true
+			cd.DeferUntil = until
+			cd.Reason = fmt.Sprintf("deferred until %s (%s)", cd.DeferUntil.Format(time.RFC3339), qh)
+			if mode == QuietDrop {
+				cd.Reason += "; mandatory, so deferred instead of dropped"
 			}
 		}
 		keep(cd)

@@ -74,6 +74,9 @@ func writeRecipient(b *strings.Builder, r RecipientDecision) error {
 		if c.Deferred {
 			status = "deferred"
 		}
+		if c.Escalation != nil {
+			status = "waits"
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.Channel, status, c.Reason)
 	}
 	for _, c := range r.Dropped {

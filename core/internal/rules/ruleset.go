@@ -51,6 +51,8 @@ type compiledEvent struct {
 	// postChannels their names, sorted.
 	posts        map[string]*template.Template
 	postChannels []string
+	// escalations are the waiting channels, Unless filled in.
+	escalations map[string]EscalationSpec
 }
 
 type compiledAudience struct {
@@ -416,6 +418,7 @@ func (rs *RuleSet) compileEvent(c *specChecker, ev EventSpec) *compiledEvent {
 		}
 		checkQuietMode(c, ev.QuietHoursByChannel[ch], p)
 	}
+	ce.escalations = rs.compileEscalations(c, ev, uses, base)
 	for _, ch := range sortedKeys(ev.Templates) {
 		p := extend(base, KeyTemplate, ch)
 		if !uses(ch) {
@@ -770,6 +773,14 @@ func cloneEvent(ev EventSpec) EventSpec {
 			m[k] = v
 		}
 		ev.QuietHoursByChannel = m
+	}
+	if ev.Escalations != nil {
+		m := make(map[string]EscalationSpec, len(ev.Escalations))
+		for k, v := range ev.Escalations {
+			v.Unless = slices.Clone(v.Unless)
+			m[k] = v
+		}
+		ev.Escalations = m
 	}
 	if ev.Templates != nil {
 		m := make(map[string]TemplateSpec, len(ev.Templates))

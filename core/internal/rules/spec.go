@@ -2,6 +2,7 @@ package rules
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/directory"
@@ -63,6 +64,10 @@ type EventSpec struct {
 	QuietHoursByChannel map[string]string
 	// Templates are the per-channel message templates.
 	Templates map[string]TemplateSpec
+	// Escalations make channels wait (channel → escalation): such a
+	// channel is sent only when the in-app notification was not read or
+	// acted on within the wait.
+	Escalations map[string]EscalationSpec
 	// Inbox is the in-app inbox row's template (title, body, data).
 	Inbox TemplateSpec
 	// PayloadSchema is an optional JSON Schema the payload must satisfy.
@@ -79,6 +84,40 @@ type PostSpec struct {
 	// ("restaurant:{{ .payload.restaurant_id }}").
 	To string
 }
+
+// EscalationSpec makes one channel of an event wait: the delivery is
+// written WAITING, due After after the relay wrote the in-app
+// notification, and sent then unless one of Unless happened first.
+type EscalationSpec struct {
+	// After is the wait: positive, at most MaxEscalationWait.
+	After time.Duration
+	// Unless lists what cancels the wait: UnlessRead (the recipient's
+	// in-app notification was read) and UnlessActed (someone acted on the
+	// shared notification). Empty: read, and acted too when the event is
+	// shared.
+	Unless []string
+	// UnlessSet says Unless was written (an empty list is then an error).
+	UnlessSet bool
+}
+
+// What cancels an escalation (EscalationSpec.Unless).
+const (
+	// UnlessRead cancels it when the recipient's in-app notification was
+	// read (for a shared one, read by any sharer: one read is a read for
+	// all).
+	UnlessRead = "read"
+	// UnlessActed cancels it when someone acted on the shared
+	// (first-to-act) notification.
+	UnlessActed = "acted"
+)
+
+// MaxEscalationWait bounds an escalation's after: a notification nobody
+// read for a week is not an escalation any more.
+const MaxEscalationWait = 7 * 24 * time.Hour
+
+// InboxLabel is what an escalation may not name: the in-app inbox row
+// is what it waits on.
+const InboxLabel = "inbox"
 
 // AudienceSpec is one audience of an event. Exactly one of Group, User,
 // UserType and PayloadPath is set. Group and User are Go templates rendered
@@ -206,6 +245,9 @@ const (
 	KeyPlace               = "place"
 	KeyPost                = "post"
 	KeyTo                  = "to"
+	KeyEscalate            = "escalate"
+	KeyAfter               = "after"
+	KeyUnless              = "unless"
 )
 
 // Built-in defaults.

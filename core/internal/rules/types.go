@@ -98,7 +98,10 @@ type ChannelDecision struct {
 	// Deferred channels are kept but wait until DeferUntil (quiet hours).
 	Deferred   bool      `json:"deferred,omitempty"`
 	DeferUntil time.Time `json:"defer_until,omitzero"`
-	Reason     string    `json:"reason"`
+	// Escalation, when set, makes the channel wait for the in-app
+	// notification to be read or acted on (the rule's escalate block).
+	Escalation *Escalation `json:"escalation,omitempty"`
+	Reason     string      `json:"reason"`
 }
 
 // PostDecision is one post of an event to a place: the place channel, the

@@ -139,6 +139,7 @@ type rulesEventRaw struct {
 	Restrict            map[string]*rulesRestrictRaw `hcl:"restrict,labeled" doc:"Channels limited to some roles, by channel."`
 	QuietHours          string                       `hcl:"quiet_hours,attr" doc:"drop, defer or ignore: what quiet hours do to intrusive channels."`
 	QuietHoursByChannel map[string]string            `hcl:"quiet_hours_by_channel,attr" doc:"quiet_hours for single channels."`
+	Escalate            map[string]*rulesEscalateRaw `hcl:"escalate,labeled" doc:"Channels that wait, by channel: sent only if the in-app notification was not read or acted on within after."`
 	Templates           map[string]*rulesTemplateRaw `hcl:"template,labeled" doc:"Message templates by channel (Go text/template; html is html/template)."`
 	Inbox               *rulesTemplateRaw            `hcl:"inbox,block" doc:"The in-app inbox row's template."`
 	PayloadSchema       any                          `hcl:"payload_schema,attr" schema:"object|string" doc:"A JSON Schema the payload must satisfy: an object, or a string holding one."`
@@ -161,6 +162,11 @@ type rulesAudienceRaw struct {
 
 type rulesRestrictRaw struct {
 	Roles []string `hcl:"roles,attr"`
+}
+
+type rulesEscalateRaw struct {
+	After  string    `hcl:"after,attr" doc:"The wait, a Go duration such as 10m (at most 168h)."`
+	Unless *[]string `hcl:"unless,attr" doc:"What cancels it: read, acted (default: read, and acted for a shared event)."`
 }
 
 type rulesTemplateRaw struct {
@@ -614,6 +620,29 @@ func rulesEventFrom(c *rulesCollector, f *rulesFile, name string, raw *rulesEven
 				r = &rulesRestrictRaw{}
 			}
 			ev.Restrict[ch] = r.Roles
+		}
+	}
+	if len(raw.Escalate) > 0 {
+		ev.Escalations = map[string]rules.EscalationSpec{}
+		for _, ch := range rulesSortedKeys(raw.Escalate) {
+			e := raw.Escalate[ch]
+			if e == nil {
+				e = &rulesEscalateRaw{}
+			}
+			var es rules.EscalationSpec
+			if e.Unless != nil {
+				es.Unless, es.UnlessSet = append([]string{}, (*e.Unless)...), true
+			}
+			if e.After != "" {
+				d, err := time.ParseDuration(e.After)
+				if err != nil {
+					c.add(f, rulesSubPath(base, rules.KeyEscalate, ch, rules.KeyAfter),
+						fmt.Sprintf("bad duration %q: want a Go duration such as 10m or 1h30m", e.After))
+					f.badPaths = append(f.badPaths, rulesSubPath(base, rules.KeyEscalate, ch, rules.KeyAfter))
+				}
+				es.After = d
+			}
+			ev.Escalations[ch] = es
 		}
 	}
 	if len(raw.Templates) > 0 {

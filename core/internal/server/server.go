@@ -580,7 +580,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		sup.Add(PhasePublish, "handoff", handoff.Run)
 	}
 	sup.Add(PhasePublish, "publisher", pub.Run)
-	sup.Add(PhasePublish, "maintenance (lost attempts, deferred rows, analyze)", maint.Run)
+	sup.Add(PhasePublish, "maintenance (lost attempts, deferred rows, escalations, analyze)", maint.Run)
 	sup.Add(PhaseDeliver, "listener", listener.Run)
 	sup.Add(PhasePlugins, "plugin host", WaitThen(host.Close))
 	// The broker connection reconnects inside; it closes once nothing

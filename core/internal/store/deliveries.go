@@ -571,7 +571,8 @@ func GetEvent(ctx context.Context, q Querier, tenantID, eventID string) (produce
 	// (RecordOutcomes leaves it, so that the final update is HOT): it
 	// means nothing there and is not shown.
 	rows, err := q.Query(ctx, `SELECT delivery_id::text, user_id, place, channel, status, attempts, provider, provider_message_id, last_error,
-			CASE WHEN status = ANY($4::text[]) THEN NULL ELSE next_attempt_at END, updated_at
+			CASE WHEN status = ANY($4::text[]) THEN NULL ELSE next_attempt_at END, updated_at,
+			coalesce(hold, ''), escalate_unless
 		FROM deliveries WHERE tenant_id = $1 AND event_id = $2 AND created_at >= $3::timestamptz - interval '1 day' ORDER BY user_id, channel`,
 		tenantID, eventID, st.CreatedAt, FinalStatuses)
 	if err != nil {
@@ -582,7 +583,7 @@ func GetEvent(ctx context.Context, q Querier, tenantID, eventID string) (produce
 		var next *time.Time
 		var place bool
 		err := r.Scan(&d.DeliveryID, &d.UserID, &place, &d.Channel, &d.Status, &d.Attempts, &d.Provider, &d.ProviderMessageID, &d.LastError,
-			&next, &d.UpdatedAt)
+			&next, &d.UpdatedAt, &d.Hold, &d.EscalateUnless)
 		if next != nil {
 			d.NextAttemptAt = *next
 		}
