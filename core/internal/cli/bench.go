@@ -281,11 +281,12 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if (!f.noCeilings && !apiOnly) || f.scenario == "enqueue" {
 		logf("measuring herald_enqueue against a direct INSERT: %d events each way from %d producers, one transaction each, no daemon",
 			f.enqEvents, singleProducers(f))
-		ecs, err := bench.EnqueueCeilings(ctx, f.dbURL, fmt.Sprintf("herald_bench_enqueue_%d", os.Getpid()), f.enqEvents, singleProducers(f))
+		ecs, rounds, err := bench.EnqueueCeilings(ctx, f.dbURL, fmt.Sprintf("herald_bench_enqueue_%d", os.Getpid()), f.enqEvents, singleProducers(f))
 		if err != nil {
 			return fmt.Errorf("enqueue ceilings: %w", err)
 		}
 		rep.Ceilings = append(rep.Ceilings, ecs...)
+		rep.EnqueueRounds = rounds
 	}
 
 	fanout := bench.Scenario{Name: "fanout", Events: pick(f.events, 6000), Recipients: 10, Channels: 3,
@@ -333,9 +334,13 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	case "fanout":
 		runs = []bench.Scenario{fanout}
 	case "source":
-		// Direct and through a source database in the same run, then the
-		// source path at half the direct fanout's events/s for its lag.
-		runs = []bench.Scenario{fanout, viaSource, {Name: "latency-source"}}
+		// Direct and through a source database in the same run, in the
+		// order direct, source, source, direct (what drifts during the
+		// session falls on both alike), then the source path at half the
+		// direct fanout's events/s for its lag.
+		viaSource2, fanout2 := viaSource, fanout
+		viaSource2.Name, fanout2.Name = "fanout-source-2", "fanout-2"
+		runs = []bench.Scenario{fanout, viaSource, viaSource2, fanout2, {Name: "latency-source"}}
 	case "rls":
 		// The baseline first: the suite runs it last, and runs later in a
 		// session tend to be slower (checkpoints of the dropped databases),
