@@ -35,7 +35,7 @@ const (
 // so that what changes during the measurement (the table and its indexes
 // growing, checkpoints, the other processes of the machine) falls on
 // every way alike.
-const enqueueRounds = 10
+const enqueueRounds = 20
 
 // directInsert is sdk/producer's statement before migration 0045 (which
 // sent it after set_config('herald.tenant', ...), a setting Herald's
@@ -56,6 +56,11 @@ const enqueueCall = `SELECT outcome, id FROM herald_enqueue(tenant_id => $1, eve
 type EnqueueRound struct {
 	Events int       `json:"events"`
 	PerSec []float64 `json:"per_sec"`
+	// ServerCPU is each way's CPU time in its PostgreSQL backends per
+	// event, in µs, when the bench could read them in /proc (PostgreSQL
+	// on this host): what the statement costs the server, which the
+	// machine's other load changes less than the events/s.
+	ServerCPU []float64 `json:"server_cpu_us,omitempty"`
 }
 
 // EnqueueCeilings measures, in one run on one database, the events/s that
@@ -124,12 +129,13 @@ func EnqueueCeilings(ctx context.Context, adminURL, name string, events, produce
 	// producer login authenticates with a password, SCRAM, and that is
 	// not what is measured). The setup's pool writes nothing measured.
 	pools := make([]*pgxpool.Pool, 2)
+	pids := make([][]int, 2)
 	for i, dsn := range []string{dbURL, u.String()} {
 		if pools[i], err = store.NewPool(ctx, dsn, producers); err != nil {
 			return nil, nil, ctxErr(ctx, fmt.Errorf("enqueue ceilings: connect: %w", err))
 		}
 		defer pools[i].Close()
-		if err := warm(ctx, pools[i], producers); err != nil {
+		if pids[i], err = warm(ctx, pools[i], producers); err != nil {
 			return nil, nil, ctxErr(ctx, fmt.Errorf("enqueue ceilings: %w", err))
 		}
 	}
@@ -137,14 +143,15 @@ func EnqueueCeilings(ctx context.Context, adminURL, name string, events, produce
 	ways := []struct {
 		name string
 		pool *pgxpool.Pool
+		pids []int
 		one  func(ctx context.Context, tx pgx.Tx, eventID string, i int) error
 	}{
-		{EnqueueDirectName, pools[0], func(ctx context.Context, tx pgx.Tx, eventID string, i int) error {
+		{EnqueueDirectName, pools[0], pids[0], func(ctx context.Context, tx pgx.Tx, eventID string, i int) error {
 			var id int64
 			return tx.QueryRow(ctx, directInsert, benchTenant, eventID, benchEventType, "bench", strconv.Itoa(i), enqueuePayload(i)).Scan(&id)
 		}},
-		{EnqueueOwnerName, pools[0], callEnqueue},
-		{EnqueueProducerName, pools[1], callEnqueue},
+		{EnqueueOwnerName, pools[0], pids[0], callEnqueue},
+		{EnqueueProducerName, pools[1], pids[1], callEnqueue},
 	}
 	// One unmeasured round first: every connection prepares its
 	// statements and PostgreSQL settles on their plans (the first calls
@@ -163,10 +170,11 @@ func EnqueueCeilings(ctx context.Context, adminURL, name string, events, produce
 		if round == enqueueRounds-1 {
 			n = events - per*(enqueueRounds-1)
 		}
-		rd := EnqueueRound{Events: n, PerSec: make([]float64, len(ways))}
+		rd := EnqueueRound{Events: n, PerSec: make([]float64, len(ways)), ServerCPU: make([]float64, len(ways))}
 		for k := range ways {
 			w := (round + k) % len(ways)
 			prefix := fmt.Sprintf("enq-%d-%d-", w, round)
+			cpu0, cpuOK := backendCPU(ways[w].pids)
 			start := time.Now()
 			if err := commitEach(ctx, ways[w].pool, n, producers, func(ctx context.Context, tx pgx.Tx, i int) error {
 				return ways[w].one(ctx, tx, prefix+strconv.Itoa(i), i)
@@ -176,6 +184,11 @@ func EnqueueCeilings(ctx context.Context, adminURL, name string, events, produce
 			took := time.Since(start)
 			elapsed[w] += took
 			rd.PerSec[w] = float64(n) / took.Seconds()
+			if cpu1, ok := backendCPU(ways[w].pids); ok && cpuOK && rd.ServerCPU != nil {
+				rd.ServerCPU[w] = float64((cpu1-cpu0).Microseconds()) / float64(n)
+			} else {
+				rd.ServerCPU = nil
+			}
 		}
 		rounds = append(rounds, rd)
 	}
@@ -213,22 +226,25 @@ func enqueuePayload(i int) string {
 	return fmt.Sprintf(`{"team": %d, "n": %d}`, i%10, i)
 }
 
-// warm opens n connections of pool at once.
-func warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
+// warm opens n connections of pool at once and returns their backends'
+// process ids.
+func warm(ctx context.Context, pool *pgxpool.Pool, n int) ([]int, error) {
 	conns := make([]*pgxpool.Conn, 0, n)
 	defer func() {
 		for _, c := range conns {
 			c.Release()
 		}
 	}()
+	pids := make([]int, 0, n)
 	for range n {
 		c, err := pool.Acquire(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		conns = append(conns, c)
+		pids = append(pids, int(c.Conn().PgConn().PID()))
 	}
-	return nil
+	return pids, nil
 }
 
 // commitEach runs write for i in [0, n) from producers goroutines, each

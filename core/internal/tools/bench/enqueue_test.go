@@ -20,7 +20,7 @@ func TestEnqueueCeilings(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	// 61 events over 3 producers and 10 rounds: neither divides evenly.
+	// 61 events over 3 producers and 20 rounds: neither divides evenly.
 	const events = 61
 	name := testenv.RandomName("herald_bench_enqueue_")
 	var before int
@@ -62,8 +62,8 @@ func TestEnqueueCeilings(t *testing.T) {
 		t.Errorf("%d bench_producer_ roles left behind", after-before)
 	}
 
-	for _, bad := range [][2]int{{9, 3}, {60, 0}} {
-		if _, _, err := EnqueueCeilings(ctx, adminURL, name, bad[0], bad[1]); err == nil || !strings.Contains(err.Error(), "want events ≥ 10 and producers > 0") {
+	for _, bad := range [][2]int{{19, 3}, {60, 0}} {
+		if _, _, err := EnqueueCeilings(ctx, adminURL, name, bad[0], bad[1]); err == nil || !strings.Contains(err.Error(), "want events ≥ 20 and producers > 0") {
 			t.Errorf("events=%d producers=%d: err = %v, want the sizes refused", bad[0], bad[1], err)
 		}
 	}

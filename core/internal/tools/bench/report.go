@@ -238,6 +238,10 @@ func (r *Report) Evaluate() {
 				t.Note = fmt.Sprintf("over all %d rounds; the rounds' own ratios: median %.2f×, from %.2f× to %.2f×",
 					len(ratios), median(ratios), slices.Min(ratios), slices.Max(ratios))
 			}
+			if direct, fn := r.enqueueCPU(0), r.enqueueCPU(k+1); len(direct) > 0 && len(fn) > 0 {
+				t.Note += fmt.Sprintf("; PostgreSQL's CPU per event (median of the rounds): direct INSERT %.0f µs, this way %.0f µs (%.2f×)",
+					median(direct), median(fn), median(fn)/median(direct))
+			}
 			r.Targets = append(r.Targets, t)
 		}
 	}
@@ -365,6 +369,18 @@ func (r *Report) enqueueRatios(w int) []float64 {
 	return ratios
 }
 
+// enqueueCPU returns, per round of the enqueue ceilings that measured it,
+// way w's server CPU per event in µs.
+func (r *Report) enqueueCPU(w int) []float64 {
+	var us []float64
+	for _, rd := range r.EnqueueRounds {
+		if len(rd.ServerCPU) > w && rd.ServerCPU[w] > 0 {
+			us = append(us, rd.ServerCPU[w])
+		}
+	}
+	return us
+}
+
 // median returns the median of vs (not empty).
 func median(vs []float64) float64 {
 	s := slices.Sorted(slices.Values(vs))
@@ -419,13 +435,17 @@ func (r *Report) Print(w io.Writer) {
 	if len(r.EnqueueRounds) > 0 {
 		fmt.Fprintln(w, "Enqueue ceilings by round (events/s; the ways alternate, each round in a rotated order):")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "round\tevents\tdirect INSERT\therald_enqueue, Herald's login\therald_enqueue, producer login\tratios\t")
+		fmt.Fprintln(tw, "round\tevents\tdirect INSERT\therald_enqueue, Herald's login\therald_enqueue, producer login\tratios\tserver CPU µs/event\t")
 		for i, rd := range r.EnqueueRounds {
 			if len(rd.PerSec) != 3 || rd.PerSec[0] <= 0 {
 				continue
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.2f× %.2f×\t\n", i+1, num(float64(rd.Events)), num(rd.PerSec[0]), num(rd.PerSec[1]),
-				num(rd.PerSec[2]), rd.PerSec[1]/rd.PerSec[0], rd.PerSec[2]/rd.PerSec[0])
+			cpu := "-"
+			if len(rd.ServerCPU) == 3 {
+				cpu = fmt.Sprintf("%.0f %.0f %.0f", rd.ServerCPU[0], rd.ServerCPU[1], rd.ServerCPU[2])
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.2f× %.2f×\t%s\t\n", i+1, num(float64(rd.Events)), num(rd.PerSec[0]), num(rd.PerSec[1]),
+				num(rd.PerSec[2]), rd.PerSec[1]/rd.PerSec[0], rd.PerSec[2]/rd.PerSec[0], cpu)
 		}
 		_ = tw.Flush()
 		fmt.Fprintln(w)
