@@ -185,7 +185,7 @@ func EnqueueCeilings(ctx context.Context, adminURL, name string, events, produce
 			elapsed[w] += took
 			rd.PerSec[w] = float64(n) / took.Seconds()
 			if cpu1, ok := backendCPU(ways[w].pids); ok && cpuOK && rd.ServerCPU != nil {
-				rd.ServerCPU[w] = float64((cpu1-cpu0).Microseconds()) / float64(n)
+				rd.ServerCPU[w] = float64((cpu1 - cpu0).Microseconds()) / float64(n)
 			} else {
 				rd.ServerCPU = nil
 			}
