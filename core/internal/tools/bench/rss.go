@@ -104,15 +104,25 @@ func readPPID(pid int) (int, error) {
 // parseStatPPID parses "pid (comm) state ppid ...". The command name may
 // hold spaces and parentheses, so the fields start after the last ')'.
 func parseStatPPID(b []byte) (int, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat line")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, errors.New("malformed stat line")
+	f, err := statFields(b, 2)
+	if err != nil {
+		return 0, err
 	}
 	return strconv.Atoi(f[1])
+}
+
+// statFields returns the fields of a stat line after the command name
+// (field 3, the state, first), at least n of them.
+func statFields(b []byte, n int) ([]string, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, errors.New("malformed stat line")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < n {
+		return nil, errors.New("malformed stat line")
+	}
+	return f, nil
 }
 
 // parentMap reads the parent of every process in /proc. Processes that exit
@@ -368,13 +378,9 @@ func backendCPU(pids []int) (time.Duration, bool) {
 
 // parseStatCPU parses utime + stime (fields 14 and 15) of a stat line.
 func parseStatCPU(b []byte) (int64, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat line")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, errors.New("malformed stat line")
+	f, err := statFields(b, 13)
+	if err != nil {
+		return 0, err
 	}
 	u, err := strconv.ParseInt(f[11], 10, 64)
 	if err != nil {
