@@ -19,17 +19,10 @@ import (
 
 // The check functions are migration 0045's text, word for word: the file
 // holds 0045's herald_refuse and herald_check_event as they are written
-// there.
+// there, and the tenant and project checks of herald_enqueue as migration
+// 0095 (the latest to define it) writes them.
 func TestInstallHoldsMigration0045sChecks(t *testing.T) {
-	matches, err := filepath.Glob(filepath.Join(testenv.RepoRoot(t), "migrations", "0045_*.sql"))
-	if err != nil || len(matches) != 1 {
-		t.Fatalf("migration 0045: %v %v", matches, err)
-	}
-	b, err := os.ReadFile(matches[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, _, _ := strings.Cut(string(b), "-- +goose Down")
+	up := migrationUp(t, "0045")
 	for _, fn := range []string{"herald_refuse", "herald_check_event"} {
 		i := strings.Index(up, "FUNCTION "+fn+"(")
 		if i < 0 {
@@ -41,6 +34,30 @@ func TestInstallHoldsMigration0045sChecks(t *testing.T) {
 			t.Errorf("install.sql does not hold 0045's %s word for word; copy it from the migration", fn)
 		}
 	}
+	up = migrationUp(t, "0095")
+	const from, to = "    -- One test for the common case", "    -- Herald's own roles"
+	i, j := strings.Index(up, from), strings.Index(up, to)
+	if i < 0 || j < i {
+		t.Fatalf("0095's herald_enqueue has no tenant and project checks between %q and %q", from, to)
+	}
+	if !strings.Contains(outbox.InstallSQL, up[i:j]) {
+		t.Errorf("install.sql's herald_enqueue does not hold 0095's tenant and project checks word for word; copy them from the migration")
+	}
+}
+
+// migrationUp returns the Up part of the migration numbered n.
+func migrationUp(t *testing.T, n string) string {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(testenv.RepoRoot(t), "migrations", n+"_*.sql"))
+	if err != nil || len(matches) != 1 {
+		t.Fatalf("migration %s: %v %v", n, matches, err)
+	}
+	b, err := os.ReadFile(matches[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, _ := strings.Cut(string(b), "-- +goose Down")
+	return up
 }
 
 func installDatabases(t *testing.T) (herald, src *pgxpool.Pool) {

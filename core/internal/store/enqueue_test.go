@@ -344,3 +344,37 @@ func TestMigration0045RoundTrip(t *testing.T) {
 		t.Fatalf("after up: producer INSERT %v, herald_enqueue %d (%v)", insert, fn(), err)
 	}
 }
+
+// Migration 0095 goes down to 0045's herald_enqueue and up again, and the
+// function writes an event at both levels.
+func TestMigration0095RoundTrip(t *testing.T) {
+	t.Parallel()
+	db := testenv.PostgresAt(t, 95)
+	ctx := context.Background()
+	if err := store.EnsureTenant(ctx, db.Pool, "acme", ""); err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, want045 bool, eventID string) {
+		t.Helper()
+		var src, outcome string
+		if err := db.Pool.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE proname = 'herald_enqueue'`).Scan(&src); err != nil {
+			t.Fatal(err)
+		}
+		if is045 := strings.Contains(src, "{0,99}"); is045 != want045 {
+			t.Errorf("after %s: herald_enqueue is 0045's: %v, want %v", step, is045, want045)
+		}
+		if err := db.Pool.QueryRow(ctx, `SELECT outcome FROM herald_enqueue('acme', $1, 'T', '{"a": 1}')`, eventID).Scan(&outcome); err != nil || outcome != "new" {
+			t.Errorf("after %s: herald_enqueue answered %q (%v), want new", step, outcome, err)
+		}
+	}
+	check("up to 0095", false, "rt-1")
+	var out strings.Builder
+	if err := store.MigrateTo(ctx, db.URL, "down", &out); err != nil {
+		t.Fatal(err)
+	}
+	check("down", true, "rt-2")
+	if err := store.MigrateTo(ctx, db.URL, "up", &out); err != nil {
+		t.Fatal(err)
+	}
+	check("up again", false, "rt-3")
+}

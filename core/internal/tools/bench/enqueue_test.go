@@ -20,16 +20,29 @@ func TestEnqueueCeilings(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	// 61 events over 3 producers and 6 rounds: neither divides evenly.
+	// 61 events over 3 producers and 20 rounds: neither divides evenly.
 	const events = 61
 	name := testenv.RandomName("herald_bench_enqueue_")
 	var before int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname LIKE 'bench_producer_%'`).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := EnqueueCeilings(ctx, adminURL, name, events, 3)
+	cs, rounds, err := EnqueueCeilings(ctx, adminURL, name, events, 3)
 	if err != nil {
 		t.Fatalf("EnqueueCeilings: %v", err)
+	}
+	if len(rounds) != enqueueRounds {
+		t.Fatalf("rounds = %v, want %d", rounds, enqueueRounds)
+	}
+	sum := 0
+	for _, rd := range rounds {
+		sum += rd.Events
+		if len(rd.PerSec) != 3 || rd.PerSec[0] <= 0 || rd.PerSec[1] <= 0 || rd.PerSec[2] <= 0 {
+			t.Errorf("round %+v: want the events/s of the three ways", rd)
+		}
+	}
+	if sum != events {
+		t.Errorf("the rounds wrote %d events each way, want %d", sum, events)
 	}
 	if len(cs) != 3 {
 		t.Fatalf("ceilings = %v, want 3", cs)
@@ -49,8 +62,8 @@ func TestEnqueueCeilings(t *testing.T) {
 		t.Errorf("%d bench_producer_ roles left behind", after-before)
 	}
 
-	for _, bad := range [][2]int{{5, 3}, {60, 0}} {
-		if _, err := EnqueueCeilings(ctx, adminURL, name, bad[0], bad[1]); err == nil || !strings.Contains(err.Error(), "want events ≥ 6 and producers > 0") {
+	for _, bad := range [][2]int{{19, 3}, {60, 0}} {
+		if _, _, err := EnqueueCeilings(ctx, adminURL, name, bad[0], bad[1]); err == nil || !strings.Contains(err.Error(), "want events ≥ 20 and producers > 0") {
 			t.Errorf("events=%d producers=%d: err = %v, want the sizes refused", bad[0], bad[1], err)
 		}
 	}

@@ -185,9 +185,10 @@ func TestReportAdmin(t *testing.T) {
 	}
 }
 
-// TestReportEnqueueTarget checks the herald_enqueue target: the producer
-// login's events/s over the direct INSERT's, met from 0.90, with Herald's
-// login's ratio in the note, and no target when the ceilings did not run.
+// TestReportEnqueueTarget checks the herald_enqueue targets: Herald's
+// login's and the producer login's events/s over the direct INSERT's, met
+// from 0.90, the rounds' own ratios in the note, and no target when the
+// ceilings did not run.
 func TestReportEnqueueTarget(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -204,22 +205,75 @@ func TestReportEnqueueTarget(t *testing.T) {
 			newCeiling(EnqueueOwnerName+" (8 producers, one event per transaction)", "events/s", 12000, 12500*time.Millisecond),
 			newCeiling(EnqueueProducerName+" (8 producers, one event per transaction)", "events/s", 12000,
 				time.Duration(tc.producerSecs*float64(time.Second))),
+		}, EnqueueRounds: []EnqueueRound{
+			{Events: 6000, PerSec: []float64{1000, 900, 1000}},
+			{Events: 6000, PerSec: []float64{1000, 700, 800}},
+			{Events: 6000, PerSec: []float64{1000, 800, 1200}},
 		}}
 		rep.Evaluate()
-		if len(rep.Targets) != 1 {
-			t.Fatalf("targets = %+v, want the enqueue target alone", rep.Targets)
+		if len(rep.Targets) != 2 {
+			t.Fatalf("targets = %+v, want the two enqueue targets alone", rep.Targets)
 		}
-		tg := rep.Targets[0]
-		if tg.Got != tc.got || tg.Met != tc.met || tg.Note != "herald_enqueue as Herald's login: 0.80× the direct INSERT" {
-			t.Errorf("producer login in %vs: target %+v, want got %s met %v", tc.producerSecs, tg, tc.got, tc.met)
+		own, prod := rep.Targets[0], rep.Targets[1]
+		if own.Got != "0.80×" || own.Met || own.Note != "over all 3 rounds; the rounds' own ratios: median 0.80×, from 0.70× to 0.90×" {
+			t.Errorf("Herald's login: target %+v, want 0.80×, missed, the rounds in the note", own)
+		}
+		if prod.Got != tc.got || prod.Met != tc.met || prod.Note != "over all 3 rounds; the rounds' own ratios: median 1.00×, from 0.80× to 1.20×" {
+			t.Errorf("producer login in %vs: target %+v, want got %s met %v", tc.producerSecs, prod, tc.got, tc.met)
 		}
 		if err := rep.Err(); err != nil {
 			t.Errorf("a report of ceilings only: Err() = %v, want nil", err)
+		}
+		var out strings.Builder
+		rep.Print(&out)
+		if !strings.Contains(out.String(), "0.70× 0.80×") {
+			t.Errorf("the report does not print the second round's ratios:\n%s", out.String())
 		}
 	}
 	rep := Report{Ceilings: []Ceiling{newCeiling("postgresql copy (batch 1000)", "rows/s", 1000, time.Second)}}
 	rep.Evaluate()
 	if len(rep.Targets) != 0 {
 		t.Errorf("targets without the enqueue ceilings = %+v, want none", rep.Targets)
+	}
+}
+
+// TestReportSourceTargets checks the source path's targets: the mean
+// deliveries/s of the fanout-shaped source runs over the direct ones'
+// (other shapes left out), met from 0.90, and the source stage's lag p99
+// of the paced source run, met under 1 s.
+func TestReportSourceTargets(t *testing.T) {
+	t.Parallel()
+	shape := Scenario{Recipients: 10, Channels: 3, Producers: 4, Serve: 1}
+	run := func(name string, source bool, perS float64) Result {
+		sc := shape
+		sc.Name, sc.Source = name, source
+		return Result{Scenario: sc, DeliveriesPerS: perS, Check: Check{OK: true}}
+	}
+	paced := run("latency-source", true, 4000)
+	paced.Scenario.Rate = 150
+	paced.ToHerald = &LatencySummary{Count: 3000, P50: 40, P99: 1200, Max: 1500}
+	scale := run("scale-2", false, 1)
+	scale.Scenario.Serve = 2
+	rep := Report{Runs: []Result{run("fanout", false, 10000), run("fanout-source", true, 9000), run("fanout-source-2", true, 9400),
+		run("fanout-2", false, 10400), scale, paced}}
+	rep.Evaluate()
+	got := map[string]Target{}
+	for _, tg := range rep.Targets {
+		got[tg.Name] = tg
+	}
+	via := got["fanout through a source database vs direct, deliveries/s"]
+	if via.Got != "0.90×" || !via.Met || via.Note != "mean of fanout-source 9,000/s, fanout-source-2 9,400/s over mean of fanout 10,000/s, fanout-2 10,400/s" {
+		t.Errorf("source throughput target = %+v", via)
+	}
+	lag := got["source stage lag p99 at 150 events/s (latency-source)"]
+	if lag.Got != "1200.0 ms" || lag.Met {
+		t.Errorf("source lag target = %+v, want 1200 ms, missed", lag)
+	}
+	rep.Runs[5].ToHerald.P99 = 800
+	rep.Evaluate()
+	for _, tg := range rep.Targets {
+		if strings.HasPrefix(tg.Name, "source stage lag") && !tg.Met {
+			t.Errorf("a lag p99 of 800 ms: %+v, want met", tg)
+		}
 	}
 }

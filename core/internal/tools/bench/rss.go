@@ -104,15 +104,25 @@ func readPPID(pid int) (int, error) {
 // parseStatPPID parses "pid (comm) state ppid ...". The command name may
 // hold spaces and parentheses, so the fields start after the last ')'.
 func parseStatPPID(b []byte) (int, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat line")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, errors.New("malformed stat line")
+	f, err := statFields(b, 2)
+	if err != nil {
+		return 0, err
 	}
 	return strconv.Atoi(f[1])
+}
+
+// statFields returns the fields of a stat line after the command name
+// (field 3, the state, first), at least n of them.
+func statFields(b []byte, n int) ([]string, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, errors.New("malformed stat line")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < n {
+		return nil, errors.New("malformed stat line")
+	}
+	return f, nil
 }
 
 // parentMap reads the parent of every process in /proc. Processes that exit
@@ -336,4 +346,46 @@ func (w *RSSWatch) Peaks() []ProcPeak {
 		return a.PID - b.PID
 	})
 	return out
+}
+
+// clockTicks is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
+// every Linux architecture Go supports).
+const clockTicks = 100
+
+// backendCPU returns the CPU time (user and system) the PostgreSQL
+// backends pids have used so far, read from /proc, and false when any of
+// them cannot be read there or is not a postgres process (the server runs
+// on another host or in another pid namespace).
+func backendCPU(pids []int) (time.Duration, bool) {
+	var ticks int64
+	for _, pid := range pids {
+		dir := filepath.Join(procRoot, strconv.Itoa(pid))
+		if cmd, err := os.ReadFile(filepath.Join(dir, "cmdline")); err != nil || !bytes.HasPrefix(cmd, []byte("postgres")) {
+			return 0, false
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "stat"))
+		if err != nil {
+			return 0, false
+		}
+		t, err := parseStatCPU(b)
+		if err != nil {
+			return 0, false
+		}
+		ticks += t
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, true
+}
+
+// parseStatCPU parses utime + stime (fields 14 and 15) of a stat line.
+func parseStatCPU(b []byte) (int64, error) {
+	f, err := statFields(b, 13)
+	if err != nil {
+		return 0, err
+	}
+	u, err := strconv.ParseInt(f[11], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	s, err := strconv.ParseInt(f[12], 10, 64)
+	return u + s, err
 }

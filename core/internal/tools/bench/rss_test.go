@@ -271,3 +271,20 @@ func TestWatchRSSConcurrent(t *testing.T) {
 		t.Errorf("root listed %d times, want once", n)
 	}
 }
+
+// TestBackendCPU reads utime + stime after the command name (which may
+// hold spaces and parentheses), and refuses a process that is not a
+// PostgreSQL backend (this test's own).
+func TestBackendCPU(t *testing.T) {
+	t.Parallel()
+	got, err := parseStatCPU([]byte("4242 (postgres: a (b) c) S 1 4242 4242 0 -1 4194560 300 0 0 0 125 31 0 0 20 0 1 0 100 0 0"))
+	if err != nil || got != 156 {
+		t.Errorf("parseStatCPU = %d, %v; want 156", got, err)
+	}
+	if _, err := parseStatCPU([]byte("4242 (x) S 1")); err == nil {
+		t.Error("a short stat line: want an error")
+	}
+	if _, ok := backendCPU([]int{os.Getpid()}); ok {
+		t.Error("backendCPU of the test process: want false, it is not postgres")
+	}
+}
