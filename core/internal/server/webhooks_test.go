@@ -104,10 +104,10 @@ func TestWebhookSettingsAPI(t *testing.T) {
 
 	// Replay: from is checked, and only a's own events are owed again.
 	for body, want := range map[string]int{
-		`{}`:                                  http.StatusBadRequest,
-		`{"from": "yesterday"}`:               http.StatusBadRequest,
-		`{"from": "2999-01-01T00:00:00Z"}`:    http.StatusBadRequest,
-		`{"from": "2000-01-01T00:00:00Z"}`:    http.StatusBadRequest, // older than the replay window
+		`{}`:                                 http.StatusBadRequest,
+		`{"from": "yesterday"}`:              http.StatusBadRequest,
+		`{"from": "2999-01-01T00:00:00Z"}`:   http.StatusBadRequest,
+		`{"from": "2000-01-01T00:00:00Z"}`:   http.StatusBadRequest, // older than the replay window
 		`{"from": ["2026-01-01T00:00:00Z"]}`: http.StatusBadRequest,
 	} {
 		if r := w.do(t, "POST", "/v1/webhooks/replay", w.keys["a"], body); r.code != want || field(r) != "from" {
