@@ -427,7 +427,7 @@ func (s *Stage) settle(ctx context.Context, evs []row, outcome, why string, wait
 	switch outcome {
 	case "delivered":
 		q = `UPDATE status_events SET webhook_due_at = NULL, webhook_lease_until = NULL, webhook_delivered_at = now(),
-			webhook_attempts = webhook_attempts + 1, webhook_last_error = '' WHERE seq = ANY($1)`
+			webhook_attempts = webhook_attempts + 1, webhook_last_error = $2 WHERE seq = ANY($1)`
 	case "retry":
 		q = `UPDATE status_events SET webhook_due_at = now() + $3::interval, webhook_lease_until = NULL,
 			webhook_attempts = webhook_attempts + 1, webhook_last_error = $2 WHERE seq = ANY($1)`
