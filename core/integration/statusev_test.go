@@ -333,8 +333,8 @@ func jsonField(raw json.RawMessage, key string) string {
 
 // statusQueue consumes one tenant's binding of the status exchange.
 type statusQueue struct {
-	mu   sync.Mutex
-	got  map[string]statusev.Message
+	mu     sync.Mutex
+	got    map[string]statusev.Message
 	routes map[string]bool
 }
 
