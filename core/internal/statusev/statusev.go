@@ -157,51 +157,7 @@ func (s *Stage) Run(ctx context.Context) error {
 // --- the broker ---
 
 func (s *Stage) runBroker(ctx context.Context) {
-	for {
-		ch, err := s.conn.Channel(ctx)
-		if err != nil {
-			return // ctx ended or the connection closed for good
-		}
-		err = s.serveBroker(ctx, ch)
-		_ = ch.Close()
-		if ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("status events: broker channel lost; reconnecting", "error", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-var errNacked = errors.New("broker nacked status events; they stay unpublished and go out again on a new channel")
-
-func (s *Stage) serveBroker(ctx context.Context, ch *amqp.Channel) error {
-	if err := ch.ExchangeDeclare(s.cfg.Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
-		return err
-	}
-	if err := ch.Confirm(false); err != nil {
-		return err
-	}
-	for {
-		n, err := s.publishRound(ctx, ch)
-		if err != nil {
-			return err
-		}
-		if n < 0 {
-			return errNacked
-		}
-		if n > 0 {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(s.cfg.PollInterval):
-		}
-	}
+	s.conn.Drain(ctx, s.cfg.Exchange, "status event", s.log, s.cfg.PollInterval, nil, s.publishRound)
 }
 
 type row struct {
