@@ -564,6 +564,86 @@ END;
 $$;
 
 --
+-- Name: herald_status_events_actions(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_status_events_actions() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
+    SELECT n.tenant_id, 'notification.acted', jsonb_build_object(
+            'action_id', n.action_id, 'notification_id', n.notification_id, 'event_id', n.event_id,
+            'event_type', n.event_type, 'user_id', n.user_id, 'project_id', n.project_id,
+            'action', n.action, 'data', n.data, 'acted_at', n.acted_at),
+        CASE WHEN 'notification.acted' = ANY (w.kinds) THEN now() END
+    FROM new_rows n LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
+    ORDER BY n.tenant_id, n.seq;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: herald_status_events_deliveries(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_status_events_deliveries() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
+        SELECT n.tenant_id, 'delivery.' || lower(n.status), jsonb_build_object(
+                'delivery_id', n.delivery_id, 'notification_id', n.notification_id, 'event_id', n.event_id,
+                'event_type', n.event_type, 'user_id', n.user_id, 'channel', n.channel, 'status', n.status,
+                'attempts', n.attempts, 'provider', n.provider, 'provider_message_id', n.provider_message_id,
+                'reason', n.last_error),
+            CASE WHEN 'delivery.' || lower(n.status) = ANY (w.kinds) THEN now() END
+        FROM new_rows n JOIN old_rows o ON o.delivery_id = n.delivery_id
+        LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
+        WHERE n.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'DIGESTED') AND o.status IS DISTINCT FROM n.status
+        ORDER BY n.tenant_id, n.delivery_id;
+    ELSE
+        INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
+        SELECT n.tenant_id, 'delivery.' || lower(n.status), jsonb_build_object(
+                'delivery_id', n.delivery_id, 'notification_id', n.notification_id, 'event_id', n.event_id,
+                'event_type', n.event_type, 'user_id', n.user_id, 'channel', n.channel, 'status', n.status,
+                'attempts', n.attempts, 'provider', n.provider, 'provider_message_id', n.provider_message_id,
+                'reason', n.last_error),
+            CASE WHEN 'delivery.' || lower(n.status) = ANY (w.kinds) THEN now() END
+        FROM new_rows n LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
+        WHERE n.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'DIGESTED')
+        ORDER BY n.tenant_id, n.delivery_id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: herald_status_events_reads(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_status_events_reads() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
+    SELECT n.tenant_id, 'notification.read', jsonb_build_object(
+            'notification_id', n.notification_id, 'event_id', n.event_id, 'event_type', n.event_type,
+            'user_id', n.user_id, 'project_id', n.project_id, 'read_at', n.read_at),
+        CASE WHEN 'notification.read' = ANY (w.kinds) THEN now() END
+    FROM new_rows n JOIN old_rows o ON o.notification_id = n.notification_id
+    LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
+    WHERE n.read_at IS NOT NULL AND o.read_at IS NULL
+    ORDER BY n.tenant_id, n.notification_id;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: herald_sweep(text, text, timestamp with time zone, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1227,6 +1307,42 @@ CREATE TABLE public.recipients (
 ALTER TABLE ONLY public.recipients FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: status_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.status_events (
+    seq bigint NOT NULL,
+    event_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    tenant_id text NOT NULL,
+    kind text NOT NULL,
+    occurred_at timestamp with time zone DEFAULT now() NOT NULL,
+    data jsonb NOT NULL,
+    published_at timestamp with time zone,
+    webhook_due_at timestamp with time zone,
+    webhook_attempts integer DEFAULT 0 NOT NULL,
+    webhook_lease_until timestamp with time zone,
+    webhook_delivered_at timestamp with time zone,
+    webhook_last_error text DEFAULT ''::text NOT NULL,
+    CONSTRAINT status_events_kind CHECK ((kind = ANY (ARRAY['delivery.sent'::text, 'delivery.failed'::text, 'delivery.skipped'::text, 'delivery.cancelled'::text, 'delivery.digested'::text, 'notification.read'::text, 'notification.acted'::text])))
+)
+WITH (autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.05');
+
+ALTER TABLE ONLY public.status_events FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: status_events_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.status_events ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.status_events_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: superadmins; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1253,6 +1369,28 @@ CREATE TABLE public.tenant_origins (
 );
 
 ALTER TABLE ONLY public.tenant_origins FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: tenant_webhooks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.tenant_webhooks (
+    tenant_id text NOT NULL,
+    url text NOT NULL,
+    kinds text[] NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    secret text NOT NULL,
+    previous_secret text,
+    previous_until timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenant_webhooks_kinds CHECK ((((cardinality(kinds) >= 1) AND (cardinality(kinds) <= 7)) AND (kinds <@ ARRAY['delivery.sent'::text, 'delivery.failed'::text, 'delivery.skipped'::text, 'delivery.cancelled'::text, 'delivery.digested'::text, 'notification.read'::text, 'notification.acted'::text]))),
+    CONSTRAINT tenant_webhooks_previous_secret CHECK ((previous_secret ~ '^whsec_[A-Za-z0-9+/=]{32,88}$'::text)),
+    CONSTRAINT tenant_webhooks_secret CHECK ((secret ~ '^whsec_[A-Za-z0-9+/=]{32,88}$'::text)),
+    CONSTRAINT tenant_webhooks_url CHECK (((octet_length(url) <= 2000) AND (url ~ '^https?://[^[:space:][:cntrl:]]+$'::text)))
+);
+
+ALTER TABLE ONLY public.tenant_webhooks FORCE ROW LEVEL SECURITY;
 
 --
 -- Name: tenants; Type: TABLE; Schema: public; Owner: -
@@ -1527,6 +1665,20 @@ ALTER TABLE ONLY public.recipients
     ADD CONSTRAINT recipients_pkey PRIMARY KEY (tenant_id, user_id);
 
 --
+-- Name: status_events status_events_event_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.status_events
+    ADD CONSTRAINT status_events_event_id_key UNIQUE (event_id);
+
+--
+-- Name: status_events status_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.status_events
+    ADD CONSTRAINT status_events_pkey PRIMARY KEY (seq);
+
+--
 -- Name: superadmins superadmins_key_hash_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1546,6 +1698,13 @@ ALTER TABLE ONLY public.superadmins
 
 ALTER TABLE ONLY public.tenant_origins
     ADD CONSTRAINT tenant_origins_pkey PRIMARY KEY (tenant_id, origin);
+
+--
+-- Name: tenant_webhooks tenant_webhooks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_webhooks
+    ADD CONSTRAINT tenant_webhooks_pkey PRIMARY KEY (tenant_id);
 
 --
 -- Name: tenants tenants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1743,6 +1902,24 @@ CREATE INDEX recipients_by_type ON public.recipients USING btree (tenant_id, use
 CREATE INDEX recipients_by_update ON public.recipients USING btree (tenant_id, updated_at, user_id);
 
 --
+-- Name: status_events_by_time; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX status_events_by_time ON public.status_events USING btree (tenant_id, occurred_at);
+
+--
+-- Name: status_events_unpublished; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX status_events_unpublished ON public.status_events USING btree (seq) WHERE (published_at IS NULL);
+
+--
+-- Name: status_events_webhook_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX status_events_webhook_due ON public.status_events USING btree (tenant_id, webhook_due_at) WHERE (webhook_due_at IS NOT NULL);
+
+--
 -- Name: tenant_origins_by_origin; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1839,6 +2016,18 @@ ALTER INDEX public.notifications_shared ATTACH PARTITION public.notifications_de
 ALTER INDEX public.notifications_inbox ATTACH PARTITION public.notifications_default_tenant_id_user_id_created_at_notifica_idx;
 
 --
+-- Name: deliveries deliveries_status_events; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER deliveries_status_events AFTER UPDATE ON public.deliveries REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_deliveries();
+
+--
+-- Name: deliveries deliveries_status_events_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER deliveries_status_events_insert AFTER INSERT ON public.deliveries REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_deliveries();
+
+--
 -- Name: event_outbox event_outbox_contract; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1855,6 +2044,18 @@ CREATE TRIGGER event_outbox_notify AFTER INSERT ON public.event_outbox FOR EACH 
 --
 
 CREATE TRIGGER notification_actions_number BEFORE INSERT ON public.notification_actions FOR EACH ROW EXECUTE FUNCTION public.herald_number_action();
+
+--
+-- Name: notification_actions notification_actions_status_events; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER notification_actions_status_events AFTER INSERT ON public.notification_actions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_actions();
+
+--
+-- Name: notifications notifications_status_events; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER notifications_status_events AFTER UPDATE ON public.notifications REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_reads();
 
 --
 -- Name: tenant_origins tenant_origins_cap; Type: TRIGGER; Schema: public; Owner: -
@@ -1889,6 +2090,13 @@ ALTER TABLE ONLY public.projects
 
 ALTER TABLE ONLY public.tenant_origins
     ADD CONSTRAINT tenant_origins_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: tenant_webhooks tenant_webhooks_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_webhooks
+    ADD CONSTRAINT tenant_webhooks_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
 -- Name: token_keys token_keys_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -1940,10 +2148,22 @@ CREATE POLICY admin_read ON public.notifications FOR SELECT TO herald_admin USIN
 CREATE POLICY admin_read ON public.projects FOR SELECT TO herald_admin USING (true);
 
 --
+-- Name: status_events admin_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY admin_read ON public.status_events FOR SELECT TO herald_admin USING (true);
+
+--
 -- Name: tenant_origins admin_read; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY admin_read ON public.tenant_origins FOR SELECT TO herald_admin USING (true);
+
+--
+-- Name: tenant_webhooks admin_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY admin_read ON public.tenant_webhooks FOR SELECT TO herald_admin USING (true);
 
 --
 -- Name: tenants admin_read; Type: POLICY; Schema: public; Owner: -
@@ -2066,10 +2286,22 @@ CREATE POLICY api_tenant ON public.recipient_devices TO herald_api USING ((tenan
 CREATE POLICY api_tenant ON public.recipients TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
 
 --
+-- Name: status_events api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.status_events TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
+
+--
 -- Name: tenant_origins api_tenant; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY api_tenant ON public.tenant_origins TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
+
+--
+-- Name: tenant_webhooks api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.tenant_webhooks TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
 
 --
 -- Name: tenants api_tenant; Type: POLICY; Schema: public; Owner: -
@@ -2216,6 +2448,12 @@ ALTER TABLE public.recipient_devices ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.recipients ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: status_events; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.status_events ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: superadmins; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2226,6 +2464,12 @@ ALTER TABLE public.superadmins ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.tenant_origins ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: tenant_webhooks; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.tenant_webhooks ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: tenants; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2366,6 +2610,12 @@ CREATE POLICY worker_all ON public.recipient_devices TO herald_worker USING (tru
 CREATE POLICY worker_all ON public.recipients TO herald_worker USING (true) WITH CHECK (true);
 
 --
+-- Name: status_events worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.status_events TO herald_worker USING (true) WITH CHECK (true);
+
+--
 -- Name: superadmins worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2376,6 +2626,12 @@ CREATE POLICY worker_all ON public.superadmins TO herald_worker USING (true) WIT
 --
 
 CREATE POLICY worker_all ON public.tenant_origins TO herald_worker USING (true) WITH CHECK (true);
+
+--
+-- Name: tenant_webhooks worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.tenant_webhooks TO herald_worker USING (true) WITH CHECK (true);
 
 --
 -- Name: tenants worker_all; Type: POLICY; Schema: public; Owner: -
@@ -2492,6 +2748,24 @@ GRANT ALL ON FUNCTION public.herald_producer_may(p_role text, p_tenant text) TO 
 REVOKE ALL ON FUNCTION public.herald_redeem_ticket(p_hash bytea) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.herald_redeem_ticket(p_hash bytea) TO herald_api;
 GRANT ALL ON FUNCTION public.herald_redeem_ticket(p_hash bytea) TO herald_worker;
+
+--
+-- Name: FUNCTION herald_status_events_actions(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.herald_status_events_actions() FROM PUBLIC;
+
+--
+-- Name: FUNCTION herald_status_events_deliveries(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.herald_status_events_deliveries() FROM PUBLIC;
+
+--
+-- Name: FUNCTION herald_status_events_reads(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.herald_status_events_reads() FROM PUBLIC;
 
 --
 -- Name: FUNCTION herald_sweep(p_kind text, p_tenant text, p_before timestamp with time zone, p_limit integer, p_after timestamp with time zone); Type: ACL; Schema: public; Owner: -
@@ -2655,11 +2929,27 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipients TO herald_api;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipients TO herald_worker;
 
 --
+-- Name: TABLE status_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,DELETE,UPDATE ON TABLE public.status_events TO herald_worker;
+GRANT SELECT,UPDATE ON TABLE public.status_events TO herald_api;
+GRANT SELECT ON TABLE public.status_events TO herald_admin;
+
+--
 -- Name: TABLE tenant_origins; Type: ACL; Schema: public; Owner: -
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenant_origins TO herald_api;
 GRANT SELECT ON TABLE public.tenant_origins TO herald_admin;
+
+--
+-- Name: TABLE tenant_webhooks; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenant_webhooks TO herald_api;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenant_webhooks TO herald_worker;
+GRANT SELECT ON TABLE public.tenant_webhooks TO herald_admin;
 
 --
 -- Name: TABLE tenants; Type: ACL; Schema: public; Owner: -

@@ -61,6 +61,8 @@ type Server struct {
 	// CORS wraps the routes (inside the per-address rate limit) to answer
 	// browsers' cross-origin requests (package cors; nil: none).
 	CORS func(http.Handler) http.Handler
+	// webhooks is the operator's webhook policy (webhooks.go).
+	webhooks WebhookPolicy
 }
 
 // SetRateLimits limits request rates (http.rate_limit); call it before
@@ -93,6 +95,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/apikeys/{key_id}/rotate", s.keyManager(s.rotateKey))
 	mux.HandleFunc("GET /v1/settings/cors", s.keyManager(s.getCORS))
 	mux.HandleFunc("PUT /v1/settings/cors", s.keyManager(s.putCORS))
+	mux.HandleFunc("GET /v1/settings/webhook", s.keyManager(s.getWebhook)) // webhooks.go
+	mux.HandleFunc("PUT /v1/settings/webhook", s.keyManager(s.putWebhook))
+	mux.HandleFunc("DELETE /v1/settings/webhook", s.keyManager(s.deleteWebhook))
+	mux.HandleFunc("POST /v1/settings/webhook/rotate", s.keyManager(s.rotateWebhook))
+	mux.HandleFunc("POST /v1/webhooks/replay", s.keyManager(s.replayWebhook))
 	mux.HandleFunc("DELETE /v1/recipients/{user_id}", s.tenantWide(s.deleteRecipient)) // erase.go
 	s.directoryRoutes(mux)
 	for p, h := range s.mounts {

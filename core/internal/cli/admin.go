@@ -74,7 +74,7 @@ func newTenantsCmd() *cobra.Command {
 	}
 	create.Flags().StringVar(&name, "name", "", "display name")
 	addConfigFlag(create, &cfgPath)
-	cmd.AddCommand(create, newTenantOriginsCmd())
+	cmd.AddCommand(create, newTenantOriginsCmd(), newTenantWebhookCmd())
 	return cmd
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/source"
+	"github.com/heraldhq/herald/core/internal/statusev"
 	"github.com/heraldhq/herald/core/internal/store"
 )
 
@@ -223,6 +224,7 @@ func (dr *doctor) checkDatabase(ctx context.Context, d config.Daemon) {
 			}
 		}
 		dr.checkAudience(ctx, pool, d)
+		dr.checkStatusEvents(ctx, pool, d)
 	}
 
 	// The database's clock is read between two local readings; the skew
@@ -506,4 +508,26 @@ func (dr *doctor) checkPlugins(ctx context.Context, d config.Daemon, rs *rules.R
 			dr.add(checkFail, name, "%s: %s: %s", p.Binary, p.State, p.LastError)
 		}
 	}
+}
+
+// statusEventsWarnAge is how old the oldest status event still owed may
+// be before doctor warns: a stage that does not drain, a broker that does
+// not confirm, or webhooks failing for that long.
+const statusEventsWarnAge = 10 * time.Minute
+
+// checkStatusEvents reports what status_events still owes the broker and
+// tenants' webhooks (package statusev).
+func (dr *doctor) checkStatusEvents(ctx context.Context, q store.Querier, d config.Daemon) {
+	b, err := statusev.Backlog(ctx, q)
+	if err != nil {
+		dr.add(checkFail, "status events", "%v", err)
+		return
+	}
+	msg := fmt.Sprintf("%d unpublished on exchange %s (oldest %.1fs), %d owed to webhooks (oldest %.1fs); replay window %s",
+		b.Unpublished, d.StatusEvents.Exchange, b.OldestUnpublished.Seconds(), b.WebhookDue, b.OldestWebhookDue.Seconds(), d.StatusEvents.Retention)
+	if b.OldestUnpublished > statusEventsWarnAge || b.OldestWebhookDue > statusEventsWarnAge {
+		dr.add(checkWarn, "status events", "%s: over %s old (is herald serve running? herald tenants webhook show --tenant T names a failing webhook)", msg, statusEventsWarnAge)
+		return
+	}
+	dr.add(checkOK, "status events", "%s", msg)
 }

@@ -164,7 +164,7 @@ func TestDoctorHealthy(t *testing.T) {
 		t.Fatalf("doctor: exit %d\n%s%s", code, out, stderr)
 	}
 	lines := checkLines(t, out)
-	for _, name := range []string{"config", "database", "database roles", "token audience", "clock", "broker " + redactedAMQP(mq.URL), "plugin TEST/primary"} {
+	for _, name := range []string{"config", "database", "database roles", "token audience", "clock", "broker " + redactedAMQP(mq.URL), "plugin TEST/primary", "status events"} {
 		if !strings.HasPrefix(lines[name], "ok   ") {
 			t.Errorf("%s: got %q, want an ok line\n%s", name, lines[name], out)
 		}
@@ -174,8 +174,8 @@ func TestDoctorHealthy(t *testing.T) {
 		!(strings.HasPrefix(l, "warn ") && strings.Contains(l, "no Landlock")) {
 		t.Errorf("plugin sandbox line = %q", l)
 	}
-	if len(lines) != 8 {
-		t.Errorf("doctor printed %d checks, want 8:\n%s", len(lines), out)
+	if len(lines) != 9 {
+		t.Errorf("doctor printed %d checks, want 9:\n%s", len(lines), out)
 	}
 	aud, err := store.DeploymentAudience(context.Background(), db.Pool)
 	if err != nil {
@@ -186,6 +186,9 @@ func TestDoctorHealthy(t *testing.T) {
 	}
 	if want := fmt.Sprintf("ok   database: reachable, migrations at %d of %d", latestMigration(t), latestMigration(t)); lines["database"] != want {
 		t.Errorf("database line = %q, want %q", lines["database"], want)
+	}
+	if want := "ok   status events: 0 unpublished on exchange herald.status (oldest 0.0s), 0 owed to webhooks (oldest 0.0s); replay window 72h0m0s"; lines["status events"] != want {
+		t.Errorf("status events line = %q, want %q", lines["status events"], want)
 	}
 	if !strings.Contains(lines["plugin TEST/primary"], "version 1.0.0") {
 		t.Errorf("plugin line = %q, want the described version", lines["plugin TEST/primary"])
@@ -204,7 +207,7 @@ func TestDoctorHealthy(t *testing.T) {
 
 	out, _, code = runHerald(t, "doctor", "--config", cfg, "--json")
 	var res []checkResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res) != 8 {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res) != 9 {
 		t.Fatalf("doctor --json: exit %d, %d results, %v:\n%s", code, len(res), err, out)
 	}
 }

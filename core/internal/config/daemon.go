@@ -25,6 +25,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/source"
+	"github.com/heraldhq/herald/core/internal/statusev"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/tracing"
 )
@@ -75,6 +76,10 @@ type Daemon struct {
 	// "orders" { url = "...", tenants = ["acme"] }`, one block per
 	// database (docs/producers.md).
 	Sources map[string]source.Config `koanf:"source"`
+	// StatusEvents publishes every final delivery outcome, inbox read and
+	// action to the broker (tenant in the routing key) and POSTs them to
+	// the webhooks tenants configure (docs/api.md, "Status events").
+	StatusEvents statusev.Config `koanf:"status_events"`
 
 	// Warnings are what LoadDaemon accepted but the operator should fix
 	// (a setting that is no longer read), each naming the file, line and
@@ -149,18 +154,19 @@ func (c LogConfig) Validate() error {
 // environment omit: each component's defaults.
 func DefaultDaemon() Daemon {
 	return Daemon{
-		Database:   store.DefaultConfig(),
-		AMQP:       broker.DefaultConfig(),
-		HTTP:       httpguard.DefaultConfig(),
-		Plugins:    pluginhost.DefaultConfig(),
-		Relay:      relay.DefaultConfig(),
-		Publisher:  delivery.DefaultPublisherConfig(),
-		Retry:      RetryConfig{PollInterval: time.Second, Lease: 2 * time.Minute},
-		Log:        LogConfig{Level: "info"},
-		Auth:       auth.DefaultConfig(),
-		Live:       live.DefaultConfig(),
-		Supervisor: SupervisorConfig{ShutdownGrace: 30 * time.Second, LivenessTimeout: time.Minute},
-		Tracing:    tracing.DefaultConfig(),
+		Database:     store.DefaultConfig(),
+		AMQP:         broker.DefaultConfig(),
+		HTTP:         httpguard.DefaultConfig(),
+		Plugins:      pluginhost.DefaultConfig(),
+		Relay:        relay.DefaultConfig(),
+		Publisher:    delivery.DefaultPublisherConfig(),
+		Retry:        RetryConfig{PollInterval: time.Second, Lease: 2 * time.Minute},
+		Log:          LogConfig{Level: "info"},
+		Auth:         auth.DefaultConfig(),
+		Live:         live.DefaultConfig(),
+		Supervisor:   SupervisorConfig{ShutdownGrace: 30 * time.Second, LivenessTimeout: time.Minute},
+		Tracing:      tracing.DefaultConfig(),
+		StatusEvents: statusev.DefaultConfig(),
 	}
 }
 
@@ -186,6 +192,10 @@ func (d Daemon) Validate() error {
 	errs.Merge("retention", d.Retention.Validate())
 	errs.Merge("log", d.Log.Validate())
 	errs.Merge("source", source.ValidateAll(d.Sources))
+	errs.Merge("status_events", d.StatusEvents.Validate())
+	if d.StatusEvents.Exchange == d.AMQP.Exchange || d.StatusEvents.Exchange == d.Live.Exchange {
+		errs.Add("status_events.exchange", "must differ from amqp.exchange and live.exchange")
+	}
 	return errs.Err()
 }
 

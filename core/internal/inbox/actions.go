@@ -309,58 +309,9 @@ func (p *Publisher) Kick() {
 
 // Run publishes until ctx ends.
 func (p *Publisher) Run(ctx context.Context) error {
-	for {
-		ch, err := p.conn.Channel(ctx)
-		if err != nil {
-			return nil // ctx ended or the connection closed for good
-		}
-		err = p.serve(ctx, ch)
-		_ = ch.Close()
-		if ctx.Err() != nil {
-			return nil
-		}
-		p.log.Warn("action publisher: broker channel lost; reconnecting", "error", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	p.conn.Drain(ctx, ActionsExchange, "action", p.log, p.Poll, p.kick, p.round)
+	return nil
 }
-
-func (p *Publisher) serve(ctx context.Context, ch *amqp.Channel) error {
-	if err := ch.ExchangeDeclare(ActionsExchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
-		return err
-	}
-	if err := ch.Confirm(false); err != nil {
-		return err
-	}
-	for {
-		n, err := p.round(ctx, ch)
-		if err != nil {
-			return err
-		}
-		if n < 0 {
-			// A quorum queue whose leader was lost keeps nacking this
-			// channel's publishes for seconds; a new channel reaches the
-			// new leader at once (as the delivery handoffs do). The nacked
-			// rows are still unpublished and go out on the new channel.
-			return errActionsNacked
-		}
-		if n > 0 {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-p.kick:
-		case <-time.After(p.Poll):
-		}
-	}
-}
-
-// errActionsNacked makes serve reopen the broker channel.
-var errActionsNacked = errors.New("broker nacked action messages; they stay unpublished and go out again on a new channel")
 
 // round publishes one batch and returns how many the broker confirmed, or
 // -1 when it nacked any (the confirmed ones are marked published all the

@@ -40,6 +40,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/rulesfile"
 	"github.com/heraldhq/herald/core/internal/secret"
 	"github.com/heraldhq/herald/core/internal/source"
+	"github.com/heraldhq/herald/core/internal/statusev"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/webinbox"
 	"github.com/jackc/pgx/v5"
@@ -236,6 +237,7 @@ func publicAPI(ctx context.Context, d config.Daemon, pools *Pools, conn *broker.
 	apiSrv.Metrics = m
 	apiSrv.SetRateLimits(d.HTTP.RateLimit)
 	apiSrv.SetCursorKey(cursorKey)
+	apiSrv.SetWebhooks(api.WebhookPolicy{AllowLoopback: d.StatusEvents.WebhookAllowLoopback, Retention: d.StatusEvents.Retention})
 	apiSrv.SetDirectoryLimits(api.DirectoryLimits{MaxBatchEntries: d.HTTP.DirectoryBatch.MaxEntries, MaxBatchBytes: d.HTTP.DirectoryBatch.MaxBytes})
 	apiSrv.Mount("/v1/admin/", admin.New(pools.Admin, cursorKey, log).Handler())
 	apiSrv.Mount("/v1/live", gw.Handler())
@@ -580,6 +582,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 		sup.Add(PhasePublish, "handoff", handoff.Run)
 	}
 	sup.Add(PhasePublish, "publisher", pub.Run)
+	sup.Add(PhasePublish, "status events (broker, webhooks)", statusev.New(pool, conn, d.StatusEvents, statusev.NewMetrics(reg), log).Run)
 	sup.Add(PhasePublish, "maintenance (lost attempts, deferred rows, escalations, analyze)", maint.Run)
 	sup.Add(PhaseDeliver, "listener", listener.Run)
 	sup.Add(PhasePlugins, "plugin host", WaitThen(host.Close))
