@@ -76,6 +76,111 @@ CREATE FUNCTION public.herald_authenticate_admin(p_hash bytea) RETURNS text
 $$;
 
 --
+-- Name: herald_cancel(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+    v_tenant text := coalesce(herald_cancel.tenant_id, '');
+    v_event text := coalesce(herald_cancel.event_id, '');
+    v_herald boolean := pg_has_role(session_user, 'herald_worker', 'USAGE');
+    v_api boolean := pg_has_role(session_user, 'herald_api', 'USAGE');
+    v_reason constant text := 'cancelled by DELETE /v1/events/{id}';
+    -- store.AttemptLockSeed ("herld").
+    v_seed constant bigint := 448378596452;
+    ev record;
+    d record;
+    busy uuid[] := '{}';
+    moved boolean;
+    round int := 0;
+    v_channel text;
+BEGIN
+    cancelled_now := '{}';
+    IF v_tenant = '' THEN
+        PERFORM public.herald_refuse('tenant_id', 'is required');
+    END IF;
+    IF v_tenant !~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$' THEN
+        PERFORM public.herald_refuse('tenant_id', 'must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit');
+    END IF;
+    IF v_event = '' THEN
+        PERFORM public.herald_refuse('event_id', 'is required');
+    END IF;
+    IF octet_length(v_event) > 200 THEN
+        PERFORM public.herald_refuse('event_id', 'is longer than 200 bytes');
+    END IF;
+    IF NOT (v_herald
+            OR EXISTS (SELECT 1 FROM public.herald_producer_roles r WHERE r.role_name = session_user AND r.tenant_id = v_tenant)
+            OR (v_api AND v_tenant = current_setting('herald.tenant', true))) THEN
+        RAISE EXCEPTION 'tenant_id: the login % may not cancel events of tenant "%"', session_user, v_tenant
+            USING ERRCODE = '42501', COLUMN = 'tenant_id',
+                HINT = format('an operator grants it with: herald db producer %s --tenant %s (and --tenant for each other tenant it keeps)',
+                    session_user, v_tenant);
+    END IF;
+    -- The event's row, locked: a second cancel of it waits for this one,
+    -- a relay that claimed it is waited for (and its fan-out then seen).
+    SELECT e.id, e.status, e.project_id INTO ev FROM public.event_outbox e
+        WHERE e.tenant_id = v_tenant AND e.event_id = v_event FOR UPDATE;
+    -- A project-scoped API key sees its project's events only, as GET
+    -- /v1/events/{id} does.
+    IF NOT FOUND OR (v_api AND NOT v_herald AND coalesce(current_setting('herald.project', true), '') NOT IN ('', ev.project_id)) THEN
+        RAISE EXCEPTION 'event_id: tenant "%" has no event "%"', v_tenant, left(v_event, 200)
+            USING ERRCODE = 'P0002', COLUMN = 'event_id';
+    END IF;
+    IF ev.status = 'PENDING' THEN
+        UPDATE public.event_outbox e SET status = 'CANCELLED', last_error = v_reason, processed_at = now() WHERE e.id = ev.id;
+        ev.status := 'CANCELLED';
+    END IF;
+    -- Each round takes the next-attempt lock of every delivery still
+    -- waiting and cancels those whose attempt count did not move meanwhile;
+    -- one that moved (a send finished between the read and the lock) is
+    -- read again in the next round.
+    LOOP
+        round := round + 1;
+        moved := false;
+        FOR d IN SELECT x.delivery_id, x.created_at, x.attempts FROM public.deliveries x
+                WHERE x.tenant_id = v_tenant AND x.event_id = v_event
+                  AND x.status IN ('DEFERRED', 'WAITING', 'PENDING', 'PUBLISHED', 'RETRY') AND x.delivery_id <> ALL (busy)
+                ORDER BY x.delivery_id LOOP
+            IF NOT pg_try_advisory_xact_lock(hashtextextended(d.delivery_id::text || '/' || (d.attempts + 1), v_seed)) THEN
+                busy := busy || d.delivery_id;
+                CONTINUE;
+            END IF;
+            UPDATE public.deliveries x SET status = 'CANCELLED', last_error = v_reason, lease_until = NULL, updated_at = now()
+                WHERE x.delivery_id = d.delivery_id AND x.created_at = d.created_at AND x.attempts = d.attempts
+                  AND x.status IN ('DEFERRED', 'WAITING', 'PENDING', 'PUBLISHED', 'RETRY')
+                RETURNING x.channel INTO v_channel;
+            IF FOUND THEN
+                cancelled_now := jsonb_set(cancelled_now, ARRAY[v_channel], to_jsonb(coalesce((cancelled_now->>v_channel)::int, 0) + 1));
+            ELSE
+                moved := true;
+            END IF;
+        END LOOP;
+        EXIT WHEN NOT moved OR round >= 5;
+    END LOOP;
+    -- In flight: held by a sender when this call looked and not final
+    -- since (a listener drops its lock a moment after it recorded the
+    -- outcome), or SENDING.
+    SELECT coalesce(jsonb_object_agg(s.status, s.n), '{}'), coalesce(sum(s.busy), 0)::int
+        INTO deliveries, in_flight
+        FROM (SELECT x.status, count(*) AS n,
+                count(*) FILTER (WHERE x.status = 'SENDING' OR (x.delivery_id = ANY (busy)
+                    AND x.status IN ('DEFERRED', 'WAITING', 'PENDING', 'PUBLISHED', 'RETRY'))) AS busy
+              FROM public.deliveries x
+              WHERE x.tenant_id = v_tenant AND x.event_id = v_event GROUP BY 1) s;
+    event_status := ev.status;
+    -- A delivery a read or an action cancelled (an escalation) counts
+    -- under CANCELLED too, but only this cancel's own make it 'cancelled'.
+    outcome := CASE WHEN ev.status = 'CANCELLED' OR EXISTS (SELECT 1 FROM public.deliveries x
+            WHERE x.tenant_id = v_tenant AND x.event_id = v_event AND x.status = 'CANCELLED' AND x.last_error = v_reason)
+        THEN 'cancelled' ELSE 'too_late' END;
+END;
+$_$;
+
+--
 -- Name: herald_check_event(text, text, text, text, jsonb, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -669,19 +774,16 @@ BEGIN
     IF p_kind = 'events' THEN
         RETURN QUERY
         WITH c AS (SELECT id FROM event_outbox
-                   WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before AND status IN ('PROCESSED', 'FAILED')
+                   WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before
+                     AND status IN ('PROCESSED', 'FAILED', 'CANCELLED')
                    ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
              d AS (DELETE FROM event_outbox e USING c
-                   WHERE e.id = c.id AND e.status IN ('PROCESSED', 'FAILED') AND e.created_at < p_before RETURNING e.created_at)
+                   WHERE e.id = c.id AND e.status IN ('PROCESSED', 'FAILED', 'CANCELLED') AND e.created_at < p_before RETURNING e.created_at)
         SELECT count(*)::int, max(created_at) FROM d;
         RETURN;
     ELSIF p_kind NOT IN ('notifications', 'archived_notifications', 'delivery_attempts') THEN
         RAISE EXCEPTION 'herald_sweep: unknown kind % (want events, notifications, archived_notifications or delivery_attempts)', p_kind;
     END IF;
-    -- The partitioned tables, in two steps: the batch's keys, read in
-    -- order from the sweep's index (a Merge Append of each month's index
-    -- rather than every row past p_before read and sorted), then the
-    -- delete of those keys, each probing its month's primary key.
     IF p_kind = 'delivery_attempts' THEN
         SELECT array_agg(delivery_id), array_agg(attempt), array_agg(delivery_created_at), max(delivery_created_at)
             INTO ids, attempts, keys, last
@@ -697,18 +799,12 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    -- Notifications: the rows are locked as they are read (a row the
-    -- inbox is changing is skipped: the next batch or pass takes it),
-    -- deleted, then their unread ones leave their counters.
     IF p_kind = 'notifications' THEN
         SELECT array_agg(notification_id), array_agg(created_at), max(created_at) INTO ids, keys, last
         FROM (SELECT notification_id, created_at FROM notifications
               WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before
               ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED) c;
     ELSE
-        -- archived_at is never before created_at (the event's time), so
-        -- created_at < p_before holds too and leaves the months after
-        -- p_before (the current one) out of the plan.
         SELECT array_agg(notification_id), array_agg(created_at), max(archived_at) INTO ids, keys, last
         FROM (SELECT notification_id, created_at, archived_at FROM notifications
               WHERE tenant_id = p_tenant AND archived_at IS NOT NULL AND archived_at >= since AND archived_at < p_before
@@ -753,7 +849,7 @@ BEGIN
     CASE p_kind
     WHEN 'events' THEN
         SELECT count(*) INTO n FROM (SELECT 1 FROM event_outbox WHERE tenant_id = p_tenant AND created_at < p_before
-            AND status IN ('PROCESSED', 'FAILED') LIMIT p_cap) x;
+            AND status IN ('PROCESSED', 'FAILED', 'CANCELLED') LIMIT p_cap) x;
     WHEN 'delivery_attempts' THEN
         SELECT count(*) INTO n FROM (SELECT 1 FROM delivery_attempts WHERE tenant_id = p_tenant
             AND delivery_created_at < p_before LIMIT p_cap) x;
@@ -872,6 +968,7 @@ CASE
 END) STORED,
     hold text,
     escalate_unless text[],
+    place boolean DEFAULT false NOT NULL,
     CONSTRAINT deliveries_escalate_unless_check CHECK (((escalate_unless <@ ARRAY['read'::text, 'acted'::text]) AND (cardinality(escalate_unless) > 0))),
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
@@ -921,6 +1018,7 @@ CASE
 END) STORED,
     hold text,
     escalate_unless text[],
+    place boolean DEFAULT false NOT NULL,
     CONSTRAINT deliveries_escalate_unless_check CHECK (((escalate_unless <@ ARRAY['read'::text, 'acted'::text]) AND (cardinality(escalate_unless) > 0))),
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
@@ -1034,7 +1132,7 @@ CREATE TABLE public.event_outbox (
     payload_sha256 bytea,
     traceparent text,
     tracestate text,
-    CONSTRAINT event_outbox_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'PROCESSED'::text, 'FAILED'::text])))
+    CONSTRAINT event_outbox_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'PROCESSED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_analyze_scale_factor='0.05');
 ALTER TABLE ONLY public.event_outbox ALTER COLUMN payload SET STATISTICS 0;
@@ -1099,7 +1197,9 @@ CREATE TABLE public.groups (
     quiet_start text DEFAULT ''::text NOT NULL,
     quiet_end text DEFAULT ''::text NOT NULL,
     version bigint DEFAULT 1 NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    destinations jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT groups_destinations_object CHECK ((jsonb_typeof(destinations) = 'object'::text))
 );
 
 ALTER TABLE ONLY public.groups FORCE ROW LEVEL SECURITY;
@@ -2682,6 +2782,15 @@ GRANT ALL ON FUNCTION public.herald_authenticate(p_hash bytea) TO herald_worker;
 REVOKE ALL ON FUNCTION public.herald_authenticate_admin(p_hash bytea) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.herald_authenticate_admin(p_hash bytea) TO herald_api;
 GRANT ALL ON FUNCTION public.herald_authenticate_admin(p_hash bytea) TO herald_admin;
+
+--
+-- Name: FUNCTION herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) TO herald_producer;
+GRANT ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) TO herald_api;
+GRANT ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) TO herald_worker;
 
 --
 -- Name: FUNCTION herald_drop_partitions(p_table text, p_before timestamp with time zone); Type: ACL; Schema: public; Owner: -
