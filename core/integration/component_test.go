@@ -274,7 +274,7 @@ func (e *env) allowOrigin(origin string) {
 // docs/img/inbox-{light,dark,custom}.png.
 func TestInboxComponent(t *testing.T) {
 	exe := chromiumPath(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a hang guard; a loaded machine is slow
 	defer cancel()
 
 	e, key, emit := componentEnv(ctx, t)
@@ -612,7 +612,7 @@ func (e *env) screenshots(p *inboxPage) {
 // (herald-bell-click; there is no inbox for it to toggle).
 func TestHeraldBell(t *testing.T) {
 	exe := chromiumPath(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a hang guard; a loaded machine is slow
 	defer cancel()
 	e, key, emit := componentEnv(ctx, t)
 	browser := startChromium(ctx, t, exe)
