@@ -28,6 +28,14 @@ func fuzzSeeds(f *testing.F, ext string) {
 			f.Add(b[:len(b)/3])
 		}
 	}
+	// An escalation (docs/rules.md, "Escalation when unread"), good and bad.
+	if ext == ".hcl" {
+		f.Add([]byte("channel \"EMAIL\" {\n  providers = [{ plugin = \"email\" }]\n}\nevent \"R\" {\n  shared = true\n  audience {\n    user_type = \"STAFF\"\n  }\n  optional = [\"EMAIL\"]\n  escalate \"EMAIL\" {\n    after  = \"10m\"\n    unless = [\"read\", \"acted\"]\n  }\n}\n"))
+		f.Add([]byte("event \"R\" {\n  escalate \"inbox\" {\n    after  = \"-1h\"\n    unless = []\n  }\n}\n"))
+	} else {
+		f.Add([]byte("channel:\n  EMAIL: {providers: [{plugin: email}]}\nevent:\n  R:\n    shared: true\n    audience: [{user_type: STAFF}]\n    optional: [EMAIL]\n    escalate:\n      EMAIL: {after: 10m, unless: [read, acted]}\n"))
+		f.Add([]byte("event:\n  R:\n    escalate:\n      EMAIL: {after: [1], unless: {a: b}}\n"))
+	}
 	f.Add([]byte(nil))
 	f.Add([]byte("# only a comment\n"))
 	f.Add([]byte{0xff, 0xfe, '{'})
