@@ -783,6 +783,7 @@ CASE
     ELSE NULL::text
 END) STORED,
     hold text,
+    digest_window uuid,
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )
@@ -830,6 +831,7 @@ CASE
     ELSE NULL::text
 END) STORED,
     hold text,
+    digest_window uuid,
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )
@@ -919,6 +921,30 @@ CREATE SEQUENCE public.delivery_handoffs_handoff_id_seq
 --
 
 ALTER SEQUENCE public.delivery_handoffs_handoff_id_seq OWNED BY public.delivery_handoffs.handoff_id;
+
+--
+-- Name: digest_windows; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.digest_windows (
+    tenant_id text NOT NULL,
+    window_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id text NOT NULL,
+    channel text NOT NULL,
+    event_type text NOT NULL,
+    digest_key text NOT NULL,
+    status text DEFAULT 'OPEN'::text NOT NULL,
+    items integer DEFAULT 0 NOT NULL,
+    max_items integer NOT NULL,
+    opened_at timestamp with time zone DEFAULT now() NOT NULL,
+    closes_at timestamp with time zone NOT NULL,
+    CONSTRAINT digest_windows_items_check CHECK ((items >= 0)),
+    CONSTRAINT digest_windows_key CHECK (((digest_key <> ''::text) AND (octet_length(digest_key) <= 1000))),
+    CONSTRAINT digest_windows_max_items_check CHECK ((max_items > 0)),
+    CONSTRAINT digest_windows_status_check CHECK ((status = ANY (ARRAY['OPEN'::text, 'FULL'::text])))
+);
+
+ALTER TABLE ONLY public.digest_windows FORCE ROW LEVEL SECURITY;
 
 --
 -- Name: event_outbox; Type: TABLE; Schema: public; Owner: -
@@ -1389,6 +1415,13 @@ ALTER TABLE ONLY public.delivery_handoffs
     ADD CONSTRAINT delivery_handoffs_pkey PRIMARY KEY (handoff_id);
 
 --
+-- Name: digest_windows digest_windows_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.digest_windows
+    ADD CONSTRAINT digest_windows_pkey PRIMARY KEY (tenant_id, window_id);
+
+--
 -- Name: event_outbox event_outbox_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1557,6 +1590,18 @@ ALTER TABLE ONLY public.user_preferences
     ADD CONSTRAINT user_preferences_pkey PRIMARY KEY (tenant_id, user_id, event_type, channel);
 
 --
+-- Name: deliveries_digest_items; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX deliveries_digest_items ON ONLY public.deliveries USING btree (digest_window) WHERE ((queue = 'WAITING'::text) AND (digest_window IS NOT NULL));
+
+--
+-- Name: deliveries_default_digest_window_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX deliveries_default_digest_window_idx ON public.deliveries_default USING btree (digest_window) WHERE ((queue = 'WAITING'::text) AND (digest_window IS NOT NULL));
+
+--
 -- Name: deliveries_due; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1621,6 +1666,18 @@ CREATE INDEX delivery_attempts_default_tenant_id_delivery_created_at_idx ON publ
 --
 
 CREATE INDEX delivery_handoffs_due ON public.delivery_handoffs USING btree (due_at);
+
+--
+-- Name: digest_windows_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX digest_windows_due ON public.digest_windows USING btree (closes_at);
+
+--
+-- Name: digest_windows_open; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX digest_windows_open ON public.digest_windows USING btree (tenant_id, user_id, channel, event_type, digest_key) WHERE (status = 'OPEN'::text);
 
 --
 -- Name: event_outbox_pending; Type: INDEX; Schema: public; Owner: -
@@ -1735,6 +1792,12 @@ CREATE INDEX recipients_by_update ON public.recipients USING btree (tenant_id, u
 --
 
 CREATE INDEX tenant_origins_by_origin ON public.tenant_origins USING btree (origin);
+
+--
+-- Name: deliveries_default_digest_window_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.deliveries_digest_items ATTACH PARTITION public.deliveries_default_digest_window_idx;
 
 --
 -- Name: deliveries_default_due; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -1858,6 +1921,13 @@ ALTER TABLE ONLY public.api_keys
     ADD CONSTRAINT api_keys_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: digest_windows digest_windows_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.digest_windows
+    ADD CONSTRAINT digest_windows_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
 -- Name: herald_producer_roles herald_producer_roles_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1896,6 +1966,12 @@ CREATE POLICY admin_read ON public.deliveries FOR SELECT TO herald_admin USING (
 --
 
 CREATE POLICY admin_read ON public.delivery_attempts FOR SELECT TO herald_admin USING (true);
+
+--
+-- Name: digest_windows admin_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY admin_read ON public.digest_windows FOR SELECT TO herald_admin USING (true);
 
 --
 -- Name: event_outbox admin_read; Type: POLICY; Schema: public; Owner: -
@@ -1962,6 +2038,12 @@ CREATE POLICY api_tenant ON public.deliveries TO herald_api USING ((tenant_id = 
 --
 
 CREATE POLICY api_tenant ON public.delivery_attempts TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
+
+--
+-- Name: digest_windows api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.digest_windows TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
 
 --
 -- Name: event_outbox api_tenant; Type: POLICY; Schema: public; Owner: -
@@ -2106,6 +2188,12 @@ ALTER TABLE public.delivery_attempts_default ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.delivery_handoffs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: digest_windows; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.digest_windows ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: event_outbox; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2268,6 +2356,12 @@ CREATE POLICY worker_all ON public.delivery_attempts_default TO herald_worker US
 --
 
 CREATE POLICY worker_all ON public.delivery_handoffs TO herald_worker USING (true) WITH CHECK (true);
+
+--
+-- Name: digest_windows worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.digest_windows TO herald_worker USING (true) WITH CHECK (true);
 
 --
 -- Name: event_outbox worker_all; Type: POLICY; Schema: public; Owner: -
@@ -2537,6 +2631,14 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.delivery_handoffs TO herald_wo
 
 GRANT SELECT,USAGE ON SEQUENCE public.delivery_handoffs_handoff_id_seq TO herald_api;
 GRANT SELECT,USAGE ON SEQUENCE public.delivery_handoffs_handoff_id_seq TO herald_worker;
+
+--
+-- Name: TABLE digest_windows; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.digest_windows TO herald_worker;
+GRANT SELECT ON TABLE public.digest_windows TO herald_api;
+GRANT SELECT ON TABLE public.digest_windows TO herald_admin;
 
 --
 -- Name: TABLE event_outbox; Type: ACL; Schema: public; Owner: -

@@ -320,6 +320,7 @@ func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, exp
 		d.Recipients = append(d.Recipients, rs.decideRecipient(ce, ix, r, at, explain))
 	}
 	slices.SortFunc(d.Excluded, func(a, b Exclusion) int { return strings.Compare(a.UserID, b.UserID) })
+	ce.applyDigest(&d, data)
 	if explain {
 		d.Warnings = audienceWarnings(outcomes, ix)
 		d.Channels = rs.channelClasses(ce)

@@ -46,6 +46,19 @@ type compiledEvent struct {
 	templates  map[string]*compiledTemplate
 	inbox      *compiledTemplate
 	schema     *jsonschema.Schema
+	// digest is the rule's digest (nil: none).
+	digest *compiledDigest
+}
+
+// compiledDigest is a rule's digest, compiled.
+type compiledDigest struct {
+	spec DigestSpec
+	// key renders the digest key (nil: the event type).
+	key *template.Template
+	// channels are the channels collected.
+	channels map[string]bool
+	// maxItems is spec.MaxItems or MaxDigestItems.
+	maxItems int
 }
 
 type compiledAudience struct {
@@ -402,6 +415,8 @@ func (rs *RuleSet) compileEvent(c *specChecker, ev EventSpec) *compiledEvent {
 		ce.templates[ch] = compileTemplate(c, ev.Templates[ch], p)
 	}
 	ce.inbox = compileTemplate(c, ev.Inbox, extend(base, KeyInbox))
+	ce.digest = compileDigest(c, ce, base)
+	checkItemsUse(c, ce, base)
 	if len(ev.PayloadSchema) > 0 {
 		sch, err := compileSchema(ev.Type, ev.PayloadSchema)
 		if err != nil {
@@ -708,6 +723,11 @@ func cloneEvent(ev EventSpec) EventSpec {
 	}
 	ev.Inbox = cloneTemplate(ev.Inbox)
 	ev.PayloadSchema = bytes.Clone(ev.PayloadSchema)
+	if ev.Digest != nil {
+		d := *ev.Digest
+		d.Channels = slices.Clone(d.Channels)
+		ev.Digest = &d
+	}
 	return ev
 }
 

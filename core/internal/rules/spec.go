@@ -2,6 +2,7 @@ package rules
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/directory"
@@ -67,6 +68,46 @@ type EventSpec struct {
 	Inbox TemplateSpec
 	// PayloadSchema is an optional JSON Schema the payload must satisfy.
 	PayloadSchema json.RawMessage
+	// Digest, when set, collects the event's notifications on some
+	// channels into one message per recipient, key and window.
+	Digest *DigestSpec
+}
+
+// Inbox modes of a digest.
+const (
+	// DigestInboxPerEvent keeps one inbox row per event (the default).
+	DigestInboxPerEvent = "per_event"
+)
+
+// Limits of a digest.
+const (
+	// MinDigestWindow and MaxDigestWindow bound a digest's window.
+	MinDigestWindow = time.Second
+	MaxDigestWindow = 7 * 24 * time.Hour
+	// MaxDigestItems bounds max_items, and is the cap of a window that
+	// sets none: a digest never renders more items than this.
+	MaxDigestItems = 1000
+)
+
+// DigestSpec collects an event's notifications per recipient, channel and
+// key over a window, then sends one message rendered from all of them
+// (templates see .items, each with .payload and .event).
+type DigestSpec struct {
+	// Channels are the channels collected (empty: every channel of the
+	// rule).
+	Channels []string
+	// Key is a template rendered with .payload and .event naming what is
+	// collected together, e.g. restaurant:{{ .payload.restaurant_id }}
+	// (default: the event type).
+	Key string
+	// Window is how long a window stays open after its first item (0:
+	// until MaxItems).
+	Window time.Duration
+	// MaxItems closes a window as soon as it holds this many items (0:
+	// MaxDigestItems).
+	MaxItems int
+	// Inbox is per_event: the in-app inbox keeps one row per event.
+	Inbox string
 }
 
 // AudienceSpec is one audience of an event. Exactly one of Group, User,
@@ -192,6 +233,11 @@ const (
 	KeyStart               = "start"
 	KeyEnd                 = "end"
 	KeyEnabled             = "enabled"
+	KeyDigest              = "digest"
+	KeyChannels            = "channels"
+	KeyKey                 = "key"
+	KeyWindow              = "window"
+	KeyMaxItems            = "max_items"
 )
 
 // Built-in defaults.

@@ -96,6 +96,9 @@ type ChannelDecision struct {
 	Deferred   bool      `json:"deferred,omitempty"`
 	DeferUntil time.Time `json:"defer_until,omitzero"`
 	Reason     string    `json:"reason"`
+	// Digest, when set, says the channel is collected into a digest
+	// instead of being sent alone.
+	Digest *DigestDecision `json:"digest,omitempty"`
 }
 
 // Exclusion is a user an audience reached but the decision left out.

@@ -142,6 +142,15 @@ type rulesEventRaw struct {
 	Inbox               *rulesTemplateRaw            `hcl:"inbox,block" doc:"The in-app inbox row's template."`
 	PayloadSchema       any                          `hcl:"payload_schema,attr" schema:"object|string" doc:"A JSON Schema the payload must satisfy: an object, or a string holding one."`
 	PayloadSchemaFile   string                       `hcl:"payload_schema_file,attr" doc:"A JSON Schema file, relative to the rules file."`
+	Digest              *rulesDigestRaw              `hcl:"digest,block" doc:"Collect the event's notifications per recipient and key over a window and send one message rendered from all of them."`
+}
+
+type rulesDigestRaw struct {
+	Channels []string `hcl:"channels,attr" doc:"The channels collected (default: every channel of the rule)."`
+	Key      string   `hcl:"key,attr" doc:"What is collected together, a template such as restaurant:{{ .payload.restaurant_id }} (default: the event type)."`
+	Window   string   `hcl:"window,attr" doc:"How long a window stays open after its first item, a Go duration from 1s to 168h such as 5m."`
+	MaxItems *int     `hcl:"max_items,attr" doc:"Close a window as soon as it holds this many items (1 to 1000; default 1000)."`
+	Inbox    string   `hcl:"inbox,attr" doc:"per_event: the in-app inbox keeps one row per event."`
 }
 
 type rulesAudienceRaw struct {
@@ -616,6 +625,25 @@ func rulesEventFrom(c *rulesCollector, f *rulesFile, name string, raw *rulesEven
 		}
 	}
 	ev.Inbox = rulesTemplateFrom(raw.Inbox)
+	if d := raw.Digest; d != nil {
+		ev.Digest = &rules.DigestSpec{Channels: d.Channels, Key: d.Key, Inbox: d.Inbox}
+		if d.MaxItems != nil {
+			ev.Digest.MaxItems = *d.MaxItems
+			if *d.MaxItems == 0 {
+				c.add(f, rulesSubPath(base, rules.KeyDigest, rules.KeyMaxItems), fmt.Sprintf("must be between 1 and %d, got 0", rules.MaxDigestItems))
+			}
+		}
+		if d.Window != "" {
+			w, err := time.ParseDuration(d.Window)
+			switch {
+			case err != nil:
+				c.add(f, rulesSubPath(base, rules.KeyDigest, rules.KeyWindow), fmt.Sprintf("bad duration %q: want a Go duration such as 30s, 5m or 1h", d.Window))
+			case w == 0:
+				c.add(f, rulesSubPath(base, rules.KeyDigest, rules.KeyWindow), fmt.Sprintf("must be between 1s and 168h (7 days), got %s", d.Window))
+			}
+			ev.Digest.Window = w
+		}
+	}
 
 	schemaPath := rulesSubPath(base, rules.KeyPayloadSchema)
 	switch s := raw.PayloadSchema.(type) {

@@ -220,6 +220,14 @@ type NewDelivery struct {
 	// TraceParent and TraceState are the W3C trace context the delivery
 	// continues: the relay's span for its event ("": none).
 	TraceParent, TraceState string
+	// Hold is what a WAITING delivery waits for (HoldDigest; "": none).
+	Hold string
+	// DigestWindow is the digest window of a digest item, and of the
+	// digest delivery that sends it ("": none).
+	DigestWindow string
+	// DigestKey is a digest item's rendered key, which OpenDigestWindows
+	// counts it under (not stored in the row).
+	DigestKey string
 }
 
 // InsertFanout writes notifications and their deliveries and bumps unread
@@ -339,7 +347,7 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 // deliveryColumns are the columns the relay writes.
 var deliveryColumns = []string{"delivery_id", "notification_id", "tenant_id", "event_id",
 	"event_type", "user_id", "user_type", "channel", "severity", "status", "best_effort", "max_attempts", "next_attempt_at",
-	"recipient", "content", "last_error", "created_at", "updated_at", "traceparent", "tracestate"}
+	"recipient", "content", "last_error", "created_at", "updated_at", "traceparent", "tracestate", "hold", "digest_window"}
 
 func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nids []pgtype.UUID, now time.Time) error {
 	src := make([][]any, len(keep))
@@ -350,7 +358,7 @@ func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nid
 		src[i] = []any{ids[i], nids[i], d.TenantID, d.EventID,
 			d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status, d.BestEffort, int32(d.MaxAttempts),
 			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), d.LastError, d.CreatedAt, now,
-			nullIfEmpty(d.TraceParent), nullIfEmpty(d.TraceState)}
+			nullIfEmpty(d.TraceParent), nullIfEmpty(d.TraceState), nullIfEmpty(d.Hold), uuidOrNull(d.DigestWindow)}
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, deliveryColumns, pgx.CopyFromRows(src))
 	return err
@@ -365,6 +373,7 @@ func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, n
 	best, maxAtt, next, recips, contents, errs := make([]bool, n), make([]int32, n), make([]time.Time, n), make([]string, n), make([]string, n),
 		make([]string, n)
 	parents, states, created := make([]string, n), make([]string, n), make([]time.Time, n)
+	holds, windows := make([]string, n), make([]string, n)
 	for i := range keep {
 		d := &keep[i]
 		tenants[i], events[i], types[i], users[i], utypes[i], chans[i], sevs[i], stats[i] =
@@ -373,17 +382,27 @@ func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, n
 			jsonOr(d.Recipient), jsonOr(d.Content)
 		errs[i] = d.LastError
 		parents[i], states[i], created[i] = d.TraceParent, d.TraceState, d.CreatedAt
+		holds[i], windows[i] = d.Hold, d.DigestWindow
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO deliveries (`+strings.Join(deliveryColumns, ", ")+`)
 		SELECT d.c1, d.c2, d.c3, d.c4, d.c5, d.c6, d.c7, d.c8, d.c9, d.c10, d.c11, d.c12, d.c13, d.c14, d.c15, d.c16,
-			d.c19, $16::timestamptz, NULLIF(d.c17, ''), NULLIF(d.c18, '')
+			d.c19, $16::timestamptz, NULLIF(d.c17, ''), NULLIF(d.c18, ''), NULLIF(d.c20, ''), NULLIF(d.c21, '')::uuid
 		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
 			$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bool[], $12::int[], $13::timestamptz[],
-			$14::jsonb[], $15::jsonb[], $17::text[], $18::text[], $19::text[], $20::timestamptz[])
-			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19)`,
+			$14::jsonb[], $15::jsonb[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::text[], $22::text[])
+			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21)`,
 		ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now, errs,
-		parents, states, created)
+		parents, states, created, holds, windows)
 	return err
+}
+
+// uuidOrNull is the uuid s, or NULL for an empty (or malformed) s.
+func uuidOrNull(s string) pgtype.UUID {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return pgtype.UUID{}
+	}
+	return pgtype.UUID{Bytes: id, Valid: true}
 }
 
 // nullIfEmpty is s, or NULL for an empty s.
