@@ -19,7 +19,7 @@
 
 -- +goose Up
 CREATE TABLE digest_windows (
-    tenant_id  text NOT NULL REFERENCES tenants(tenant_id),
+    tenant_id  text NOT NULL,
     window_id  uuid NOT NULL DEFAULT gen_random_uuid(),
     user_id    text NOT NULL,
     channel    text NOT NULL,

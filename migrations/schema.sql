@@ -1921,13 +1921,6 @@ ALTER TABLE ONLY public.api_keys
     ADD CONSTRAINT api_keys_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
--- Name: digest_windows digest_windows_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.digest_windows
-    ADD CONSTRAINT digest_windows_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
-
---
 -- Name: herald_producer_roles herald_producer_roles_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 

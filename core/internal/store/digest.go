@@ -198,7 +198,7 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		return res, fmt.Errorf("load digest items: %w", err)
 	}
 	var (
-		digests            []NewDelivery
+		digests             []NewDelivery
 		itemIDs, itemDigest []string
 		itemCreated         []time.Time
 	)
