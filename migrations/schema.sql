@@ -1282,6 +1282,25 @@ CREATE TABLE public.tenants (
 ALTER TABLE ONLY public.tenants FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: throttle_counters; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.throttle_counters (
+    tenant_id text NOT NULL,
+    user_id text NOT NULL,
+    channel text NOT NULL,
+    event_type text NOT NULL,
+    throttle_key text NOT NULL,
+    window_start timestamp with time zone NOT NULL,
+    window_end timestamp with time zone NOT NULL,
+    sent integer NOT NULL,
+    CONSTRAINT throttle_counters_key CHECK (((throttle_key <> ''::text) AND (octet_length(throttle_key) <= 1000))),
+    CONSTRAINT throttle_counters_sent_check CHECK ((sent >= 0))
+);
+
+ALTER TABLE ONLY public.throttle_counters FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: token_keys; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1576,6 +1595,13 @@ ALTER TABLE ONLY public.tenants
     ADD CONSTRAINT tenants_pkey PRIMARY KEY (tenant_id);
 
 --
+-- Name: throttle_counters throttle_counters_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.throttle_counters
+    ADD CONSTRAINT throttle_counters_pkey PRIMARY KEY (tenant_id, user_id, channel, event_type, throttle_key, window_start);
+
+--
 -- Name: token_keys token_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1794,6 +1820,12 @@ CREATE INDEX recipients_by_update ON public.recipients USING btree (tenant_id, u
 CREATE INDEX tenant_origins_by_origin ON public.tenant_origins USING btree (origin);
 
 --
+-- Name: throttle_counters_end; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX throttle_counters_end ON public.throttle_counters USING btree (window_end);
+
+--
 -- Name: deliveries_default_digest_window_idx; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
@@ -2009,6 +2041,12 @@ CREATE POLICY admin_read ON public.tenant_origins FOR SELECT TO herald_admin USI
 CREATE POLICY admin_read ON public.tenants FOR SELECT TO herald_admin USING (true);
 
 --
+-- Name: throttle_counters admin_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY admin_read ON public.throttle_counters FOR SELECT TO herald_admin USING (true);
+
+--
 -- Name: api_keys; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2139,6 +2177,12 @@ CREATE POLICY api_tenant ON public.tenant_origins TO herald_api USING ((tenant_i
 --
 
 CREATE POLICY api_tenant ON public.tenants TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
+
+--
+-- Name: throttle_counters api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.throttle_counters TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
 
 --
 -- Name: token_keys api_tenant; Type: POLICY; Schema: public; Owner: -
@@ -2303,6 +2347,12 @@ ALTER TABLE public.tenant_origins ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.tenants ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: throttle_counters; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.throttle_counters ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: token_keys; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2457,6 +2507,12 @@ CREATE POLICY worker_all ON public.tenant_origins TO herald_worker USING (true) 
 --
 
 CREATE POLICY worker_all ON public.tenants TO herald_worker USING (true) WITH CHECK (true);
+
+--
+-- Name: throttle_counters worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.throttle_counters TO herald_worker USING (true) WITH CHECK (true);
 
 --
 -- Name: token_keys worker_all; Type: POLICY; Schema: public; Owner: -
@@ -2751,6 +2807,14 @@ GRANT SELECT ON TABLE public.tenant_origins TO herald_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenants TO herald_api;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenants TO herald_worker;
 GRANT SELECT ON TABLE public.tenants TO herald_admin;
+
+--
+-- Name: TABLE throttle_counters; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.throttle_counters TO herald_worker;
+GRANT SELECT ON TABLE public.throttle_counters TO herald_api;
+GRANT SELECT ON TABLE public.throttle_counters TO herald_admin;
 
 --
 -- Name: TABLE token_keys; Type: ACL; Schema: public; Owner: -

@@ -1,4 +1,5 @@
-// Package digest flushes digest windows: a supervised stage of herald serve
+// Package digest flushes digest windows (and sweeps the throttle counters
+// of ended windows): a supervised stage of herald serve
 // that, once a window is due (its time is up or it holds max_items items),
 // renders one message from the items still waiting in it and writes it as
 // one delivery, in the transaction that marks the items DIGESTED
@@ -58,7 +59,15 @@ func (f *Flusher) Kick() {
 // Run flushes until ctx ends. It sleeps until the next window is due (at
 // most Poll); a failed flush is logged and tried again.
 func (f *Flusher) Run(ctx context.Context) error {
+	var swept time.Time
 	for ctx.Err() == nil {
+		if time.Since(swept) > time.Minute {
+			// Throttle counters of windows that ended are no longer read.
+			if _, err := store.SweepThrottleCounters(ctx, f.pool); err != nil && ctx.Err() == nil {
+				f.log.Warn("sweep throttle counters", "error", err)
+			}
+			swept = time.Now()
+		}
 		res, err := f.FlushOnce(ctx)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -409,6 +409,9 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 			}
 		}
 	}
+	if err := countThrottled(ctx, tx, dels, now); err != nil {
+		return 0, false, err
+	}
 	if err := openDigests(ctx, tx, rs, dels); err != nil {
 		return 0, false, err
 	}
@@ -608,7 +611,14 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 				UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: cd.Channel, Severity: dec.Severity,
 				Status: store.StatusPending, BestEffort: cc.Resolved.BestEffort, MaxAttempts: maxAttempts, NextAttemptAt: now,
 				Recipient: recipient, Content: body}
+			if th := cd.Throttle; th != nil && th.Err == "" && !failed {
+				d.Throttle = &store.ThrottleItem{TenantID: e.TenantID, UserID: rd.Recipient.UserID, Channel: cd.Channel, EventType: e.Type,
+					Key: th.Key, Limit: th.Limit, Per: th.Per}
+				d.LastError = th.Reason() // kept only when it goes over
+			}
 			switch {
+			case cd.Throttle != nil && cd.Throttle.Err != "":
+				d.Status, d.LastError, d.Content = store.StatusFailed, cd.Throttle.String(), nil
 			case failed:
 				// This recipient's own data is missing: only this delivery
 				// fails, with the template field and the missing key.
@@ -641,6 +651,36 @@ func (r *Relay) digestItem(rs *rules.RuleSet, e store.EventRow, nid string, rd r
 		d.Status, d.Hold, d.Content, d.LastError = store.StatusFailed, "", nil, cd.Digest.String()
 	}
 	return d
+}
+
+// countThrottled counts the batch's throttled deliveries against their
+// throttles and writes those over the limit SKIPPED (last_error
+// "throttled: N per W").
+func countThrottled(ctx context.Context, tx pgx.Tx, dels []store.NewDelivery, now time.Time) error {
+	var (
+		idx   []int
+		items []store.ThrottleItem
+	)
+	for i, d := range dels {
+		if d.Throttle != nil {
+			idx, items = append(idx, i), append(items, *d.Throttle)
+		}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	within, err := store.CountThrottled(ctx, tx, items, now)
+	if err != nil {
+		return err
+	}
+	for j, i := range idx {
+		if within[j] {
+			dels[i].LastError = ""
+		} else {
+			dels[i].Status = store.StatusSkipped
+		}
+	}
+	return nil
 }
 
 // openDigests counts the batch's digest items into their windows and

@@ -19,21 +19,8 @@ func compileDigest(c *specChecker, ce *compiledEvent, base []string) *compiledDi
 		return nil
 	}
 	p := extend(base, KeyDigest)
-	cd := &compiledDigest{spec: *ds, channels: map[string]bool{}, maxItems: ds.MaxItems}
-	for _, ch := range ds.Channels {
-		switch {
-		case cd.channels[ch]:
-			c.addf(extend(p, KeyChannels), "channel %q listed twice", ch)
-		case !ce.mandatory[ch] && !ce.optional[ch]:
-			c.addf(extend(p, KeyChannels), "channel %q is not used by the event", ch)
-		}
-		cd.channels[ch] = true
-	}
-	if len(ds.Channels) == 0 {
-		for _, ch := range ce.considered {
-			cd.channels[ch] = true
-		}
-	}
+	cd := &compiledDigest{spec: *ds, maxItems: ds.MaxItems}
+	cd.channels = channelSubset(c, ce, ds.Channels, extend(p, KeyChannels))
 	if len(cd.channels) == 0 {
 		c.add("the event has no channel to collect", extend(p, KeyChannels)...)
 	}
@@ -55,20 +42,65 @@ func compileDigest(c *specChecker, ce *compiledEvent, base []string) *compiledDi
 	default:
 		c.addf(extend(p, KeyInbox), "must be %s, got %q", DigestInboxPerEvent, ds.Inbox)
 	}
-	if ds.Key != "" {
-		t, err := parseTextTemplate(KeyKey, ds.Key)
+	cd.key = compileWorkflowKey(c, ds.Key, extend(p, KeyKey))
+	return cd
+}
+
+// channelSubset is the channels a digest or throttle block lists (all of
+// the rule's when it lists none), each checked to be used by the rule.
+func channelSubset(c *specChecker, ce *compiledEvent, list []string, path []string) map[string]bool {
+	out := map[string]bool{}
+	for _, ch := range list {
 		switch {
-		case err != nil:
-			c.addf(extend(p, KeyKey), "bad template: %v", err)
-		case onlyText(t) && strings.TrimSpace(ds.Key) == "":
-			c.add("renders empty: give a key such as restaurant:{{ .payload.restaurant_id }}", extend(p, KeyKey)...)
-		case len(ds.Key) > 500:
-			c.addf(extend(p, KeyKey), "is %d bytes long; at most 500", len(ds.Key))
-		default:
-			cd.key = t
+		case out[ch]:
+			c.addf(path, "channel %q listed twice", ch)
+		case !ce.mandatory[ch] && !ce.optional[ch]:
+			c.addf(path, "channel %q is not used by the event", ch)
+		}
+		out[ch] = true
+	}
+	if len(list) == 0 {
+		for _, ch := range ce.considered {
+			out[ch] = true
 		}
 	}
-	return cd
+	return out
+}
+
+// compileWorkflowKey parses the key template of a digest or throttle
+// (nil for none: the event type is the key).
+func compileWorkflowKey(c *specChecker, src string, path []string) *template.Template {
+	if src == "" {
+		return nil
+	}
+	t, err := parseTextTemplate(KeyKey, src)
+	switch {
+	case err != nil:
+		c.addf(path, "bad template: %v", err)
+	case onlyText(t) && strings.TrimSpace(src) == "":
+		c.add("renders empty: give a key such as restaurant:{{ .payload.restaurant_id }}", path...)
+	case len(src) > 500:
+		c.addf(path, "is %d bytes long; at most 500", len(src))
+	default:
+		return t
+	}
+	return nil
+}
+
+// renderWorkflowKey renders a digest or throttle key for one event: the
+// key, or why it cannot be rendered (fallback when t is nil).
+func renderWorkflowKey(t *template.Template, data map[string]any, fallback string) (string, string) {
+	if t == nil {
+		return fallback, ""
+	}
+	key, err := renderKey(t, data)
+	switch {
+	case err != nil:
+		return "", "cannot render " + KeyKey + ": " + err.Error()
+	case len(key) > 1000:
+		return "", fmt.Sprintf("rendered %d bytes; at most 1000", len(key))
+	}
+	return key, ""
 }
 
 // checkItemsUse reports templates that read .items outside a digest: the
@@ -165,19 +197,8 @@ func shortDuration(d time.Duration) string {
 // digestDecision renders ce's digest key for one event (data: .payload and
 // .event).
 func (cd *compiledDigest) decision(evType string, data map[string]any) *DigestDecision {
-	out := &DigestDecision{Key: evType, Window: cd.spec.Window, MaxItems: cd.maxItems, Inbox: cd.spec.Inbox}
-	if cd.key == nil {
-		return out
-	}
-	key, err := renderKey(cd.key, data)
-	switch {
-	case err != nil:
-		out.Key, out.Err = "", "cannot render "+KeyKey+": "+err.Error()
-	case len(key) > 1000:
-		out.Key, out.Err = "", fmt.Sprintf("rendered %d bytes; at most 1000", len(key))
-	default:
-		out.Key = key
-	}
+	out := &DigestDecision{Window: cd.spec.Window, MaxItems: cd.maxItems, Inbox: cd.spec.Inbox}
+	out.Key, out.Err = renderWorkflowKey(cd.key, data, evType)
 	return out
 }
 

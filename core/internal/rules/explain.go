@@ -73,6 +73,9 @@ func writeRecipient(b *strings.Builder, r RecipientDecision) error {
 			status = "digest"
 			reason += "; " + c.Digest.String()
 		}
+		if c.Throttle != nil {
+			reason += "; " + c.Throttle.String()
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.Channel, status, reason)
 	}
 	for _, c := range r.Dropped {

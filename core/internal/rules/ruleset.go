@@ -48,6 +48,8 @@ type compiledEvent struct {
 	schema     *jsonschema.Schema
 	// digest is the rule's digest (nil: none).
 	digest *compiledDigest
+	// throttle is the rule's throttle (nil: none).
+	throttle *compiledThrottle
 }
 
 // compiledDigest is a rule's digest, compiled.
@@ -416,6 +418,7 @@ func (rs *RuleSet) compileEvent(c *specChecker, ev EventSpec) *compiledEvent {
 	}
 	ce.inbox = compileTemplate(c, ev.Inbox, extend(base, KeyInbox))
 	ce.digest = compileDigest(c, ce, base)
+	ce.throttle = compileThrottle(c, ce, base)
 	checkItemsUse(c, ce, base)
 	if len(ev.PayloadSchema) > 0 {
 		sch, err := compileSchema(ev.Type, ev.PayloadSchema)
@@ -727,6 +730,11 @@ func cloneEvent(ev EventSpec) EventSpec {
 		d := *ev.Digest
 		d.Channels = slices.Clone(d.Channels)
 		ev.Digest = &d
+	}
+	if ev.Throttle != nil {
+		th := *ev.Throttle
+		th.Channels = slices.Clone(th.Channels)
+		ev.Throttle = &th
 	}
 	return ev
 }

@@ -71,6 +71,39 @@ type EventSpec struct {
 	// Digest, when set, collects the event's notifications on some
 	// channels into one message per recipient, key and window.
 	Digest *DigestSpec
+	// Throttle, when set, lets at most Limit notifications per Per reach a
+	// recipient on each throttled channel.
+	Throttle *ThrottleSpec
+}
+
+// What a throttle does to what goes over its limit.
+const (
+	// ThrottleDrop writes it SKIPPED ("throttled: N per W").
+	ThrottleDrop = "drop"
+)
+
+// Limits of a throttle.
+const (
+	MaxThrottleLimit = 10000
+	MinThrottlePer   = time.Second
+	MaxThrottlePer   = 7 * 24 * time.Hour
+)
+
+// ThrottleSpec bounds how many of an event type's notifications reach one
+// recipient on a channel per fixed window (per throttle key).
+type ThrottleSpec struct {
+	// Channels are the channels throttled (empty: every channel of the
+	// rule).
+	Channels []string
+	// Key is a template rendered with .payload and .event; each key has
+	// its own count (default: the event type).
+	Key string
+	// Limit is how many may go out per window.
+	Limit int
+	// Per is the window's length.
+	Per time.Duration
+	// Over is what happens to the rest: drop.
+	Over string
 }
 
 // Inbox modes of a digest.
@@ -238,6 +271,10 @@ const (
 	KeyKey                 = "key"
 	KeyWindow              = "window"
 	KeyMaxItems            = "max_items"
+	KeyThrottle            = "throttle"
+	KeyLimit               = "limit"
+	KeyPer                 = "per"
+	KeyOver                = "over"
 )
 
 // Built-in defaults.

@@ -99,6 +99,8 @@ type ChannelDecision struct {
 	// Digest, when set, says the channel is collected into a digest
 	// instead of being sent alone.
 	Digest *DigestDecision `json:"digest,omitempty"`
+	// Throttle, when set, says the channel counts against a throttle.
+	Throttle *ThrottleDecision `json:"throttle,omitempty"`
 }
 
 // Exclusion is a user an audience reached but the decision left out.

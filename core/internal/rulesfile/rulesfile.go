@@ -142,7 +142,16 @@ type rulesEventRaw struct {
 	Inbox               *rulesTemplateRaw            `hcl:"inbox,block" doc:"The in-app inbox row's template."`
 	PayloadSchema       any                          `hcl:"payload_schema,attr" schema:"object|string" doc:"A JSON Schema the payload must satisfy: an object, or a string holding one."`
 	PayloadSchemaFile   string                       `hcl:"payload_schema_file,attr" doc:"A JSON Schema file, relative to the rules file."`
+	Throttle            *rulesThrottleRaw            `hcl:"throttle,block" doc:"At most limit notifications per window reach a recipient on each throttled channel; the rest are SKIPPED."`
 	Digest              *rulesDigestRaw              `hcl:"digest,block" doc:"Collect the event's notifications per recipient and key over a window and send one message rendered from all of them."`
+}
+
+type rulesThrottleRaw struct {
+	Channels []string `hcl:"channels,attr" doc:"The channels throttled (default: every channel of the rule)."`
+	Key      string   `hcl:"key,attr" doc:"Each key has its own count, a template such as alert:{{ .payload.alert_id }} (default: the event type)."`
+	Limit    int      `hcl:"limit,attr" doc:"How many may go out per window (1 to 10000)."`
+	Per      string   `hcl:"per,attr" doc:"The window, a Go duration from 1s to 168h such as 10m."`
+	Over     string   `hcl:"over,attr" doc:"drop: what goes over the limit is SKIPPED with last_error throttled."`
 }
 
 type rulesDigestRaw struct {
@@ -625,6 +634,17 @@ func rulesEventFrom(c *rulesCollector, f *rulesFile, name string, raw *rulesEven
 		}
 	}
 	ev.Inbox = rulesTemplateFrom(raw.Inbox)
+	if th := raw.Throttle; th != nil {
+		ev.Throttle = &rules.ThrottleSpec{Channels: th.Channels, Key: th.Key, Limit: th.Limit, Over: th.Over}
+		if th.Per != "" {
+			per, err := time.ParseDuration(th.Per)
+			if err != nil {
+				c.add(f, rulesSubPath(base, rules.KeyThrottle, rules.KeyPer), fmt.Sprintf("bad duration %q: want a Go duration such as 30s, 10m or 1h", th.Per))
+				per = rules.MinThrottlePer
+			}
+			ev.Throttle.Per = per
+		}
+	}
 	if d := raw.Digest; d != nil {
 		ev.Digest = &rules.DigestSpec{Channels: d.Channels, Key: d.Key, Inbox: d.Inbox}
 		if d.MaxItems != nil {

@@ -228,6 +228,9 @@ type NewDelivery struct {
 	// DigestKey is a digest item's rendered key, which OpenDigestWindows
 	// counts it under (not stored in the row).
 	DigestKey string
+	// Throttle, when set, is the throttle the delivery counts against
+	// (not stored in the row).
+	Throttle *ThrottleItem
 }
 
 // InsertFanout writes notifications and their deliveries and bumps unread

@@ -65,6 +65,8 @@ func seedTwoTenants(t *testing.T, ctx context.Context, pool *pgxpool.Pool) {
 			`INSERT INTO token_keys (tenant_id, kid, alg, issuer, key) VALUES ($1, 'k1', 'HS256', 'iss', '\x00')`,
 			`INSERT INTO live_tickets (ticket_hash, tenant_id, user_id, expires_at) VALUES (decode(md5($1), 'hex'), $1, 'u-' || $1, now() + interval '1 hour')`,
 			`INSERT INTO tenant_origins (tenant_id, origin) VALUES ($1, 'https://' || $1 || '.example')`,
+			`INSERT INTO digest_windows (tenant_id, user_id, channel, event_type, digest_key, max_items, closes_at) VALUES ($1, 'u-' || $1, 'EMAIL', 'T', 'k', 10, now())`,
+			`INSERT INTO throttle_counters (tenant_id, user_id, channel, event_type, throttle_key, window_start, window_end, sent) VALUES ($1, 'u-' || $1, 'EMAIL', 'T', 'k', now(), now(), 1)`,
 		}
 		for _, s := range stmts {
 			if _, err := pool.Exec(ctx, s, ten); err != nil {
