@@ -39,7 +39,8 @@ ALTER TABLE deliveries ADD COLUMN digest_window uuid;
 CREATE INDEX deliveries_digest_items ON deliveries (digest_window) WHERE queue = 'WAITING' AND digest_window IS NOT NULL;
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON digest_windows TO herald_worker;
-GRANT SELECT ON digest_windows TO herald_api, herald_admin;
+GRANT SELECT, INSERT, UPDATE, DELETE ON digest_windows TO herald_api;
+GRANT SELECT ON digest_windows TO herald_admin;
 ALTER TABLE digest_windows ENABLE ROW LEVEL SECURITY;
 ALTER TABLE digest_windows FORCE ROW LEVEL SECURITY;
 CREATE POLICY worker_all ON digest_windows TO herald_worker USING (true) WITH CHECK (true);

@@ -22,7 +22,8 @@ CREATE TABLE throttle_counters (
 CREATE INDEX throttle_counters_end ON throttle_counters (window_end);
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON throttle_counters TO herald_worker;
-GRANT SELECT ON throttle_counters TO herald_api, herald_admin;
+GRANT SELECT, INSERT, UPDATE, DELETE ON throttle_counters TO herald_api;
+GRANT SELECT ON throttle_counters TO herald_admin;
 ALTER TABLE throttle_counters ENABLE ROW LEVEL SECURITY;
 ALTER TABLE throttle_counters FORCE ROW LEVEL SECURITY;
 CREATE POLICY worker_all ON throttle_counters TO herald_worker USING (true) WITH CHECK (true);

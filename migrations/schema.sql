@@ -2686,7 +2686,7 @@ GRANT SELECT,USAGE ON SEQUENCE public.delivery_handoffs_handoff_id_seq TO herald
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.digest_windows TO herald_worker;
-GRANT SELECT ON TABLE public.digest_windows TO herald_api;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.digest_windows TO herald_api;
 GRANT SELECT ON TABLE public.digest_windows TO herald_admin;
 
 --
@@ -2813,7 +2813,7 @@ GRANT SELECT ON TABLE public.tenants TO herald_admin;
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.throttle_counters TO herald_worker;
-GRANT SELECT ON TABLE public.throttle_counters TO herald_api;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.throttle_counters TO herald_api;
 GRANT SELECT ON TABLE public.throttle_counters TO herald_admin;
 
 --
