@@ -76,111 +76,6 @@ CREATE FUNCTION public.herald_authenticate_admin(p_hash bytea) RETURNS text
 $$;
 
 --
--- Name: herald_cancel(text, text); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) RETURNS record
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-#variable_conflict use_column
-DECLARE
-    v_tenant text := coalesce(herald_cancel.tenant_id, '');
-    v_event text := coalesce(herald_cancel.event_id, '');
-    v_herald boolean := pg_has_role(session_user, 'herald_worker', 'USAGE');
-    v_api boolean := pg_has_role(session_user, 'herald_api', 'USAGE');
-    v_reason constant text := 'cancelled by DELETE /v1/events/{id}';
-    -- store.AttemptLockSeed ("herld").
-    v_seed constant bigint := 448378596452;
-    ev record;
-    d record;
-    busy uuid[] := '{}';
-    moved boolean;
-    round int := 0;
-    v_channel text;
-BEGIN
-    cancelled_now := '{}';
-    IF v_tenant = '' THEN
-        PERFORM public.herald_refuse('tenant_id', 'is required');
-    END IF;
-    IF v_tenant !~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$' THEN
-        PERFORM public.herald_refuse('tenant_id', 'must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit');
-    END IF;
-    IF v_event = '' THEN
-        PERFORM public.herald_refuse('event_id', 'is required');
-    END IF;
-    IF octet_length(v_event) > 200 THEN
-        PERFORM public.herald_refuse('event_id', 'is longer than 200 bytes');
-    END IF;
-    IF NOT (v_herald
-            OR EXISTS (SELECT 1 FROM public.herald_producer_roles r WHERE r.role_name = session_user AND r.tenant_id = v_tenant)
-            OR (v_api AND v_tenant = current_setting('herald.tenant', true))) THEN
-        RAISE EXCEPTION 'tenant_id: the login % may not cancel events of tenant "%"', session_user, v_tenant
-            USING ERRCODE = '42501', COLUMN = 'tenant_id',
-                HINT = format('an operator grants it with: herald db producer %s --tenant %s (and --tenant for each other tenant it keeps)',
-                    session_user, v_tenant);
-    END IF;
-    -- The event's row, locked: a second cancel of it waits for this one,
-    -- a relay that claimed it is waited for (and its fan-out then seen).
-    SELECT e.id, e.status, e.project_id INTO ev FROM public.event_outbox e
-        WHERE e.tenant_id = v_tenant AND e.event_id = v_event FOR UPDATE;
-    -- A project-scoped API key sees its project's events only, as GET
-    -- /v1/events/{id} does.
-    IF NOT FOUND OR (v_api AND NOT v_herald AND coalesce(current_setting('herald.project', true), '') NOT IN ('', ev.project_id)) THEN
-        RAISE EXCEPTION 'event_id: tenant "%" has no event "%"', v_tenant, left(v_event, 200)
-            USING ERRCODE = 'P0002', COLUMN = 'event_id';
-    END IF;
-    IF ev.status = 'PENDING' THEN
-        UPDATE public.event_outbox e SET status = 'CANCELLED', last_error = v_reason, processed_at = now() WHERE e.id = ev.id;
-        ev.status := 'CANCELLED';
-    END IF;
-    -- Each round takes the next-attempt lock of every delivery still
-    -- waiting and cancels those whose attempt count did not move meanwhile;
-    -- one that moved (a send finished between the read and the lock) is
-    -- read again in the next round.
-    LOOP
-        round := round + 1;
-        moved := false;
-        FOR d IN SELECT x.delivery_id, x.created_at, x.attempts FROM public.deliveries x
-                WHERE x.tenant_id = v_tenant AND x.event_id = v_event
-                  AND x.status IN ('DEFERRED', 'WAITING', 'PENDING', 'PUBLISHED', 'RETRY') AND x.delivery_id <> ALL (busy)
-                ORDER BY x.delivery_id LOOP
-            IF NOT pg_try_advisory_xact_lock(hashtextextended(d.delivery_id::text || '/' || (d.attempts + 1), v_seed)) THEN
-                busy := busy || d.delivery_id;
-                CONTINUE;
-            END IF;
-            UPDATE public.deliveries x SET status = 'CANCELLED', last_error = v_reason, lease_until = NULL, updated_at = now()
-                WHERE x.delivery_id = d.delivery_id AND x.created_at = d.created_at AND x.attempts = d.attempts
-                  AND x.status IN ('DEFERRED', 'WAITING', 'PENDING', 'PUBLISHED', 'RETRY')
-                RETURNING x.channel INTO v_channel;
-            IF FOUND THEN
-                cancelled_now := jsonb_set(cancelled_now, ARRAY[v_channel], to_jsonb(coalesce((cancelled_now->>v_channel)::int, 0) + 1));
-            ELSE
-                moved := true;
-            END IF;
-        END LOOP;
-        EXIT WHEN NOT moved OR round >= 5;
-    END LOOP;
-    -- In flight: held by a sender when this call looked and not final
-    -- since (a listener drops its lock a moment after it recorded the
-    -- outcome), or SENDING.
-    SELECT coalesce(jsonb_object_agg(s.status, s.n), '{}'), coalesce(sum(s.busy), 0)::int
-        INTO deliveries, in_flight
-        FROM (SELECT x.status, count(*) AS n,
-                count(*) FILTER (WHERE x.status = 'SENDING' OR (x.delivery_id = ANY (busy)
-                    AND x.status IN ('DEFERRED', 'WAITING', 'PENDING', 'PUBLISHED', 'RETRY'))) AS busy
-              FROM public.deliveries x
-              WHERE x.tenant_id = v_tenant AND x.event_id = v_event GROUP BY 1) s;
-    event_status := ev.status;
-    -- A delivery a read or an action cancelled (an escalation) counts
-    -- under CANCELLED too, but only this cancel's own make it 'cancelled'.
-    outcome := CASE WHEN ev.status = 'CANCELLED' OR EXISTS (SELECT 1 FROM public.deliveries x
-            WHERE x.tenant_id = v_tenant AND x.event_id = v_event AND x.status = 'CANCELLED' AND x.last_error = v_reason)
-        THEN 'cancelled' ELSE 'too_late' END;
-END;
-$_$;
-
---
 -- Name: herald_check_event(text, text, text, text, jsonb, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -351,55 +246,47 @@ DECLARE
     v_tenant text := coalesce(herald_enqueue.tenant_id, '');
     v_project text := coalesce(nullif(herald_enqueue.project_id, ''), 'default');
     v_payload jsonb := coalesce(herald_enqueue.payload, '{}');
-    v_may boolean;
-    v_known boolean;
+    v_herald boolean := pg_has_role(session_user, 'herald_worker', 'USAGE');
+    v_hash bytea;
     v_id bigint;
     old record;
 BEGIN
-    -- One test for the common case, the walk only to name the field at
-    -- fault (tenant_id before project_id, as 0045 did).
-    IF NOT (length(v_tenant) BETWEEN 1 AND 100 AND v_tenant ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]*$'
-            AND length(v_project) <= 100 AND v_project ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]*$') THEN
-        IF v_tenant = '' THEN
-            PERFORM public.herald_refuse('tenant_id', 'is required');
-        END IF;
-        IF NOT (length(v_tenant) <= 100 AND v_tenant ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]*$') THEN
-            PERFORM public.herald_refuse('tenant_id', 'must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit');
-        END IF;
+    IF v_tenant = '' THEN
+        PERFORM public.herald_refuse('tenant_id', 'is required');
+    END IF;
+    IF v_tenant !~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$' THEN
+        PERFORM public.herald_refuse('tenant_id', 'must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit');
+    END IF;
+    IF v_project !~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$' THEN
         PERFORM public.herald_refuse('project_id', 'must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit');
     END IF;
-    -- Herald's own roles (herald_worker members: the pipeline and the
-    -- tables' owner) may write every tenant and are trusted with the
-    -- project, as when they wrote the table directly. Any other login
-    -- needs a grant of the tenant (or, for the API, the tenant and
-    -- project its transaction set) and a project the tenant has.
-    IF NOT pg_has_role(session_user, 'herald_worker', 'USAGE') THEN
-        SELECT EXISTS (SELECT 1 FROM public.herald_producer_roles r WHERE r.role_name = session_user AND r.tenant_id = v_tenant),
-                EXISTS (SELECT 1 FROM public.projects p WHERE p.tenant_id = v_tenant AND p.project_id = v_project)
-            INTO v_may, v_known;
-        IF NOT (v_may OR (pg_has_role(session_user, 'herald_api', 'USAGE') AND v_tenant = current_setting('herald.tenant', true)
+    IF NOT (v_herald
+            OR EXISTS (SELECT 1 FROM public.herald_producer_roles r WHERE r.role_name = session_user AND r.tenant_id = v_tenant)
+            OR (pg_has_role(session_user, 'herald_api', 'USAGE') AND v_tenant = current_setting('herald.tenant', true)
                 AND coalesce(current_setting('herald.project', true), '') IN ('', v_project))) THEN
-            RAISE EXCEPTION 'tenant_id: the login % may not enqueue events for tenant "%"', session_user, v_tenant
-                USING ERRCODE = '42501', COLUMN = 'tenant_id',
-                    HINT = format('an operator grants it with: herald db producer %s --tenant %s (and --tenant for each other tenant it keeps)',
-                        session_user, v_tenant);
-        END IF;
-        IF NOT v_known THEN
-            RAISE EXCEPTION 'project_id: this tenant has no project "%"', v_project
-                USING ERRCODE = '23503', COLUMN = 'project_id',
-                    HINT = format('create it with: herald projects create --tenant %s %s', v_tenant, v_project);
-        END IF;
+        RAISE EXCEPTION 'tenant_id: the login % may not enqueue events for tenant "%"', session_user, v_tenant
+            USING ERRCODE = '42501', COLUMN = 'tenant_id',
+                HINT = format('an operator grants it with: herald db producer %s --tenant %s (and --tenant for each other tenant it keeps)',
+                    session_user, v_tenant);
     END IF;
+    -- Herald's own roles are trusted with the project, as they were when
+    -- they wrote the table directly (the API checks it before).
+    IF NOT v_herald AND NOT EXISTS (SELECT 1 FROM public.projects p WHERE p.tenant_id = v_tenant AND p.project_id = v_project) THEN
+        RAISE EXCEPTION 'project_id: this tenant has no project "%"', v_project
+            USING ERRCODE = '23503', COLUMN = 'project_id',
+                HINT = format('create it with: herald projects create --tenant %s %s', v_tenant, v_project);
+    END IF;
+    -- The payload's hash as sdk/producer and POST /v1/events wrote it
+    -- (migration 0012): SHA-256 of jsonb's text.
+    v_hash := sha256(convert_to(v_payload::text, 'UTF8'));
     LOOP
         -- The insert trigger (event_outbox_contract) checks the event's
-        -- fields, before the unique key decides new or not. The hash is
-        -- sdk/producer's and POST /v1/events' (migration 0012): SHA-256
-        -- of jsonb's text.
+        -- fields, before the unique key decides new or not.
         INSERT INTO public.event_outbox AS e (tenant_id, project_id, event_id, event_type, aggregate_type, aggregate_id, payload,
                 payload_sha256, available_at, traceparent, tracestate)
             VALUES (v_tenant, v_project, herald_enqueue.event_id, herald_enqueue.event_type, coalesce(herald_enqueue.aggregate_type, ''),
-                coalesce(herald_enqueue.aggregate_id, ''), v_payload, sha256(convert_to(v_payload::text, 'UTF8')),
-                coalesce(herald_enqueue.available_at, now()), nullif(herald_enqueue.traceparent, ''), nullif(herald_enqueue.tracestate, ''))
+                coalesce(herald_enqueue.aggregate_id, ''), v_payload, v_hash, coalesce(herald_enqueue.available_at, now()),
+                nullif(herald_enqueue.traceparent, ''), nullif(herald_enqueue.tracestate, ''))
             ON CONFLICT (tenant_id, event_id) DO NOTHING
             RETURNING e.id INTO v_id;
         IF v_id IS NOT NULL THEN
@@ -415,7 +302,7 @@ BEGIN
         IF FOUND THEN
             id := old.id;
             outcome := CASE WHEN old.event_type = herald_enqueue.event_type AND old.project_id = v_project
-                AND (old.payload_sha256 IS NULL OR old.payload_sha256 = sha256(convert_to(v_payload::text, 'UTF8'))) THEN 'repeat' ELSE 'conflict' END;
+                AND (old.payload_sha256 IS NULL OR old.payload_sha256 = v_hash) THEN 'repeat' ELSE 'conflict' END;
             RETURN;
         END IF;
         -- The row went meanwhile (the retention sweep): insert again.
@@ -669,86 +556,6 @@ END;
 $$;
 
 --
--- Name: herald_status_events_actions(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.herald_status_events_actions() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public'
-    AS $$
-BEGIN
-    INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
-    SELECT n.tenant_id, 'notification.acted', jsonb_build_object(
-            'action_id', n.action_id, 'notification_id', n.notification_id, 'event_id', n.event_id,
-            'event_type', n.event_type, 'user_id', n.user_id, 'project_id', n.project_id,
-            'action', n.action, 'data', n.data, 'acted_at', n.acted_at),
-        CASE WHEN 'notification.acted' = ANY (w.kinds) THEN now() END
-    FROM new_rows n LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
-    ORDER BY n.tenant_id, n.seq;
-    RETURN NULL;
-END
-$$;
-
---
--- Name: herald_status_events_deliveries(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.herald_status_events_deliveries() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public'
-    AS $$
-BEGIN
-    IF TG_OP = 'UPDATE' THEN
-        INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
-        SELECT n.tenant_id, 'delivery.' || lower(n.status), jsonb_build_object(
-                'delivery_id', n.delivery_id, 'notification_id', n.notification_id, 'event_id', n.event_id,
-                'event_type', n.event_type, 'user_id', n.user_id, 'channel', n.channel, 'status', n.status,
-                'attempts', n.attempts, 'provider', n.provider, 'provider_message_id', n.provider_message_id,
-                'reason', n.last_error),
-            CASE WHEN 'delivery.' || lower(n.status) = ANY (w.kinds) THEN now() END
-        FROM new_rows n JOIN old_rows o ON o.delivery_id = n.delivery_id
-        LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
-        WHERE n.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'DIGESTED') AND o.status IS DISTINCT FROM n.status
-        ORDER BY n.tenant_id, n.delivery_id;
-    ELSE
-        INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
-        SELECT n.tenant_id, 'delivery.' || lower(n.status), jsonb_build_object(
-                'delivery_id', n.delivery_id, 'notification_id', n.notification_id, 'event_id', n.event_id,
-                'event_type', n.event_type, 'user_id', n.user_id, 'channel', n.channel, 'status', n.status,
-                'attempts', n.attempts, 'provider', n.provider, 'provider_message_id', n.provider_message_id,
-                'reason', n.last_error),
-            CASE WHEN 'delivery.' || lower(n.status) = ANY (w.kinds) THEN now() END
-        FROM new_rows n LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
-        WHERE n.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'DIGESTED')
-        ORDER BY n.tenant_id, n.delivery_id;
-    END IF;
-    RETURN NULL;
-END
-$$;
-
---
--- Name: herald_status_events_reads(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.herald_status_events_reads() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public'
-    AS $$
-BEGIN
-    INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
-    SELECT n.tenant_id, 'notification.read', jsonb_build_object(
-            'notification_id', n.notification_id, 'event_id', n.event_id, 'event_type', n.event_type,
-            'user_id', n.user_id, 'project_id', n.project_id, 'read_at', n.read_at),
-        CASE WHEN 'notification.read' = ANY (w.kinds) THEN now() END
-    FROM new_rows n JOIN old_rows o ON o.notification_id = n.notification_id
-    LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
-    WHERE n.read_at IS NOT NULL AND o.read_at IS NULL
-    ORDER BY n.tenant_id, n.notification_id;
-    RETURN NULL;
-END
-$$;
-
---
 -- Name: herald_sweep(text, text, timestamp with time zone, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -774,16 +581,19 @@ BEGIN
     IF p_kind = 'events' THEN
         RETURN QUERY
         WITH c AS (SELECT id FROM event_outbox
-                   WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before
-                     AND status IN ('PROCESSED', 'FAILED', 'CANCELLED')
+                   WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before AND status IN ('PROCESSED', 'FAILED')
                    ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
              d AS (DELETE FROM event_outbox e USING c
-                   WHERE e.id = c.id AND e.status IN ('PROCESSED', 'FAILED', 'CANCELLED') AND e.created_at < p_before RETURNING e.created_at)
+                   WHERE e.id = c.id AND e.status IN ('PROCESSED', 'FAILED') AND e.created_at < p_before RETURNING e.created_at)
         SELECT count(*)::int, max(created_at) FROM d;
         RETURN;
     ELSIF p_kind NOT IN ('notifications', 'archived_notifications', 'delivery_attempts') THEN
         RAISE EXCEPTION 'herald_sweep: unknown kind % (want events, notifications, archived_notifications or delivery_attempts)', p_kind;
     END IF;
+    -- The partitioned tables, in two steps: the batch's keys, read in
+    -- order from the sweep's index (a Merge Append of each month's index
+    -- rather than every row past p_before read and sorted), then the
+    -- delete of those keys, each probing its month's primary key.
     IF p_kind = 'delivery_attempts' THEN
         SELECT array_agg(delivery_id), array_agg(attempt), array_agg(delivery_created_at), max(delivery_created_at)
             INTO ids, attempts, keys, last
@@ -799,12 +609,18 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
+    -- Notifications: the rows are locked as they are read (a row the
+    -- inbox is changing is skipped: the next batch or pass takes it),
+    -- deleted, then their unread ones leave their counters.
     IF p_kind = 'notifications' THEN
         SELECT array_agg(notification_id), array_agg(created_at), max(created_at) INTO ids, keys, last
         FROM (SELECT notification_id, created_at FROM notifications
               WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before
               ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED) c;
     ELSE
+        -- archived_at is never before created_at (the event's time), so
+        -- created_at < p_before holds too and leaves the months after
+        -- p_before (the current one) out of the plan.
         SELECT array_agg(notification_id), array_agg(created_at), max(archived_at) INTO ids, keys, last
         FROM (SELECT notification_id, created_at, archived_at FROM notifications
               WHERE tenant_id = p_tenant AND archived_at IS NOT NULL AND archived_at >= since AND archived_at < p_before
@@ -849,7 +665,7 @@ BEGIN
     CASE p_kind
     WHEN 'events' THEN
         SELECT count(*) INTO n FROM (SELECT 1 FROM event_outbox WHERE tenant_id = p_tenant AND created_at < p_before
-            AND status IN ('PROCESSED', 'FAILED', 'CANCELLED') LIMIT p_cap) x;
+            AND status IN ('PROCESSED', 'FAILED') LIMIT p_cap) x;
     WHEN 'delivery_attempts' THEN
         SELECT count(*) INTO n FROM (SELECT 1 FROM delivery_attempts WHERE tenant_id = p_tenant
             AND delivery_created_at < p_before LIMIT p_cap) x;
@@ -967,9 +783,7 @@ CASE
     ELSE NULL::text
 END) STORED,
     hold text,
-    escalate_unless text[],
-    place boolean DEFAULT false NOT NULL,
-    CONSTRAINT deliveries_escalate_unless_check CHECK (((escalate_unless <@ ARRAY['read'::text, 'acted'::text]) AND (cardinality(escalate_unless) > 0))),
+    digest_window uuid,
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )
@@ -1017,9 +831,7 @@ CASE
     ELSE NULL::text
 END) STORED,
     hold text,
-    escalate_unless text[],
-    place boolean DEFAULT false NOT NULL,
-    CONSTRAINT deliveries_escalate_unless_check CHECK (((escalate_unless <@ ARRAY['read'::text, 'acted'::text]) AND (cardinality(escalate_unless) > 0))),
+    digest_window uuid,
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )
@@ -1111,6 +923,30 @@ CREATE SEQUENCE public.delivery_handoffs_handoff_id_seq
 ALTER SEQUENCE public.delivery_handoffs_handoff_id_seq OWNED BY public.delivery_handoffs.handoff_id;
 
 --
+-- Name: digest_windows; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.digest_windows (
+    tenant_id text NOT NULL,
+    window_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id text NOT NULL,
+    channel text NOT NULL,
+    event_type text NOT NULL,
+    digest_key text NOT NULL,
+    status text DEFAULT 'OPEN'::text NOT NULL,
+    items integer DEFAULT 0 NOT NULL,
+    max_items integer NOT NULL,
+    opened_at timestamp with time zone DEFAULT now() NOT NULL,
+    closes_at timestamp with time zone NOT NULL,
+    CONSTRAINT digest_windows_items_check CHECK ((items >= 0)),
+    CONSTRAINT digest_windows_key CHECK (((digest_key <> ''::text) AND (octet_length(digest_key) <= 1000))),
+    CONSTRAINT digest_windows_max_items_check CHECK ((max_items > 0)),
+    CONSTRAINT digest_windows_status_check CHECK ((status = ANY (ARRAY['OPEN'::text, 'FULL'::text])))
+);
+
+ALTER TABLE ONLY public.digest_windows FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: event_outbox; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1132,7 +968,7 @@ CREATE TABLE public.event_outbox (
     payload_sha256 bytea,
     traceparent text,
     tracestate text,
-    CONSTRAINT event_outbox_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'PROCESSED'::text, 'FAILED'::text, 'CANCELLED'::text])))
+    CONSTRAINT event_outbox_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'PROCESSED'::text, 'FAILED'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_analyze_scale_factor='0.05');
 ALTER TABLE ONLY public.event_outbox ALTER COLUMN payload SET STATISTICS 0;
@@ -1197,9 +1033,7 @@ CREATE TABLE public.groups (
     quiet_start text DEFAULT ''::text NOT NULL,
     quiet_end text DEFAULT ''::text NOT NULL,
     version bigint DEFAULT 1 NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    destinations jsonb DEFAULT '{}'::jsonb NOT NULL,
-    CONSTRAINT groups_destinations_object CHECK ((jsonb_typeof(destinations) = 'object'::text))
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 ALTER TABLE ONLY public.groups FORCE ROW LEVEL SECURITY;
@@ -1407,42 +1241,6 @@ CREATE TABLE public.recipients (
 ALTER TABLE ONLY public.recipients FORCE ROW LEVEL SECURITY;
 
 --
--- Name: status_events; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.status_events (
-    seq bigint NOT NULL,
-    event_id uuid DEFAULT gen_random_uuid() NOT NULL,
-    tenant_id text NOT NULL,
-    kind text NOT NULL,
-    occurred_at timestamp with time zone DEFAULT now() NOT NULL,
-    data jsonb NOT NULL,
-    published_at timestamp with time zone,
-    webhook_due_at timestamp with time zone,
-    webhook_attempts integer DEFAULT 0 NOT NULL,
-    webhook_lease_until timestamp with time zone,
-    webhook_delivered_at timestamp with time zone,
-    webhook_last_error text DEFAULT ''::text NOT NULL,
-    CONSTRAINT status_events_kind CHECK ((kind = ANY (ARRAY['delivery.sent'::text, 'delivery.failed'::text, 'delivery.skipped'::text, 'delivery.cancelled'::text, 'delivery.digested'::text, 'notification.read'::text, 'notification.acted'::text])))
-)
-WITH (autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.05');
-
-ALTER TABLE ONLY public.status_events FORCE ROW LEVEL SECURITY;
-
---
--- Name: status_events_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
---
-
-ALTER TABLE public.status_events ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME public.status_events_seq_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1
-);
-
---
 -- Name: superadmins; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1471,28 +1269,6 @@ CREATE TABLE public.tenant_origins (
 ALTER TABLE ONLY public.tenant_origins FORCE ROW LEVEL SECURITY;
 
 --
--- Name: tenant_webhooks; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.tenant_webhooks (
-    tenant_id text NOT NULL,
-    url text NOT NULL,
-    kinds text[] NOT NULL,
-    enabled boolean DEFAULT true NOT NULL,
-    secret text NOT NULL,
-    previous_secret text,
-    previous_until timestamp with time zone,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT tenant_webhooks_kinds CHECK ((((cardinality(kinds) >= 1) AND (cardinality(kinds) <= 7)) AND (kinds <@ ARRAY['delivery.sent'::text, 'delivery.failed'::text, 'delivery.skipped'::text, 'delivery.cancelled'::text, 'delivery.digested'::text, 'notification.read'::text, 'notification.acted'::text]))),
-    CONSTRAINT tenant_webhooks_previous_secret CHECK ((previous_secret ~ '^whsec_[A-Za-z0-9+/=]{32,88}$'::text)),
-    CONSTRAINT tenant_webhooks_secret CHECK ((secret ~ '^whsec_[A-Za-z0-9+/=]{32,88}$'::text)),
-    CONSTRAINT tenant_webhooks_url CHECK (((octet_length(url) <= 2000) AND (url ~ '^https?://[^[:space:][:cntrl:]]+$'::text)))
-);
-
-ALTER TABLE ONLY public.tenant_webhooks FORCE ROW LEVEL SECURITY;
-
---
 -- Name: tenants; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1504,6 +1280,25 @@ CREATE TABLE public.tenants (
 );
 
 ALTER TABLE ONLY public.tenants FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: throttle_counters; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.throttle_counters (
+    tenant_id text NOT NULL,
+    user_id text NOT NULL,
+    channel text NOT NULL,
+    event_type text NOT NULL,
+    throttle_key text NOT NULL,
+    window_start timestamp with time zone NOT NULL,
+    window_end timestamp with time zone NOT NULL,
+    sent integer NOT NULL,
+    CONSTRAINT throttle_counters_key CHECK (((throttle_key <> ''::text) AND (octet_length(throttle_key) <= 1000))),
+    CONSTRAINT throttle_counters_sent_check CHECK ((sent >= 0))
+);
+
+ALTER TABLE ONLY public.throttle_counters FORCE ROW LEVEL SECURITY;
 
 --
 -- Name: token_keys; Type: TABLE; Schema: public; Owner: -
@@ -1639,6 +1434,13 @@ ALTER TABLE ONLY public.delivery_handoffs
     ADD CONSTRAINT delivery_handoffs_pkey PRIMARY KEY (handoff_id);
 
 --
+-- Name: digest_windows digest_windows_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.digest_windows
+    ADD CONSTRAINT digest_windows_pkey PRIMARY KEY (tenant_id, window_id);
+
+--
 -- Name: event_outbox event_outbox_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1765,20 +1567,6 @@ ALTER TABLE ONLY public.recipients
     ADD CONSTRAINT recipients_pkey PRIMARY KEY (tenant_id, user_id);
 
 --
--- Name: status_events status_events_event_id_key; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.status_events
-    ADD CONSTRAINT status_events_event_id_key UNIQUE (event_id);
-
---
--- Name: status_events status_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.status_events
-    ADD CONSTRAINT status_events_pkey PRIMARY KEY (seq);
-
---
 -- Name: superadmins superadmins_key_hash_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1800,18 +1588,18 @@ ALTER TABLE ONLY public.tenant_origins
     ADD CONSTRAINT tenant_origins_pkey PRIMARY KEY (tenant_id, origin);
 
 --
--- Name: tenant_webhooks tenant_webhooks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.tenant_webhooks
-    ADD CONSTRAINT tenant_webhooks_pkey PRIMARY KEY (tenant_id);
-
---
 -- Name: tenants tenants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.tenants
     ADD CONSTRAINT tenants_pkey PRIMARY KEY (tenant_id);
+
+--
+-- Name: throttle_counters throttle_counters_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.throttle_counters
+    ADD CONSTRAINT throttle_counters_pkey PRIMARY KEY (tenant_id, user_id, channel, event_type, throttle_key, window_start);
 
 --
 -- Name: token_keys token_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1826,6 +1614,18 @@ ALTER TABLE ONLY public.token_keys
 
 ALTER TABLE ONLY public.user_preferences
     ADD CONSTRAINT user_preferences_pkey PRIMARY KEY (tenant_id, user_id, event_type, channel);
+
+--
+-- Name: deliveries_digest_items; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX deliveries_digest_items ON ONLY public.deliveries USING btree (digest_window) WHERE ((queue = 'WAITING'::text) AND (digest_window IS NOT NULL));
+
+--
+-- Name: deliveries_default_digest_window_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX deliveries_default_digest_window_idx ON public.deliveries_default USING btree (digest_window) WHERE ((queue = 'WAITING'::text) AND (digest_window IS NOT NULL));
 
 --
 -- Name: deliveries_due; Type: INDEX; Schema: public; Owner: -
@@ -1892,6 +1692,18 @@ CREATE INDEX delivery_attempts_default_tenant_id_delivery_created_at_idx ON publ
 --
 
 CREATE INDEX delivery_handoffs_due ON public.delivery_handoffs USING btree (due_at);
+
+--
+-- Name: digest_windows_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX digest_windows_due ON public.digest_windows USING btree (closes_at);
+
+--
+-- Name: digest_windows_open; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX digest_windows_open ON public.digest_windows USING btree (tenant_id, user_id, channel, event_type, digest_key) WHERE (status = 'OPEN'::text);
 
 --
 -- Name: event_outbox_pending; Type: INDEX; Schema: public; Owner: -
@@ -2002,28 +1814,22 @@ CREATE INDEX recipients_by_type ON public.recipients USING btree (tenant_id, use
 CREATE INDEX recipients_by_update ON public.recipients USING btree (tenant_id, updated_at, user_id);
 
 --
--- Name: status_events_by_time; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX status_events_by_time ON public.status_events USING btree (tenant_id, occurred_at);
-
---
--- Name: status_events_unpublished; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX status_events_unpublished ON public.status_events USING btree (seq) WHERE (published_at IS NULL);
-
---
--- Name: status_events_webhook_due; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX status_events_webhook_due ON public.status_events USING btree (tenant_id, webhook_due_at) WHERE (webhook_due_at IS NOT NULL);
-
---
 -- Name: tenant_origins_by_origin; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX tenant_origins_by_origin ON public.tenant_origins USING btree (origin);
+
+--
+-- Name: throttle_counters_end; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX throttle_counters_end ON public.throttle_counters USING btree (window_end);
+
+--
+-- Name: deliveries_default_digest_window_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+--
+
+ALTER INDEX public.deliveries_digest_items ATTACH PARTITION public.deliveries_default_digest_window_idx;
 
 --
 -- Name: deliveries_default_due; Type: INDEX ATTACH; Schema: public; Owner: -
@@ -2116,18 +1922,6 @@ ALTER INDEX public.notifications_shared ATTACH PARTITION public.notifications_de
 ALTER INDEX public.notifications_inbox ATTACH PARTITION public.notifications_default_tenant_id_user_id_created_at_notifica_idx;
 
 --
--- Name: deliveries deliveries_status_events; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER deliveries_status_events AFTER UPDATE ON public.deliveries REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_deliveries();
-
---
--- Name: deliveries deliveries_status_events_insert; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER deliveries_status_events_insert AFTER INSERT ON public.deliveries REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_deliveries();
-
---
 -- Name: event_outbox event_outbox_contract; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2144,18 +1938,6 @@ CREATE TRIGGER event_outbox_notify AFTER INSERT ON public.event_outbox FOR EACH 
 --
 
 CREATE TRIGGER notification_actions_number BEFORE INSERT ON public.notification_actions FOR EACH ROW EXECUTE FUNCTION public.herald_number_action();
-
---
--- Name: notification_actions notification_actions_status_events; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER notification_actions_status_events AFTER INSERT ON public.notification_actions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_actions();
-
---
--- Name: notifications notifications_status_events; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER notifications_status_events AFTER UPDATE ON public.notifications REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_reads();
 
 --
 -- Name: tenant_origins tenant_origins_cap; Type: TRIGGER; Schema: public; Owner: -
@@ -2192,13 +1974,6 @@ ALTER TABLE ONLY public.tenant_origins
     ADD CONSTRAINT tenant_origins_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
--- Name: tenant_webhooks tenant_webhooks_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.tenant_webhooks
-    ADD CONSTRAINT tenant_webhooks_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
-
---
 -- Name: token_keys token_keys_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2216,6 +1991,12 @@ CREATE POLICY admin_read ON public.deliveries FOR SELECT TO herald_admin USING (
 --
 
 CREATE POLICY admin_read ON public.delivery_attempts FOR SELECT TO herald_admin USING (true);
+
+--
+-- Name: digest_windows admin_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY admin_read ON public.digest_windows FOR SELECT TO herald_admin USING (true);
 
 --
 -- Name: event_outbox admin_read; Type: POLICY; Schema: public; Owner: -
@@ -2248,28 +2029,22 @@ CREATE POLICY admin_read ON public.notifications FOR SELECT TO herald_admin USIN
 CREATE POLICY admin_read ON public.projects FOR SELECT TO herald_admin USING (true);
 
 --
--- Name: status_events admin_read; Type: POLICY; Schema: public; Owner: -
---
-
-CREATE POLICY admin_read ON public.status_events FOR SELECT TO herald_admin USING (true);
-
---
 -- Name: tenant_origins admin_read; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY admin_read ON public.tenant_origins FOR SELECT TO herald_admin USING (true);
 
 --
--- Name: tenant_webhooks admin_read; Type: POLICY; Schema: public; Owner: -
---
-
-CREATE POLICY admin_read ON public.tenant_webhooks FOR SELECT TO herald_admin USING (true);
-
---
 -- Name: tenants admin_read; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY admin_read ON public.tenants FOR SELECT TO herald_admin USING (true);
+
+--
+-- Name: throttle_counters admin_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY admin_read ON public.throttle_counters FOR SELECT TO herald_admin USING (true);
 
 --
 -- Name: api_keys; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2294,6 +2069,12 @@ CREATE POLICY api_tenant ON public.deliveries TO herald_api USING ((tenant_id = 
 --
 
 CREATE POLICY api_tenant ON public.delivery_attempts TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
+
+--
+-- Name: digest_windows api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.digest_windows TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
 
 --
 -- Name: event_outbox api_tenant; Type: POLICY; Schema: public; Owner: -
@@ -2386,28 +2167,22 @@ CREATE POLICY api_tenant ON public.recipient_devices TO herald_api USING ((tenan
 CREATE POLICY api_tenant ON public.recipients TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
 
 --
--- Name: status_events api_tenant; Type: POLICY; Schema: public; Owner: -
---
-
-CREATE POLICY api_tenant ON public.status_events TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
-
---
 -- Name: tenant_origins api_tenant; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY api_tenant ON public.tenant_origins TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
 
 --
--- Name: tenant_webhooks api_tenant; Type: POLICY; Schema: public; Owner: -
---
-
-CREATE POLICY api_tenant ON public.tenant_webhooks TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
-
---
 -- Name: tenants api_tenant; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY api_tenant ON public.tenants TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
+
+--
+-- Name: throttle_counters api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.throttle_counters TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
 
 --
 -- Name: token_keys api_tenant; Type: POLICY; Schema: public; Owner: -
@@ -2450,6 +2225,12 @@ ALTER TABLE public.delivery_attempts_default ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.delivery_handoffs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: digest_windows; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.digest_windows ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: event_outbox; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2548,12 +2329,6 @@ ALTER TABLE public.recipient_devices ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.recipients ENABLE ROW LEVEL SECURITY;
 
 --
--- Name: status_events; Type: ROW SECURITY; Schema: public; Owner: -
---
-
-ALTER TABLE public.status_events ENABLE ROW LEVEL SECURITY;
-
---
 -- Name: superadmins; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2566,16 +2341,16 @@ ALTER TABLE public.superadmins ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.tenant_origins ENABLE ROW LEVEL SECURITY;
 
 --
--- Name: tenant_webhooks; Type: ROW SECURITY; Schema: public; Owner: -
---
-
-ALTER TABLE public.tenant_webhooks ENABLE ROW LEVEL SECURITY;
-
---
 -- Name: tenants; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
 ALTER TABLE public.tenants ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: throttle_counters; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.throttle_counters ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: token_keys; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2624,6 +2399,12 @@ CREATE POLICY worker_all ON public.delivery_attempts_default TO herald_worker US
 --
 
 CREATE POLICY worker_all ON public.delivery_handoffs TO herald_worker USING (true) WITH CHECK (true);
+
+--
+-- Name: digest_windows worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.digest_windows TO herald_worker USING (true) WITH CHECK (true);
 
 --
 -- Name: event_outbox worker_all; Type: POLICY; Schema: public; Owner: -
@@ -2710,12 +2491,6 @@ CREATE POLICY worker_all ON public.recipient_devices TO herald_worker USING (tru
 CREATE POLICY worker_all ON public.recipients TO herald_worker USING (true) WITH CHECK (true);
 
 --
--- Name: status_events worker_all; Type: POLICY; Schema: public; Owner: -
---
-
-CREATE POLICY worker_all ON public.status_events TO herald_worker USING (true) WITH CHECK (true);
-
---
 -- Name: superadmins worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2728,16 +2503,16 @@ CREATE POLICY worker_all ON public.superadmins TO herald_worker USING (true) WIT
 CREATE POLICY worker_all ON public.tenant_origins TO herald_worker USING (true) WITH CHECK (true);
 
 --
--- Name: tenant_webhooks worker_all; Type: POLICY; Schema: public; Owner: -
---
-
-CREATE POLICY worker_all ON public.tenant_webhooks TO herald_worker USING (true) WITH CHECK (true);
-
---
 -- Name: tenants worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY worker_all ON public.tenants TO herald_worker USING (true) WITH CHECK (true);
+
+--
+-- Name: throttle_counters worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.throttle_counters TO herald_worker USING (true) WITH CHECK (true);
 
 --
 -- Name: token_keys worker_all; Type: POLICY; Schema: public; Owner: -
@@ -2782,15 +2557,6 @@ GRANT ALL ON FUNCTION public.herald_authenticate(p_hash bytea) TO herald_worker;
 REVOKE ALL ON FUNCTION public.herald_authenticate_admin(p_hash bytea) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.herald_authenticate_admin(p_hash bytea) TO herald_api;
 GRANT ALL ON FUNCTION public.herald_authenticate_admin(p_hash bytea) TO herald_admin;
-
---
--- Name: FUNCTION herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) TO herald_producer;
-GRANT ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) TO herald_api;
-GRANT ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) TO herald_worker;
 
 --
 -- Name: FUNCTION herald_drop_partitions(p_table text, p_before timestamp with time zone); Type: ACL; Schema: public; Owner: -
@@ -2859,24 +2625,6 @@ GRANT ALL ON FUNCTION public.herald_redeem_ticket(p_hash bytea) TO herald_api;
 GRANT ALL ON FUNCTION public.herald_redeem_ticket(p_hash bytea) TO herald_worker;
 
 --
--- Name: FUNCTION herald_status_events_actions(); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.herald_status_events_actions() FROM PUBLIC;
-
---
--- Name: FUNCTION herald_status_events_deliveries(); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.herald_status_events_deliveries() FROM PUBLIC;
-
---
--- Name: FUNCTION herald_status_events_reads(); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.herald_status_events_reads() FROM PUBLIC;
-
---
 -- Name: FUNCTION herald_sweep(p_kind text, p_tenant text, p_before timestamp with time zone, p_limit integer, p_after timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
@@ -2932,6 +2680,14 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.delivery_handoffs TO herald_wo
 
 GRANT SELECT,USAGE ON SEQUENCE public.delivery_handoffs_handoff_id_seq TO herald_api;
 GRANT SELECT,USAGE ON SEQUENCE public.delivery_handoffs_handoff_id_seq TO herald_worker;
+
+--
+-- Name: TABLE digest_windows; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.digest_windows TO herald_worker;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.digest_windows TO herald_api;
+GRANT SELECT ON TABLE public.digest_windows TO herald_admin;
 
 --
 -- Name: TABLE event_outbox; Type: ACL; Schema: public; Owner: -
@@ -3038,27 +2794,11 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipients TO herald_api;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipients TO herald_worker;
 
 --
--- Name: TABLE status_events; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT,DELETE,UPDATE ON TABLE public.status_events TO herald_worker;
-GRANT SELECT,UPDATE ON TABLE public.status_events TO herald_api;
-GRANT SELECT ON TABLE public.status_events TO herald_admin;
-
---
 -- Name: TABLE tenant_origins; Type: ACL; Schema: public; Owner: -
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenant_origins TO herald_api;
 GRANT SELECT ON TABLE public.tenant_origins TO herald_admin;
-
---
--- Name: TABLE tenant_webhooks; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenant_webhooks TO herald_api;
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenant_webhooks TO herald_worker;
-GRANT SELECT ON TABLE public.tenant_webhooks TO herald_admin;
 
 --
 -- Name: TABLE tenants; Type: ACL; Schema: public; Owner: -
@@ -3067,6 +2807,14 @@ GRANT SELECT ON TABLE public.tenant_webhooks TO herald_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenants TO herald_api;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenants TO herald_worker;
 GRANT SELECT ON TABLE public.tenants TO herald_admin;
+
+--
+-- Name: TABLE throttle_counters; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.throttle_counters TO herald_worker;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.throttle_counters TO herald_api;
+GRANT SELECT ON TABLE public.throttle_counters TO herald_admin;
 
 --
 -- Name: TABLE token_keys; Type: ACL; Schema: public; Owner: -

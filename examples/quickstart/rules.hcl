@@ -212,14 +212,24 @@ event "RESERVATION_REQUESTED" {
     }
   }
 
+  # The managers' e-mail is a digest: the reservations of one restaurant in
+  # a minute (at most ten) arrive as one message listing them all, while
+  # WEBSOCKET, PUSH, SMS and SLACK still go out per reservation.
+  digest {
+    channels  = ["EMAIL"]
+    key       = "restaurant:{{ .payload.restaurant_id }}"
+    window    = "1m"
+    max_items = 10
+  }
+
   template "EMAIL" {
-    subject = "New reservation: {{ .payload.customer_name }} ({{ .payload.pax }})"
-    body    = "{{ .payload.customer_name }} asked for a table for {{ .payload.pax }} at {{ .payload.time }}."
-    html    = "<p><b>{{ .payload.customer_name }}</b> asked for a table for {{ .payload.pax }} at {{ .payload.time }}.</p>"
+    subject = "{{ if eq (len .items) 1 }}New reservation: {{ .payload.customer_name }} ({{ .payload.pax }}){{ else }}{{ len .items }} new reservations{{ end }}"
+    body    = "{{ range .items }}{{ .payload.customer_name }} asked for a table for {{ .payload.pax }} at {{ .payload.time }}.\n{{ end }}"
+    html    = "{{ range .items }}<p><b>{{ .payload.customer_name }}</b> asked for a table for {{ .payload.pax }} at {{ .payload.time }}.</p>{{ end }}"
 
     locale "it" {
-      subject = "Nuova prenotazione: {{ .payload.customer_name }} ({{ .payload.pax }})"
-      body    = "{{ .payload.customer_name }} ha chiesto un tavolo per {{ .payload.pax }} alle {{ .payload.time }}."
+      subject = "{{ if eq (len .items) 1 }}Nuova prenotazione: {{ .payload.customer_name }} ({{ .payload.pax }}){{ else }}{{ len .items }} nuove prenotazioni{{ end }}"
+      body    = "{{ range .items }}{{ .payload.customer_name }} ha chiesto un tavolo per {{ .payload.pax }} alle {{ .payload.time }}.\n{{ end }}"
     }
   }
 

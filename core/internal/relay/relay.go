@@ -24,6 +24,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/tracing"
 	"github.com/heraldhq/herald/sdk"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -409,6 +410,12 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 			}
 		}
 	}
+	if err := countThrottled(ctx, tx, dels, now); err != nil {
+		return 0, false, err
+	}
+	if err := openDigests(ctx, tx, rs, dels); err != nil {
+		return 0, false, err
+	}
 	var persons, places []store.NewDelivery
 	for _, d := range dels {
 		if d.Place {
@@ -563,6 +570,7 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 	var notes []store.NewNotification
 	var dels []store.NewDelivery
 	pe := rules.PrepareEvent(ev)
+	var item json.RawMessage // the event as a digest item, made once
 	for _, rd := range dec.Recipients {
 		inbox, err := rs.RenderPrepared(pe, rd.Recipient, "")
 		if err != nil {
@@ -586,6 +594,15 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 			return nil, nil, err
 		}
 		for _, cd := range rd.Channels {
+			if cd.Digest != nil {
+				if item == nil {
+					if item, err = json.Marshal(ev); err != nil {
+						return nil, nil, err
+					}
+				}
+				dels = append(dels, r.digestItem(rs, e, nid.String(), rd, cd, dec.Severity, recipient, item, now))
+				continue
+			}
 			content, err := rs.RenderPrepared(pe, rd.Recipient, cd.Channel)
 			var re *rules.RenderError
 			failed := errors.As(err, &re) && !re.RecipientFree
@@ -608,7 +625,14 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 				UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: cd.Channel, Severity: dec.Severity,
 				Status: store.StatusPending, BestEffort: cc.Resolved.BestEffort, MaxAttempts: maxAttempts, NextAttemptAt: now,
 				Recipient: recipient, Content: body}
+			if th := cd.Throttle; th != nil && th.Err == "" && !failed {
+				d.Throttle = &store.ThrottleItem{TenantID: e.TenantID, UserID: rd.Recipient.UserID, Channel: cd.Channel, EventType: e.Type,
+					Key: th.Key, Limit: th.Limit, Per: th.Per}
+				d.LastError = th.Reason() // kept only when it goes over
+			}
 			switch {
+			case cd.Throttle != nil && cd.Throttle.Err != "":
+				d.Status, d.LastError, d.Content = store.StatusFailed, cd.Throttle.String(), nil
 			case failed:
 				// This recipient's own data is missing: only this delivery
 				// fails, with the template field and the missing key.
@@ -676,6 +700,89 @@ func (r *Relay) post(rs *rules.RuleSet, pe *rules.PreparedEvent, e store.EventRo
 	d.Content, err = json.Marshal(sdk.Content{Subject: content.Subject, Title: content.Title, Body: content.Body,
 		HTML: content.HTML, Data: content.Data})
 	return d, err
+}
+
+// digestItem is the delivery of a channel collected into a digest: WAITING
+// in its window (OpenDigestWindows assigns it before the batch is written)
+// with the event as its content, or FAILED alone when its digest key could
+// not be rendered.
+func (r *Relay) digestItem(rs *rules.RuleSet, e store.EventRow, nid string, rd rules.RecipientDecision, cd rules.ChannelDecision,
+	severity string, recipient, item json.RawMessage, now time.Time) store.NewDelivery {
+	cc, _ := rs.Channel(cd.Channel)
+	maxAttempts := cc.Retry.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = channel.DefaultRetry.MaxAttempts
+	}
+	d := store.NewDelivery{NotificationID: nid, TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
+		UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: cd.Channel, Severity: severity,
+		Status: store.StatusWaiting, Hold: store.HoldDigest, BestEffort: cc.Resolved.BestEffort, MaxAttempts: maxAttempts,
+		NextAttemptAt: now, Recipient: recipient, Content: item, DigestKey: cd.Digest.Key}
+	if cd.Digest.Err != "" {
+		d.Status, d.Hold, d.Content, d.LastError = store.StatusFailed, "", nil, cd.Digest.String()
+	}
+	return d
+}
+
+// countThrottled counts the batch's throttled deliveries against their
+// throttles and writes those over the limit SKIPPED (last_error
+// "throttled: N per W").
+func countThrottled(ctx context.Context, tx pgx.Tx, dels []store.NewDelivery, now time.Time) error {
+	var (
+		idx   []int
+		items []store.ThrottleItem
+	)
+	for i, d := range dels {
+		if d.Throttle != nil {
+			idx, items = append(idx, i), append(items, *d.Throttle)
+		}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	within, err := store.CountThrottled(ctx, tx, items, now)
+	if err != nil {
+		return err
+	}
+	for j, i := range idx {
+		if within[j] {
+			dels[i].LastError = ""
+		} else {
+			dels[i].Status = store.StatusSkipped
+		}
+	}
+	return nil
+}
+
+// openDigests counts the batch's digest items into their windows and
+// gives each its window and the time it closes.
+func openDigests(ctx context.Context, tx pgx.Tx, rs *rules.RuleSet, dels []store.NewDelivery) error {
+	var (
+		idx   []int
+		items []store.DigestItem
+	)
+	for i, d := range dels {
+		if d.Hold != store.HoldDigest {
+			continue
+		}
+		spec, ok := rs.Digest(d.EventType)
+		if !ok {
+			return fmt.Errorf("event type %s has no digest", d.EventType)
+		}
+		idx = append(idx, i)
+		items = append(items, store.DigestItem{TenantID: d.TenantID, UserID: d.UserID, Channel: d.Channel, EventType: d.EventType,
+			Key: d.DigestKey, Window: spec.Window, MaxItems: spec.MaxItems})
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	ids, closes, err := store.OpenDigestWindows(ctx, tx, items)
+	if err != nil {
+		return err
+	}
+	for j, i := range idx {
+		dels[i].DigestWindow, dels[i].NextAttemptAt = ids[j], closes[j]
+	}
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {

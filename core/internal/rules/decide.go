@@ -326,6 +326,8 @@ func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, exp
 	}
 	slices.SortFunc(d.Excluded, func(a, b Exclusion) int { return strings.Compare(a.UserID, b.UserID) })
 	d.Posts = posts(ce, ix, data)
+	ce.applyDigest(&d, data)
+	ce.applyThrottle(&d, data)
 	if explain {
 		d.Warnings = audienceWarnings(outcomes, ix)
 		d.Channels = rs.channelClasses(ce)

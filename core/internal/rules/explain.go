@@ -71,13 +71,21 @@ func writeRecipient(b *strings.Builder, r RecipientDecision) error {
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	for _, c := range r.Channels {
 		status := "kept"
+		reason := c.Reason
 		if c.Deferred {
 			status = "deferred"
 		}
 		if c.Escalation != nil {
 			status = "waits"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.Channel, status, c.Reason)
+		if c.Digest != nil {
+			status = "digest"
+			reason += "; " + c.Digest.String()
+		}
+		if c.Throttle != nil {
+			reason += "; " + c.Throttle.String()
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.Channel, status, reason)
 	}
 	for _, c := range r.Dropped {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.Channel, "dropped", strings.TrimPrefix(c.Reason, "dropped: "))

@@ -355,8 +355,15 @@ func nodeRecipientFree(n parse.Node) bool {
 	return false
 }
 
-// RenderPrepared is Render for a prepared event.
+// RenderPrepared is Render for a prepared event. A channel the rule's
+// digest collects renders as a digest of this one event.
 func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r directory.Recipient, ch string) (Rendered, error) {
+	return rs.render(pe, r, ch, nil)
+}
+
+// render is RenderPrepared with the items of a digest (nil: none, or the
+// event alone on a digest channel).
+func (rs *RuleSet) render(pe *PreparedEvent, r directory.Recipient, ch string, items []any) (Rendered, error) {
 	ev := pe.ev
 	ce, err := rs.event(ev.Type)
 	if err != nil {
@@ -371,11 +378,20 @@ func (rs *RuleSet) RenderPrepared(pe *PreparedEvent, r directory.Recipient, ch s
 		"recipient": recipientData(r),
 		"channel":   ch,
 	}
+	if items == nil && ch != "" && ce.digest != nil && ce.digest.channels[ch] {
+		items = []any{map[string]any{"payload": pe.payload, "event": pe.event}}
+	}
+	if items != nil {
+		data["items"] = items
+	}
 	if cc, ok := rs.channels[ch]; ok && cc.TextFormat == channel.TextSlack {
 		// Values are escaped, the template's own text is not: a payload
 		// cannot mention <!channel> or forge a link, the operator can.
 		data["payload"], data["event"] = pe.escaped()
 		data["recipient"] = escapeValues(data["recipient"], escapeSlack)
+		if items != nil {
+			data["items"] = escapeValues(items, escapeSlack)
+		}
 	}
 	locale := normalizeLocale(r.Locale)
 	if locale == "" {

@@ -53,6 +53,21 @@ type compiledEvent struct {
 	postChannels []string
 	// escalations are the waiting channels, Unless filled in.
 	escalations map[string]EscalationSpec
+	// digest is the rule's digest (nil: none).
+	digest *compiledDigest
+	// throttle is the rule's throttle (nil: none).
+	throttle *compiledThrottle
+}
+
+// compiledDigest is a rule's digest, compiled.
+type compiledDigest struct {
+	spec DigestSpec
+	// key renders the digest key (nil: the event type).
+	key *template.Template
+	// channels are the channels collected.
+	channels map[string]bool
+	// maxItems is spec.MaxItems or MaxDigestItems.
+	maxItems int
 }
 
 type compiledAudience struct {
@@ -427,6 +442,9 @@ func (rs *RuleSet) compileEvent(c *specChecker, ev EventSpec) *compiledEvent {
 		ce.templates[ch] = compileTemplate(c, ev.Templates[ch], p)
 	}
 	ce.inbox = compileTemplate(c, ev.Inbox, extend(base, KeyInbox))
+	ce.digest = compileDigest(c, ce, base)
+	ce.throttle = compileThrottle(c, ce, base)
+	checkItemsUse(c, ce, base)
 	if len(ev.PayloadSchema) > 0 {
 		sch, err := compileSchema(ev.Type, ev.PayloadSchema)
 		if err != nil {
@@ -797,6 +815,16 @@ func cloneEvent(ev EventSpec) EventSpec {
 			m[k] = v
 		}
 		ev.Posts = m
+	}
+	if ev.Digest != nil {
+		d := *ev.Digest
+		d.Channels = slices.Clone(d.Channels)
+		ev.Digest = &d
+	}
+	if ev.Throttle != nil {
+		th := *ev.Throttle
+		th.Channels = slices.Clone(th.Channels)
+		ev.Throttle = &th
 	}
 	return ev
 }

@@ -75,6 +75,79 @@ type EventSpec struct {
 	// Posts are the place channels the event is posted to, by channel:
 	// one post per event per destination, whoever else it reaches.
 	Posts map[string]PostSpec
+	// Digest, when set, collects the event's notifications on some
+	// channels into one message per recipient, key and window.
+	Digest *DigestSpec
+	// Throttle, when set, lets at most Limit notifications per Per reach a
+	// recipient on each throttled channel.
+	Throttle *ThrottleSpec
+}
+
+// What a throttle does to what goes over its limit.
+const (
+	// ThrottleDrop writes it SKIPPED ("throttled: N per W").
+	ThrottleDrop = "drop"
+)
+
+// Limits of a throttle.
+const (
+	MaxThrottleLimit = 10000
+	MinThrottlePer   = time.Second
+	MaxThrottlePer   = 7 * 24 * time.Hour
+)
+
+// ThrottleSpec bounds how many of an event type's notifications reach one
+// recipient on a channel per fixed window (per throttle key).
+type ThrottleSpec struct {
+	// Channels are the channels throttled (empty: every channel of the
+	// rule).
+	Channels []string
+	// Key is a template rendered with .payload and .event; each key has
+	// its own count (default: the event type).
+	Key string
+	// Limit is how many may go out per window.
+	Limit int
+	// Per is the window's length.
+	Per time.Duration
+	// Over is what happens to the rest: drop.
+	Over string
+}
+
+// Inbox modes of a digest.
+const (
+	// DigestInboxPerEvent keeps one inbox row per event (the default).
+	DigestInboxPerEvent = "per_event"
+)
+
+// Limits of a digest.
+const (
+	// MinDigestWindow and MaxDigestWindow bound a digest's window.
+	MinDigestWindow = time.Second
+	MaxDigestWindow = 7 * 24 * time.Hour
+	// MaxDigestItems bounds max_items, and is the cap of a window that
+	// sets none: a digest never renders more items than this.
+	MaxDigestItems = 1000
+)
+
+// DigestSpec collects an event's notifications per recipient, channel and
+// key over a window, then sends one message rendered from all of them
+// (templates see .items, each with .payload and .event).
+type DigestSpec struct {
+	// Channels are the channels collected (empty: every channel of the
+	// rule).
+	Channels []string
+	// Key is a template rendered with .payload and .event naming what is
+	// collected together, e.g. restaurant:{{ .payload.restaurant_id }}
+	// (default: the event type).
+	Key string
+	// Window is how long a window stays open after its first item (0:
+	// until MaxItems).
+	Window time.Duration
+	// MaxItems closes a window as soon as it holds this many items (0:
+	// MaxDigestItems).
+	MaxItems int
+	// Inbox is per_event: the in-app inbox keeps one row per event.
+	Inbox string
 }
 
 // PostSpec addresses one place channel of an event.
@@ -248,6 +321,15 @@ const (
 	KeyEscalate            = "escalate"
 	KeyAfter               = "after"
 	KeyUnless              = "unless"
+	KeyDigest              = "digest"
+	KeyChannels            = "channels"
+	KeyKey                 = "key"
+	KeyWindow              = "window"
+	KeyMaxItems            = "max_items"
+	KeyThrottle            = "throttle"
+	KeyLimit               = "limit"
+	KeyPer                 = "per"
+	KeyOver                = "over"
 )
 
 // Built-in defaults.

@@ -102,6 +102,11 @@ type ChannelDecision struct {
 	// notification to be read or acted on (the rule's escalate block).
 	Escalation *Escalation `json:"escalation,omitempty"`
 	Reason     string      `json:"reason"`
+	// Digest, when set, says the channel is collected into a digest
+	// instead of being sent alone.
+	Digest *DigestDecision `json:"digest,omitempty"`
+	// Throttle, when set, says the channel counts against a throttle.
+	Throttle *ThrottleDecision `json:"throttle,omitempty"`
 }
 
 // PostDecision is one post of an event to a place: the place channel, the

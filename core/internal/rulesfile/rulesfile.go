@@ -145,6 +145,24 @@ type rulesEventRaw struct {
 	PayloadSchema       any                          `hcl:"payload_schema,attr" schema:"object|string" doc:"A JSON Schema the payload must satisfy: an object, or a string holding one."`
 	PayloadSchemaFile   string                       `hcl:"payload_schema_file,attr" doc:"A JSON Schema file, relative to the rules file."`
 	Posts               map[string]*rulesPostRaw     `hcl:"post,labeled" doc:"Place channels the event is posted to, by channel: one post per event per destination."`
+	Throttle            *rulesThrottleRaw            `hcl:"throttle,block" doc:"At most limit notifications per window reach a recipient on each throttled channel; the rest are SKIPPED."`
+	Digest              *rulesDigestRaw              `hcl:"digest,block" doc:"Collect the event's notifications per recipient and key over a window and send one message rendered from all of them."`
+}
+
+type rulesThrottleRaw struct {
+	Channels []string `hcl:"channels,attr" doc:"The channels throttled (default: every channel of the rule)."`
+	Key      string   `hcl:"key,attr" doc:"Each key has its own count, a template such as alert:{{ .payload.alert_id }} (default: the event type)."`
+	Limit    int      `hcl:"limit,attr" doc:"How many may go out per window (1 to 10000)."`
+	Per      string   `hcl:"per,attr" doc:"The window, a Go duration from 1s to 168h such as 10m."`
+	Over     string   `hcl:"over,attr" doc:"drop: what goes over the limit is SKIPPED with last_error throttled."`
+}
+
+type rulesDigestRaw struct {
+	Channels []string `hcl:"channels,attr" doc:"The channels collected (default: every channel of the rule)."`
+	Key      string   `hcl:"key,attr" doc:"What is collected together, a template such as restaurant:{{ .payload.restaurant_id }} (default: the event type)."`
+	Window   string   `hcl:"window,attr" doc:"How long a window stays open after its first item, a Go duration from 1s to 168h such as 5m."`
+	MaxItems *int     `hcl:"max_items,attr" doc:"Close a window as soon as it holds this many items (1 to 1000; default 1000)."`
+	Inbox    string   `hcl:"inbox,attr" doc:"per_event: the in-app inbox keeps one row per event."`
 }
 
 type rulesPostRaw struct {
@@ -659,6 +677,36 @@ func rulesEventFrom(c *rulesCollector, f *rulesFile, name string, raw *rulesEven
 				p = &rulesPostRaw{}
 			}
 			ev.Posts[ch] = rules.PostSpec{To: p.To}
+		}
+	}
+	if th := raw.Throttle; th != nil {
+		ev.Throttle = &rules.ThrottleSpec{Channels: th.Channels, Key: th.Key, Limit: th.Limit, Over: th.Over}
+		if th.Per != "" {
+			per, err := time.ParseDuration(th.Per)
+			if err != nil {
+				c.add(f, rulesSubPath(base, rules.KeyThrottle, rules.KeyPer), fmt.Sprintf("bad duration %q: want a Go duration such as 30s, 10m or 1h", th.Per))
+				per = rules.MinThrottlePer
+			}
+			ev.Throttle.Per = per
+		}
+	}
+	if d := raw.Digest; d != nil {
+		ev.Digest = &rules.DigestSpec{Channels: d.Channels, Key: d.Key, Inbox: d.Inbox}
+		if d.MaxItems != nil {
+			ev.Digest.MaxItems = *d.MaxItems
+			if *d.MaxItems == 0 {
+				c.add(f, rulesSubPath(base, rules.KeyDigest, rules.KeyMaxItems), fmt.Sprintf("must be between 1 and %d, got 0", rules.MaxDigestItems))
+			}
+		}
+		if d.Window != "" {
+			w, err := time.ParseDuration(d.Window)
+			switch {
+			case err != nil:
+				c.add(f, rulesSubPath(base, rules.KeyDigest, rules.KeyWindow), fmt.Sprintf("bad duration %q: want a Go duration such as 30s, 5m or 1h", d.Window))
+			case w == 0:
+				c.add(f, rulesSubPath(base, rules.KeyDigest, rules.KeyWindow), fmt.Sprintf("must be between 1s and 168h (7 days), got %s", d.Window))
+			}
+			ev.Digest.Window = w
 		}
 	}
 

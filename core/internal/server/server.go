@@ -28,6 +28,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/cors"
 	"github.com/heraldhq/herald/core/internal/delivery"
+	"github.com/heraldhq/herald/core/internal/digest"
 	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/inbox"
 	"github.com/heraldhq/herald/core/internal/live"
@@ -524,6 +525,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	}
 	rl := relay.New(pool, current, pub.Kick, log, relayCfg)
 	maint := maintenance.New(pool, d.Retry.PollInterval, pub.Kick, log)
+	digests := digest.New(pool, current, pub.Kick, log)
 
 	// The sources' stage (services' own outboxes); a source that cannot
 	// be reached degrades, it does not make the daemon unready.
@@ -584,6 +586,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	sup.Add(PhasePublish, "publisher", pub.Run)
 	sup.Add(PhasePublish, "status events (broker, webhooks)", statusev.New(pool, conn, d.StatusEvents, statusev.NewMetrics(reg), log).Run)
 	sup.Add(PhasePublish, "maintenance (lost attempts, deferred rows, escalations, analyze)", maint.Run)
+	sup.Add(PhasePublish, "digest flusher", digests.Run)
 	sup.Add(PhaseDeliver, "listener", listener.Run)
 	sup.Add(PhasePlugins, "plugin host", WaitThen(host.Close))
 	// The broker connection reconnects inside; it closes once nothing

@@ -478,7 +478,7 @@ func TestDeliveriesOfAMonthWithoutPartition(t *testing.T) {
 		FROM pg_class c WHERE relname = 'deliveries_y2040m01'`).Scan(&opts, &indexes); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(opts, "fillfactor=50,") || indexes != "deliveries_y2040m01_due,deliveries_y2040m01_leased,deliveries_y2040m01_pending,deliveries_y2040m01_pkey,deliveries_y2040m01_waiting" {
+	if !strings.HasPrefix(opts, "fillfactor=50,") || indexes != "deliveries_y2040m01_digest_window_idx,deliveries_y2040m01_due,deliveries_y2040m01_leased,deliveries_y2040m01_pending,deliveries_y2040m01_pkey,deliveries_y2040m01_waiting" {
 		t.Fatalf("the month attached with options %s and indexes %s", opts, indexes)
 	}
 	if got := fanoutDeliveries(t, worker, "future", at, "u1", "u2"); len(got) != 0 {

@@ -231,6 +231,15 @@ type NewDelivery struct {
 	// EscalateUnless is what cancels an escalation (read, acted); nil for
 	// a delivery that is not one.
 	EscalateUnless []string
+	// DigestWindow is the digest window of a digest item, and of the
+	// digest delivery that sends it ("": none).
+	DigestWindow string
+	// DigestKey is a digest item's rendered key, which OpenDigestWindows
+	// counts it under (not stored in the row).
+	DigestKey string
+	// Throttle, when set, is the throttle the delivery counts against
+	// (not stored in the row).
+	Throttle *ThrottleItem
 }
 
 // InsertFanout writes notifications and their deliveries and bumps unread
@@ -350,7 +359,7 @@ func InsertFanout(ctx context.Context, tx pgx.Tx, notes []NewNotification, dels 
 // deliveryColumns are the columns the relay writes.
 var deliveryColumns = []string{"delivery_id", "notification_id", "tenant_id", "event_id",
 	"event_type", "user_id", "user_type", "channel", "severity", "status", "best_effort", "max_attempts", "next_attempt_at",
-	"recipient", "content", "last_error", "created_at", "updated_at", "traceparent", "tracestate", "hold", "escalate_unless"}
+	"recipient", "content", "last_error", "created_at", "updated_at", "traceparent", "tracestate", "hold", "escalate_unless", "digest_window"}
 
 func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nids []pgtype.UUID, now time.Time) error {
 	src := make([][]any, len(keep))
@@ -361,7 +370,7 @@ func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nid
 		src[i] = []any{ids[i], nids[i], d.TenantID, d.EventID,
 			d.EventType, d.UserID, d.UserType, d.Channel, d.Severity, d.Status, d.BestEffort, int32(d.MaxAttempts),
 			d.NextAttemptAt, []byte(jsonOr(d.Recipient)), []byte(jsonOr(d.Content)), d.LastError, d.CreatedAt, now,
-			nullIfEmpty(d.TraceParent), nullIfEmpty(d.TraceState), nullIfEmpty(d.Hold), d.EscalateUnless}
+			nullIfEmpty(d.TraceParent), nullIfEmpty(d.TraceState), nullIfEmpty(d.Hold), d.EscalateUnless, uuidOrNull(d.DigestWindow)}
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"deliveries"}, deliveryColumns, pgx.CopyFromRows(src))
 	return err
@@ -376,7 +385,7 @@ func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, n
 	best, maxAtt, next, recips, contents, errs := make([]bool, n), make([]int32, n), make([]time.Time, n), make([]string, n), make([]string, n),
 		make([]string, n)
 	parents, states, created := make([]string, n), make([]string, n), make([]time.Time, n)
-	holds, unless := make([]string, n), make([]string, n)
+	holds, unless, windows := make([]string, n), make([]string, n), make([]string, n)
 	for i := range keep {
 		d := &keep[i]
 		tenants[i], events[i], types[i], users[i], utypes[i], chans[i], sevs[i], stats[i] =
@@ -385,17 +394,17 @@ func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, n
 			jsonOr(d.Recipient), jsonOr(d.Content)
 		errs[i] = d.LastError
 		parents[i], states[i], created[i] = d.TraceParent, d.TraceState, d.CreatedAt
-		holds[i], unless[i] = d.Hold, strings.Join(d.EscalateUnless, ",")
+		holds[i], unless[i], windows[i] = d.Hold, strings.Join(d.EscalateUnless, ","), d.DigestWindow
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO deliveries (`+strings.Join(deliveryColumns, ", ")+`)
 		SELECT d.c1, d.c2, d.c3, d.c4, d.c5, d.c6, d.c7, d.c8, d.c9, d.c10, d.c11, d.c12, d.c13, d.c14, d.c15, d.c16,
-			d.c19, $16::timestamptz, NULLIF(d.c17, ''), NULLIF(d.c18, ''), NULLIF(d.c20, ''), string_to_array(NULLIF(d.c21, ''), ',')
+			d.c19, $16::timestamptz, NULLIF(d.c17, ''), NULLIF(d.c18, ''), NULLIF(d.c20, ''), string_to_array(NULLIF(d.c21, ''), ','), NULLIF(d.c22, '')::uuid
 		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
 			$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bool[], $12::int[], $13::timestamptz[],
-			$14::jsonb[], $15::jsonb[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::text[], $22::text[])
-			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21)`,
+			$14::jsonb[], $15::jsonb[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::text[], $22::text[], $23::text[])
+			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, c22)`,
 		ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now, errs,
-		parents, states, created, holds, unless)
+		parents, states, created, holds, unless, windows)
 	return err
 }
 
@@ -440,7 +449,7 @@ func InsertPlaceDeliveries(ctx context.Context, tx pgx.Tx, dels []NewDelivery) (
 	}
 	rows, err := tx.Query(ctx, `INSERT INTO deliveries (`+strings.Join(deliveryColumns, ", ")+`, place)
 		SELECT d.c1, d.c2, d.c3, d.c4, d.c5, d.c6, '', d.c7, d.c8, d.c9, d.c10, d.c11, d.c12, d.c13, d.c14, d.c15,
-			d.c18, now(), NULLIF(d.c16, ''), NULLIF(d.c17, ''), true
+			d.c18, now(), NULLIF(d.c16, ''), NULLIF(d.c17, ''), NULL, NULL, NULL, true
 		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 			$9::text[], $10::bool[], $11::int[], $12::timestamptz[], $13::jsonb[], $14::jsonb[], $15::text[], $16::text[],
 			$17::text[], $18::timestamptz[])
@@ -462,6 +471,15 @@ func InsertPlaceDeliveries(ctx context.Context, tx pgx.Tx, dels []NewDelivery) (
 		out = append(out, dels[byID[id]])
 	}
 	return out, nil
+}
+
+// uuidOrNull is the uuid s, or NULL for an empty (or malformed) s.
+func uuidOrNull(s string) pgtype.UUID {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return pgtype.UUID{}
+	}
+	return pgtype.UUID{Bytes: id, Valid: true}
 }
 
 // nullIfEmpty is s, or NULL for an empty s.

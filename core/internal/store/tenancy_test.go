@@ -67,6 +67,8 @@ func seedTwoTenants(t *testing.T, ctx context.Context, pool *pgxpool.Pool) {
 			`INSERT INTO tenant_origins (tenant_id, origin) VALUES ($1, 'https://' || $1 || '.example')`,
 			`INSERT INTO tenant_webhooks (tenant_id, url, kinds, secret) VALUES ($1, 'https://' || $1 || '.example/hook',
 			 '{delivery.sent}', 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=')`,
+			`INSERT INTO digest_windows (tenant_id, user_id, channel, event_type, digest_key, max_items, closes_at) VALUES ($1, 'u-' || $1, 'EMAIL', 'T', 'k', 10, now())`,
+			`INSERT INTO throttle_counters (tenant_id, user_id, channel, event_type, throttle_key, window_start, window_end, sent) VALUES ($1, 'u-' || $1, 'EMAIL', 'T', 'k', now(), now(), 1)`,
 		}
 		for _, s := range stmts {
 			if _, err := pool.Exec(ctx, s, ten); err != nil {

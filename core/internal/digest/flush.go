@@ -1,0 +1,154 @@
+// Package digest flushes digest windows (and sweeps the throttle counters
+// of ended windows): a supervised stage of herald serve
+// that, once a window is due (its time is up or it holds max_items items),
+// renders one message from the items still waiting in it and writes it as
+// one delivery, in the transaction that marks the items DIGESTED
+// (store.FlushDigests). Several daemons flush side by side: each window is
+// claimed by one.
+package digest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/directory"
+	"github.com/heraldhq/herald/core/internal/rules"
+	"github.com/heraldhq/herald/core/internal/store"
+	"github.com/heraldhq/herald/sdk"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Batch is how many due windows one flush transaction claims.
+const Batch = 200
+
+// Flusher flushes due digest windows.
+type Flusher struct {
+	pool  *pgxpool.Pool
+	rules func() *rules.RuleSet
+	log   hclog.Logger
+	// sent is called after a flush wrote digest deliveries (the
+	// publisher's kick).
+	sent func()
+	// Poll is the longest the flusher sleeps between looks for due
+	// windows.
+	Poll time.Duration
+	kick chan struct{}
+}
+
+// New returns a flusher rendering with the current rules and calling sent
+// after each flush that wrote deliveries.
+func New(pool *pgxpool.Pool, ruleset func() *rules.RuleSet, sent func(), log hclog.Logger) *Flusher {
+	if sent == nil {
+		sent = func() {}
+	}
+	return &Flusher{pool: pool, rules: ruleset, log: log.Named("digest"), sent: sent, Poll: time.Second, kick: make(chan struct{}, 1)}
+}
+
+// Kick wakes the flusher (a window may have filled up).
+func (f *Flusher) Kick() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run flushes until ctx ends. It sleeps until the next window is due (at
+// most Poll); a failed flush is logged and tried again.
+func (f *Flusher) Run(ctx context.Context) error {
+	var swept time.Time
+	for ctx.Err() == nil {
+		if time.Since(swept) > time.Minute {
+			// Throttle counters of windows that ended are no longer read.
+			if _, err := store.SweepThrottleCounters(ctx, f.pool); err != nil && ctx.Err() == nil {
+				f.log.Warn("sweep throttle counters", "error", err)
+			}
+			swept = time.Now()
+		}
+		res, err := f.FlushOnce(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			f.log.Warn("digest flush failed; it will be retried", "error", err)
+			sleep(ctx, f.Poll, f.kick)
+			continue
+		}
+		if res.Windows >= Batch {
+			continue
+		}
+		wait := f.Poll
+		var next time.Time
+		if err := f.pool.QueryRow(ctx, `SELECT coalesce(min(closes_at), 'infinity') FROM digest_windows`).Scan(&next); err == nil {
+			if d := time.Until(next); d < wait {
+				wait = max(d, 10*time.Millisecond)
+			}
+		}
+		sleep(ctx, wait, f.kick)
+	}
+	return nil
+}
+
+// FlushOnce flushes one batch of due windows.
+func (f *Flusher) FlushOnce(ctx context.Context) (store.FlushResult, error) {
+	rs := f.rules()
+	if rs == nil {
+		return store.FlushResult{}, errors.New("no rules loaded")
+	}
+	res, err := store.FlushDigests(ctx, f.pool, Batch, func(w store.DueWindow, items []store.WaitingItem) store.NewDelivery {
+		return Build(rs, w, items)
+	})
+	if err != nil {
+		return res, err
+	}
+	if res.Digests > 0 {
+		f.log.Debug("digests flushed", "windows", res.Windows, "digests", res.Digests, "items", res.Items)
+		f.sent()
+	}
+	return res, nil
+}
+
+// Build renders the digest delivery of window w from its items with rs:
+// PENDING with the rendered content, or FAILED naming why it cannot be
+// rendered (the rule or its template is gone or broken), so that a bad
+// window never holds up the others.
+func Build(rs *rules.RuleSet, w store.DueWindow, items []store.WaitingItem) store.NewDelivery {
+	content, err := render(rs, w, items)
+	if err != nil {
+		return store.NewDelivery{Status: store.StatusFailed, LastError: fmt.Sprintf("digest %s: %v", w.Key, err)}
+	}
+	return store.NewDelivery{Status: store.StatusPending, Content: content}
+}
+
+func render(rs *rules.RuleSet, w store.DueWindow, items []store.WaitingItem) (json.RawMessage, error) {
+	evs := make([]rules.Event, len(items))
+	for i, it := range items {
+		if err := json.Unmarshal(it.Content, &evs[i]); err != nil {
+			return nil, fmt.Errorf("item %s: %w", it.DeliveryID, err)
+		}
+	}
+	var r sdk.Recipient
+	if err := json.Unmarshal(items[len(items)-1].Recipient, &r); err != nil {
+		return nil, fmt.Errorf("recipient: %w", err)
+	}
+	rec := directory.Recipient{UserID: r.UserID, UserType: r.UserType, Email: r.Email, Phone: r.Phone, Locale: r.Locale,
+		TimeZone: r.TimeZone, Attributes: r.Attributes, Active: true}
+	out, err := rs.RenderDigest(evs, rec, w.Channel)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(sdk.Content{Subject: out.Subject, Title: out.Title, Body: out.Body, HTML: out.HTML, Data: out.Data})
+}
+
+func sleep(ctx context.Context, d time.Duration, kick <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-kick:
+	case <-t.C:
+	}
+}

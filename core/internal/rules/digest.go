@@ -1,0 +1,241 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"text/template"
+	"text/template/parse"
+	"time"
+
+	"github.com/heraldhq/herald/core/internal/directory"
+)
+
+// compileDigest checks and compiles ce's digest block (nil when the rule
+// has none).
+func compileDigest(c *specChecker, ce *compiledEvent, base []string) *compiledDigest {
+	ds := ce.spec.Digest
+	if ds == nil {
+		return nil
+	}
+	p := extend(base, KeyDigest)
+	cd := &compiledDigest{spec: *ds, maxItems: ds.MaxItems}
+	cd.channels = channelSubset(c, ce, ds.Channels, extend(p, KeyChannels))
+	if len(cd.channels) == 0 {
+		c.add("the event has no channel to collect", extend(p, KeyChannels)...)
+	}
+	switch {
+	case ds.Window == 0 && ds.MaxItems == 0:
+		c.addf(p, "set %s, %s or both: a window must close", KeyWindow, KeyMaxItems)
+	case ds.Window != 0 && (ds.Window < MinDigestWindow || ds.Window > MaxDigestWindow):
+		c.addf(extend(p, KeyWindow), "must be between %s and %s (7 days), got %s", shortDuration(MinDigestWindow), shortDuration(MaxDigestWindow), shortDuration(ds.Window))
+	}
+	if ds.MaxItems < 0 || ds.MaxItems > MaxDigestItems {
+		c.addf(extend(p, KeyMaxItems), "must be between 1 and %d, got %d", MaxDigestItems, ds.MaxItems)
+	}
+	if cd.maxItems <= 0 {
+		cd.maxItems = MaxDigestItems
+	}
+	switch ds.Inbox {
+	case "", DigestInboxPerEvent:
+		cd.spec.Inbox = DigestInboxPerEvent
+	default:
+		c.addf(extend(p, KeyInbox), "must be %s, got %q", DigestInboxPerEvent, ds.Inbox)
+	}
+	cd.key = compileWorkflowKey(c, ds.Key, extend(p, KeyKey))
+	return cd
+}
+
+// channelSubset is the channels a digest or throttle block lists (all of
+// the rule's when it lists none), each checked to be used by the rule.
+func channelSubset(c *specChecker, ce *compiledEvent, list []string, path []string) map[string]bool {
+	out := map[string]bool{}
+	for _, ch := range list {
+		switch {
+		case out[ch]:
+			c.addf(path, "channel %q listed twice", ch)
+		case !ce.mandatory[ch] && !ce.optional[ch]:
+			c.addf(path, "channel %q is not used by the event", ch)
+		}
+		out[ch] = true
+	}
+	if len(list) == 0 {
+		for _, ch := range ce.considered {
+			out[ch] = true
+		}
+	}
+	return out
+}
+
+// compileWorkflowKey parses the key template of a digest or throttle
+// (nil for none: the event type is the key).
+func compileWorkflowKey(c *specChecker, src string, path []string) *template.Template {
+	if src == "" {
+		return nil
+	}
+	t, err := parseTextTemplate(KeyKey, src)
+	switch {
+	case err != nil:
+		c.addf(path, "bad template: %v", err)
+	case onlyText(t) && strings.TrimSpace(src) == "":
+		c.add("renders empty: give a key such as restaurant:{{ .payload.restaurant_id }}", path...)
+	case len(src) > 500:
+		c.addf(path, "is %d bytes long; at most 500", len(src))
+	default:
+		return t
+	}
+	return nil
+}
+
+// renderWorkflowKey renders a digest or throttle key for one event: the
+// key, or why it cannot be rendered (fallback when t is nil).
+func renderWorkflowKey(t *template.Template, data map[string]any, fallback string) (string, string) {
+	if t == nil {
+		return fallback, ""
+	}
+	key, err := renderKey(t, data)
+	switch {
+	case err != nil:
+		return "", "cannot render " + KeyKey + ": " + err.Error()
+	case len(key) > 1000:
+		return "", fmt.Sprintf("rendered %d bytes; at most 1000", len(key))
+	}
+	return key, ""
+}
+
+// checkItemsUse reports templates that read .items outside a digest: the
+// inbox's (one row per event), and the channel templates of a channel the
+// rule does not collect.
+func checkItemsUse(c *specChecker, ce *compiledEvent, base []string) {
+	texts := func(path []string, ct *compiledTemplate, why string) {
+		check := func(path []string, root parse.Node) {
+			if readsItems(root) {
+				c.add("reads .items, which only the template of a digest channel has ("+why+")", path...)
+			}
+		}
+		checkText(path, ct.base, check)
+		for _, l := range sortedKeys(ct.locales) {
+			checkText(extend(path, KeyLocale, l), ct.locales[l], check)
+		}
+	}
+	texts(extend(base, KeyInbox), ce.inbox, "the inbox keeps one row per event")
+	for _, ch := range sortedKeys(ce.templates) {
+		switch {
+		case ce.digest == nil:
+			texts(extend(base, KeyTemplate, ch), ce.templates[ch], "the rule has no digest block")
+		case !ce.digest.channels[ch]:
+			texts(extend(base, KeyTemplate, ch), ce.templates[ch], "the digest does not collect "+ch)
+		}
+	}
+}
+
+// readsItems reports whether a template tree reads the field .items.
+func readsItems(n parse.Node) bool {
+	found := false
+	walkFields(n, func(ident []string) {
+		if len(ident) > 0 && ident[0] == "items" {
+			found = true
+		}
+	})
+	return found
+}
+
+// onlyText reports whether a template is plain text, with no action.
+func onlyText(t *template.Template) bool {
+	for _, n := range t.Tree.Root.Nodes {
+		if _, ok := n.(*parse.TextNode); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// DigestDecision says that a kept channel is collected into a digest
+// rather than sent alone, and into which.
+type DigestDecision struct {
+	// Key is the rendered digest key ("" when it could not be rendered:
+	// Err says why, and the delivery fails alone).
+	Key string `json:"key"`
+	// Window is how long a window stays open after its first item (0:
+	// until MaxItems items).
+	Window time.Duration `json:"window"`
+	// MaxItems closes a window early.
+	MaxItems int `json:"max_items"`
+	// Inbox is the inbox mode (per_event).
+	Inbox string `json:"inbox"`
+	// Err is why the key could not be rendered.
+	Err string `json:"error,omitempty"`
+}
+
+// String is the digest in explain's words.
+func (d DigestDecision) String() string {
+	if d.Err != "" {
+		return "digest key: " + d.Err + " (the delivery fails alone)"
+	}
+	var until string
+	switch {
+	case d.Window > 0:
+		until = fmt.Sprintf("for %s or %d items", shortDuration(d.Window), d.MaxItems)
+	default:
+		until = fmt.Sprintf("until %d items", d.MaxItems)
+	}
+	return fmt.Sprintf("collected into digest %q %s, inbox %s", d.Key, until, d.Inbox)
+}
+
+// digestDecision renders ce's digest key for one event (data: .payload and
+// .event).
+func (cd *compiledDigest) decision(evType string, data map[string]any) *DigestDecision {
+	out := &DigestDecision{Window: cd.spec.Window, MaxItems: cd.maxItems, Inbox: cd.spec.Inbox}
+	out.Key, out.Err = renderWorkflowKey(cd.key, data, evType)
+	return out
+}
+
+// applyDigest marks the channels of d that ce's digest collects.
+func (ce *compiledEvent) applyDigest(d *Decision, data map[string]any) {
+	if ce.digest == nil {
+		return
+	}
+	dd := ce.digest.decision(ce.spec.Type, data)
+	for i := range d.Recipients {
+		for j := range d.Recipients[i].Channels {
+			c := &d.Recipients[i].Channels[j]
+			if ce.digest.channels[c.Channel] {
+				x := *dd
+				c.Digest = &x
+			}
+		}
+	}
+}
+
+// RenderDigest renders the digest of items (events of one type, oldest
+// first) for recipient r on channel ch: the channel's template sees .items
+// (each with .payload and .event) and, as for a single event, .payload and
+// .event of the newest item, .recipient and .channel.
+func (rs *RuleSet) RenderDigest(items []Event, r directory.Recipient, ch string) (Rendered, error) {
+	if len(items) == 0 {
+		return Rendered{}, fmt.Errorf("rules: render digest: no items")
+	}
+	list := make([]any, len(items))
+	for i, ev := range items {
+		payload, err := decodePayload(ev.Payload)
+		if err != nil {
+			return Rendered{}, fmt.Errorf("rules: event %s: item %d: %w", ev.Type, i, err)
+		}
+		list[i] = map[string]any{"payload": payload, "event": eventData(ev)}
+	}
+	pe := PrepareEvent(items[len(items)-1])
+	return rs.render(pe, r, ch, list)
+}
+
+// Digest returns the digest of eventType's rule, with MaxItems resolved,
+// and whether it has one.
+func (rs *RuleSet) Digest(eventType string) (DigestSpec, bool) {
+	ce, ok := rs.events[eventType]
+	if !ok || ce.digest == nil {
+		return DigestSpec{}, false
+	}
+	d := ce.digest.spec
+	d.Channels = slices.Clone(d.Channels)
+	d.MaxItems = ce.digest.maxItems
+	return d, true
+}

@@ -1,0 +1,268 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// HoldDigest is the hold of a WAITING delivery that is an item of an open
+// digest window (migrations 0057, 0065).
+const HoldDigest = "digest"
+
+// DigestEventPrefix starts the event_id of a digest delivery: the digest
+// of window W is delivery event_id "digest:W".
+const DigestEventPrefix = "digest:"
+
+// DigestItem is one item the relay counts into a digest window.
+type DigestItem struct {
+	TenantID, UserID, Channel, EventType string
+	// Key is the rendered digest key (never empty).
+	Key string
+	// Window is how long a new window stays open (0: until MaxItems).
+	Window time.Duration
+	// MaxItems closes a window as soon as it holds this many.
+	MaxItems int
+}
+
+func (d DigestItem) windowKey() string {
+	return d.TenantID + "\x00" + d.UserID + "\x00" + d.Channel + "\x00" + d.EventType + "\x00" + d.Key
+}
+
+// OpenDigestWindows counts each item into the open window of its tenant,
+// user, channel, event type and key, in tx, opening one where there is
+// none, and returns each item's window id and the time it closes. A window
+// that reaches its max_items turns FULL (due at once) and the next item
+// opens a new one. Windows are written in key order, a round per item of
+// the same key, so that concurrent relays never deadlock on them; a window
+// being flushed meanwhile is waited for, then a new one is opened.
+func OpenDigestWindows(ctx context.Context, tx pgx.Tx, items []DigestItem) ([]string, []time.Time, error) {
+	ids, closes := make([]string, len(items)), make([]time.Time, len(items))
+	// rounds[k] holds the k-th item of every key.
+	var rounds [][]int
+	seen := map[string]int{}
+	for i, it := range items {
+		k := it.windowKey()
+		r := seen[k]
+		seen[k] = r + 1
+		if r == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[r] = append(rounds[r], i)
+	}
+	for _, round := range rounds {
+		slices.SortFunc(round, func(a, b int) int { return strings.Compare(items[a].windowKey(), items[b].windowKey()) })
+		n := len(round)
+		tenants, users, chans, types, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		maxes, windows := make([]int32, n), make([]float64, n)
+		byKey := make(map[string]int, n)
+		for j, i := range round {
+			it := items[i]
+			tenants[j], users[j], chans[j], types[j], keys[j] = it.TenantID, it.UserID, it.Channel, it.EventType, it.Key
+			maxes[j], windows[j] = int32(it.MaxItems), it.Window.Seconds()
+			byKey[it.windowKey()] = i
+		}
+		rows, err := tx.Query(ctx, `INSERT INTO digest_windows AS w (tenant_id, user_id, channel, event_type, digest_key, items, max_items,
+				status, closes_at)
+			SELECT x.t, x.u, x.c, x.e, x.k, 1, x.m, CASE WHEN x.m <= 1 THEN 'FULL' ELSE 'OPEN' END,
+				CASE WHEN x.m <= 1 THEN now() WHEN x.s > 0 THEN now() + make_interval(secs => x.s) ELSE 'infinity' END
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::float8[]) AS x(t, u, c, e, k, m, s)
+			ORDER BY 1, 2, 3, 4, 5
+			ON CONFLICT (tenant_id, user_id, channel, event_type, digest_key) WHERE status = 'OPEN'
+			DO UPDATE SET items = w.items + 1,
+				status = CASE WHEN w.items + 1 >= w.max_items THEN 'FULL' ELSE 'OPEN' END,
+				closes_at = CASE WHEN w.items + 1 >= w.max_items THEN least(w.closes_at, now()) ELSE w.closes_at END
+			RETURNING window_id::text, tenant_id, user_id, channel, event_type, digest_key,
+				least(closes_at, now() + interval '100 years')`,
+			tenants, users, chans, types, keys, maxes, windows)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open digest windows: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			var it DigestItem
+			var at time.Time
+			if err := rows.Scan(&id, &it.TenantID, &it.UserID, &it.Channel, &it.EventType, &it.Key, &at); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("open digest windows: %w", err)
+			}
+			if i, ok := byKey[it.windowKey()]; ok {
+				ids[i], closes[i] = id, at
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("open digest windows: %w", err)
+		}
+	}
+	for i, id := range ids {
+		if id == "" {
+			return nil, nil, fmt.Errorf("open digest windows: no window for item %d", i)
+		}
+	}
+	return ids, closes, nil
+}
+
+// DueWindow is a digest window the flush claimed.
+type DueWindow struct {
+	TenantID, WindowID, UserID, Channel, EventType, Key string
+	OpenedAt                                            time.Time
+}
+
+// WaitingItem is a digest item still WAITING in a claimed window.
+type WaitingItem struct {
+	DeliveryID, NotificationID, EventID, UserType, Severity string
+	CreatedAt                                               time.Time
+	BestEffort                                              bool
+	MaxAttempts                                             int
+	Recipient, Content                                      json.RawMessage
+	TraceParent, TraceState                                 string
+}
+
+// DigestBuilder makes the digest delivery of a window from its items
+// (oldest first, at least one): its content, or FAILED with LastError when
+// it cannot be rendered. FlushDigests fills in the keys.
+type DigestBuilder func(w DueWindow, items []WaitingItem) NewDelivery
+
+// FlushResult counts what one FlushDigests call did.
+type FlushResult struct {
+	// Windows is the number of due windows claimed (and deleted).
+	Windows int
+	// Digests is the number of digest deliveries written.
+	Digests int
+	// Items is the number of items marked DIGESTED.
+	Items int
+}
+
+// FlushDigests flushes up to limit due digest windows in one transaction:
+// it claims them (FOR UPDATE SKIP LOCKED: another daemon flushes others),
+// takes their items still WAITING (a cancelled item is left out; a window
+// whose items were all cancelled sends nothing), writes one digest
+// delivery per window through build (PENDING, event_id "digest:" and the
+// window id), marks the items DIGESTED naming it, and deletes the windows.
+// A crash anywhere rolls it all back: nothing is lost or sent twice.
+func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build DigestBuilder) (FlushResult, error) {
+	var res FlushResult
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, `SELECT tenant_id, window_id::text, user_id, channel, event_type, digest_key, opened_at
+		FROM digest_windows WHERE closes_at <= now() ORDER BY closes_at LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+	if err != nil {
+		return res, fmt.Errorf("claim digest windows: %w", err)
+	}
+	wins, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueWindow, error) {
+		var w DueWindow
+		return w, r.Scan(&w.TenantID, &w.WindowID, &w.UserID, &w.Channel, &w.EventType, &w.Key, &w.OpenedAt)
+	})
+	if err != nil {
+		return res, fmt.Errorf("claim digest windows: %w", err)
+	}
+	if len(wins) == 0 {
+		return res, nil
+	}
+	ids := make([]string, len(wins))
+	for i, w := range wins {
+		ids[i] = w.WindowID
+	}
+	rows, err = tx.Query(ctx, `SELECT digest_window::text, delivery_id::text, created_at, notification_id::text, event_id, user_type,
+			severity, best_effort, max_attempts, recipient, content, coalesce(traceparent, ''), coalesce(tracestate, '')
+		FROM deliveries WHERE digest_window = ANY($1::uuid[]) AND queue = 'WAITING' AND status = 'WAITING' AND hold = 'digest'
+		ORDER BY digest_window, created_at, delivery_id FOR UPDATE`, ids)
+	if err != nil {
+		return res, fmt.Errorf("load digest items: %w", err)
+	}
+	items := map[string][]WaitingItem{}
+	for rows.Next() {
+		var win string
+		var it WaitingItem
+		if err := rows.Scan(&win, &it.DeliveryID, &it.CreatedAt, &it.NotificationID, &it.EventID, &it.UserType, &it.Severity,
+			&it.BestEffort, &it.MaxAttempts, &it.Recipient, &it.Content, &it.TraceParent, &it.TraceState); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("load digest items: %w", err)
+		}
+		items[win] = append(items[win], it)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("load digest items: %w", err)
+	}
+	var (
+		digests             []NewDelivery
+		itemIDs, itemDigest []string
+		itemCreated         []time.Time
+	)
+	now := time.Now()
+	for _, w := range wins {
+		its := items[w.WindowID]
+		if len(its) == 0 {
+			continue // every item was cancelled: nothing to send
+		}
+		d := build(w, its)
+		last := its[len(its)-1]
+		id, err := uuid.NewV7()
+		if err != nil {
+			return res, err
+		}
+		d.ID, d.CreatedAt = id.String(), now
+		d.TenantID, d.UserID, d.Channel, d.EventType, d.DigestWindow = w.TenantID, w.UserID, w.Channel, w.EventType, w.WindowID
+		d.EventID, d.NotificationID, d.UserType, d.Severity = DigestEventPrefix+w.WindowID, last.NotificationID, last.UserType, last.Severity
+		d.BestEffort, d.MaxAttempts, d.NextAttemptAt = last.BestEffort, last.MaxAttempts, now
+		if d.Recipient == nil {
+			d.Recipient = last.Recipient
+		}
+		if d.Status == "" {
+			d.Status = StatusPending
+		}
+		d.TraceParent, d.TraceState = last.TraceParent, last.TraceState
+		digests = append(digests, d)
+		for _, it := range its {
+			itemIDs, itemDigest, itemCreated = append(itemIDs, it.DeliveryID), append(itemDigest, d.ID), append(itemCreated, it.CreatedAt)
+		}
+	}
+	if len(digests) > 0 {
+		dids, nids := make([]pgtype.UUID, len(digests)), make([]pgtype.UUID, len(digests))
+		for i, d := range digests {
+			dids[i], nids[i] = uuidOrNull(d.ID), uuidOrNull(d.NotificationID)
+		}
+		if err := insertDeliveries(ctx, tx, digests, dids, nids, now); err != nil {
+			return res, fmt.Errorf("insert digest deliveries: %w", err)
+		}
+		tag, err := tx.Exec(ctx, `UPDATE deliveries d SET status = 'DIGESTED', last_error = 'sent in digest delivery ' || x.digest,
+				updated_at = now()
+			FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS x(id, digest, created)
+			WHERE d.delivery_id = x.id AND d.created_at = x.created AND d.status = 'WAITING'`, itemIDs, itemDigest, itemCreated)
+		if err != nil {
+			return res, fmt.Errorf("mark digest items: %w", err)
+		}
+		if int(tag.RowsAffected()) != len(itemIDs) {
+			return res, fmt.Errorf("mark digest items: %d of %d were still waiting", tag.RowsAffected(), len(itemIDs))
+		}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM digest_windows w USING unnest($1::text[], $2::uuid[]) AS x(t, id)
+		WHERE w.tenant_id = x.t AND w.window_id = x.id`, tenantsOf(wins), ids); err != nil {
+		return res, fmt.Errorf("delete digest windows: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, fmt.Errorf("commit digest flush: %w", err)
+	}
+	return FlushResult{Windows: len(wins), Digests: len(digests), Items: len(itemIDs)}, nil
+}
+
+func tenantsOf(wins []DueWindow) []string {
+	out := make([]string, len(wins))
+	for i, w := range wins {
+		out[i] = w.TenantID
+	}
+	return out
+}
