@@ -76,6 +76,111 @@ CREATE FUNCTION public.herald_authenticate_admin(p_hash bytea) RETURNS text
 $$;
 
 --
+-- Name: herald_cancel(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+    v_tenant text := coalesce(herald_cancel.tenant_id, '');
+    v_event text := coalesce(herald_cancel.event_id, '');
+    v_herald boolean := pg_has_role(session_user, 'herald_worker', 'USAGE');
+    v_api boolean := pg_has_role(session_user, 'herald_api', 'USAGE');
+    v_reason constant text := 'cancelled by DELETE /v1/events/{id}';
+    -- store.AttemptLockSeed ("herld").
+    v_seed constant bigint := 448378596452;
+    ev record;
+    d record;
+    busy uuid[] := '{}';
+    moved boolean;
+    round int := 0;
+    v_channel text;
+BEGIN
+    cancelled_now := '{}';
+    IF v_tenant = '' THEN
+        PERFORM public.herald_refuse('tenant_id', 'is required');
+    END IF;
+    IF v_tenant !~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$' THEN
+        PERFORM public.herald_refuse('tenant_id', 'must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit');
+    END IF;
+    IF v_event = '' THEN
+        PERFORM public.herald_refuse('event_id', 'is required');
+    END IF;
+    IF octet_length(v_event) > 200 THEN
+        PERFORM public.herald_refuse('event_id', 'is longer than 200 bytes');
+    END IF;
+    IF NOT (v_herald
+            OR EXISTS (SELECT 1 FROM public.herald_producer_roles r WHERE r.role_name = session_user AND r.tenant_id = v_tenant)
+            OR (v_api AND v_tenant = current_setting('herald.tenant', true))) THEN
+        RAISE EXCEPTION 'tenant_id: the login % may not cancel events of tenant "%"', session_user, v_tenant
+            USING ERRCODE = '42501', COLUMN = 'tenant_id',
+                HINT = format('an operator grants it with: herald db producer %s --tenant %s (and --tenant for each other tenant it keeps)',
+                    session_user, v_tenant);
+    END IF;
+    -- The event's row, locked: a second cancel of it waits for this one,
+    -- a relay that claimed it is waited for (and its fan-out then seen).
+    SELECT e.id, e.status, e.project_id INTO ev FROM public.event_outbox e
+        WHERE e.tenant_id = v_tenant AND e.event_id = v_event FOR UPDATE;
+    -- A project-scoped API key sees its project's events only, as GET
+    -- /v1/events/{id} does.
+    IF NOT FOUND OR (v_api AND NOT v_herald AND coalesce(current_setting('herald.project', true), '') NOT IN ('', ev.project_id)) THEN
+        RAISE EXCEPTION 'event_id: tenant "%" has no event "%"', v_tenant, left(v_event, 200)
+            USING ERRCODE = 'P0002', COLUMN = 'event_id';
+    END IF;
+    IF ev.status = 'PENDING' THEN
+        UPDATE public.event_outbox e SET status = 'CANCELLED', last_error = v_reason, processed_at = now() WHERE e.id = ev.id;
+        ev.status := 'CANCELLED';
+    END IF;
+    -- Each round takes the next-attempt lock of every delivery still
+    -- waiting and cancels those whose attempt count did not move meanwhile;
+    -- one that moved (a send finished between the read and the lock) is
+    -- read again in the next round.
+    LOOP
+        round := round + 1;
+        moved := false;
+        FOR d IN SELECT x.delivery_id, x.created_at, x.attempts FROM public.deliveries x
+                WHERE x.tenant_id = v_tenant AND x.event_id = v_event
+                  AND x.status IN ('DEFERRED', 'WAITING', 'PENDING', 'PUBLISHED', 'RETRY') AND x.delivery_id <> ALL (busy)
+                ORDER BY x.delivery_id LOOP
+            IF NOT pg_try_advisory_xact_lock(hashtextextended(d.delivery_id::text || '/' || (d.attempts + 1), v_seed)) THEN
+                busy := busy || d.delivery_id;
+                CONTINUE;
+            END IF;
+            UPDATE public.deliveries x SET status = 'CANCELLED', last_error = v_reason, lease_until = NULL, updated_at = now()
+                WHERE x.delivery_id = d.delivery_id AND x.created_at = d.created_at AND x.attempts = d.attempts
+                  AND x.status IN ('DEFERRED', 'WAITING', 'PENDING', 'PUBLISHED', 'RETRY')
+                RETURNING x.channel INTO v_channel;
+            IF FOUND THEN
+                cancelled_now := jsonb_set(cancelled_now, ARRAY[v_channel], to_jsonb(coalesce((cancelled_now->>v_channel)::int, 0) + 1));
+            ELSE
+                moved := true;
+            END IF;
+        END LOOP;
+        EXIT WHEN NOT moved OR round >= 5;
+    END LOOP;
+    -- In flight: held by a sender when this call looked and not final
+    -- since (a listener drops its lock a moment after it recorded the
+    -- outcome), or SENDING.
+    SELECT coalesce(jsonb_object_agg(s.status, s.n), '{}'), coalesce(sum(s.busy), 0)::int
+        INTO deliveries, in_flight
+        FROM (SELECT x.status, count(*) AS n,
+                count(*) FILTER (WHERE x.status = 'SENDING' OR (x.delivery_id = ANY (busy)
+                    AND x.status IN ('DEFERRED', 'WAITING', 'PENDING', 'PUBLISHED', 'RETRY'))) AS busy
+              FROM public.deliveries x
+              WHERE x.tenant_id = v_tenant AND x.event_id = v_event GROUP BY 1) s;
+    event_status := ev.status;
+    -- A delivery a read or an action cancelled (an escalation) counts
+    -- under CANCELLED too, but only this cancel's own make it 'cancelled'.
+    outcome := CASE WHEN ev.status = 'CANCELLED' OR EXISTS (SELECT 1 FROM public.deliveries x
+            WHERE x.tenant_id = v_tenant AND x.event_id = v_event AND x.status = 'CANCELLED' AND x.last_error = v_reason)
+        THEN 'cancelled' ELSE 'too_late' END;
+END;
+$_$;
+
+--
 -- Name: herald_check_event(text, text, text, text, jsonb, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -246,47 +351,55 @@ DECLARE
     v_tenant text := coalesce(herald_enqueue.tenant_id, '');
     v_project text := coalesce(nullif(herald_enqueue.project_id, ''), 'default');
     v_payload jsonb := coalesce(herald_enqueue.payload, '{}');
-    v_herald boolean := pg_has_role(session_user, 'herald_worker', 'USAGE');
-    v_hash bytea;
+    v_may boolean;
+    v_known boolean;
     v_id bigint;
     old record;
 BEGIN
-    IF v_tenant = '' THEN
-        PERFORM public.herald_refuse('tenant_id', 'is required');
-    END IF;
-    IF v_tenant !~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$' THEN
-        PERFORM public.herald_refuse('tenant_id', 'must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit');
-    END IF;
-    IF v_project !~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$' THEN
+    -- One test for the common case, the walk only to name the field at
+    -- fault (tenant_id before project_id, as 0045 did).
+    IF NOT (length(v_tenant) BETWEEN 1 AND 100 AND v_tenant ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]*$'
+            AND length(v_project) <= 100 AND v_project ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]*$') THEN
+        IF v_tenant = '' THEN
+            PERFORM public.herald_refuse('tenant_id', 'is required');
+        END IF;
+        IF NOT (length(v_tenant) <= 100 AND v_tenant ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]*$') THEN
+            PERFORM public.herald_refuse('tenant_id', 'must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit');
+        END IF;
         PERFORM public.herald_refuse('project_id', 'must be 1-100 characters of A-Z a-z 0-9 . _ : @ - and start with a letter or digit');
     END IF;
-    IF NOT (v_herald
-            OR EXISTS (SELECT 1 FROM public.herald_producer_roles r WHERE r.role_name = session_user AND r.tenant_id = v_tenant)
-            OR (pg_has_role(session_user, 'herald_api', 'USAGE') AND v_tenant = current_setting('herald.tenant', true)
+    -- Herald's own roles (herald_worker members: the pipeline and the
+    -- tables' owner) may write every tenant and are trusted with the
+    -- project, as when they wrote the table directly. Any other login
+    -- needs a grant of the tenant (or, for the API, the tenant and
+    -- project its transaction set) and a project the tenant has.
+    IF NOT pg_has_role(session_user, 'herald_worker', 'USAGE') THEN
+        SELECT EXISTS (SELECT 1 FROM public.herald_producer_roles r WHERE r.role_name = session_user AND r.tenant_id = v_tenant),
+                EXISTS (SELECT 1 FROM public.projects p WHERE p.tenant_id = v_tenant AND p.project_id = v_project)
+            INTO v_may, v_known;
+        IF NOT (v_may OR (pg_has_role(session_user, 'herald_api', 'USAGE') AND v_tenant = current_setting('herald.tenant', true)
                 AND coalesce(current_setting('herald.project', true), '') IN ('', v_project))) THEN
-        RAISE EXCEPTION 'tenant_id: the login % may not enqueue events for tenant "%"', session_user, v_tenant
-            USING ERRCODE = '42501', COLUMN = 'tenant_id',
-                HINT = format('an operator grants it with: herald db producer %s --tenant %s (and --tenant for each other tenant it keeps)',
-                    session_user, v_tenant);
+            RAISE EXCEPTION 'tenant_id: the login % may not enqueue events for tenant "%"', session_user, v_tenant
+                USING ERRCODE = '42501', COLUMN = 'tenant_id',
+                    HINT = format('an operator grants it with: herald db producer %s --tenant %s (and --tenant for each other tenant it keeps)',
+                        session_user, v_tenant);
+        END IF;
+        IF NOT v_known THEN
+            RAISE EXCEPTION 'project_id: this tenant has no project "%"', v_project
+                USING ERRCODE = '23503', COLUMN = 'project_id',
+                    HINT = format('create it with: herald projects create --tenant %s %s', v_tenant, v_project);
+        END IF;
     END IF;
-    -- Herald's own roles are trusted with the project, as they were when
-    -- they wrote the table directly (the API checks it before).
-    IF NOT v_herald AND NOT EXISTS (SELECT 1 FROM public.projects p WHERE p.tenant_id = v_tenant AND p.project_id = v_project) THEN
-        RAISE EXCEPTION 'project_id: this tenant has no project "%"', v_project
-            USING ERRCODE = '23503', COLUMN = 'project_id',
-                HINT = format('create it with: herald projects create --tenant %s %s', v_tenant, v_project);
-    END IF;
-    -- The payload's hash as sdk/producer and POST /v1/events wrote it
-    -- (migration 0012): SHA-256 of jsonb's text.
-    v_hash := sha256(convert_to(v_payload::text, 'UTF8'));
     LOOP
         -- The insert trigger (event_outbox_contract) checks the event's
-        -- fields, before the unique key decides new or not.
+        -- fields, before the unique key decides new or not. The hash is
+        -- sdk/producer's and POST /v1/events' (migration 0012): SHA-256
+        -- of jsonb's text.
         INSERT INTO public.event_outbox AS e (tenant_id, project_id, event_id, event_type, aggregate_type, aggregate_id, payload,
                 payload_sha256, available_at, traceparent, tracestate)
             VALUES (v_tenant, v_project, herald_enqueue.event_id, herald_enqueue.event_type, coalesce(herald_enqueue.aggregate_type, ''),
-                coalesce(herald_enqueue.aggregate_id, ''), v_payload, v_hash, coalesce(herald_enqueue.available_at, now()),
-                nullif(herald_enqueue.traceparent, ''), nullif(herald_enqueue.tracestate, ''))
+                coalesce(herald_enqueue.aggregate_id, ''), v_payload, sha256(convert_to(v_payload::text, 'UTF8')),
+                coalesce(herald_enqueue.available_at, now()), nullif(herald_enqueue.traceparent, ''), nullif(herald_enqueue.tracestate, ''))
             ON CONFLICT (tenant_id, event_id) DO NOTHING
             RETURNING e.id INTO v_id;
         IF v_id IS NOT NULL THEN
@@ -302,7 +415,7 @@ BEGIN
         IF FOUND THEN
             id := old.id;
             outcome := CASE WHEN old.event_type = herald_enqueue.event_type AND old.project_id = v_project
-                AND (old.payload_sha256 IS NULL OR old.payload_sha256 = v_hash) THEN 'repeat' ELSE 'conflict' END;
+                AND (old.payload_sha256 IS NULL OR old.payload_sha256 = sha256(convert_to(v_payload::text, 'UTF8'))) THEN 'repeat' ELSE 'conflict' END;
             RETURN;
         END IF;
         -- The row went meanwhile (the retention sweep): insert again.
@@ -556,6 +669,86 @@ END;
 $$;
 
 --
+-- Name: herald_status_events_actions(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_status_events_actions() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
+    SELECT n.tenant_id, 'notification.acted', jsonb_build_object(
+            'action_id', n.action_id, 'notification_id', n.notification_id, 'event_id', n.event_id,
+            'event_type', n.event_type, 'user_id', n.user_id, 'project_id', n.project_id,
+            'action', n.action, 'data', n.data, 'acted_at', n.acted_at),
+        CASE WHEN 'notification.acted' = ANY (w.kinds) THEN now() END
+    FROM new_rows n LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
+    ORDER BY n.tenant_id, n.seq;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: herald_status_events_deliveries(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_status_events_deliveries() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
+        SELECT n.tenant_id, 'delivery.' || lower(n.status), jsonb_build_object(
+                'delivery_id', n.delivery_id, 'notification_id', n.notification_id, 'event_id', n.event_id,
+                'event_type', n.event_type, 'user_id', n.user_id, 'channel', n.channel, 'status', n.status,
+                'attempts', n.attempts, 'provider', n.provider, 'provider_message_id', n.provider_message_id,
+                'reason', n.last_error),
+            CASE WHEN 'delivery.' || lower(n.status) = ANY (w.kinds) THEN now() END
+        FROM new_rows n JOIN old_rows o ON o.delivery_id = n.delivery_id
+        LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
+        WHERE n.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'DIGESTED') AND o.status IS DISTINCT FROM n.status
+        ORDER BY n.tenant_id, n.delivery_id;
+    ELSE
+        INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
+        SELECT n.tenant_id, 'delivery.' || lower(n.status), jsonb_build_object(
+                'delivery_id', n.delivery_id, 'notification_id', n.notification_id, 'event_id', n.event_id,
+                'event_type', n.event_type, 'user_id', n.user_id, 'channel', n.channel, 'status', n.status,
+                'attempts', n.attempts, 'provider', n.provider, 'provider_message_id', n.provider_message_id,
+                'reason', n.last_error),
+            CASE WHEN 'delivery.' || lower(n.status) = ANY (w.kinds) THEN now() END
+        FROM new_rows n LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
+        WHERE n.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'DIGESTED')
+        ORDER BY n.tenant_id, n.delivery_id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: herald_status_events_reads(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.herald_status_events_reads() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
+    SELECT n.tenant_id, 'notification.read', jsonb_build_object(
+            'notification_id', n.notification_id, 'event_id', n.event_id, 'event_type', n.event_type,
+            'user_id', n.user_id, 'project_id', n.project_id, 'read_at', n.read_at),
+        CASE WHEN 'notification.read' = ANY (w.kinds) THEN now() END
+    FROM new_rows n JOIN old_rows o ON o.notification_id = n.notification_id
+    LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
+    WHERE n.read_at IS NOT NULL AND o.read_at IS NULL
+    ORDER BY n.tenant_id, n.notification_id;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: herald_sweep(text, text, timestamp with time zone, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -581,19 +774,16 @@ BEGIN
     IF p_kind = 'events' THEN
         RETURN QUERY
         WITH c AS (SELECT id FROM event_outbox
-                   WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before AND status IN ('PROCESSED', 'FAILED')
+                   WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before
+                     AND status IN ('PROCESSED', 'FAILED', 'CANCELLED')
                    ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED),
              d AS (DELETE FROM event_outbox e USING c
-                   WHERE e.id = c.id AND e.status IN ('PROCESSED', 'FAILED') AND e.created_at < p_before RETURNING e.created_at)
+                   WHERE e.id = c.id AND e.status IN ('PROCESSED', 'FAILED', 'CANCELLED') AND e.created_at < p_before RETURNING e.created_at)
         SELECT count(*)::int, max(created_at) FROM d;
         RETURN;
     ELSIF p_kind NOT IN ('notifications', 'archived_notifications', 'delivery_attempts') THEN
         RAISE EXCEPTION 'herald_sweep: unknown kind % (want events, notifications, archived_notifications or delivery_attempts)', p_kind;
     END IF;
-    -- The partitioned tables, in two steps: the batch's keys, read in
-    -- order from the sweep's index (a Merge Append of each month's index
-    -- rather than every row past p_before read and sorted), then the
-    -- delete of those keys, each probing its month's primary key.
     IF p_kind = 'delivery_attempts' THEN
         SELECT array_agg(delivery_id), array_agg(attempt), array_agg(delivery_created_at), max(delivery_created_at)
             INTO ids, attempts, keys, last
@@ -609,18 +799,12 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    -- Notifications: the rows are locked as they are read (a row the
-    -- inbox is changing is skipped: the next batch or pass takes it),
-    -- deleted, then their unread ones leave their counters.
     IF p_kind = 'notifications' THEN
         SELECT array_agg(notification_id), array_agg(created_at), max(created_at) INTO ids, keys, last
         FROM (SELECT notification_id, created_at FROM notifications
               WHERE tenant_id = p_tenant AND created_at >= since AND created_at < p_before
               ORDER BY created_at LIMIT p_limit FOR UPDATE SKIP LOCKED) c;
     ELSE
-        -- archived_at is never before created_at (the event's time), so
-        -- created_at < p_before holds too and leaves the months after
-        -- p_before (the current one) out of the plan.
         SELECT array_agg(notification_id), array_agg(created_at), max(archived_at) INTO ids, keys, last
         FROM (SELECT notification_id, created_at, archived_at FROM notifications
               WHERE tenant_id = p_tenant AND archived_at IS NOT NULL AND archived_at >= since AND archived_at < p_before
@@ -665,7 +849,7 @@ BEGIN
     CASE p_kind
     WHEN 'events' THEN
         SELECT count(*) INTO n FROM (SELECT 1 FROM event_outbox WHERE tenant_id = p_tenant AND created_at < p_before
-            AND status IN ('PROCESSED', 'FAILED') LIMIT p_cap) x;
+            AND status IN ('PROCESSED', 'FAILED', 'CANCELLED') LIMIT p_cap) x;
     WHEN 'delivery_attempts' THEN
         SELECT count(*) INTO n FROM (SELECT 1 FROM delivery_attempts WHERE tenant_id = p_tenant
             AND delivery_created_at < p_before LIMIT p_cap) x;
@@ -784,6 +968,9 @@ CASE
 END) STORED,
     hold text,
     digest_window uuid,
+    escalate_unless text[],
+    place boolean DEFAULT false NOT NULL,
+    CONSTRAINT deliveries_escalate_unless_check CHECK (((escalate_unless <@ ARRAY['read'::text, 'acted'::text]) AND (cardinality(escalate_unless) > 0))),
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )
@@ -832,6 +1019,9 @@ CASE
 END) STORED,
     hold text,
     digest_window uuid,
+    escalate_unless text[],
+    place boolean DEFAULT false NOT NULL,
+    CONSTRAINT deliveries_escalate_unless_check CHECK (((escalate_unless <@ ARRAY['read'::text, 'acted'::text]) AND (cardinality(escalate_unless) > 0))),
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
 )
@@ -968,7 +1158,7 @@ CREATE TABLE public.event_outbox (
     payload_sha256 bytea,
     traceparent text,
     tracestate text,
-    CONSTRAINT event_outbox_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'PROCESSED'::text, 'FAILED'::text])))
+    CONSTRAINT event_outbox_status_check CHECK ((status = ANY (ARRAY['PENDING'::text, 'PROCESSED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_analyze_scale_factor='0.05');
 ALTER TABLE ONLY public.event_outbox ALTER COLUMN payload SET STATISTICS 0;
@@ -1033,7 +1223,9 @@ CREATE TABLE public.groups (
     quiet_start text DEFAULT ''::text NOT NULL,
     quiet_end text DEFAULT ''::text NOT NULL,
     version bigint DEFAULT 1 NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    destinations jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT groups_destinations_object CHECK ((jsonb_typeof(destinations) = 'object'::text))
 );
 
 ALTER TABLE ONLY public.groups FORCE ROW LEVEL SECURITY;
@@ -1241,6 +1433,42 @@ CREATE TABLE public.recipients (
 ALTER TABLE ONLY public.recipients FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: status_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.status_events (
+    seq bigint NOT NULL,
+    event_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    tenant_id text NOT NULL,
+    kind text NOT NULL,
+    occurred_at timestamp with time zone DEFAULT now() NOT NULL,
+    data jsonb NOT NULL,
+    published_at timestamp with time zone,
+    webhook_due_at timestamp with time zone,
+    webhook_attempts integer DEFAULT 0 NOT NULL,
+    webhook_lease_until timestamp with time zone,
+    webhook_delivered_at timestamp with time zone,
+    webhook_last_error text DEFAULT ''::text NOT NULL,
+    CONSTRAINT status_events_kind CHECK ((kind = ANY (ARRAY['delivery.sent'::text, 'delivery.failed'::text, 'delivery.skipped'::text, 'delivery.cancelled'::text, 'delivery.digested'::text, 'notification.read'::text, 'notification.acted'::text])))
+)
+WITH (autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.05');
+
+ALTER TABLE ONLY public.status_events FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: status_events_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.status_events ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.status_events_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: superadmins; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1267,6 +1495,28 @@ CREATE TABLE public.tenant_origins (
 );
 
 ALTER TABLE ONLY public.tenant_origins FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: tenant_webhooks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.tenant_webhooks (
+    tenant_id text NOT NULL,
+    url text NOT NULL,
+    kinds text[] NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    secret text NOT NULL,
+    previous_secret text,
+    previous_until timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenant_webhooks_kinds CHECK ((((cardinality(kinds) >= 1) AND (cardinality(kinds) <= 7)) AND (kinds <@ ARRAY['delivery.sent'::text, 'delivery.failed'::text, 'delivery.skipped'::text, 'delivery.cancelled'::text, 'delivery.digested'::text, 'notification.read'::text, 'notification.acted'::text]))),
+    CONSTRAINT tenant_webhooks_previous_secret CHECK ((previous_secret ~ '^whsec_[A-Za-z0-9+/=]{32,88}$'::text)),
+    CONSTRAINT tenant_webhooks_secret CHECK ((secret ~ '^whsec_[A-Za-z0-9+/=]{32,88}$'::text)),
+    CONSTRAINT tenant_webhooks_url CHECK (((octet_length(url) <= 2000) AND (url ~ '^https?://[^[:space:][:cntrl:]]+$'::text)))
+);
+
+ALTER TABLE ONLY public.tenant_webhooks FORCE ROW LEVEL SECURITY;
 
 --
 -- Name: tenants; Type: TABLE; Schema: public; Owner: -
@@ -1567,6 +1817,20 @@ ALTER TABLE ONLY public.recipients
     ADD CONSTRAINT recipients_pkey PRIMARY KEY (tenant_id, user_id);
 
 --
+-- Name: status_events status_events_event_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.status_events
+    ADD CONSTRAINT status_events_event_id_key UNIQUE (event_id);
+
+--
+-- Name: status_events status_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.status_events
+    ADD CONSTRAINT status_events_pkey PRIMARY KEY (seq);
+
+--
 -- Name: superadmins superadmins_key_hash_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1586,6 +1850,13 @@ ALTER TABLE ONLY public.superadmins
 
 ALTER TABLE ONLY public.tenant_origins
     ADD CONSTRAINT tenant_origins_pkey PRIMARY KEY (tenant_id, origin);
+
+--
+-- Name: tenant_webhooks tenant_webhooks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_webhooks
+    ADD CONSTRAINT tenant_webhooks_pkey PRIMARY KEY (tenant_id);
 
 --
 -- Name: tenants tenants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1814,6 +2085,24 @@ CREATE INDEX recipients_by_type ON public.recipients USING btree (tenant_id, use
 CREATE INDEX recipients_by_update ON public.recipients USING btree (tenant_id, updated_at, user_id);
 
 --
+-- Name: status_events_by_time; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX status_events_by_time ON public.status_events USING btree (tenant_id, occurred_at);
+
+--
+-- Name: status_events_unpublished; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX status_events_unpublished ON public.status_events USING btree (seq) WHERE (published_at IS NULL);
+
+--
+-- Name: status_events_webhook_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX status_events_webhook_due ON public.status_events USING btree (tenant_id, webhook_due_at) WHERE (webhook_due_at IS NOT NULL);
+
+--
 -- Name: tenant_origins_by_origin; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1922,6 +2211,18 @@ ALTER INDEX public.notifications_shared ATTACH PARTITION public.notifications_de
 ALTER INDEX public.notifications_inbox ATTACH PARTITION public.notifications_default_tenant_id_user_id_created_at_notifica_idx;
 
 --
+-- Name: deliveries deliveries_status_events; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER deliveries_status_events AFTER UPDATE ON public.deliveries REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_deliveries();
+
+--
+-- Name: deliveries deliveries_status_events_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER deliveries_status_events_insert AFTER INSERT ON public.deliveries REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_deliveries();
+
+--
 -- Name: event_outbox event_outbox_contract; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1938,6 +2239,18 @@ CREATE TRIGGER event_outbox_notify AFTER INSERT ON public.event_outbox FOR EACH 
 --
 
 CREATE TRIGGER notification_actions_number BEFORE INSERT ON public.notification_actions FOR EACH ROW EXECUTE FUNCTION public.herald_number_action();
+
+--
+-- Name: notification_actions notification_actions_status_events; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER notification_actions_status_events AFTER INSERT ON public.notification_actions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_actions();
+
+--
+-- Name: notifications notifications_status_events; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER notifications_status_events AFTER UPDATE ON public.notifications REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.herald_status_events_reads();
 
 --
 -- Name: tenant_origins tenant_origins_cap; Type: TRIGGER; Schema: public; Owner: -
@@ -1972,6 +2285,13 @@ ALTER TABLE ONLY public.projects
 
 ALTER TABLE ONLY public.tenant_origins
     ADD CONSTRAINT tenant_origins_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
+
+--
+-- Name: tenant_webhooks tenant_webhooks_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_webhooks
+    ADD CONSTRAINT tenant_webhooks_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
 -- Name: token_keys token_keys_tenant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -2029,10 +2349,22 @@ CREATE POLICY admin_read ON public.notifications FOR SELECT TO herald_admin USIN
 CREATE POLICY admin_read ON public.projects FOR SELECT TO herald_admin USING (true);
 
 --
+-- Name: status_events admin_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY admin_read ON public.status_events FOR SELECT TO herald_admin USING (true);
+
+--
 -- Name: tenant_origins admin_read; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY admin_read ON public.tenant_origins FOR SELECT TO herald_admin USING (true);
+
+--
+-- Name: tenant_webhooks admin_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY admin_read ON public.tenant_webhooks FOR SELECT TO herald_admin USING (true);
 
 --
 -- Name: tenants admin_read; Type: POLICY; Schema: public; Owner: -
@@ -2167,10 +2499,22 @@ CREATE POLICY api_tenant ON public.recipient_devices TO herald_api USING ((tenan
 CREATE POLICY api_tenant ON public.recipients TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
 
 --
+-- Name: status_events api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.status_events TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
+
+--
 -- Name: tenant_origins api_tenant; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY api_tenant ON public.tenant_origins TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
+
+--
+-- Name: tenant_webhooks api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.tenant_webhooks TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
 
 --
 -- Name: tenants api_tenant; Type: POLICY; Schema: public; Owner: -
@@ -2329,6 +2673,12 @@ ALTER TABLE public.recipient_devices ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.recipients ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: status_events; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.status_events ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: superadmins; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2339,6 +2689,12 @@ ALTER TABLE public.superadmins ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.tenant_origins ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: tenant_webhooks; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.tenant_webhooks ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: tenants; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2491,6 +2847,12 @@ CREATE POLICY worker_all ON public.recipient_devices TO herald_worker USING (tru
 CREATE POLICY worker_all ON public.recipients TO herald_worker USING (true) WITH CHECK (true);
 
 --
+-- Name: status_events worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.status_events TO herald_worker USING (true) WITH CHECK (true);
+
+--
 -- Name: superadmins worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2501,6 +2863,12 @@ CREATE POLICY worker_all ON public.superadmins TO herald_worker USING (true) WIT
 --
 
 CREATE POLICY worker_all ON public.tenant_origins TO herald_worker USING (true) WITH CHECK (true);
+
+--
+-- Name: tenant_webhooks worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.tenant_webhooks TO herald_worker USING (true) WITH CHECK (true);
 
 --
 -- Name: tenants worker_all; Type: POLICY; Schema: public; Owner: -
@@ -2557,6 +2925,15 @@ GRANT ALL ON FUNCTION public.herald_authenticate(p_hash bytea) TO herald_worker;
 REVOKE ALL ON FUNCTION public.herald_authenticate_admin(p_hash bytea) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.herald_authenticate_admin(p_hash bytea) TO herald_api;
 GRANT ALL ON FUNCTION public.herald_authenticate_admin(p_hash bytea) TO herald_admin;
+
+--
+-- Name: FUNCTION herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) TO herald_producer;
+GRANT ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) TO herald_api;
+GRANT ALL ON FUNCTION public.herald_cancel(tenant_id text, event_id text, OUT outcome text, OUT event_status text, OUT deliveries jsonb, OUT in_flight integer, OUT cancelled_now jsonb) TO herald_worker;
 
 --
 -- Name: FUNCTION herald_drop_partitions(p_table text, p_before timestamp with time zone); Type: ACL; Schema: public; Owner: -
@@ -2623,6 +3000,24 @@ GRANT ALL ON FUNCTION public.herald_producer_may(p_role text, p_tenant text) TO 
 REVOKE ALL ON FUNCTION public.herald_redeem_ticket(p_hash bytea) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.herald_redeem_ticket(p_hash bytea) TO herald_api;
 GRANT ALL ON FUNCTION public.herald_redeem_ticket(p_hash bytea) TO herald_worker;
+
+--
+-- Name: FUNCTION herald_status_events_actions(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.herald_status_events_actions() FROM PUBLIC;
+
+--
+-- Name: FUNCTION herald_status_events_deliveries(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.herald_status_events_deliveries() FROM PUBLIC;
+
+--
+-- Name: FUNCTION herald_status_events_reads(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.herald_status_events_reads() FROM PUBLIC;
 
 --
 -- Name: FUNCTION herald_sweep(p_kind text, p_tenant text, p_before timestamp with time zone, p_limit integer, p_after timestamp with time zone); Type: ACL; Schema: public; Owner: -
@@ -2794,11 +3189,27 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipients TO herald_api;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipients TO herald_worker;
 
 --
+-- Name: TABLE status_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,DELETE,UPDATE ON TABLE public.status_events TO herald_worker;
+GRANT SELECT,UPDATE ON TABLE public.status_events TO herald_api;
+GRANT SELECT ON TABLE public.status_events TO herald_admin;
+
+--
 -- Name: TABLE tenant_origins; Type: ACL; Schema: public; Owner: -
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenant_origins TO herald_api;
 GRANT SELECT ON TABLE public.tenant_origins TO herald_admin;
+
+--
+-- Name: TABLE tenant_webhooks; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenant_webhooks TO herald_api;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.tenant_webhooks TO herald_worker;
+GRANT SELECT ON TABLE public.tenant_webhooks TO herald_admin;
 
 --
 -- Name: TABLE tenants; Type: ACL; Schema: public; Owner: -
