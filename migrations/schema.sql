@@ -588,7 +588,7 @@ BEGIN
             JOIN pg_class c ON c.oid = x.indexrelid
             JOIN pg_inherits i ON i.inhrelid = x.indexrelid JOIN pg_class p ON p.oid = i.inhparent
             WHERE x.indrelid = format('public.%I', p_part)::regclass
-              AND p.relname IN ('deliveries_pending', 'deliveries_due', 'deliveries_leased', 'deliveries_waiting') LOOP
+              AND p.relname IN ('deliveries_pending', 'deliveries_due', 'deliveries_leased', 'deliveries_waiting', 'deliveries_digest_items') LOOP
             EXECUTE format('ALTER INDEX public.%I RENAME TO %I', ix.child, p_part || substr(ix.parent, length('deliveries') + 1));
         END LOOP;
         -- As the flat table had them (migration 0017): room in each page
@@ -1893,10 +1893,10 @@ ALTER TABLE ONLY public.user_preferences
 CREATE INDEX deliveries_digest_items ON ONLY public.deliveries USING btree (digest_window) WHERE ((queue = 'WAITING'::text) AND (digest_window IS NOT NULL));
 
 --
--- Name: deliveries_default_digest_window_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: deliveries_default_digest_items; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX deliveries_default_digest_window_idx ON public.deliveries_default USING btree (digest_window) WHERE ((queue = 'WAITING'::text) AND (digest_window IS NOT NULL));
+CREATE INDEX deliveries_default_digest_items ON public.deliveries_default USING btree (digest_window) WHERE ((queue = 'WAITING'::text) AND (digest_window IS NOT NULL));
 
 --
 -- Name: deliveries_due; Type: INDEX; Schema: public; Owner: -
@@ -2115,10 +2115,10 @@ CREATE INDEX tenant_origins_by_origin ON public.tenant_origins USING btree (orig
 CREATE INDEX throttle_counters_end ON public.throttle_counters USING btree (window_end);
 
 --
--- Name: deliveries_default_digest_window_idx; Type: INDEX ATTACH; Schema: public; Owner: -
+-- Name: deliveries_default_digest_items; Type: INDEX ATTACH; Schema: public; Owner: -
 --
 
-ALTER INDEX public.deliveries_digest_items ATTACH PARTITION public.deliveries_default_digest_window_idx;
+ALTER INDEX public.deliveries_digest_items ATTACH PARTITION public.deliveries_default_digest_items;
 
 --
 -- Name: deliveries_default_due; Type: INDEX ATTACH; Schema: public; Owner: -

@@ -154,7 +154,7 @@ func TestDeliveryPartitionsAreLikeTheTable(t *testing.T) {
 		n++
 		got := fmt.Sprintf("%s|%t|%s|%s|%s", opts, rls, policies, stats, indexes)
 		want := "fillfactor=50,autovacuum_vacuum_scale_factor=0.02,autovacuum_vacuum_insert_scale_factor=0.05,autovacuum_analyze_scale_factor=0.05|true|worker_all|" +
-			"recipient=0,content=0,provider_message_id=0,last_error=0|due,leased,pending,waiting"
+			"recipient=0,content=0,provider_message_id=0,last_error=0|digest_items,due,leased,pending,waiting"
 		if got != want {
 			t.Errorf("partition %s:\n got %s\nwant %s", name, got, want)
 		}
@@ -478,7 +478,7 @@ func TestDeliveriesOfAMonthWithoutPartition(t *testing.T) {
 		FROM pg_class c WHERE relname = 'deliveries_y2040m01'`).Scan(&opts, &indexes); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(opts, "fillfactor=50,") || indexes != "deliveries_y2040m01_digest_window_idx,deliveries_y2040m01_due,deliveries_y2040m01_leased,deliveries_y2040m01_pending,deliveries_y2040m01_pkey,deliveries_y2040m01_waiting" {
+	if !strings.HasPrefix(opts, "fillfactor=50,") || indexes != "deliveries_y2040m01_digest_items,deliveries_y2040m01_due,deliveries_y2040m01_leased,deliveries_y2040m01_pending,deliveries_y2040m01_pkey,deliveries_y2040m01_waiting" {
 		t.Fatalf("the month attached with options %s and indexes %s", opts, indexes)
 	}
 	if got := fanoutDeliveries(t, worker, "future", at, "u1", "u2"); len(got) != 0 {
