@@ -24,6 +24,11 @@ func compileDigest(c *specChecker, ce *compiledEvent, base []string) *compiledDi
 	if len(cd.channels) == 0 {
 		c.add("the event has no channel to collect", extend(p, KeyChannels)...)
 	}
+	for _, ch := range sortedKeys(ce.escalations) {
+		if cd.channels[ch] {
+			c.addf(extend(p, KeyChannels), "channel %s also escalates (escalate %q): a digest item is sent when its window closes, not when the inbox row stays unread; collect or escalate it, not both", ch, ch)
+		}
+	}
 	switch {
 	case ds.Window == 0 && ds.MaxItems == 0:
 		c.addf(p, "set %s, %s or both: a window must close", KeyWindow, KeyMaxItems)
