@@ -120,8 +120,8 @@ func runDirectoryErase(ctx context.Context, stdout, stderr io.Writer, pool *pgxp
 			r.Recipient, r.Devices, pluralWord(int(r.Devices), "device", "devices"), r.Memberships, pluralWord(int(r.Memberships), "membership", "memberships"),
 			r.Preferences, pluralWord(int(r.Preferences), "preference", "preferences"))
 	}
-	fmt.Fprintf(stdout, "erased: %d notifications, %d deliveries (%d on their way, now FAILED), %d attempt errors, %d actions; deleted %d unread counters, %d live tickets\n",
-		e.Notifications, e.Deliveries, e.Stopped, e.Attempts, e.Actions, e.Counters, e.Tickets)
+	fmt.Fprintf(stdout, "erased: %d notifications, %d deliveries (%d on their way, now FAILED), %d attempt errors, %d actions, %d status events; deleted %d unread counters, %d live tickets\n",
+		e.Notifications, e.Deliveries, e.Stopped, e.Attempts, e.Actions, e.StatusEvents, e.Counters, e.Tickets)
 	fmt.Fprintf(stdout, "kept rows now carry the pseudonym %s\n", e.Pseudonym)
 	if !e.Settled {
 		return &ExitError{Code: 1, Err: fmt.Errorf("a transaction older than the removal was still running after --settle %s; "+

@@ -103,6 +103,10 @@ type Erasure struct {
 	Actions  int64 `json:"actions"`
 	Counters int64 `json:"counters"`
 	Tickets  int64 `json:"tickets"`
+	// StatusEvents counts the recorded status events (status_events,
+	// published or still owed to the broker or the tenant's webhook)
+	// anonymised.
+	StatusEvents int64 `json:"status_events"`
 	// Settled says the erase waited until every transaction that could
 	// still write rows for the user (a relay batch that had claimed events
 	// when the removal committed) had ended, and swept again after it.
@@ -142,6 +146,13 @@ type EraseOptions struct {
 //     stays.
 //   - notification_actions: user_id becomes Pseudonym, data {}.
 //   - notification_counters and live_tickets of the user are deleted.
+//   - status_events naming the user (data.user_id): user_id becomes
+//     Pseudonym, a non-empty reason becomes ErasedMark, an action's data
+//     {}; the rows, their ids, kinds, times and publishing state stay, so
+//     an event still owed to the broker or the webhook goes out with the
+//     pseudonym. They are swept last, once the user's deliveries carry
+//     the pseudonym: the events the erase's own changes record (a delivery
+//     on its way moved to FAILED) are recorded with it.
 //
 // Every step only touches rows that still carry the user id, so an erase
 // cut short is finished by running it again (with another pseudonym for
@@ -213,6 +224,9 @@ func EraseRecipient(ctx context.Context, q Pool, tenantID, userID string, opt Er
 	if err := e.sweep(ctx, q, tenantID, userID, opt); err != nil {
 		return e, err
 	}
+	if err := e.sweepStatusEvents(ctx, q, tenantID, userID, opt); err != nil {
+		return e, err
+	}
 	return e, nil
 }
 
@@ -233,7 +247,8 @@ func hasStoredRows(ctx context.Context, q Querier, tenantID, userID string) (boo
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM notifications WHERE tenant_id = $1 AND user_id = $2)
 		OR EXISTS (SELECT 1 FROM notification_actions WHERE tenant_id = $1 AND user_id = $2)
 		OR EXISTS (SELECT 1 FROM notification_counters WHERE tenant_id = $1 AND user_id = $2)
-		OR EXISTS (SELECT 1 FROM live_tickets WHERE tenant_id = $1 AND user_id = $2)`, tenantID, userID).Scan(&ok)
+		OR EXISTS (SELECT 1 FROM live_tickets WHERE tenant_id = $1 AND user_id = $2)
+		OR EXISTS (SELECT 1 FROM status_events WHERE tenant_id = $1 AND data->>'user_id' = $2)`, tenantID, userID).Scan(&ok)
 	return ok, err
 }
 
@@ -288,6 +303,44 @@ func (e *Erasure) sweep(ctx context.Context, q TxBeginner, tenantID, userID stri
 		return fmt.Errorf("erase recipient: actions, counters, tickets: %w", err)
 	}
 	return nil
+}
+
+// sweepStatusEvents anonymises the tenant's status events that name the
+// user. Nothing indexes data.user_id (an index would cost every recorded
+// event), so it walks the tenant's events by seq, opt.Batch*10 of them
+// per transaction, and rewrites those naming the user. It runs once, after
+// the last sweep: events recorded after it carry the pseudonym, since every
+// row they are recorded from (deliveries, notifications, actions) does.
+func (e *Erasure) sweepStatusEvents(ctx context.Context, q TxBeginner, tenantID, userID string, opt EraseOptions) error {
+	var after int64
+	for {
+		var scanned, erased int64
+		var last *int64
+		err := inTenantTx(ctx, q, tenantID, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `WITH s AS (
+					SELECT seq FROM status_events WHERE tenant_id = $1 AND seq > $4 ORDER BY seq LIMIT $5
+				), u AS (
+					UPDATE status_events e SET data = e.data || jsonb_build_object('user_id', $3::text)
+						|| CASE WHEN e.data->>'reason' <> '' THEN jsonb_build_object('reason', $6::text) ELSE '{}' END
+						|| CASE WHEN e.data ? 'data' THEN jsonb_build_object('data', '{}'::jsonb) ELSE '{}' END
+					FROM s WHERE e.seq = s.seq AND e.tenant_id = $1 AND e.data->>'user_id' = $2
+					RETURNING 1
+				)
+				SELECT (SELECT count(*) FROM s), (SELECT max(seq) FROM s), (SELECT count(*) FROM u)`,
+				tenantID, userID, e.Pseudonym, after, opt.Batch*10, ErasedMark).Scan(&scanned, &last, &erased)
+		})
+		if err != nil {
+			return fmt.Errorf("erase recipient: status events: %w", err)
+		}
+		e.StatusEvents += erased
+		if opt.Progress != nil {
+			opt.Progress(*e)
+		}
+		if last == nil || scanned < int64(opt.Batch*10) {
+			return nil
+		}
+		after = *last
+	}
 }
 
 // errMoved: a delivery of the batch moved to another attempt while the

@@ -59,6 +59,12 @@ func newEraseWorld(t *testing.T, events int) *eraseWorld {
 			t.Fatal(err)
 		}
 	}
+	// Tenant t's webhook wants delivery and action events: those the seed
+	// records are owed to it, unpublished, when the erase runs.
+	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO tenant_webhooks (tenant_id, url, kinds, secret)
+		VALUES ('t', 'http://127.0.0.1:9/hook', ARRAY['delivery.sent', 'delivery.failed', 'notification.acted'], 'whsec_' || repeat('A', 32))`); err != nil {
+		t.Fatal(err)
+	}
 	statuses := []string{"SENT", "FAILED", "PENDING", "PUBLISHED", "RETRY", "DEFERRED", "SENDING", "SENT"}
 	base := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
 	for ten, users := range map[string][]string{"t": {"u1", "u2"}, "other": {"u1"}} {
@@ -150,18 +156,25 @@ func userTables(t *testing.T, ctx context.Context, pool *pgxpool.Pool) []string 
 }
 
 // traces returns, per table, how many rows of tenant t still hold one of
-// secretsOf anywhere in the row, or carry user_id u1.
+// secretsOf anywhere in the row, or carry user_id u1 (in a user_id column,
+// or in a jsonb data column's user_id, as status_events do).
 func traces(t *testing.T, ctx context.Context, pool *pgxpool.Pool) map[string]int {
 	t.Helper()
 	got := map[string]int{}
 	for _, tbl := range userTables(t, ctx, pool) {
-		var hasUser bool
-		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'user_id')`, tbl).Scan(&hasUser); err != nil {
+		var hasUser, hasData bool
+		if err := pool.QueryRow(ctx, `SELECT
+			EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'user_id' AND NOT attisdropped),
+			EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'data' AND atttypid = 'jsonb'::regtype AND NOT attisdropped)`,
+			tbl).Scan(&hasUser, &hasData); err != nil {
 			t.Fatal(err)
 		}
-		cond := `r::text LIKE ANY ($1)`
+		cond := `r::text LIKE ANY ($1) OR r::text LIKE '%"u1"%'`
 		if hasUser {
 			cond += ` OR r.user_id = 'u1'`
+		}
+		if hasData {
+			cond += ` OR r.data->>'user_id' = 'u1'`
 		}
 		pats := make([]string, len(secretsOf))
 		for i, s := range secretsOf {
@@ -212,7 +225,7 @@ func TestEraseRecipientLeavesNoTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := store.Erasure{Removed: store.RemovedRecipient{Recipient: 1, Devices: 1, Memberships: 1, Preferences: 1}, Pseudonym: e.Pseudonym,
-		Notifications: 11, Deliveries: 11, Stopped: int64(len(w.open)), Attempts: 10, Actions: 1, Counters: 1, Tickets: 1, Settled: true}
+		Notifications: 11, Deliveries: 11, Stopped: int64(len(w.open)), Attempts: 10, Actions: 1, Counters: 1, Tickets: 1, StatusEvents: 6, Settled: true}
 	if e != want {
 		t.Fatalf("erasure\n got %+v\nwant %+v", e, want)
 	}
@@ -249,6 +262,45 @@ func TestEraseRecipientLeavesNoTrace(t *testing.T) {
 		if err != nil || ok[id] {
 			t.Errorf("delivery %s (was %s) is still sendable after the erase (%v)", id, was, err)
 		}
+	}
+	// Status events: the seed's (5 final deliveries, 1 action) are
+	// rewritten in place and stay owed to the webhook, now under the
+	// pseudonym; the erase's own stops are recorded as FAILED under the
+	// pseudonym, owed too; the erase's other changes record nothing.
+	rows, err := w.db.Pool.Query(ctx, `SELECT kind, COALESCE(data->>'reason', ''), COALESCE(data->>'data', ''), count(*)
+		FROM status_events WHERE tenant_id = 't' AND data->>'user_id' = $1 AND webhook_due_at IS NOT NULL AND published_at IS NULL
+		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, e.Pseudonym)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []string
+	for rows.Next() {
+		var kind, reason, data string
+		var n int
+		if err := rows.Scan(&kind, &reason, &data, &n); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, fmt.Sprintf("%s %q %s %d", kind, reason, data, n))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantEvs := []string{
+		fmt.Sprintf(`delivery.failed %q  2`, store.ErasedMark),
+		fmt.Sprintf(`delivery.failed %q  %d`, store.ErasedInFlight, len(w.open)),
+		`delivery.sent ""  3`,
+		`notification.acted "" {} 1`,
+	}
+	if fmt.Sprint(evs) != fmt.Sprint(wantEvs) {
+		t.Fatalf("tenant t's owed status events under the pseudonym:\n got %q\nwant %q", evs, wantEvs)
+	}
+	var allEvs, u2Evs int
+	if err := w.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM status_events WHERE tenant_id = 't' AND data->>'user_id' <> 'u2'),
+		(SELECT count(*) FROM status_events WHERE tenant_id = 't' AND data->>'user_id' = 'u2' AND data::text LIKE '%u2@example.com%')`).Scan(&allEvs, &u2Evs); err != nil {
+		t.Fatal(err)
+	}
+	if allEvs != 6+len(w.open) || u2Evs != 2 {
+		t.Fatalf("tenant t's events: %d not u2's (want %d), %d of u2's still quoting u2's address (want 2)", allEvs, 6+len(w.open), u2Evs)
 	}
 	// u2 and the other tenant's u1 keep everything.
 	var u2, other int
@@ -298,6 +350,19 @@ func TestEraseRecipientResumes(t *testing.T) {
 	}
 	if got := traces(t, context.Background(), w.db.Pool); len(got) > 0 {
 		t.Fatalf("rows still holding u1's data after the resumed erase: %v", got)
+	}
+	// An erase cut short in its last step leaves only status events naming
+	// the user: the next erase still finds them, and finishes.
+	if _, err := w.db.Pool.Exec(context.Background(), `INSERT INTO status_events (tenant_id, kind, data)
+		VALUES ('t', 'delivery.failed', '{"user_id": "u1", "reason": "550 mailbox u1@example.com unknown"}')`); err != nil {
+		t.Fatal(err)
+	}
+	e, err = store.EraseRecipient(context.Background(), w.api, "t", "u1", store.EraseOptions{Batch: 2})
+	if err != nil || e.StatusEvents != 1 || e.Notifications != 0 {
+		t.Fatalf("erase of a user only status events name: %+v, %v; want 1 status event", e, err)
+	}
+	if got := traces(t, context.Background(), w.db.Pool); len(got) > 0 {
+		t.Fatalf("rows still holding u1's data after the last erase: %v", got)
 	}
 }
 
