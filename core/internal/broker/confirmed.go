@@ -75,3 +75,24 @@ func drainOn(ctx context.Context, ch *amqp.Channel, exchange string, poll time.D
 		}
 	}
 }
+
+// PublishConfirmed publishes msgs to exchange on ch, a channel in confirm
+// mode, pipelined (every message first, then every confirm), and reports
+// which the broker acked: acked[i] is msgs[i]'s. A Drain round calls it
+// and marks the acked rows published in its claim's transaction.
+func PublishConfirmed(ctx context.Context, ch *amqp.Channel, exchange string, keys []string, msgs []amqp.Publishing) (acked []bool, err error) {
+	confirms := make([]*amqp.DeferredConfirmation, len(msgs))
+	for i := range msgs {
+		confirms[i], err = ch.PublishWithDeferredConfirmWithContext(ctx, exchange, keys[i], false, false, msgs[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	acked = make([]bool, len(msgs))
+	for i, c := range confirms {
+		if acked[i], err = c.WaitContext(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return acked, nil
+}

@@ -329,22 +329,19 @@ func (p *Publisher) round(ctx context.Context, ch *amqp.Channel) (int, error) {
 		if err != nil || len(acts) == 0 {
 			return err
 		}
-		confirms := make([]*amqp.DeferredConfirmation, len(acts))
+		keys, msgs := make([]string, len(acts)), make([]amqp.Publishing, len(acts))
 		for i, a := range acts {
 			body, _ := json.Marshal(a)
-			confirms[i], err = ch.PublishWithDeferredConfirmWithContext(ctx, ActionsExchange, ActionRoutingKey(a), false, false,
-				amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: a.ActionID,
-					Timestamp: a.ActedAt, Body: body, Headers: amqp.Table{"herald-tenant": a.TenantID, "herald-project": a.ProjectID}})
-			if err != nil {
-				return err
-			}
+			keys[i] = ActionRoutingKey(a)
+			msgs[i] = amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: a.ActionID,
+				Timestamp: a.ActedAt, Body: body, Headers: amqp.Table{"herald-tenant": a.TenantID, "herald-project": a.ProjectID}}
+		}
+		acked, err := broker.PublishConfirmed(ctx, ch, ActionsExchange, keys, msgs)
+		if err != nil {
+			return err
 		}
 		ids := make([]string, 0, len(acts))
-		for i, c := range confirms {
-			ok, err := c.WaitContext(ctx)
-			if err != nil {
-				return err
-			}
+		for i, ok := range acked {
 			if ok {
 				ids = append(ids, acts[i].ActionID)
 			}

@@ -194,22 +194,19 @@ func (s *Stage) publishRound(ctx context.Context, ch *amqp.Channel) (int, error)
 		if err != nil || len(evs) == 0 {
 			return err
 		}
-		confirms := make([]*amqp.DeferredConfirmation, len(evs))
+		keys, msgs := make([]string, len(evs)), make([]amqp.Publishing, len(evs))
 		for i, e := range evs {
 			body, _ := json.Marshal(e.message())
-			confirms[i], err = ch.PublishWithDeferredConfirmWithContext(ctx, s.cfg.Exchange, RoutingKey(e.tenant, e.kind), false, false,
-				amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: e.id, Type: e.kind,
-					Timestamp: e.at, Body: body, Headers: amqp.Table{"herald-tenant": e.tenant}})
-			if err != nil {
-				return err
-			}
+			keys[i] = RoutingKey(e.tenant, e.kind)
+			msgs[i] = amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: e.id, Type: e.kind,
+				Timestamp: e.at, Body: body, Headers: amqp.Table{"herald-tenant": e.tenant}}
+		}
+		acked, err := broker.PublishConfirmed(ctx, ch, s.cfg.Exchange, keys, msgs)
+		if err != nil {
+			return err
 		}
 		seqs := make([]int64, 0, len(evs))
-		for i, c := range confirms {
-			ok, err := c.WaitContext(ctx)
-			if err != nil {
-				return err
-			}
+		for i, ok := range acked {
 			if ok {
 				seqs = append(seqs, evs[i].seq)
 				s.metrics.published(evs[i].tenant)
