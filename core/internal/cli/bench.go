@@ -26,9 +26,6 @@ func init() {
 
 type benchFlags struct {
 	scenario   string
-	// digestWindow and digestRcpts shape the digest scenario.
-	digestWindow time.Duration
-	digestRcpts  int
 	events     int
 	recipients int
 	channels   int
@@ -60,6 +57,9 @@ type benchFlags struct {
 	dirWrites  int
 	dirAPI     bench.DirectoryAPIScenario
 	dirFanout  bool
+	// digestWindow and digestRcpts shape the digest scenario.
+	digestWindow time.Duration
+	digestRcpts  int
 }
 
 func newBenchCmd() *cobra.Command {

@@ -43,7 +43,7 @@ const backlogSQL = `SELECT
 // sees it.
 func ReadBacklog(ctx context.Context, q Querier) (Backlog, error) {
 	var (
-		b                  Backlog
+		b                             Backlog
 		eventAge, delivAge, digestAge float64
 	)
 	err := q.QueryRow(ctx, backlogSQL, BacklogCap).Scan(&b.EventsPending, &eventAge, &b.Pending, &b.Retry, &b.Deferred, &delivAge, &b.DigestWindows, &digestAge)
