@@ -87,7 +87,7 @@ func digestDone(ctx context.Context, pool *pgxpool.Pool, recorded, items int) (b
 // the plugin once; and the run's digest figures.
 func checkDigest(ctx context.Context, pool *pgxpool.Pool, sc Scenario, items int, recs []sinkRecord, commits []int64) (Check, DigestSummary, error) {
 	c, d := Check{Expected: items}, DigestSummary{Window: sc.Digest}
-	var digested, itemWindows, digestWindows, windowsLeft, multi int
+	var digested, itemWindows, digestWindows, windowsLeft int
 	var lastItem int64
 	err := pool.QueryRow(ctx, `SELECT count(*),
 			count(*) FILTER (WHERE status = 'SENT'), count(*) FILTER (WHERE status = 'FAILED'),
@@ -104,22 +104,6 @@ func checkDigest(ctx context.Context, pool *pgxpool.Pool, sc Scenario, items int
 		return c, d, fmt.Errorf("bench: check digests: %w", err)
 	}
 	d.Windows = itemWindows
-	if err := pool.QueryRow(ctx, `SELECT count(*), count(*) - count(DISTINCT delivery_id)
-		FROM delivery_attempts WHERE outcome = 'sent'`).Scan(&c.SentAttempts, &multi); err != nil {
-		return c, d, fmt.Errorf("bench: check attempts: %w", err)
-	}
-	seen := map[string]int{}
-	for _, r := range recs {
-		if r.Outcome == "sent" {
-			seen[r.DeliveryID]++
-		}
-	}
-	c.SinkRecords = len(seen)
-	for _, n := range seen {
-		if n > 1 {
-			c.DupRecords++
-		}
-	}
 	var problems []string
 	if d.Items != items || digested != items {
 		problems = append(problems, fmt.Sprintf("%d items collected, %d DIGESTED, want %d", d.Items, digested, items))
@@ -131,15 +115,11 @@ func checkDigest(ctx context.Context, pool *pgxpool.Pool, sc Scenario, items int
 	if c.Sent != d.Digests {
 		problems = append(problems, fmt.Sprintf("%d digests SENT of %d (%d FAILED, %d not final)", c.Sent, d.Digests, c.Failed, c.Pending))
 	}
-	if multi > 0 || c.SentAttempts != c.Sent {
-		problems = append(problems, fmt.Sprintf("%d sent attempts recorded for %d SENT deliveries", c.SentAttempts, c.Sent))
+	more, err := sentOnce(ctx, pool, &c, recs, "digests")
+	if err != nil {
+		return c, d, err
 	}
-	if c.DupRecords > 0 {
-		problems = append(problems, fmt.Sprintf("%d digests reached the plugin more than once", c.DupRecords))
-	}
-	if c.SinkRecords != c.Sent {
-		problems = append(problems, fmt.Sprintf("the plugin received %d digests, the database has %d SENT", c.SinkRecords, c.Sent))
-	}
+	problems = append(problems, more...)
 	c.OK = len(problems) == 0
 	if c.OK {
 		c.Detail = fmt.Sprintf("all %d items DIGESTED into %d digests, one per window, each SENT exactly once", items, d.Digests)

@@ -909,21 +909,16 @@ func waitDigestsDone(ctx context.Context, pool *pgxpool.Pool, tail *recordTail, 
 	}
 }
 
-// check compares the database and the sink's records with what was
-// expected.
-func check(ctx context.Context, pool *pgxpool.Pool, expected int, recs []sinkRecord) (Check, error) {
-	c := Check{Expected: expected}
-	err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'SENT'),
-			count(*) FILTER (WHERE status = 'FAILED') FROM deliveries`).Scan(&c.Rows, &c.Sent, &c.Failed)
-	if err != nil {
-		return c, fmt.Errorf("bench: check: %w", err)
-	}
-	c.Pending = c.Rows - c.Sent - c.Failed
+// sentOnce fills in c's sent attempts and the sink's records and returns
+// what breaks "each of c.Sent SENT exactly once": a delivery with several
+// sent attempts, one the plugin received twice, or records that do not
+// match the SENT rows. what names the deliveries in the problems.
+func sentOnce(ctx context.Context, pool *pgxpool.Pool, c *Check, recs []sinkRecord, what string) ([]string, error) {
 	var multi int
-	err = pool.QueryRow(ctx, `SELECT count(*), count(*) - count(DISTINCT delivery_id)
+	err := pool.QueryRow(ctx, `SELECT count(*), count(*) - count(DISTINCT delivery_id)
 		FROM delivery_attempts WHERE outcome = 'sent'`).Scan(&c.SentAttempts, &multi)
 	if err != nil {
-		return c, fmt.Errorf("bench: check attempts: %w", err)
+		return nil, fmt.Errorf("bench: check attempts: %w", err)
 	}
 	seen := make(map[string]int, len(recs))
 	for _, r := range recs {
@@ -938,21 +933,40 @@ func check(ctx context.Context, pool *pgxpool.Pool, expected int, recs []sinkRec
 		}
 	}
 	var problems []string
+	if multi > 0 || c.SentAttempts != c.Sent {
+		problems = append(problems, fmt.Sprintf("%d sent attempts recorded for %d SENT deliveries", c.SentAttempts, c.Sent))
+	}
+	if c.DupRecords > 0 {
+		problems = append(problems, fmt.Sprintf("%d %s reached the plugin more than once", c.DupRecords, what))
+	}
+	if c.SinkRecords != c.Sent {
+		problems = append(problems, fmt.Sprintf("the plugin received %d %s, the database has %d SENT", c.SinkRecords, what, c.Sent))
+	}
+	return problems, nil
+}
+
+// check compares the database and the sink's records with what was
+// expected.
+func check(ctx context.Context, pool *pgxpool.Pool, expected int, recs []sinkRecord) (Check, error) {
+	c := Check{Expected: expected}
+	err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'SENT'),
+			count(*) FILTER (WHERE status = 'FAILED') FROM deliveries`).Scan(&c.Rows, &c.Sent, &c.Failed)
+	if err != nil {
+		return c, fmt.Errorf("bench: check: %w", err)
+	}
+	c.Pending = c.Rows - c.Sent - c.Failed
+	var problems []string
 	if c.Rows != expected {
 		problems = append(problems, fmt.Sprintf("%d delivery rows, want %d", c.Rows, expected))
 	}
 	if c.Sent != expected {
 		problems = append(problems, fmt.Sprintf("%d SENT, want %d (%d FAILED, %d not final)", c.Sent, expected, c.Failed, c.Pending))
 	}
-	if multi > 0 || c.SentAttempts != c.Sent {
-		problems = append(problems, fmt.Sprintf("%d sent attempts recorded for %d SENT deliveries", c.SentAttempts, c.Sent))
+	more, err := sentOnce(ctx, pool, &c, recs, "deliveries")
+	if err != nil {
+		return c, err
 	}
-	if c.DupRecords > 0 {
-		problems = append(problems, fmt.Sprintf("%d deliveries reached the plugin more than once", c.DupRecords))
-	}
-	if c.SinkRecords != c.Sent {
-		problems = append(problems, fmt.Sprintf("the plugin received %d deliveries, the database has %d SENT", c.SinkRecords, c.Sent))
-	}
+	problems = append(problems, more...)
 	c.OK = len(problems) == 0
 	if c.OK {
 		c.Detail = fmt.Sprintf("all %d deliveries SENT exactly once", expected)
