@@ -57,6 +57,9 @@ type benchFlags struct {
 	dirWrites  int
 	dirAPI     bench.DirectoryAPIScenario
 	dirFanout  bool
+	// digestWindow and digestRcpts shape the digest scenario.
+	digestWindow time.Duration
+	digestRcpts  int
 }
 
 func newBenchCmd() *cobra.Command {
@@ -149,6 +152,13 @@ again (fanout, fanout-source, fanout-source-2, fanout-2), then latency-source, t
 source path at half the direct fanout's events/s; targets: the source runs' mean
 deliveries/s ≥ 0.90× the direct runs', and the source stage's lag (event commit in
 the source → its row in Herald) p99 < 1 s at half load.
+--scenario digest runs a plain fanout (fanout-no-digest: --digest-recipients in
+200 groups, each event to one group, 1 channel, --events, default 2,000, unpaced),
+then the same with a digest rule (digest: every delivery collected per recipient
+and team over --digest-window, default 1m, max_items 1,000), its events paced at
+the events/s the plain run sustained (or --rate): window close → digest written
+and → plugin p50/p99, deliveries collected/s with the digest bookkeeping and its
+ratio to the plain run's deliveries/s, and the exactly-once check of the digests.
 --scenario custom runs one run from the flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -156,9 +166,11 @@ the source → its row in Herald) p99 < 1 s at half load.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, source (direct and through a source database, then its lag at half load), rls, latency, single, scale, admin, inbox, soak, directory, enqueue or custom")
+	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, source (direct and through a source database, then its lag at half load), rls, latency, single, scale, admin, inbox, soak, directory, enqueue, digest or custom")
 	fl.IntVar(&f.directory.Recipients, "directory-recipients", 100_000, "recipients the directory import writes, one device and one membership each (directory)")
 	fl.IntVar(&f.directory.Erased, "directory-erased", 20_000, "notifications (one delivery each) of the user the directory benchmark erases (directory)")
+	fl.DurationVar(&f.digestWindow, "digest-window", time.Minute, "the digest rule's window (digest; 1s to 168h)")
+	fl.IntVar(&f.digestRcpts, "digest-recipients", 10_000, "recipients of the digest runs, 200 groups of --digest-recipients/200 (digest)")
 	fl.IntVar(&f.dirWrites, "directory-write-rate", 2_000, "directory rows/s written during the second fanout run (directory)")
 	fl.BoolVar(&f.dirFanout, "directory-fanout", true, "with --scenario directory, also the two fanout runs (directory)")
 	fl.IntVar(&f.dirAPI.BatchClients, "directory-batch-clients", 4, "clients sending POST /v1/recipients:batch at once (directory)")
@@ -380,16 +392,38 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		if f.dirFanout {
 			runs = []bench.Scenario{fanout, writing}
 		}
+	case "digest":
+		if f.digestWindow < time.Second || f.digestWindow > 168*time.Hour || f.digestRcpts < 200 || f.digestRcpts > 200_000 {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--digest-window (1s to 168h) and --digest-recipients (200 to 200,000): got %s, %d",
+				f.digestWindow, f.digestRcpts)}
+		}
+		if f.events > 0 && f.events < 200 {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--events: the digest runs spread events over 200 groups; want ≥ 200, got %d", f.events)}
+		}
+		plain := bench.Scenario{Name: "fanout-no-digest", Events: pick(f.events, 2000), Recipients: f.digestRcpts / 200, Channels: 1,
+			Producers: f.producers, Serve: 1, Duration: f.duration}
+		digest := plain
+		digest.Name, digest.Digest, digest.Rate, digest.Duration = "digest", f.digestWindow, f.rate, f.duration+f.digestWindow
+		runs = []bench.Scenario{plain, digest}
 	case "custom":
 		runs = []bench.Scenario{{Name: "custom", Events: pick(f.events, 10000), Recipients: f.recipients, Channels: f.channels,
 			Producers: f.producers, Rate: f.rate, Serve: f.serve, Duration: f.duration}}
 	default:
-		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, source, rls, latency, single, scale, admin, inbox, soak, directory, enqueue or custom", f.scenario)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, source, rls, latency, single, scale, admin, inbox, soak, directory, enqueue, digest or custom", f.scenario)}
 	}
 
 	for i, sc := range runs {
 		if sc.Name == "latency" {
 			sc = latencyScenario(f, rep.Runs)
+		}
+		if sc.Digest > 0 && sc.Rate <= 0 {
+			// Events arrive at the rate the plain fanout sustained.
+			sc.Rate = 100
+			for _, r := range rep.Runs {
+				if r.Scenario.Name == "fanout-no-digest" && r.EventsPerSec >= 1 {
+					sc.Rate = float64(int(r.EventsPerSec))
+				}
+			}
 		}
 		if sc.Name == "latency-source" {
 			sc = latencyScenario(f, rep.Runs)
@@ -411,6 +445,10 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			fmtRate(res.DeliveriesPerS), fmtRate(res.EventsPerSec), res.Latency.P50, res.Latency.P99, res.BenchCPU*100, res.Check.Detail)
 		if res.ToHerald != nil {
 			logf("%s: source → Herald's event_outbox p50 %.1f ms, p99 %.1f ms", sc.Name, res.ToHerald.P50, res.ToHerald.P99)
+		}
+		if res.Digest != nil {
+			logf("%s: %d items into %d digests; window close → digest written p99 %.1f ms, → plugin p99 %.1f ms", sc.Name,
+				res.Digest.Items, res.Digest.Digests, res.Digest.Flush.P99, res.Digest.ToPlugin.P99)
 		}
 		if res.Soak != nil {
 			load := "every window under the producers' load"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/directory"
+	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk"
@@ -36,7 +37,9 @@ type Flusher struct {
 	// Poll is the longest the flusher sleeps between looks for due
 	// windows.
 	Poll time.Duration
-	kick chan struct{}
+	// Metrics records the flushed windows and their lag (nil: none).
+	Metrics *metrics.Metrics
+	kick    chan struct{}
 }
 
 // New returns a flusher rendering with the current rules and calling sent
@@ -103,6 +106,17 @@ func (f *Flusher) FlushOnce(ctx context.Context) (store.FlushResult, error) {
 	})
 	if err != nil {
 		return res, err
+	}
+	done := time.Now()
+	for _, w := range res.Flushed {
+		outcome := metrics.OutcomeEmpty
+		switch w.Status {
+		case store.StatusPending:
+			outcome = metrics.OutcomeSent
+		case store.StatusFailed:
+			outcome = metrics.OutcomeFailed
+		}
+		f.Metrics.DigestFlushed(w.Channel, outcome, done.Sub(w.ClosesAt))
 	}
 	if res.Digests > 0 {
 		f.log.Debug("digests flushed", "windows", res.Windows, "digests", res.Digests, "items", res.Items)

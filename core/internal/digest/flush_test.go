@@ -49,9 +49,14 @@ event "RESERVATION_REQUESTED" {
 
 func setup(t *testing.T, users int) (*testenv.DB, *rules.RuleSet) {
 	t.Helper()
+	return setupRules(t, users, testRules)
+}
+
+func setupRules(t *testing.T, users int, text string) (*testenv.DB, *rules.RuleSet) {
+	t.Helper()
 	db := testenv.Postgres(t)
 	p := filepath.Join(t.TempDir(), "rules.hcl")
-	if err := os.WriteFile(p, []byte(testRules), 0o600); err != nil {
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rs, err := rulesfile.Load(p)

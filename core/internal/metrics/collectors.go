@@ -20,6 +20,12 @@ type Backlog struct {
 	// OldestPendingAge is how long the oldest PENDING delivery has been
 	// due.
 	OldestPendingAge time.Duration
+	// DigestWindows counts digest windows not yet flushed (open, full or
+	// due; capped by the query).
+	DigestWindows int64
+	// OldestDueDigestAge is how long the oldest due digest window has
+	// waited for its flush (0: none).
+	OldestDueDigestAge time.Duration
 }
 
 // BacklogCollector reports the backlog gauges from query, run at most
@@ -36,6 +42,7 @@ type BacklogCollector struct {
 	ok     bool
 
 	events, eventAge, deliveries, pendingAge, up *prometheus.Desc
+	digestWindows, digestDueAge                  *prometheus.Desc
 	errors                                       prometheus.Counter
 }
 
@@ -52,6 +59,10 @@ func NewBacklogCollector(query func(context.Context) (Backlog, error), interval,
 			[]string{"status"}, nil),
 		pendingAge: prometheus.NewDesc("herald_deliveries_oldest_pending_age_seconds",
 			"How long the oldest PENDING delivery has been due (0: none).", nil, nil),
+		digestWindows: prometheus.NewDesc("herald_digest_windows_open",
+			"Digest windows not yet flushed (collecting, full or due), every tenant; capped at the query's limit.", nil, nil),
+		digestDueAge: prometheus.NewDesc("herald_digest_windows_oldest_due_age_seconds",
+			"How long the oldest due digest window has waited for its flush (0: none).", nil, nil),
 		up: prometheus.NewDesc("herald_backlog_query_up",
 			"1 when the last backlog query succeeded, 0 when it failed (the gauges then keep their last figures).", nil, nil),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "herald_backlog_query_errors_total",
@@ -61,7 +72,7 @@ func NewBacklogCollector(query func(context.Context) (Backlog, error), interval,
 
 // Describe implements prometheus.Collector.
 func (c *BacklogCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.events, c.eventAge, c.deliveries, c.pendingAge, c.up} {
+	for _, d := range []*prometheus.Desc{c.events, c.eventAge, c.deliveries, c.pendingAge, c.digestWindows, c.digestDueAge, c.up} {
 		ch <- d
 	}
 	c.errors.Describe(ch)
@@ -95,6 +106,8 @@ func (c *BacklogCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.deliveries, float64(b.Retry), "retry")
 	gauge(c.deliveries, float64(b.Deferred), "deferred")
 	gauge(c.pendingAge, b.OldestPendingAge.Seconds())
+	gauge(c.digestWindows, float64(b.DigestWindows))
+	gauge(c.digestDueAge, b.OldestDueDigestAge.Seconds())
 	up := 0.0
 	if ok {
 		up = 1

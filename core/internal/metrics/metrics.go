@@ -27,6 +27,9 @@ const (
 	// OutcomeCancelled: called off before it was sent (DELETE
 	// /v1/events/{id}).
 	OutcomeCancelled = "cancelled"
+	// OutcomeEmpty: a digest window whose items were all cancelled
+	// before it closed; nothing was sent (herald_digests_flushed_total).
+	OutcomeEmpty = "empty"
 )
 
 // Publishing stages, the stage label of the publisher's metrics.
@@ -54,6 +57,10 @@ type Metrics struct {
 	httpRefused     *prometheus.CounterVec
 	httpIdleClosed  prometheus.Counter
 	pluginLogDrop   *prometheus.CounterVec
+	digestItems     *prometheus.CounterVec
+	digestsFlushed  *prometheus.CounterVec
+	digestLag       *prometheus.HistogramVec
+	throttled       *prometheus.CounterVec
 }
 
 // Reasons a live session or a connection is refused, the reason label of
@@ -119,7 +126,18 @@ func New(reg prometheus.Registerer) *Metrics {
 		pluginLogDrop: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herald_plugin_log_lines_dropped_total",
 			Help: "Log lines of a plugin the host did not re-emit because the plugin logged over the host's bound, by channel and provider."},
 			[]string{"channel", "provider"}),
+		digestItems: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herald_digest_items_total",
+			Help: "Deliveries the relay collected into a digest window (WAITING, hold digest), by channel."}, []string{"channel"}),
+		digestsFlushed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herald_digests_flushed_total",
+			Help: "Digest windows flushed (committed), by channel and outcome: sent (one digest delivery written PENDING), failed (written FAILED: the rule or its template could not render it), empty (every item was cancelled; nothing sent)."},
+			[]string{"channel", "outcome"}),
+		digestLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "herald_digest_flush_lag_seconds",
+			Help:    "From the time a digest window fell due (its window ended, or it reached max_items) to the commit of its flush, by channel.",
+			Buckets: latencyBuckets}, []string{"channel"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herald_throttled_total",
+			Help: "Deliveries the relay wrote SKIPPED because they went over their throttle's limit, by channel."}, []string{"channel"}),
 	}
+	reg.MustRegister(m.digestItems, m.digestsFlushed, m.digestLag, m.throttled)
 	reg.MustRegister(m.eventsAccepted, m.eventsProcessed, m.eventsFailed, m.deliveries, m.latency, m.relaySize,
 		m.relayDuration, m.pubSize, m.pubDuration, m.unconfirmed, m.pluginSend, m.liveSessions, m.liveRefused, m.httpConns, m.httpRefused, m.httpIdleClosed, m.pluginLogDrop,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -273,5 +291,30 @@ func (m *Metrics) HTTPRefused(reason string) {
 func (m *Metrics) HTTPIdleClosed(n int) {
 	if m != nil && n > 0 {
 		m.httpIdleClosed.Add(float64(n))
+	}
+}
+
+// DigestItems counts n deliveries of channel the relay collected into
+// digest windows.
+func (m *Metrics) DigestItems(channel string, n int) {
+	if m != nil && n > 0 {
+		m.digestItems.WithLabelValues(channel).Add(float64(n))
+	}
+}
+
+// DigestFlushed counts a digest window of channel flushed with outcome
+// (OutcomeSent, OutcomeFailed, OutcomeEmpty), lag after it fell due.
+func (m *Metrics) DigestFlushed(channel, outcome string, lag time.Duration) {
+	if m != nil {
+		m.digestsFlushed.WithLabelValues(channel, outcome).Inc()
+		m.digestLag.WithLabelValues(channel).Observe(max(lag, 0).Seconds())
+	}
+}
+
+// Throttled counts n deliveries of channel the relay skipped over their
+// throttle's limit.
+func (m *Metrics) Throttled(channel string, n int) {
+	if m != nil && n > 0 {
+		m.throttled.WithLabelValues(channel).Add(float64(n))
 	}
 }

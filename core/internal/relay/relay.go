@@ -463,14 +463,25 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 				r.cfg.Metrics.EventsFailed(rj.Metric, 1)
 			}
 		}
-		deferred := map[string]int{}
+		deferred, collected, throttled := map[string]int{}, map[string]int{}, map[string]int{}
 		for _, d := range written {
-			if d.Status == store.StatusDeferred {
+			switch {
+			case d.Status == store.StatusDeferred:
 				deferred[d.Channel]++
+			case d.Status == store.StatusWaiting && d.Hold == store.HoldDigest:
+				collected[d.Channel]++
+			case d.Status == store.StatusSkipped && d.Throttle != nil:
+				throttled[d.Channel]++
 			}
 		}
 		for ch, n := range deferred {
 			r.cfg.Metrics.Delivery(ch, "", metrics.OutcomeDeferred, n)
+		}
+		for ch, n := range collected {
+			r.cfg.Metrics.DigestItems(ch, n)
+		}
+		for ch, n := range throttled {
+			r.cfg.Metrics.Throttled(ch, n)
 		}
 	}
 	if len(handed) > 0 {

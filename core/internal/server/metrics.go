@@ -33,7 +33,8 @@ func RegisterStateCollectors(reg prometheus.Registerer, worker *pgxpool.Pool, ho
 		reg.MustRegister(metrics.NewBacklogCollector(func(ctx context.Context) (metrics.Backlog, error) {
 			b, err := store.ReadBacklog(ctx, worker)
 			return metrics.Backlog{EventsPending: b.EventsPending, OldestEventAge: b.OldestEventAge,
-				Pending: b.Pending, Retry: b.Retry, Deferred: b.Deferred, OldestPendingAge: b.OldestPendingAge}, err
+				Pending: b.Pending, Retry: b.Retry, Deferred: b.Deferred, OldestPendingAge: b.OldestPendingAge,
+				DigestWindows: b.DigestWindows, OldestDueDigestAge: b.OldestDueDigestAge}, err
 		}, BacklogInterval, backlogTimeout))
 	}
 	if host != nil {

@@ -81,7 +81,7 @@ func TestReadBacklogCountsWaitingRowsThroughPartialIndexes(t *testing.T) {
 		// deliveries is partitioned (migration 0021): each month's
 		// partition has the partial indexes, named after the parent's.
 		cur := monthName("deliveries", time.Now())
-		for _, idx := range []string{"event_outbox_pending", cur + "_pending", cur + "_due", "deliveries_default_pending"} {
+		for _, idx := range []string{"event_outbox_pending", cur + "_pending", cur + "_due", "deliveries_default_pending", "digest_windows_due"} {
 			if !strings.Contains(plan, idx) {
 				t.Errorf("the backlog query does not use %s:\n%s", idx, plan)
 			}

@@ -114,7 +114,9 @@ func OpenDigestWindows(ctx context.Context, tx pgx.Tx, items []DigestItem) ([]st
 // DueWindow is a digest window the flush claimed.
 type DueWindow struct {
 	TenantID, WindowID, UserID, Channel, EventType, Key string
-	OpenedAt                                            time.Time
+	// OpenedAt is when its first item came; ClosesAt when it fell due
+	// (its window ended, or the item that filled it came).
+	OpenedAt, ClosesAt time.Time
 }
 
 // WaitingItem is a digest item still WAITING in a claimed window.
@@ -140,6 +142,16 @@ type FlushResult struct {
 	Digests int
 	// Items is the number of items marked DIGESTED.
 	Items int
+	// Flushed is each claimed window with what became of it.
+	Flushed []FlushedWindow
+}
+
+// FlushedWindow is a window a committed flush removed: Status is its
+// digest delivery's (PENDING, or FAILED when it could not be rendered),
+// empty when every item had been cancelled and nothing was written.
+type FlushedWindow struct {
+	Channel, Status string
+	ClosesAt        time.Time
 }
 
 // FlushDigests flushes up to limit due digest windows in one transaction:
@@ -156,14 +168,14 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		return res, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := tx.Query(ctx, `SELECT tenant_id, window_id::text, user_id, channel, event_type, digest_key, opened_at
+	rows, err := tx.Query(ctx, `SELECT tenant_id, window_id::text, user_id, channel, event_type, digest_key, opened_at, closes_at
 		FROM digest_windows WHERE closes_at <= now() ORDER BY closes_at LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
 	if err != nil {
 		return res, fmt.Errorf("claim digest windows: %w", err)
 	}
 	wins, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueWindow, error) {
 		var w DueWindow
-		return w, r.Scan(&w.TenantID, &w.WindowID, &w.UserID, &w.Channel, &w.EventType, &w.Key, &w.OpenedAt)
+		return w, r.Scan(&w.TenantID, &w.WindowID, &w.UserID, &w.Channel, &w.EventType, &w.Key, &w.OpenedAt, &w.ClosesAt)
 	})
 	if err != nil {
 		return res, fmt.Errorf("claim digest windows: %w", err)
@@ -203,7 +215,9 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		itemCreated         []time.Time
 	)
 	now := time.Now()
-	for _, w := range wins {
+	flushed := make([]FlushedWindow, len(wins))
+	for i, w := range wins {
+		flushed[i] = FlushedWindow{Channel: w.Channel, ClosesAt: w.ClosesAt}
 		its := items[w.WindowID]
 		if len(its) == 0 {
 			continue // every item was cancelled: nothing to send
@@ -225,6 +239,7 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 			d.Status = StatusPending
 		}
 		d.TraceParent, d.TraceState = last.TraceParent, last.TraceState
+		flushed[i].Status = d.Status
 		digests = append(digests, d)
 		for _, it := range its {
 			itemIDs, itemDigest, itemCreated = append(itemIDs, it.DeliveryID), append(itemDigest, d.ID), append(itemCreated, it.CreatedAt)
@@ -256,7 +271,7 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 	if err := tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("commit digest flush: %w", err)
 	}
-	return FlushResult{Windows: len(wins), Digests: len(digests), Items: len(itemIDs)}, nil
+	return FlushResult{Windows: len(wins), Digests: len(digests), Items: len(itemIDs), Flushed: flushed}, nil
 }
 
 func tenantsOf(wins []DueWindow) []string {

@@ -100,6 +100,11 @@ type Scenario struct {
 	// (Env.Herald otherwise): a build of an older commit, whose queries
 	// match the older schema of MigrationLevel.
 	Herald string `json:"herald,omitempty"`
+	// Digest, when not 0, adds a digest rule of this window to the run's
+	// event (every channel, per recipient and team; digest.go): the
+	// deliveries are collected, and each window is sent as one digest
+	// when it closes. The run ends when every window is flushed and sent.
+	Digest time.Duration `json:"digest_window_ns,omitempty"`
 }
 
 // perEvent is how many deliveries the scenario expects per event.
@@ -183,6 +188,8 @@ type Result struct {
 	DirectoryRowsPerS float64 `json:"directory_rows_per_sec,omitempty"`
 	// Soak holds the windows of a soak run (Scenario.Window).
 	Soak *SoakSummary `json:"soak,omitempty"`
+	// Digest holds a digest run's figures (Scenario.Digest).
+	Digest *DigestSummary `json:"digest,omitempty"`
 }
 
 // LatencySummary holds quantiles in milliseconds.
@@ -521,6 +528,10 @@ func (r *pipelineRun) measure(ctx context.Context) (measured, error) {
 			func() int { return int(r.enqueued.Load()) * sc.perEvent() }, r.roots)
 		admit, total = soak.admit, sc.Deliveries
 	}
+	if sc.Digest > 0 {
+		// The sink records digests: at least one per recipient and channel.
+		total = r.groups * sc.Recipients * sc.Channels
+	}
 	var produceErr error
 	var produceWG sync.WaitGroup
 	produceWG.Add(1)
@@ -560,7 +571,11 @@ func (r *pipelineRun) measure(ctx context.Context) (measured, error) {
 	// Wait for every expected delivery to reach a final state in the
 	// database (SENT or FAILED), polling the sink's records for progress
 	// and the database only when they say the run may be complete.
-	m.waitErr = waitDone(runCtx, r.pool, tail, m.expected)
+	if sc.Digest > 0 {
+		m.waitErr = waitDigestsDone(runCtx, r.pool, tail, m.expected)
+	} else {
+		m.waitErr = waitDone(runCtx, r.pool, tail, m.expected)
+	}
 	doneAt := time.Now()
 	stopDir()
 	dirWG.Wait()
@@ -610,7 +625,13 @@ func (r *pipelineRun) judge(ctx context.Context, m measured) error {
 	if err != nil {
 		return err
 	}
-	res.Check, err = check(ctx, r.pool, m.expected, recs)
+	var digest DigestSummary
+	if sc.Digest > 0 {
+		res.Check, digest, err = checkDigest(ctx, r.pool, sc, m.expected, recs, r.commits[:produced])
+		res.Digest = &digest
+	} else {
+		res.Check, err = check(ctx, r.pool, m.expected, recs)
+	}
 	if err != nil {
 		return err
 	}
@@ -661,6 +682,12 @@ func (r *pipelineRun) judge(ctx context.Context, m measured) error {
 		res.ProduceRate = float64(produced-1) / time.Duration(lastCommit-firstCommit).Seconds()
 	}
 	res.Latency = summarize(lat)
+	if res.Digest != nil && res.Digest.ItemsPerSec > 0 {
+		// The deliveries of a digest run are the items the relay wrote
+		// (what a plain fanout sends); the digests follow a window later.
+		res.DeliveriesPerS = res.Digest.ItemsPerSec
+		res.EventsPerSec = res.Digest.ItemsPerSec / float64(sc.perEvent())
+	}
 	res.ToFanout, res.ToRecord, err = stageLatencies(ctx, r.pool, commits[:produced])
 	if err != nil || !r.sc.Source {
 		return err
@@ -759,12 +786,12 @@ func rulesFile(sc Scenario, channels []string, recordDir string) string {
   }
   mandatory   = [%s]
   quiet_hours = "ignore"
-  inbox {
+%s  inbox {
     title = "Benchmark event {{ .payload.n }}"
     body  = "Event {{ .payload.n }} for team {{ .payload.team }}"
   }
 }
-`, benchEventType, strings.Join(quoted, ", "))
+`, benchEventType, strings.Join(quoted, ", "), digestBlock(sc, quoted))
 	return b.String()
 }
 
@@ -865,21 +892,33 @@ func waitDone(ctx context.Context, pool *pgxpool.Pool, tail *recordTail, expecte
 	}
 }
 
-// check compares the database and the sink's records with what was
-// expected.
-func check(ctx context.Context, pool *pgxpool.Pool, expected int, recs []sinkRecord) (Check, error) {
-	c := Check{Expected: expected}
-	err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'SENT'),
-			count(*) FILTER (WHERE status = 'FAILED') FROM deliveries`).Scan(&c.Rows, &c.Sent, &c.Failed)
-	if err != nil {
-		return c, fmt.Errorf("bench: check: %w", err)
+// waitDigestsDone waits until a digest run's items are all DIGESTED and
+// every window's digest is final and recorded by the sink.
+func waitDigestsDone(ctx context.Context, pool *pgxpool.Pool, tail *recordTail, items int) error {
+	tick := time.NewTicker(waitDoneEvery)
+	defer tick.Stop()
+	for {
+		if ok, err := digestDone(ctx, pool, tail.count(), items); err == nil && ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
 	}
-	c.Pending = c.Rows - c.Sent - c.Failed
+}
+
+// sentOnce fills in c's sent attempts and the sink's records and returns
+// what breaks "each of c.Sent SENT exactly once": a delivery with several
+// sent attempts, one the plugin received twice, or records that do not
+// match the SENT rows. what names the deliveries in the problems.
+func sentOnce(ctx context.Context, pool *pgxpool.Pool, c *Check, recs []sinkRecord, what string) ([]string, error) {
 	var multi int
-	err = pool.QueryRow(ctx, `SELECT count(*), count(*) - count(DISTINCT delivery_id)
+	err := pool.QueryRow(ctx, `SELECT count(*), count(*) - count(DISTINCT delivery_id)
 		FROM delivery_attempts WHERE outcome = 'sent'`).Scan(&c.SentAttempts, &multi)
 	if err != nil {
-		return c, fmt.Errorf("bench: check attempts: %w", err)
+		return nil, fmt.Errorf("bench: check attempts: %w", err)
 	}
 	seen := make(map[string]int, len(recs))
 	for _, r := range recs {
@@ -894,21 +933,40 @@ func check(ctx context.Context, pool *pgxpool.Pool, expected int, recs []sinkRec
 		}
 	}
 	var problems []string
+	if multi > 0 || c.SentAttempts != c.Sent {
+		problems = append(problems, fmt.Sprintf("%d sent attempts recorded for %d SENT deliveries", c.SentAttempts, c.Sent))
+	}
+	if c.DupRecords > 0 {
+		problems = append(problems, fmt.Sprintf("%d %s reached the plugin more than once", c.DupRecords, what))
+	}
+	if c.SinkRecords != c.Sent {
+		problems = append(problems, fmt.Sprintf("the plugin received %d %s, the database has %d SENT", c.SinkRecords, what, c.Sent))
+	}
+	return problems, nil
+}
+
+// check compares the database and the sink's records with what was
+// expected.
+func check(ctx context.Context, pool *pgxpool.Pool, expected int, recs []sinkRecord) (Check, error) {
+	c := Check{Expected: expected}
+	err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'SENT'),
+			count(*) FILTER (WHERE status = 'FAILED') FROM deliveries`).Scan(&c.Rows, &c.Sent, &c.Failed)
+	if err != nil {
+		return c, fmt.Errorf("bench: check: %w", err)
+	}
+	c.Pending = c.Rows - c.Sent - c.Failed
+	var problems []string
 	if c.Rows != expected {
 		problems = append(problems, fmt.Sprintf("%d delivery rows, want %d", c.Rows, expected))
 	}
 	if c.Sent != expected {
 		problems = append(problems, fmt.Sprintf("%d SENT, want %d (%d FAILED, %d not final)", c.Sent, expected, c.Failed, c.Pending))
 	}
-	if multi > 0 || c.SentAttempts != c.Sent {
-		problems = append(problems, fmt.Sprintf("%d sent attempts recorded for %d SENT deliveries", c.SentAttempts, c.Sent))
+	more, err := sentOnce(ctx, pool, &c, recs, "deliveries")
+	if err != nil {
+		return c, err
 	}
-	if c.DupRecords > 0 {
-		problems = append(problems, fmt.Sprintf("%d deliveries reached the plugin more than once", c.DupRecords))
-	}
-	if c.SinkRecords != c.Sent {
-		problems = append(problems, fmt.Sprintf("the plugin received %d deliveries, the database has %d SENT", c.SinkRecords, c.Sent))
-	}
+	problems = append(problems, more...)
 	c.OK = len(problems) == 0
 	if c.OK {
 		c.Detail = fmt.Sprintf("all %d deliveries SENT exactly once", expected)
@@ -1296,11 +1354,12 @@ func summarize(l *Latencies) LatencySummary {
 // stageLatencies splits the trip at the delivery row: commit → row written
 // (the relay's clock, to the millisecond: the time in the UUIDv7
 // delivery id; created_at is the event's since migration 0021) and row →
-// SENT recorded (sent_at).
+// SENT recorded (sent_at). A digest run's items count in the first only;
+// its digests (no event of the run's) in the second.
 func stageLatencies(ctx context.Context, pool *pgxpool.Pool, commits []int64) (LatencySummary, LatencySummary, error) {
 	rows, err := pool.Query(ctx, `SELECT event_id, ('x' || substr(replace(delivery_id::text, '-', ''), 1, 12))::bit(48)::bigint * 1000000,
 			(extract(epoch FROM sent_at) * 1e9)::bigint
-		FROM deliveries WHERE status = 'SENT' AND attempts = 1`)
+		FROM deliveries WHERE (status = 'SENT' AND attempts = 1) OR status = 'DIGESTED'`)
 	if err != nil {
 		return LatencySummary{}, LatencySummary{}, fmt.Errorf("bench: stage latencies: %w", err)
 	}
@@ -1308,14 +1367,17 @@ func stageLatencies(ctx context.Context, pool *pgxpool.Pool, commits []int64) (L
 	fan, rec := &Latencies{}, &Latencies{}
 	for rows.Next() {
 		var ev string
-		var created, sent int64
+		var created int64
+		var sent *int64 // NULL: a digest item, collected, not sent itself
 		if err := rows.Scan(&ev, &created, &sent); err != nil {
 			return LatencySummary{}, LatencySummary{}, err
 		}
 		if i, ok := eventIndex(ev); ok && i < len(commits) && commits[i] > 0 {
 			fan.Add(time.Duration(created - commits[i]))
 		}
-		rec.Add(time.Duration(sent - created))
+		if sent != nil {
+			rec.Add(time.Duration(*sent - created))
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return LatencySummary{}, LatencySummary{}, err

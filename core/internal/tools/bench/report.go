@@ -107,6 +107,7 @@ func (r *Report) ceiling(prefix string) (Ceiling, bool) {
 func (r *Report) Evaluate() {
 	r.OK = len(r.Runs) > 0
 	r.Targets = nil
+	r.digestBaselines()
 	for _, run := range r.Runs {
 		if !run.Check.OK {
 			r.OK = false
@@ -459,6 +460,9 @@ func (r *Report) Print(w io.Writer) {
 	for _, run := range r.Runs {
 		if run.Soak != nil {
 			run.Soak.print(w, run.Scenario.Name, run.Check)
+		}
+		if run.Digest != nil {
+			run.Digest.print(w, run.Scenario.Name, run.Scenario.Rate)
 		}
 	}
 	if r.Admin != nil {
