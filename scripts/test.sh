@@ -27,6 +27,8 @@ scripts/modversions-check.sh
 
 echo "== go vet"
 go vet ./...
+# The chaos tests (make test-chaos) build only with their tag.
+go vet -tags chaos ./core/integration/
 # The sdk and the producer are modules of their own (sdk/go.mod,
 # sdk/producer/go.mod): ./... at the root does not reach them.
 (cd sdk && go vet ./...)
