@@ -12,7 +12,7 @@ import (
 // reports (the same graph the compiler builds):
 //
 //   - the rules engine is pure: it, and the packages of the module it
-//     depends on (channel, directory, backoff), import no I/O package (network,
+//     depends on (channel, directory, backoff, durfmt), import no I/O package (network,
 //     database, broker, processes, plugins, file watching), and the
 //     engine depends on no other package of the module;
 //   - the plugin host and the store do not depend on the engine: the
@@ -35,11 +35,12 @@ const (
 )
 
 // engineMayUse are the packages of the module the engine may depend on:
-// the domain types and the backoff formula.
+// the domain types, the backoff formula and the duration format.
 var engineMayUse = []string{
 	module + "core/internal/channel",
 	module + "core/internal/directory",
 	module + "core/internal/backoff",
+	module + "core/internal/durfmt",
 }
 
 // ioPackages are imports that do I/O: not one may be a dependency of the

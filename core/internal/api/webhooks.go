@@ -35,6 +35,21 @@ func (s *Server) SetWebhooks(p WebhookPolicy) { s.webhooks = p }
 // maxRotationOverlap bounds how long a rotated secret keeps signing.
 const maxRotationOverlap = 7 * 24 * time.Hour
 
+// webhookError answers the error of a webhook handler's tenant
+// transaction, if any: ErrNoWebhook as 404 "no webhook", anything else as
+// a 500. It reports whether it answered.
+func (s *Server) webhookError(w http.ResponseWriter, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, store.ErrNoWebhook):
+		Problem(w, http.StatusNotFound, "no webhook", store.ErrNoWebhook.Error(), "")
+	default:
+		s.internal(w, err)
+	}
+	return true
+}
+
 type webhookSettings struct {
 	URL     *string   `json:"url"`
 	Kinds   *[]string `json:"kinds"`
@@ -54,12 +69,7 @@ func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request) {
 		hook, err = store.GetWebhook(r.Context(), tx, principalOf(r).Tenant)
 		return err
 	})
-	if errors.Is(err, store.ErrNoWebhook) {
-		Problem(w, http.StatusNotFound, "no webhook", err.Error(), "")
-		return
-	}
-	if err != nil {
-		s.internal(w, err)
+	if s.webhookError(w, err) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, webhookView{Webhook: hook})
@@ -100,8 +110,7 @@ func (s *Server) putWebhook(w http.ResponseWriter, r *http.Request) {
 		out.Webhook, err = store.GetWebhook(r.Context(), tx, tenant)
 		return err
 	})
-	if err != nil {
-		s.internal(w, err)
+	if s.webhookError(w, err) {
 		return
 	}
 	status := http.StatusOK
@@ -112,18 +121,14 @@ func (s *Server) putWebhook(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
-	var found bool
 	err := s.inTenant(r, func(tx pgx.Tx) error {
-		var err error
-		found, err = store.DeleteWebhook(r.Context(), tx, principalOf(r).Tenant)
+		found, err := store.DeleteWebhook(r.Context(), tx, principalOf(r).Tenant)
+		if err == nil && !found {
+			err = store.ErrNoWebhook
+		}
 		return err
 	})
-	if err != nil {
-		s.internal(w, err)
-		return
-	}
-	if !found {
-		Problem(w, http.StatusNotFound, "no webhook", store.ErrNoWebhook.Error(), "")
+	if s.webhookError(w, err) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -155,12 +160,7 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) {
 		until, err = store.RotateWebhookSecret(r.Context(), tx, principalOf(r).Tenant, secret, overlap)
 		return err
 	})
-	if errors.Is(err, store.ErrNoWebhook) {
-		Problem(w, http.StatusNotFound, "no webhook", err.Error(), "")
-		return
-	}
-	if err != nil {
-		s.internal(w, err)
+	if s.webhookError(w, err) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"secret": secret, "previous_secret_until": until})
@@ -203,8 +203,7 @@ func (s *Server) replayWebhook(w http.ResponseWriter, r *http.Request) {
 		Problem(w, http.StatusConflict, "no webhook", "the tenant has no enabled webhook to replay to; PUT /v1/settings/webhook first", "")
 		return
 	}
-	if err != nil {
-		s.internal(w, err)
+	if s.webhookError(w, err) {
 		return
 	}
 	WriteJSON(w, http.StatusAccepted, map[string]any{"replayed": n})

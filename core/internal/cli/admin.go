@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/sdk/producer"
 	"github.com/jackc/pgx/v5"
@@ -423,6 +424,12 @@ func withPool(ctx context.Context, cfgPath string, fn func(context.Context, stor
 
 // withTx runs fn in one transaction that commits when fn succeeds.
 func withTx(ctx context.Context, cfgPath string, fn func(context.Context, store.Querier) error) error {
+	return withConfigTx(ctx, cfgPath, func(ctx context.Context, _ *config.Daemon, tx pgx.Tx) error { return fn(ctx, tx) })
+}
+
+// withConfigTx is withTx for a command that also reads the daemon's
+// settings.
+func withConfigTx(ctx context.Context, cfgPath string, fn func(context.Context, *config.Daemon, pgx.Tx) error) error {
 	d, err := loadDaemon(cfgPath)
 	if err != nil {
 		return err
@@ -432,5 +439,5 @@ func withTx(ctx context.Context, cfgPath string, fn func(context.Context, store.
 		return err
 	}
 	defer pool.Close()
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return fn(ctx, tx) })
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return fn(ctx, &d, tx) })
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/config"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/webhook"
 	"github.com/jackc/pgx/v5"
@@ -28,16 +29,7 @@ func newTenantWebhookCmd() *cobra.Command {
 		if err := store.ValidID("tenant", tenant); err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--tenant: %w", err)}
 		}
-		d, err := loadDaemon(cfg)
-		if err != nil {
-			return err
-		}
-		pool, err := connect(ctx, d)
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return withConfigTx(ctx, cfg, func(ctx context.Context, d *config.Daemon, tx pgx.Tx) error {
 			if err := tenantExists(ctx, tx, tenant); err != nil {
 				return err
 			}

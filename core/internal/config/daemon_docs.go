@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/durfmt"
 )
 
 // docIndex maps "<package path>.<Type>.<Field>" to the field's doc
@@ -209,7 +211,7 @@ func defaultText(s Setting) string {
 func hclValue(v reflect.Value) string {
 	switch {
 	case v.Type() == durationType:
-		return strconv.Quote(prettyDuration(time.Duration(v.Int())))
+		return strconv.Quote(durfmt.Short(time.Duration(v.Int())))
 	case v.Kind() == reflect.String:
 		return strconv.Quote(v.String())
 	case v.Kind() == reflect.Slice:
@@ -220,18 +222,6 @@ func hclValue(v reflect.Value) string {
 		return "[" + strings.Join(items, ", ") + "]"
 	}
 	return fmt.Sprint(v.Interface())
-}
-
-// prettyDuration is d as it would be written: "2m", not "2m0s".
-func prettyDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 func envText(s Setting) string {

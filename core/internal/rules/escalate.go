@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/core/internal/durfmt"
 )
 
 // Escalation is how a kept channel waits: its delivery is written WAITING
@@ -108,16 +110,7 @@ func unlessText(unless []string) string {
 }
 
 // shortDuration writes d without zero tails: 10m, 1h30m, 2s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+func shortDuration(d time.Duration) string { return durfmt.Short(d) }
 
 // escalate decides how an escalated channel waits for recipient r: due at
 // at+After; inside the recipient's quiet hours an intrusive channel
