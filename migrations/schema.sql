@@ -534,6 +534,10 @@ CREATE FUNCTION public.herald_notify_event() RETURNS trigger
     SET search_path TO 'pg_catalog', 'public'
     AS $$
 BEGIN
+    IF pg_catalog.current_setting('herald.event_notify_checked', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pg_catalog.set_config('herald.event_notify_checked', 'on', true);
     IF NOT EXISTS (SELECT 1 FROM event_outbox
                    WHERE status = 'PENDING' AND available_at <= now() AND created_at < now()) THEN
         PERFORM pg_notify('herald_events', '');

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -377,4 +378,100 @@ func TestMigration0095RoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("up again", false, "rt-3")
+}
+
+// TestEnqueueManyInOneTransactionLooksOnce: a producer enqueuing many
+// events in one transaction (one herald_enqueue call each) pays for the
+// relay's wake-up check once (migration 0136), not once per call over
+// all of its own earlier rows: the rows the transaction's index scans
+// fetch stay linear in the events, where they were quadratic. The relay
+// is still woken once per transaction: by a transaction into an idle
+// outbox, not by one while an older event waits, and again after a
+// savepoint that took the first look back.
+func TestEnqueueManyInOneTransactionLooksOnce(t *testing.T) {
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	if err := store.EnsureTenant(ctx, db.Pool, "acme", ""); err != nil {
+		t.Fatal(err)
+	}
+	prod := loginAs(t, ctx, db, "many_events_producer", "acme")
+	listen, err := pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Close(ctx)
+	if _, err := listen.Exec(ctx, "LISTEN herald_events"); err != nil {
+		t.Fatal(err)
+	}
+	// notified waits for a notification (up to wait) and reports whether
+	// one came.
+	notified := func(wait time.Duration) bool {
+		c, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		_, err := listen.WaitForNotification(c)
+		return err == nil
+	}
+	const n = 400
+	var fetched int64
+	err = pgx.BeginFunc(ctx, prod, func(tx pgx.Tx) error {
+		for i := range n {
+			if outcome, _, err := enqueueIn(ctx, tx, "acme", fmt.Sprintf("many-%d", i), "T", `{"i": 1}`); err != nil || outcome != "new" {
+				return fmt.Errorf("event %d: %q, %v", i, outcome, err)
+			}
+		}
+		return tx.QueryRow(ctx, `SELECT coalesce(sum(idx_tup_fetch), 0)::bigint FROM pg_stat_xact_user_tables WHERE relname = 'event_outbox'`).Scan(&fetched)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each call's own insert checks its key; the wake-up check looked
+	// once. Looking at every call would fetch about n²/2 = 80,000 rows.
+	if fetched > 4*n {
+		t.Errorf("one transaction of %d events fetched %d event_outbox rows by index: the wake-up check looks at each call", n, fetched)
+	}
+	if !notified(10 * time.Second) {
+		t.Fatal("a transaction into an idle outbox did not wake the relay")
+	}
+	// The 400 events wait: a transaction behind them does not notify.
+	if _, _, err := enqueueIn(ctx, prod, "acme", "behind", "T", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	if notified(500 * time.Millisecond) {
+		t.Error("a transaction behind waiting events woke the relay")
+	}
+	if _, err := db.Pool.Exec(ctx, `UPDATE event_outbox SET status = 'PROCESSED', processed_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	// A savepoint rolled back takes the look with it: the next insert of
+	// the transaction looks again, and the commit notifies.
+	err = pgx.BeginFunc(ctx, prod, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SAVEPOINT s"); err != nil {
+			return err
+		}
+		if _, _, err := enqueueIn(ctx, tx, "acme", "rolled-back", "T", `{}`); err != nil {
+			return err
+		}
+		var mark string
+		if err := tx.QueryRow(ctx, `SELECT coalesce(current_setting('herald.event_notify_checked', true), '')`).Scan(&mark); err != nil || mark != "on" {
+			return fmt.Errorf("after the first insert the mark is %q (%v), want on", mark, err)
+		}
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT s"); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT coalesce(current_setting('herald.event_notify_checked', true), '')`).Scan(&mark); err != nil || mark != "" {
+			return fmt.Errorf("after the rollback to the savepoint the mark is %q (%v), want none", mark, err)
+		}
+		_, _, err := enqueueIn(ctx, tx, "acme", "kept", "T", `{}`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !notified(10 * time.Second) {
+		t.Error("the transaction after a rolled-back savepoint did not wake the relay")
+	}
+	var mark string
+	if err := prod.QueryRow(ctx, `SELECT coalesce(current_setting('herald.event_notify_checked', true), '')`).Scan(&mark); err != nil || mark != "" {
+		t.Errorf("the mark outlived its transaction: %q (%v)", mark, err)
+	}
 }
