@@ -504,11 +504,36 @@ func jsonOr(b json.RawMessage) string {
 // there at now+grace, or once its owner's liveness lock is gone,
 // ClaimHandoffs gives its deliveries to a publisher.
 func InsertHandoff(ctx context.Context, tx pgx.Tx, ids []string, grace time.Duration, owner int32) (int64, error) {
+	return InsertHandoffDeleting(ctx, tx, ids, grace, owner, nil)
+}
+
+// InsertHandoffDeleting is InsertHandoff that also deletes, in the same
+// round trip and transaction, the handoffs confirmed: earlier ones whose
+// deliveries the broker confirmed (see DeleteHandoffs). A confirmed
+// handoff already gone is no error.
+func InsertHandoffDeleting(ctx context.Context, tx pgx.Tx, ids []string, grace time.Duration, owner int32, confirmed []int64) (int64, error) {
+	const insert = `INSERT INTO delivery_handoffs (due_at, delivery_ids, owner)
+		VALUES (now() + make_interval(secs => $1), $2::text[]::uuid[], NULLIF($3::int, 0)) RETURNING handoff_id`
 	var id int64
-	err := tx.QueryRow(ctx, `INSERT INTO delivery_handoffs (due_at, delivery_ids, owner)
-		VALUES (now() + make_interval(secs => $1), $2::text[]::uuid[], NULLIF($3::int, 0)) RETURNING handoff_id`,
-		grace.Seconds(), ids, owner).Scan(&id)
-	if err != nil {
+	if len(confirmed) == 0 {
+		if err := tx.QueryRow(ctx, insert, grace.Seconds(), ids, owner).Scan(&id); err != nil {
+			return 0, fmt.Errorf("insert handoff: %w", err)
+		}
+		return id, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(insert, grace.Seconds(), ids, owner)
+	b.Queue(`DELETE FROM delivery_handoffs WHERE handoff_id = ANY($1)`, confirmed)
+	br := tx.SendBatch(ctx, b)
+	if err := br.QueryRow().Scan(&id); err != nil {
+		_ = br.Close()
+		return 0, fmt.Errorf("insert handoff: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return 0, fmt.Errorf("delete confirmed handoffs: %w", err)
+	}
+	if err := br.Close(); err != nil {
 		return 0, fmt.Errorf("insert handoff: %w", err)
 	}
 	return id, nil
