@@ -443,6 +443,10 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 		logf("%s: %s deliveries/s, %s events/s, p50 %.1f ms, p99 %.1f ms, bench process %.0f%% of a core; %s", sc.Name,
 			fmtRate(res.DeliveriesPerS), fmtRate(res.EventsPerSec), res.Latency.P50, res.Latency.P99, res.BenchCPU*100, res.Check.Detail)
+		if t := res.Tail; t.Count > 0 {
+			logf("%s: the %d trips ≥ p99 (%.1f ms), medians: commit → relay claim %.1f ms, claim → row %.1f ms, row → plugin %.1f ms", sc.Name,
+				t.Count, t.From, t.Wake, t.Relay, t.Deliver)
+		}
 		if res.ToHerald != nil {
 			logf("%s: source → Herald's event_outbox p50 %.1f ms, p99 %.1f ms", sc.Name, res.ToHerald.P50, res.ToHerald.P99)
 		}

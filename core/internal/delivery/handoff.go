@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,15 @@ import (
 // (store.ClaimHandoffs) and publishes them again. A delivery published
 // twice that way is sent once: listeners check each attempt in the
 // database before sending it.
+//
+// A confirmed round's handoff rows are not deleted in a transaction of
+// their own: the relay's next transaction that writes a handoff row takes
+// them (TakeConfirmed) and deletes them with the same round trip, so a
+// busy relay pays no commit for them. Rows no relay took within
+// deleteAfter are deleted by the handoff itself. A row left undeleted
+// (that delete failed, the daemon died first) only comes due later, and
+// its deliveries are published again, which the listeners' check makes
+// harmless.
 type Handoff struct {
 	pool    *pgxpool.Pool
 	conn    *broker.Conn
@@ -47,8 +57,25 @@ type Handoff struct {
 	// channel finds the new leader at once.
 	nacked atomic.Pointer[amqp.Channel]
 
+	// doneMu guards done: the handoff rows of confirmed rounds still to
+	// delete, and sweeping: a delete of them is scheduled.
+	doneMu   sync.Mutex
+	done     []int64
+	sweeping bool
+	// deleteAfter is how long confirmed rows wait for a relay
+	// transaction to delete them before the handoff deletes them itself.
+	deleteAfter time.Duration
+
 	confirmChannel
 }
+
+// handoffDeleteAfter is Handoff.deleteAfter's default: a relay that runs
+// at all runs more often than that, and an idle one leaves few rows.
+const handoffDeleteAfter = 200 * time.Millisecond
+
+// handoffDeleteBatch is how many confirmed rows make the handoff delete
+// them at once rather than wait for a relay.
+const handoffDeleteBatch = 1000
 
 type handoffBatch struct {
 	id   int64
@@ -72,7 +99,67 @@ func NewHandoff(pool *pgxpool.Pool, conn *broker.Conn, live *Liveness, log hclog
 		recover = func() {}
 	}
 	return &Handoff{pool: pool, conn: conn, live: live, cfg: cfg, log: log.Named("handoff"), recover: recover,
-		batches: make(chan handoffBatch, handoffQueue)}
+		batches: make(chan handoffBatch, handoffQueue), deleteAfter: handoffDeleteAfter}
+}
+
+// TakeConfirmed returns the handoff rows whose deliveries the broker
+// confirmed and that are not deleted yet, and forgets them: the caller
+// deletes them in its transaction (store.InsertHandoff), and gives them
+// back with ReturnConfirmed if that transaction does not commit.
+func (h *Handoff) TakeConfirmed() []int64 {
+	h.doneMu.Lock()
+	defer h.doneMu.Unlock()
+	ids := h.done
+	h.done = nil
+	return ids
+}
+
+// ReturnConfirmed gives back rows TakeConfirmed returned that were not
+// deleted (the caller's transaction rolled back); they are deleted later.
+func (h *Handoff) ReturnConfirmed(ids []int64) { h.confirmed(ids) }
+
+// confirmed adds rows to delete and makes sure a delete of them is
+// scheduled: after deleteAfter, or at once when many wait.
+func (h *Handoff) confirmed(ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	h.doneMu.Lock()
+	h.done = append(h.done, ids...)
+	now := len(h.done) >= handoffDeleteBatch
+	schedule := !now && !h.sweeping
+	if schedule {
+		h.sweeping = true
+	}
+	h.doneMu.Unlock()
+	switch {
+	case now:
+		h.sweep(false)
+	case schedule:
+		time.AfterFunc(h.deleteAfter, func() { h.sweep(true) })
+	}
+}
+
+// sweep deletes the confirmed rows no relay transaction took; scheduled
+// says it is the scheduled delete.
+func (h *Handoff) sweep(scheduled bool) {
+	h.doneMu.Lock()
+	ids := h.done
+	h.done = nil
+	if scheduled {
+		h.sweeping = false
+	}
+	h.doneMu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// If this fails the rows become due later and the deliveries are
+	// published again, which the listeners' check makes harmless.
+	if err := store.DeleteHandoffs(ctx, h.pool, ids); err != nil {
+		h.log.Warn("confirmed handoffs not deleted; their deliveries will be published again", "error", err)
+	}
 }
 
 // Grace is how long a handoff row may wait for its confirm before the
@@ -134,6 +221,7 @@ func (h *Handoff) Run(ctx context.Context) error {
 		<-confirmed
 		h.closeChannel()
 		h.failQueued()
+		h.sweep(false) // no relay will take them any more
 	}()
 	for ctx.Err() == nil {
 		if bad := h.nacked.Swap(nil); bad != nil && bad == h.ch {
@@ -199,10 +287,10 @@ func (h *Handoff) publish(ctx context.Context, batches []handoffBatch) handoffRo
 	return round
 }
 
-// confirm waits for each round's confirms, in order, and deletes the
-// handoff rows of the confirmed ones (those that are ready together, with
-// one statement); a round that failed is given up. It returns once rounds
-// is closed and drained.
+// confirm waits for each round's confirms, in order, and leaves the
+// handoff rows of the confirmed ones to delete (see TakeConfirmed); a
+// round that failed is given up. It returns once rounds is closed and
+// drained.
 func (h *Handoff) confirm(ctx context.Context, rounds <-chan handoffRound) {
 	work := context.WithoutCancel(ctx)
 	for round := range rounds {
@@ -249,11 +337,7 @@ func (h *Handoff) confirm(ctx context.Context, rounds <-chan handoffRound) {
 				h.countUnroutable(done, unroutable)
 			}
 		}
-		// If this fails the rows become due later and the deliveries are
-		// published again, which the listeners' check makes harmless.
-		if err := store.DeleteHandoffs(work, h.pool, ids); err != nil {
-			h.log.Warn("confirmed handoffs not deleted; their deliveries will be published again", "error", err)
-		}
+		h.confirmed(ids)
 	}
 }
 

@@ -347,3 +347,62 @@ func TestHandoffOfferNeverWaits(t *testing.T) {
 		t.Fatalf("handoff row due = %v (%v); want due now", due, err)
 	}
 }
+
+// confirmedCount is how many confirmed handoff rows h holds for a relay
+// transaction to delete.
+func confirmedCount(h *Handoff) int {
+	h.doneMu.Lock()
+	defer h.doneMu.Unlock()
+	return len(h.done)
+}
+
+// TestHandoffLeavesConfirmedRowsToTheRelay: a confirmed round's handoff
+// row is not deleted in a transaction of its own at once: the relay's
+// next transaction takes it (TakeConfirmed). One that no relay took is
+// deleted when the handoff stops, and one a relay gave back (its
+// transaction rolled back) after deleteAfter.
+func TestHandoffLeavesConfirmedRowsToTheRelay(t *testing.T) {
+	f := newHandoffFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := NewHandoff(f.db.Pool, f.conn, nil, hclog.NewNullLogger(), PublisherConfig{}, nil)
+	h.deleteAfter = time.Hour // only the relay or the stop deletes here
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testenv.Eventually(t, 20*time.Second, h.Ready, "handoff never became ready")
+
+	// Taken by the relay: the handoff forgets it and deletes nothing.
+	hid, written := f.writeBatch(t, "e7", 2, time.Hour)
+	h.Offer(ctx, hid, written)
+	f.consume(t, 2)
+	var taken []int64
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		taken = append(taken, h.TakeConfirmed()...)
+		return len(taken) > 0
+	}, "the confirmed handoff row was never offered to the relay")
+	if len(taken) != 1 || taken[0] != hid {
+		t.Fatalf("TakeConfirmed = %v, want [%d]", taken, hid)
+	}
+	if n := f.handoffRows(t); n != 1 {
+		t.Fatalf("%d handoff rows; the handoff deleted a row it left to the relay", n)
+	}
+
+	// Given back by a relay whose transaction rolled back: deleted after
+	// deleteAfter.
+	back := NewHandoff(f.db.Pool, f.conn, nil, hclog.NewNullLogger(), PublisherConfig{}, nil)
+	back.deleteAfter = 10 * time.Millisecond
+	back.ReturnConfirmed(taken)
+	testenv.Eventually(t, 10*time.Second, func() bool { return f.handoffRows(t) == 0 }, "a handoff row given back was never deleted")
+
+	// Not taken by any relay: deleted when the handoff stops.
+	hid, written = f.writeBatch(t, "e8-other", 1, time.Hour) // notification ids of their own
+	h.Offer(ctx, hid, written)
+	f.consume(t, 1)
+	testenv.Eventually(t, 10*time.Second, func() bool { return confirmedCount(h) == 1 }, "the handoff row was never confirmed")
+	cancel()
+	<-done
+	if n := f.handoffRows(t); n != 0 {
+		t.Fatalf("%d handoff rows after the handoff stopped; want its confirmed row deleted", n)
+	}
+}

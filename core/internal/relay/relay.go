@@ -94,6 +94,12 @@ type Handoff interface {
 	Owner() int32
 	// Offer hands over a committed batch and its handoff row.
 	Offer(ctx context.Context, id int64, dels []store.NewDelivery)
+	// TakeConfirmed returns the handoff rows whose deliveries the broker
+	// confirmed, for the relay's transaction to delete with its own
+	// handoff row; ReturnConfirmed gives back those of a transaction that
+	// did not commit.
+	TakeConfirmed() []int64
+	ReturnConfirmed(ids []int64)
 }
 
 // setDefaults gives every setting left zero its default.
@@ -447,7 +453,15 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 		}
 	}
 	if len(handed) > 0 {
-		if handoffID, err = store.InsertHandoff(ctx, tx, handedIDs, r.cfg.Handoff.Grace(), r.cfg.Handoff.Owner()); err != nil {
+		// The confirmed handoff rows go in the same round trip: no
+		// transaction of their own.
+		confirmed := r.cfg.Handoff.TakeConfirmed()
+		defer func() {
+			if !committed {
+				r.cfg.Handoff.ReturnConfirmed(confirmed)
+			}
+		}()
+		if handoffID, err = store.InsertHandoffDeleting(ctx, tx, handedIDs, r.cfg.Handoff.Grace(), r.cfg.Handoff.Owner(), confirmed); err != nil {
 			return 0, false, err
 		}
 	}

@@ -63,80 +63,74 @@ type OversizeEvent struct {
 // larger than the budget still goes alone — and marks them PROCESSED in
 // the same transaction (one row write per event): the relay's transaction
 // commits them PROCESSED with their notifications and deliveries, or rolls
-// back. It reads the payloads' sizes first and loads only the payloads it
-// takes. An event over MaxPayloadBytes among the due ones is marked FAILED
+// back. One statement does it all (one round trip): it sizes the due
+// payloads first and loads only the payloads it takes. An event over MaxPayloadBytes among the due ones is marked FAILED
 // at once, with last_error naming the field, and never loaded. An event
 // the relay cannot process goes back with FailEventAttempt in the same
 // transaction. Attempts is the count before this one.
 func ClaimEvents(ctx context.Context, tx pgx.Tx, limit int, budget int64) (Claim, error) {
+	// One statement, one round trip: lock the due events, pick those the
+	// budget takes (a running sum of the sizes of those within the limit,
+	// and always the first of them), fail the oversize ones and mark the
+	// picked ones PROCESSED. Each row says whether more events were due
+	// than the claim took.
+	rows, err := tx.Query(ctx, `WITH due AS MATERIALIZED (
+			SELECT id, available_at, octet_length(payload::text) AS size FROM event_outbox
+			WHERE status = 'PENDING' AND available_at <= now()
+			ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED
+		), sized AS MATERIALIZED (
+			SELECT id, size > $3 AS over,
+				sum(CASE WHEN size > $3 THEN 0 ELSE size END) OVER w AS running,
+				count(*) FILTER (WHERE size <= $3) OVER w AS nth
+			FROM due WINDOW w AS (ORDER BY available_at, id)
+		), pick AS MATERIALIZED (
+			SELECT id, over, NOT over AND (nth = 1 OR running <= $2) AS take FROM sized
+		), failed AS (
+			UPDATE event_outbox e SET status = 'FAILED', attempts = e.attempts + 1, processed_at = NULL,
+				last_error = format('event_outbox.payload: larger than %s bytes (%s bytes as stored); the relay does not load it', $3::int, octet_length(e.payload::text))
+			FROM pick p WHERE e.id = p.id AND p.over
+			RETURNING e.id, e.tenant_id, e.event_id, e.event_type, octet_length(e.payload::text) AS size
+		), taken AS (
+			UPDATE event_outbox e SET status = 'PROCESSED', processed_at = now(), attempts = e.attempts + 1, last_error = ''
+			FROM pick p WHERE e.id = p.id AND p.take
+			RETURNING e.id, e.tenant_id, e.project_id, e.event_id, e.event_type, e.aggregate_type, e.aggregate_id, e.payload, e.attempts - 1 AS attempts,
+				e.created_at, COALESCE(e.traceparent, '') AS traceparent, COALESCE(e.tracestate, '') AS tracestate
+		), full_claim AS (
+			SELECT (SELECT count(*) FROM due) >= $1 OR EXISTS (SELECT 1 FROM pick WHERE NOT over AND NOT take) AS full
+		)
+		SELECT false, t.id, t.tenant_id, t.project_id, t.event_id, t.event_type, t.aggregate_type, t.aggregate_id, t.payload, t.attempts,
+			t.created_at, t.traceparent, t.tracestate, 0::bigint, f.full
+		FROM taken t, full_claim f
+		UNION ALL
+		SELECT true, o.id, o.tenant_id, '', o.event_id, o.event_type, '', '', '{}'::jsonb, 0, now(), '', '', o.size::bigint, f.full
+		FROM failed o, full_claim f`, limit, budget, MaxPayloadBytes)
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim events: %w", err)
+	}
 	var c Claim
-	rows, err := tx.Query(ctx, `SELECT id, octet_length(payload::text) FROM event_outbox
-		WHERE status = 'PENDING' AND available_at <= now()
-		ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
-	if err != nil {
-		return c, fmt.Errorf("claim events: %w", err)
-	}
-	type due struct{ id, size int64 }
-	dues, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (due, error) {
-		var d due
-		err := r.Scan(&d.id, &d.size)
-		return d, err
-	})
-	if err != nil {
-		return c, fmt.Errorf("claim events: %w", err)
-	}
-	c.Full = len(dues) >= limit
-	var take, over []int64
-	var sum int64
-	stopped := false
-	for _, d := range dues {
-		switch {
-		case d.size > MaxPayloadBytes:
-			over = append(over, d.id)
-		case stopped:
-		case len(take) > 0 && sum+d.size > budget:
-			// The rest stay PENDING (locked by this transaction until it
-			// ends) for the next claim.
-			stopped, c.Full = true, true
-		default:
-			take, sum = append(take, d.id), sum+d.size
+	for rows.Next() {
+		var (
+			over bool
+			e    EventRow
+			size int64
+		)
+		if err := rows.Scan(&over, &e.ID, &e.TenantID, &e.ProjectID, &e.EventID, &e.Type, &e.AggregateType, &e.AggregateID, &e.Payload,
+			&e.Attempts, &e.CreatedAt, &e.TraceParent, &e.TraceState, &size, &c.Full); err != nil {
+			rows.Close()
+			return Claim{}, fmt.Errorf("claim events: %w", err)
 		}
-	}
-	if len(over) > 0 {
-		rows, err := tx.Query(ctx, `UPDATE event_outbox SET status = 'FAILED', attempts = attempts + 1, processed_at = NULL,
-				last_error = format('event_outbox.payload: larger than %s bytes (%s bytes as stored); the relay does not load it', $2::int, octet_length(payload::text))
-			WHERE id = ANY($1) RETURNING id, tenant_id, event_id, event_type, octet_length(payload::text)`, over, MaxPayloadBytes)
-		if err != nil {
-			return c, fmt.Errorf("fail oversize events: %w", err)
+		if over {
+			c.Oversize = append(c.Oversize, OversizeEvent{ID: e.ID, TenantID: e.TenantID, EventID: e.EventID, Type: e.Type, Bytes: size})
+			continue
 		}
-		c.Oversize, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (OversizeEvent, error) {
-			var o OversizeEvent
-			err := r.Scan(&o.ID, &o.TenantID, &o.EventID, &o.Type, &o.Bytes)
-			return o, err
-		})
-		if err != nil {
-			return c, fmt.Errorf("fail oversize events: %w", err)
-		}
+		c.Events = append(c.Events, e)
 	}
-	if len(take) == 0 {
-		return c, nil
-	}
-	rows, err = tx.Query(ctx, `UPDATE event_outbox e SET status = 'PROCESSED', processed_at = now(), attempts = e.attempts + 1, last_error = ''
-		WHERE e.id = ANY($1)
-		RETURNING e.id, e.tenant_id, e.project_id, e.event_id, e.event_type, e.aggregate_type, e.aggregate_id, e.payload, e.attempts - 1, e.created_at,
-			COALESCE(e.traceparent, ''), COALESCE(e.tracestate, '')`, take)
-	if err != nil {
-		return c, fmt.Errorf("claim events: %w", err)
-	}
-	c.Events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventRow, error) {
-		var e EventRow
-		err := r.Scan(&e.ID, &e.TenantID, &e.ProjectID, &e.EventID, &e.Type, &e.AggregateType, &e.AggregateID, &e.Payload, &e.Attempts, &e.CreatedAt, &e.TraceParent, &e.TraceState)
-		return e, err
-	})
-	if err != nil {
-		return c, fmt.Errorf("claim events: %w", err)
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return Claim{}, fmt.Errorf("claim events: %w", err)
 	}
 	sort.Slice(c.Events, func(i, j int) bool { return c.Events[i].ID < c.Events[j].ID })
+	sort.Slice(c.Oversize, func(i, j int) bool { return c.Oversize[i].ID < c.Oversize[j].ID })
 	return c, nil
 }
 
@@ -504,11 +498,36 @@ func jsonOr(b json.RawMessage) string {
 // there at now+grace, or once its owner's liveness lock is gone,
 // ClaimHandoffs gives its deliveries to a publisher.
 func InsertHandoff(ctx context.Context, tx pgx.Tx, ids []string, grace time.Duration, owner int32) (int64, error) {
+	return InsertHandoffDeleting(ctx, tx, ids, grace, owner, nil)
+}
+
+// InsertHandoffDeleting is InsertHandoff that also deletes, in the same
+// round trip and transaction, the handoffs confirmed: earlier ones whose
+// deliveries the broker confirmed (see DeleteHandoffs). A confirmed
+// handoff already gone is no error.
+func InsertHandoffDeleting(ctx context.Context, tx pgx.Tx, ids []string, grace time.Duration, owner int32, confirmed []int64) (int64, error) {
+	const insert = `INSERT INTO delivery_handoffs (due_at, delivery_ids, owner)
+		VALUES (now() + make_interval(secs => $1), $2::text[]::uuid[], NULLIF($3::int, 0)) RETURNING handoff_id`
 	var id int64
-	err := tx.QueryRow(ctx, `INSERT INTO delivery_handoffs (due_at, delivery_ids, owner)
-		VALUES (now() + make_interval(secs => $1), $2::text[]::uuid[], NULLIF($3::int, 0)) RETURNING handoff_id`,
-		grace.Seconds(), ids, owner).Scan(&id)
-	if err != nil {
+	if len(confirmed) == 0 {
+		if err := tx.QueryRow(ctx, insert, grace.Seconds(), ids, owner).Scan(&id); err != nil {
+			return 0, fmt.Errorf("insert handoff: %w", err)
+		}
+		return id, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(insert, grace.Seconds(), ids, owner)
+	b.Queue(`DELETE FROM delivery_handoffs WHERE handoff_id = ANY($1)`, confirmed)
+	br := tx.SendBatch(ctx, b)
+	if err := br.QueryRow().Scan(&id); err != nil {
+		_ = br.Close()
+		return 0, fmt.Errorf("insert handoff: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return 0, fmt.Errorf("delete confirmed handoffs: %w", err)
+	}
+	if err := br.Close(); err != nil {
 		return 0, fmt.Errorf("insert handoff: %w", err)
 	}
 	return id, nil

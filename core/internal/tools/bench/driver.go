@@ -154,6 +154,9 @@ type Result struct {
 	// the rows' timestamps.
 	ToFanout LatencySummary `json:"to_fanout"`
 	ToRecord LatencySummary `json:"to_record"`
+	// Tail is where the slowest 1 % of the trips (event commit → the
+	// plugin's Send) spent their time, stage by stage.
+	Tail TailSplit `json:"tail"`
 	// ToHerald is, in a Source run, event commit (in the source) → the
 	// event's row written in Herald's event_outbox by the source stage
 	// (its created_at, the time of the forward's transaction): the
@@ -688,9 +691,23 @@ func (r *pipelineRun) judge(ctx context.Context, m measured) error {
 		res.DeliveriesPerS = res.Digest.ItemsPerSec
 		res.EventsPerSec = res.Digest.ItemsPerSec / float64(sc.perEvent())
 	}
-	res.ToFanout, res.ToRecord, err = stageLatencies(ctx, r.pool, commits[:produced])
-	if err != nil || !r.sc.Source {
+	var stamps map[string]rowStamps
+	res.ToFanout, res.ToRecord, stamps, err = stageLatencies(ctx, r.pool, commits[:produced])
+	if err != nil {
 		return err
+	}
+	var trips []trip
+	for _, rec := range recs {
+		i, ok := eventIndex(rec.EventID)
+		st, found := stamps[rec.DeliveryID]
+		if !ok || !found || i >= produced || commits[i] == 0 || rec.Attempt != 1 || st.claimed == 0 {
+			continue
+		}
+		trips = append(trips, trip{commit: commits[i], claimed: st.claimed, written: st.written, sent: rec.At})
+	}
+	res.Tail = tailSplit(trips, 0.99)
+	if !r.sc.Source {
+		return nil
 	}
 	toHerald, err := forwardLatencies(ctx, r.pool, commits[:produced])
 	res.ToHerald = &toHerald
@@ -1351,36 +1368,95 @@ func summarize(l *Latencies) LatencySummary {
 		P99: ms(l.Quantile(0.99)), Max: ms(l.Max())}
 }
 
+// rowStamps are the database's times of one delivery, in Unix
+// nanoseconds: claimed is when the relay's transaction that claimed its
+// event began (the event's processed_at), written when the relay made the
+// delivery row (the time in its UUIDv7 id, to the millisecond).
+type rowStamps struct{ claimed, written int64 }
+
 // stageLatencies splits the trip at the delivery row: commit → row written
 // (the relay's clock, to the millisecond: the time in the UUIDv7
 // delivery id; created_at is the event's since migration 0021) and row →
 // SENT recorded (sent_at). A digest run's items count in the first only;
-// its digests (no event of the run's) in the second.
-func stageLatencies(ctx context.Context, pool *pgxpool.Pool, commits []int64) (LatencySummary, LatencySummary, error) {
-	rows, err := pool.Query(ctx, `SELECT event_id, ('x' || substr(replace(delivery_id::text, '-', ''), 1, 12))::bit(48)::bigint * 1000000,
-			(extract(epoch FROM sent_at) * 1e9)::bigint
-		FROM deliveries WHERE (status = 'SENT' AND attempts = 1) OR status = 'DIGESTED'`)
+// its digests (no event of the run's) in the second. It also returns each
+// first-attempt delivery's stamps, by id, for the tail split.
+func stageLatencies(ctx context.Context, pool *pgxpool.Pool, commits []int64) (LatencySummary, LatencySummary, map[string]rowStamps, error) {
+	rows, err := pool.Query(ctx, `SELECT d.delivery_id::text, d.event_id, ('x' || substr(replace(d.delivery_id::text, '-', ''), 1, 12))::bit(48)::bigint * 1000000,
+			(extract(epoch FROM d.sent_at) * 1e9)::bigint, COALESCE((extract(epoch FROM e.processed_at) * 1e9)::bigint, 0)
+		FROM deliveries d LEFT JOIN event_outbox e ON e.tenant_id = d.tenant_id AND e.event_id = d.event_id
+		WHERE (d.status = 'SENT' AND d.attempts = 1) OR d.status = 'DIGESTED'`)
 	if err != nil {
-		return LatencySummary{}, LatencySummary{}, fmt.Errorf("bench: stage latencies: %w", err)
+		return LatencySummary{}, LatencySummary{}, nil, fmt.Errorf("bench: stage latencies: %w", err)
 	}
 	defer rows.Close()
 	fan, rec := &Latencies{}, &Latencies{}
+	stamps := map[string]rowStamps{}
 	for rows.Next() {
-		var ev string
-		var created int64
+		var id, ev string
+		var created, claimed int64
 		var sent *int64 // NULL: a digest item, collected, not sent itself
-		if err := rows.Scan(&ev, &created, &sent); err != nil {
-			return LatencySummary{}, LatencySummary{}, err
+		if err := rows.Scan(&id, &ev, &created, &sent, &claimed); err != nil {
+			return LatencySummary{}, LatencySummary{}, nil, err
 		}
 		if i, ok := eventIndex(ev); ok && i < len(commits) && commits[i] > 0 {
 			fan.Add(time.Duration(created - commits[i]))
 		}
 		if sent != nil {
 			rec.Add(time.Duration(*sent - created))
+			stamps[id] = rowStamps{claimed: claimed, written: created}
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return LatencySummary{}, LatencySummary{}, err
+		return LatencySummary{}, LatencySummary{}, nil, err
 	}
-	return summarize(fan), summarize(rec), nil
+	return summarize(fan), summarize(rec), stamps, nil
+}
+
+// trip is one delivery's way from its event's commit to the plugin, in
+// Unix nanoseconds: the producer's commit, the relay's claim of the event,
+// the delivery row made, and the plugin's Send.
+type trip struct{ commit, claimed, written, sent int64 }
+
+// TailSplit says where the slowest trips spent their time: of the trips
+// at or above the quantile (the p99 of commit → the plugin's Send), the
+// median of each stage.
+type TailSplit struct {
+	// Count is how many trips are at or above the quantile.
+	Count int `json:"count"`
+	// From is the quantile's trip time, in ms.
+	From float64 `json:"from_ms"`
+	// Wake is commit → the relay's transaction that claimed the event
+	// began: the wake-up (NOTIFY, poll) and the wait for a relay.
+	Wake float64 `json:"wake_ms"`
+	// Relay is that transaction's start → the delivery row made: the
+	// claim, the directory and the rules.
+	Relay float64 `json:"relay_ms"`
+	// Deliver is the row made → the plugin's Send: the relay's commit,
+	// the handoff's publish, the broker and the listener's check.
+	Deliver float64 `json:"deliver_ms"`
+}
+
+// tailSplit returns the split of the trips at or above the q-quantile of
+// their whole time (the zero TailSplit when there are none).
+func tailSplit(trips []trip, q float64) TailSplit {
+	if len(trips) == 0 {
+		return TailSplit{}
+	}
+	all := &Latencies{}
+	for _, t := range trips {
+		all.Add(time.Duration(t.sent - t.commit))
+	}
+	from := all.Quantile(q)
+	wake, relay, deliver := &Latencies{}, &Latencies{}, &Latencies{}
+	for _, t := range trips {
+		if time.Duration(t.sent-t.commit) < from {
+			continue
+		}
+		wake.Add(time.Duration(t.claimed - t.commit))
+		relay.Add(time.Duration(t.written - t.claimed))
+		deliver.Add(time.Duration(t.sent - t.written))
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return TailSplit{Count: wake.Count(), From: ms(from), Wake: ms(wake.Quantile(0.5)), Relay: ms(relay.Quantile(0.5)),
+		Deliver: ms(deliver.Quantile(0.5))}
 }

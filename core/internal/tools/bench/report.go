@@ -570,6 +570,13 @@ func (r *Report) printRuns(w io.Writer) {
 		fmt.Fprintf(w, "  %-*s relay %.1f / %.1f   delivery %.1f / %.1f   (the benchmark process itself: %.0f%% of a core%s)\n", width, run.Scenario.Name,
 			run.ToFanout.P50, run.ToFanout.P99, run.ToRecord.P50, run.ToRecord.P99, run.BenchCPU*100, procs)
 	}
+	fmt.Fprintln(w, "Where the p99 comes from (medians of the trips at or above it, ms): commit → relay claim (wake-up); claim → row written (relay); row → plugin Send (commit, handoff, broker, listener)")
+	for _, run := range r.Runs {
+		if t := run.Tail; t.Count > 0 {
+			fmt.Fprintf(w, "  %-*s %d trips ≥ %.1f ms: wake %.1f   relay %.1f   deliver %.1f\n", width, run.Scenario.Name,
+				t.Count, t.From, t.Wake, t.Relay, t.Deliver)
+		}
+	}
 	fmt.Fprintln(w)
 	for _, run := range r.Runs {
 		fmt.Fprintf(w, "%s: %s\n", run.Scenario.Name, run.Check.Detail)

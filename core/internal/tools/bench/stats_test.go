@@ -107,3 +107,37 @@ func TestLatenciesConcurrent(t *testing.T) {
 		t.Errorf("Max() = %v, want %v", l.Max(), each*time.Microsecond)
 	}
 }
+
+// TestTailSplit checks that the split takes the trips at or above the
+// quantile only, and the median of each of their stages.
+func TestTailSplit(t *testing.T) {
+	t.Parallel()
+	ms := int64(time.Millisecond)
+	// 98 quick trips (1 + 1 + 2 ms) and two slow ones: one that waited for
+	// its wake-up, one for its delivery.
+	var trips []trip
+	for i := range 98 {
+		c := int64(i) * 10 * ms
+		trips = append(trips, trip{commit: c, claimed: c + ms, written: c + 2*ms, sent: c + 4*ms})
+	}
+	trips = append(trips, trip{commit: 0, claimed: 150 * ms, written: 151 * ms, sent: 160 * ms},
+		trip{commit: 0, claimed: 2 * ms, written: 3 * ms, sent: 203 * ms})
+	for name, tc := range map[string]struct {
+		trips []trip
+		q     float64
+		want  TailSplit
+	}{
+		"none":  {q: 0.99, want: TailSplit{}},
+		"p99":   {trips: trips, q: 0.99, want: TailSplit{Count: 2, From: 160, Wake: 2, Relay: 1, Deliver: 9}},
+		"p100":  {trips: trips, q: 1, want: TailSplit{Count: 1, From: 203, Wake: 2, Relay: 1, Deliver: 200}},
+		"p0":    {trips: trips[:98], q: 0, want: TailSplit{Count: 98, From: 4, Wake: 1, Relay: 1, Deliver: 2}},
+		"alone": {trips: trips[98:99], q: 0.99, want: TailSplit{Count: 1, From: 160, Wake: 150, Relay: 1, Deliver: 9}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := tailSplit(tc.trips, tc.q); got != tc.want {
+				t.Errorf("tailSplit(q=%v) = %+v, want %+v", tc.q, got, tc.want)
+			}
+		})
+	}
+}
