@@ -2,12 +2,12 @@ package rules
 
 import (
 	"bytes"
-	"maps"
 	"encoding/json"
 	"errors"
 	"fmt"
 	htmltemplate "html/template"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
