@@ -39,7 +39,30 @@ type Flusher struct {
 	Poll time.Duration
 	// Metrics records the flushed windows and their lag (nil: none).
 	Metrics *metrics.Metrics
-	kick    chan struct{}
+	// Notifier, when set, carries the inbox rows of per_digest windows to
+	// their users' open sessions once the flush committed (live.Server).
+	Notifier Notifier
+	kick     chan struct{}
+}
+
+// Notifier carries a frame to a user's live sessions (live.Server).
+type Notifier interface {
+	Notify(ctx context.Context, tenant, user string, frame []byte)
+}
+
+// Frame is what a user's live sessions receive when a per_digest window
+// wrote their inbox row: a "notification" frame, as the WEBSOCKET channel
+// sends one, with Digest set.
+type Frame struct {
+	Type           string          `json:"type"`
+	NotificationID string          `json:"notification_id"`
+	EventType      string          `json:"event_type"`
+	Title          string          `json:"title,omitempty"`
+	Body           string          `json:"body,omitempty"`
+	Data           json.RawMessage `json:"data,omitempty"`
+	Severity       string          `json:"severity,omitempty"`
+	// Digest marks the row of a per_digest inbox.
+	Digest bool `json:"digest"`
 }
 
 // New returns a flusher rendering with the current rules and calling sent
@@ -118,6 +141,9 @@ func (f *Flusher) FlushOnce(ctx context.Context) (store.FlushResult, error) {
 		}
 		f.Metrics.DigestFlushed(w.Channel, outcome, done.Sub(w.ClosesAt))
 	}
+	if f.Notifier != nil && len(res.Inbox) > 0 {
+		go f.announce(context.WithoutCancel(ctx), res.Inbox)
+	}
 	if res.Digests > 0 {
 		f.log.Debug("digests flushed", "windows", res.Windows, "digests", res.Digests, "items", res.Items)
 		f.sent()
@@ -125,16 +151,49 @@ func (f *Flusher) FlushOnce(ctx context.Context) (store.FlushResult, error) {
 	return res, nil
 }
 
+// announce tells each user's live sessions about their new digest inbox
+// row (best effort, after the commit: the row is in the inbox either way).
+func (f *Flusher) announce(ctx context.Context, rows []store.DigestInboxRow) {
+	for _, r := range rows {
+		b, err := json.Marshal(Frame{Type: "notification", NotificationID: r.NotificationID, EventType: r.EventType, Title: r.Title,
+			Body: r.Body, Data: r.Data, Severity: r.Severity, Digest: true})
+		if err != nil {
+			continue
+		}
+		f.Notifier.Notify(ctx, r.TenantID, r.UserID, b)
+	}
+}
+
 // Build renders the digest delivery of window w from its items with rs:
 // PENDING with the rendered content, or FAILED naming why it cannot be
 // rendered (the rule or its template is gone or broken), so that a bad
-// window never holds up the others.
+// window never holds up the others. A per_digest inbox window
+// (store.InboxChannel) renders the inbox template; when that fails its row
+// still gets a plain content (the event type, the count of items), since
+// an inbox row cannot be FAILED and no item may be lost.
 func Build(rs *rules.RuleSet, w store.DueWindow, items []store.WaitingItem) store.NewDelivery {
 	content, err := render(rs, w, items)
 	if err != nil {
-		return store.NewDelivery{Status: store.StatusFailed, LastError: fmt.Sprintf("digest %s: %v", w.Key, err)}
+		d := store.NewDelivery{Status: store.StatusFailed, LastError: fmt.Sprintf("digest %s: %v", w.Key, err)}
+		if w.Channel == store.InboxChannel {
+			d.Content = plainInbox(w, items)
+		}
+		return d
 	}
 	return store.NewDelivery{Status: store.StatusPending, Content: content}
+}
+
+// plainInbox is the content of a digest inbox row whose template cannot
+// be rendered: the event type, how many events, and their ids as data.
+func plainInbox(w store.DueWindow, items []store.WaitingItem) json.RawMessage {
+	var data rules.DigestData
+	data.Digest.Count = len(items)
+	for _, it := range items {
+		data.Digest.EventIDs = append(data.Digest.EventIDs, it.EventID)
+	}
+	d, _ := json.Marshal(data)
+	b, _ := json.Marshal(sdk.Content{Title: w.EventType, Body: fmt.Sprintf("%d new %s", len(items), w.EventType), Data: d})
+	return b
 }
 
 func render(rs *rules.RuleSet, w store.DueWindow, items []store.WaitingItem) (json.RawMessage, error) {
@@ -150,7 +209,11 @@ func render(rs *rules.RuleSet, w store.DueWindow, items []store.WaitingItem) (js
 	}
 	rec := directory.Recipient{UserID: r.UserID, UserType: r.UserType, Email: r.Email, Phone: r.Phone, Locale: r.Locale,
 		TimeZone: r.TimeZone, Attributes: r.Attributes, Active: true}
-	out, err := rs.RenderDigest(evs, rec, w.Channel)
+	ch := w.Channel
+	if ch == store.InboxChannel {
+		ch = "" // the inbox template
+	}
+	out, err := rs.RenderDigest(evs, rec, ch)
 	if err != nil {
 		return nil, err
 	}

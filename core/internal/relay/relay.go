@@ -422,11 +422,14 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 	if err := openDigests(ctx, tx, rs, dels); err != nil {
 		return 0, false, err
 	}
-	var persons, places []store.NewDelivery
+	var persons, places, unanchored []store.NewDelivery
 	for _, d := range dels {
-		if d.Place {
+		switch {
+		case d.Place:
 			places = append(places, d)
-		} else {
+		case d.Unanchored:
+			unanchored = append(unanchored, d)
+		default:
 			persons = append(persons, d)
 		}
 	}
@@ -439,6 +442,11 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 		return 0, false, err
 	}
 	written = append(written, posted...)
+	unanchoredOut, err := store.InsertUnanchoredDeliveries(ctx, tx, unanchored)
+	if err != nil {
+		return 0, false, err
+	}
+	written = append(written, unanchoredOut...)
 	var (
 		handed    []store.NewDelivery
 		handedIDs []string
@@ -613,10 +621,24 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 		if dec.Shared {
 			note.ShareKey = e.EventID
 		}
-		notes = append(notes, note)
 		recipient, err := json.Marshal(PluginRecipient(rd.Recipient))
 		if err != nil {
 			return nil, nil, err
+		}
+		// A per_digest inbox: the event writes no inbox row of its own but
+		// an item of the recipient's inbox digest window, and its
+		// deliveries name no inbox row (a key that could not be rendered
+		// keeps the event's own row: nothing is lost).
+		perDigest := dec.InboxDigest != nil && dec.InboxDigest.Err == ""
+		first := len(dels)
+		if perDigest {
+			d, err := inboxItem(e, nid.String(), rd, dec, recipient)
+			if err != nil {
+				return nil, nil, err
+			}
+			dels = append(dels, d)
+		} else {
+			notes = append(notes, note)
 		}
 		for _, cd := range rd.Channels {
 			if cd.Digest != nil {
@@ -672,6 +694,11 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 				d.Status, d.NextAttemptAt = store.StatusDeferred, cd.DeferUntil
 			}
 			dels = append(dels, d)
+		}
+		if perDigest {
+			for j := first; j < len(dels); j++ {
+				dels[j].Unanchored, dels[j].CreatedAt = true, e.CreatedAt
+			}
 		}
 	}
 	for _, p := range dec.Posts {
@@ -746,6 +773,35 @@ func (r *Relay) digestItem(rs *rules.RuleSet, e store.EventRow, nid string, rd r
 		d.Status, d.Hold, d.Content, d.LastError = store.StatusFailed, "", nil, cd.Digest.String()
 	}
 	return d
+}
+
+// inboxDigestItem is the content of an item of a per_digest inbox: the
+// event, as a channel's digest item holds it, and its project, which the
+// inbox row written at the flush is filed under.
+type inboxDigestItem struct {
+	rules.Event
+	ProjectID string `json:"project_id,omitempty"`
+}
+
+// inboxItem is the item a per_digest inbox collects for one recipient of
+// e: a delivery WAITING (hold digest) on channel rules.InboxChannel, in
+// the window of the digest key (and the event's project, so that one
+// inbox row never mixes projects), with the event as its content. The
+// flush writes the window's inbox row from its items; a cancel of the
+// event cancels the item as it does a channel's.
+func inboxItem(e store.EventRow, nid string, rd rules.RecipientDecision, dec rules.Decision, recipient json.RawMessage) (store.NewDelivery, error) {
+	content, err := json.Marshal(inboxDigestItem{Event: toRulesEvent(e), ProjectID: e.ProjectID})
+	if err != nil {
+		return store.NewDelivery{}, err
+	}
+	key := dec.InboxDigest.Key
+	if e.ProjectID != "" && e.ProjectID != store.DefaultProject {
+		key = "project " + e.ProjectID + ": " + key
+	}
+	return store.NewDelivery{NotificationID: nid, TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
+		UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: rules.InboxChannel, Severity: dec.Severity,
+		Status: store.StatusWaiting, Hold: store.HoldDigest, MaxAttempts: 1, Recipient: recipient, Content: content,
+		DigestKey: key}, nil
 }
 
 // countThrottled counts the batch's throttled deliveries against their

@@ -44,11 +44,35 @@ func compileDigest(c *specChecker, ce *compiledEvent, base []string) *compiledDi
 	switch ds.Inbox {
 	case "", DigestInboxPerEvent:
 		cd.spec.Inbox = DigestInboxPerEvent
+	case DigestInboxPerDigest:
+		checkPerDigest(c, ce, extend(p, KeyInbox))
 	default:
-		c.addf(extend(p, KeyInbox), "must be %s, got %q", DigestInboxPerEvent, ds.Inbox)
+		c.addf(extend(p, KeyInbox), "must be %s or %s, got %q", DigestInboxPerEvent, DigestInboxPerDigest, ds.Inbox)
 	}
 	cd.key = compileWorkflowKey(c, ds.Key, extend(p, KeyKey))
 	return cd
+}
+
+// checkPerDigest refuses what a per_digest inbox cannot do: with one
+// inbox row per recipient and window, and none per event, there is no row
+// that every sharer of an event sees (shared, first-to-act), no row whose
+// read calls an escalation off, and no channel may take the name the
+// inbox's items go by.
+func checkPerDigest(c *specChecker, ce *compiledEvent, path []string) {
+	if ce.spec.Shared {
+		c.addf(path, "%s cannot be used with %s = true: a digest row is one recipient's, and first-to-act needs the event's own row, which every sharer sees and one acts on", DigestInboxPerDigest, KeyShared)
+	}
+	for _, ch := range sortedKeys(ce.escalations) {
+		c.addf(path, "%s cannot be used with escalate %q: it waits for the event's inbox row to be read, and %s writes none (collect the channel in the digest instead)", DigestInboxPerDigest, ch, DigestInboxPerDigest)
+	}
+	if ce.mandatory[InboxChannel] || ce.optional[InboxChannel] {
+		c.addf(path, "%s cannot be used with a channel named %q: the inbox's digest items go by that name", DigestInboxPerDigest, InboxChannel)
+	}
+}
+
+// perDigest reports whether ce's inbox keeps one row per digest.
+func (ce *compiledEvent) perDigest() bool {
+	return ce.digest != nil && ce.digest.spec.Inbox == DigestInboxPerDigest
 }
 
 // channelSubset is the channels a digest or throttle block lists (all of
@@ -123,7 +147,20 @@ func checkItemsUse(c *specChecker, ce *compiledEvent, base []string) {
 			checkText(extend(path, KeyLocale, l), ct.locales[l], check)
 		}
 	}
-	texts(extend(base, KeyInbox), ce.inbox, "the inbox keeps one row per event")
+	if !ce.perDigest() {
+		texts(extend(base, KeyInbox), ce.inbox, "the inbox keeps one row per event")
+	} else if templateReadsItems(ce.inbox) {
+		// A channel without a template of its own renders the inbox's,
+		// one event at a time when the digest does not collect it.
+		fallback := slices.Clone(ce.considered)
+		fallback = append(fallback, ce.postChannels...)
+		slices.Sort(fallback)
+		for _, ch := range slices.Compact(fallback) {
+			if _, own := ce.templates[ch]; !own && !ce.digest.channels[ch] {
+				c.addf(extend(base, KeyInbox), "reads .items, and channel %s, which the digest does not collect, has no template of its own and would render the inbox's for one event: give %s a template", ch, ch)
+			}
+		}
+	}
 	for _, ch := range sortedKeys(ce.templates) {
 		switch {
 		case ce.digest == nil:
@@ -132,6 +169,22 @@ func checkItemsUse(c *specChecker, ce *compiledEvent, base []string) {
 			texts(extend(base, KeyTemplate, ch), ce.templates[ch], "the digest does not collect "+ch)
 		}
 	}
+}
+
+// templateReadsItems reports whether any field of ct, or of its locale
+// variants, reads .items.
+func templateReadsItems(ct *compiledTemplate) bool {
+	found := false
+	check := func(_ []string, root parse.Node) {
+		if readsItems(root) {
+			found = true
+		}
+	}
+	checkText(nil, ct.base, check)
+	for _, l := range sortedKeys(ct.locales) {
+		checkText(nil, ct.locales[l], check)
+	}
+	return found
 }
 
 // readsItems reports whether a template tree reads the field .items.
@@ -166,7 +219,7 @@ type DigestDecision struct {
 	Window time.Duration `json:"window"`
 	// MaxItems closes a window early.
 	MaxItems int `json:"max_items"`
-	// Inbox is the inbox mode (per_event).
+	// Inbox is the inbox mode (per_event or per_digest).
 	Inbox string `json:"inbox"`
 	// Err is why the key could not be rendered.
 	Err string `json:"error,omitempty"`
@@ -187,6 +240,21 @@ func (d DigestDecision) String() string {
 	return fmt.Sprintf("collected into digest %q %s, inbox %s", d.Key, until, d.Inbox)
 }
 
+// InboxString is a per_digest inbox in explain's words.
+func (d DigestDecision) InboxString() string {
+	if d.Err != "" {
+		return "inbox per_digest, but digest key: " + d.Err + " (the inbox keeps this event's own row)"
+	}
+	var until string
+	switch {
+	case d.Window > 0:
+		until = fmt.Sprintf("for %s or %d items", shortDuration(d.Window), d.MaxItems)
+	default:
+		until = fmt.Sprintf("until %d items", d.MaxItems)
+	}
+	return fmt.Sprintf("inbox per_digest: one row per recipient for digest %q %s, written when the window closes", d.Key, until)
+}
+
 // digestDecision renders ce's digest key for one event (data: .payload and
 // .event).
 func (cd *compiledDigest) decision(evType string, data map[string]any) *DigestDecision {
@@ -201,6 +269,10 @@ func (ce *compiledEvent) applyDigest(d *Decision, data map[string]any) {
 		return
 	}
 	dd := ce.digest.decision(ce.spec.Type, data)
+	if ce.perDigest() {
+		x := *dd
+		d.InboxDigest = &x
+	}
 	for i := range d.Recipients {
 		for j := range d.Recipients[i].Channels {
 			c := &d.Recipients[i].Channels[j]

@@ -19,6 +19,9 @@ func WriteExplain(w io.Writer, d Decision, at time.Time) error {
 	}
 	fmt.Fprintf(&b, "event %s %s at %s (%s)\n", d.EventType, d.EventID, formatTime(at), strings.Join(flags, ", "))
 	fmt.Fprintf(&b, "%d %s, %d excluded\n", len(d.Recipients), plural(len(d.Recipients), "recipient", "recipients"), len(d.Excluded))
+	if d.InboxDigest != nil {
+		fmt.Fprintf(&b, "%s\n", d.InboxDigest.InboxString())
+	}
 	for _, w := range d.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	htmltemplate "html/template"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -378,7 +379,7 @@ func (rs *RuleSet) render(pe *PreparedEvent, r directory.Recipient, ch string, i
 		"recipient": recipientData(r),
 		"channel":   ch,
 	}
-	if items == nil && ch != "" && ce.digest != nil && ce.digest.channels[ch] {
+	if items == nil && ((ch != "" && ce.digest != nil && ce.digest.channels[ch]) || (ch == "" && ce.perDigest())) {
 		items = []any{map[string]any{"payload": pe.payload, "event": pe.event}}
 	}
 	if items != nil {
@@ -402,13 +403,20 @@ func (rs *RuleSet) render(pe *PreparedEvent, r directory.Recipient, ch string, i
 	fail := func(field string, t templateOf, err error) (Rendered, error) {
 		return Rendered{}, &RenderError{EventType: ev.Type, Channel: ch, Field: field, RecipientFree: t.recipientFree(), Err: err}
 	}
-	if out.Title, err = pe.exec(inbox.title, data, ch); err != nil {
+	// A per_digest inbox template may read .items: a channel sent per
+	// event renders it (its fallback) as the digest of this one event.
+	inboxData := data
+	if _, ok := data["items"]; !ok && ce.perDigest() {
+		inboxData = maps.Clone(data)
+		inboxData["items"] = []any{map[string]any{"payload": data["payload"], "event": data["event"]}}
+	}
+	if out.Title, err = pe.exec(inbox.title, inboxData, ch); err != nil {
 		return fail(KeyTitle, textOf{inbox.title}, err)
 	}
 	if out.Title == "" {
 		out.Title = ev.Type
 	}
-	if out.Body, err = pe.exec(inbox.body, data, ch); err != nil {
+	if out.Body, err = pe.exec(inbox.body, inboxData, ch); err != nil {
 		return fail(KeyBody, textOf{inbox.body}, err)
 	}
 	if ch == "" {
@@ -416,7 +424,13 @@ func (rs *RuleSet) render(pe *PreparedEvent, r directory.Recipient, ch string, i
 		if out.Data, derr = execData(inbox.data, data); derr != nil {
 			return fail(KeyData+"."+derr.key, textOf{inbox.data[derr.key]}, derr.err)
 		}
-		if out.Data == nil && len(bytes.TrimSpace(ev.Payload)) > 0 {
+		switch {
+		case out.Data != nil:
+		case items != nil && ce.perDigest():
+			if out.Data, err = digestData(items); err != nil {
+				return Rendered{}, fmt.Errorf("rules: event %s: inbox data: %w", ev.Type, err)
+			}
+		case len(bytes.TrimSpace(ev.Payload)) > 0:
 			out.Data = bytes.Clone(ev.Payload)
 		}
 		return out, nil
@@ -572,3 +586,27 @@ func (h htmlOf) recipientFree() bool {
 
 // formatTime is how explain output and reasons print instants.
 func formatTime(t time.Time) string { return t.Format(time.RFC3339) }
+
+// DigestData is the data of a per_digest inbox row whose inbox template
+// sets none: how many events it stands for and their ids, oldest first.
+type DigestData struct {
+	Digest struct {
+		Count    int      `json:"count"`
+		EventIDs []string `json:"event_ids"`
+	} `json:"digest"`
+}
+
+// digestData is the default data of a per_digest inbox row rendered from
+// items (each with .event).
+func digestData(items []any) (json.RawMessage, error) {
+	var d DigestData
+	d.Digest.Count = len(items)
+	d.Digest.EventIDs = make([]string, 0, len(items))
+	for _, it := range items {
+		m, _ := it.(map[string]any)
+		ev, _ := m["event"].(map[string]any)
+		id, _ := ev["id"].(string)
+		d.Digest.EventIDs = append(d.Digest.EventIDs, id)
+	}
+	return json.Marshal(d)
+}

@@ -117,7 +117,16 @@ type ThrottleSpec struct {
 const (
 	// DigestInboxPerEvent keeps one inbox row per event (the default).
 	DigestInboxPerEvent = "per_event"
+	// DigestInboxPerDigest keeps one inbox row per recipient and digest
+	// window: the collected events write none of their own, and the
+	// flush writes one, rendered from the inbox template with .items.
+	DigestInboxPerDigest = "per_digest"
 )
+
+// InboxChannel is the name a per_digest inbox's items go by where a
+// channel's would (their deliveries rows and digest windows): it starts
+// with "@", which no channel a rule may use does.
+const InboxChannel = "@inbox"
 
 // Limits of a digest.
 const (
@@ -146,7 +155,9 @@ type DigestSpec struct {
 	// MaxItems closes a window as soon as it holds this many items (0:
 	// MaxDigestItems).
 	MaxItems int
-	// Inbox is per_event: the in-app inbox keeps one row per event.
+	// Inbox is per_event (the in-app inbox keeps one row per event) or
+	// per_digest (one row per recipient and window, written when the
+	// window is flushed).
 	Inbox string
 }
 

@@ -26,8 +26,13 @@ type Decision struct {
 	EventType string `json:"event_type"`
 	Severity  string `json:"severity"`
 	// Shared marks first-to-act notifications: one action settles it for all.
-	Shared     bool                `json:"shared"`
-	Recipients []RecipientDecision `json:"recipients"`
+	Shared bool `json:"shared"`
+	// InboxDigest, set when the rule's digest says inbox = "per_digest",
+	// is the digest the recipients' inbox rows are collected into: the
+	// event writes no inbox row of its own (unless Err says its key could
+	// not be rendered), and the flush writes one per recipient and window.
+	InboxDigest *DigestDecision     `json:"inbox_digest,omitempty"`
+	Recipients  []RecipientDecision `json:"recipients"`
 	// Excluded lists users reached by an audience but not notified
 	// (inactive, over max_recipients, unknown), with the reason.
 	Excluded []Exclusion `json:"excluded,omitempty"`

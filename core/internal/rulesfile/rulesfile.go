@@ -162,7 +162,7 @@ type rulesDigestRaw struct {
 	Key      string   `hcl:"key,attr" doc:"What is collected together, a template such as restaurant:{{ .payload.restaurant_id }} (default: the event type)."`
 	Window   string   `hcl:"window,attr" doc:"How long a window stays open after its first item, a Go duration from 1s to 168h such as 5m."`
 	MaxItems *int     `hcl:"max_items,attr" doc:"Close a window as soon as it holds this many items (1 to 1000; default 1000)."`
-	Inbox    string   `hcl:"inbox,attr" doc:"per_event: the in-app inbox keeps one row per event."`
+	Inbox    string   `hcl:"inbox,attr" doc:"per_event (default): the in-app inbox keeps one row per event; per_digest: one row per recipient and window, written when it closes."`
 }
 
 type rulesPostRaw struct {

@@ -541,6 +541,7 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	if err != nil {
 		return err
 	}
+	digests.Notifier = public.Live
 	httpSrv, ln, err := NewAPIServer(public.Handler, d.HTTP, log)
 	if err != nil {
 		return err

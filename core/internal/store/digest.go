@@ -22,6 +22,11 @@ const HoldDigest = "digest"
 // of window W is delivery event_id "digest:W".
 const DigestEventPrefix = "digest:"
 
+// InboxChannel is the channel name of a per_digest inbox's items and
+// windows (rules.InboxChannel): the flush of such a window writes one
+// inbox row, not a delivery.
+const InboxChannel = "@inbox"
+
 // DigestItem is one item the relay counts into a digest window.
 type DigestItem struct {
 	TenantID, UserID, Channel, EventType string
@@ -131,8 +136,17 @@ type WaitingItem struct {
 
 // DigestBuilder makes the digest delivery of a window from its items
 // (oldest first, at least one): its content, or FAILED with LastError when
-// it cannot be rendered. FlushDigests fills in the keys.
+// it cannot be rendered. FlushDigests fills in the keys. For a window of
+// InboxChannel the content (sdk.Content's JSON: title, body, data) is the
+// inbox row's, and is required even when the status is FAILED (the row is
+// written anyway, so that no item is lost).
 type DigestBuilder func(w DueWindow, items []WaitingItem) NewDelivery
+
+// DigestInboxRow is the inbox row a flush wrote for a per_digest window.
+type DigestInboxRow struct {
+	TenantID, UserID, NotificationID, EventType, Severity, Title, Body string
+	Data                                                               json.RawMessage
+}
 
 // FlushResult counts what one FlushDigests call did.
 type FlushResult struct {
@@ -144,6 +158,9 @@ type FlushResult struct {
 	Items int
 	// Flushed is each claimed window with what became of it.
 	Flushed []FlushedWindow
+	// Inbox is the inbox rows written for per_digest windows (their
+	// windows are counted in Digests too).
+	Inbox []DigestInboxRow
 }
 
 // FlushedWindow is a window a committed flush removed: Status is its
@@ -211,6 +228,8 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 	}
 	var (
 		digests             []NewDelivery
+		notes               []NewNotification
+		inbox               []DigestInboxRow
 		itemIDs, itemDigest []string
 		itemCreated         []time.Time
 	)
@@ -228,6 +247,19 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		if err != nil {
 			return res, err
 		}
+		if w.Channel == InboxChannel {
+			note, row, err := digestNote(w, its, d, id.String(), now)
+			if err != nil {
+				return res, err
+			}
+			flushed[i].Status = d.Status
+			notes, inbox = append(notes, note), append(inbox, row)
+			for _, it := range its {
+				itemIDs, itemCreated = append(itemIDs, it.DeliveryID), append(itemCreated, it.CreatedAt)
+				itemDigest = append(itemDigest, "shown in digest inbox notification "+note.ID)
+			}
+			continue
+		}
 		d.ID, d.CreatedAt = id.String(), now
 		d.TenantID, d.UserID, d.Channel, d.EventType, d.DigestWindow = w.TenantID, w.UserID, w.Channel, w.EventType, w.WindowID
 		d.EventID, d.NotificationID, d.UserType, d.Severity = DigestEventPrefix+w.WindowID, last.NotificationID, last.UserType, last.Severity
@@ -242,18 +274,28 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		flushed[i].Status = d.Status
 		digests = append(digests, d)
 		for _, it := range its {
-			itemIDs, itemDigest, itemCreated = append(itemIDs, it.DeliveryID), append(itemDigest, d.ID), append(itemCreated, it.CreatedAt)
+			itemIDs, itemDigest, itemCreated = append(itemIDs, it.DeliveryID), append(itemDigest, "sent in digest delivery "+d.ID), append(itemCreated, it.CreatedAt)
 		}
 	}
-	if len(digests) > 0 {
-		dids, nids := make([]pgtype.UUID, len(digests)), make([]pgtype.UUID, len(digests))
-		for i, d := range digests {
-			dids[i], nids[i] = uuidOrNull(d.ID), uuidOrNull(d.NotificationID)
+	if len(notes) > 0 {
+		// The inbox rows of per_digest windows, and the unread counters,
+		// in this transaction: the row exists exactly when its window is
+		// gone and its items are DIGESTED.
+		if _, _, err := InsertFanout(ctx, tx, notes, nil); err != nil {
+			return res, fmt.Errorf("insert digest inbox rows: %w", err)
 		}
-		if err := insertDeliveries(ctx, tx, digests, dids, nids, now); err != nil {
-			return res, fmt.Errorf("insert digest deliveries: %w", err)
+	}
+	if len(itemIDs) > 0 {
+		if len(digests) > 0 {
+			dids, nids := make([]pgtype.UUID, len(digests)), make([]pgtype.UUID, len(digests))
+			for i, d := range digests {
+				dids[i], nids[i] = uuidOrNull(d.ID), uuidOrNull(d.NotificationID)
+			}
+			if err := insertDeliveries(ctx, tx, digests, dids, nids, now); err != nil {
+				return res, fmt.Errorf("insert digest deliveries: %w", err)
+			}
 		}
-		tag, err := tx.Exec(ctx, `UPDATE deliveries d SET status = 'DIGESTED', last_error = 'sent in digest delivery ' || x.digest,
+		tag, err := tx.Exec(ctx, `UPDATE deliveries d SET status = 'DIGESTED', last_error = x.digest,
 				updated_at = now()
 			FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS x(id, digest, created)
 			WHERE d.delivery_id = x.id AND d.created_at = x.created AND d.status = 'WAITING'`, itemIDs, itemDigest, itemCreated)
@@ -271,7 +313,36 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 	if err := tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("commit digest flush: %w", err)
 	}
-	return FlushResult{Windows: len(wins), Digests: len(digests), Items: len(itemIDs), Flushed: flushed}, nil
+	return FlushResult{Windows: len(wins), Digests: len(digests) + len(notes), Items: len(itemIDs), Flushed: flushed, Inbox: inbox}, nil
+}
+
+// digestNote is the inbox row of a per_digest window, from the content d
+// its builder rendered: event_id "digest:" and the window id, filed under
+// the project its newest item's event came with, created now.
+func digestNote(w DueWindow, items []WaitingItem, d NewDelivery, id string, now time.Time) (NewNotification, DigestInboxRow, error) {
+	var c struct {
+		Subject string          `json:"subject"`
+		Title   string          `json:"title"`
+		Body    string          `json:"body"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(d.Content, &c); err != nil {
+		return NewNotification{}, DigestInboxRow{}, fmt.Errorf("digest inbox row of window %s: content: %w", w.WindowID, err)
+	}
+	last := items[len(items)-1]
+	var item struct {
+		ProjectID string `json:"project_id"`
+	}
+	if err := json.Unmarshal(last.Content, &item); err != nil {
+		return NewNotification{}, DigestInboxRow{}, fmt.Errorf("digest inbox row of window %s: item %s: %w", w.WindowID, last.DeliveryID, err)
+	}
+	if c.Title == "" {
+		c.Title = c.Subject
+	}
+	n := NewNotification{ID: id, TenantID: w.TenantID, ProjectID: item.ProjectID, EventID: DigestEventPrefix + w.WindowID,
+		UserID: w.UserID, EventType: w.EventType, Title: c.Title, Body: c.Body, Data: c.Data, Severity: last.Severity, CreatedAt: now}
+	return n, DigestInboxRow{TenantID: n.TenantID, UserID: n.UserID, NotificationID: id, EventType: n.EventType, Severity: n.Severity,
+		Title: n.Title, Body: n.Body, Data: n.Data}, nil
 }
 
 func tenantsOf(wins []DueWindow) []string {

@@ -234,6 +234,11 @@ type NewDelivery struct {
 	// Throttle, when set, is the throttle the delivery counts against
 	// (not stored in the row).
 	Throttle *ThrottleItem
+	// Unanchored marks a delivery of a recipient whose inbox keeps one
+	// row per digest (inbox = "per_digest"): the event wrote no inbox row
+	// for them, NotificationID names none, and InsertUnanchoredDeliveries
+	// writes it (CreatedAt set: the event's time).
+	Unanchored bool
 }
 
 // InsertFanout writes notifications and their deliveries and bumps unread
@@ -370,9 +375,60 @@ func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nid
 	return err
 }
 
+// InsertUnanchoredDeliveries writes deliveries that have no inbox row of
+// their event to hang on (NewDelivery.Unanchored: a per_digest inbox's
+// item and the recipient's other deliveries), in tx, each with its
+// CreatedAt set (the event's time, as the deliveries' unique key needs).
+// A delivery already written (a retried fan-out) is skipped by the unique
+// key (event, user, channel), so running it twice for an event writes
+// nothing the second time. It returns the deliveries written, with their
+// ids.
+func InsertUnanchoredDeliveries(ctx context.Context, tx pgx.Tx, dels []NewDelivery) ([]NewDelivery, error) {
+	if len(dels) == 0 {
+		return nil, nil
+	}
+	n := len(dels)
+	ids, nids := make([]pgtype.UUID, n), make([]pgtype.UUID, n)
+	byID := make(map[string]int, n)
+	for i := range dels {
+		d := &dels[i]
+		if d.CreatedAt.IsZero() {
+			return nil, fmt.Errorf("insert unanchored deliveries: delivery of event %s to %s on %s has no CreatedAt (the event's time)", d.EventID, d.UserID, d.Channel)
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, err
+		}
+		nid, err := uuid.Parse(d.NotificationID)
+		if err != nil {
+			return nil, fmt.Errorf("insert unanchored deliveries: notification id: %w", err)
+		}
+		d.ID = id.String()
+		byID[d.ID] = i
+		ids[i], nids[i] = pgtype.UUID{Bytes: id, Valid: true}, pgtype.UUID{Bytes: nid, Valid: true}
+	}
+	written, err := insertDeliveryRows(ctx, tx, dels, ids, nids, time.Now(), true)
+	if err != nil {
+		return nil, fmt.Errorf("insert unanchored deliveries: %w", err)
+	}
+	out := make([]NewDelivery, 0, len(written))
+	for _, id := range written {
+		out = append(out, dels[byID[id]])
+	}
+	return out, nil
+}
+
 // insertDeliveries is copyDeliveries for sessions bound by row-level
 // security: one INSERT of arrays, checked row by row by the policies.
 func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nids []pgtype.UUID, now time.Time) error {
+	_, err := insertDeliveryRows(ctx, tx, keep, ids, nids, now, false)
+	return err
+}
+
+// insertDeliveryRows is insertDeliveries that, with skipExisting, leaves
+// out a row whose (tenant, event, user, channel, created_at) is taken and
+// returns the ids of the rows written (nil without skipExisting).
+func insertDeliveryRows(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nids []pgtype.UUID, now time.Time, skipExisting bool) ([]string, error) {
 	n := len(keep)
 	tenants, events, types, users, utypes, chans, sevs, stats := make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -390,16 +446,27 @@ func insertDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, n
 		parents[i], states[i], created[i] = d.TraceParent, d.TraceState, d.CreatedAt
 		holds[i], unless[i], windows[i] = d.Hold, strings.Join(d.EscalateUnless, ","), d.DigestWindow
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO deliveries (`+strings.Join(deliveryColumns, ", ")+`)
+	stmt := `INSERT INTO deliveries (` + strings.Join(deliveryColumns, ", ") + `)
 		SELECT d.c1, d.c2, d.c3, d.c4, d.c5, d.c6, d.c7, d.c8, d.c9, d.c10, d.c11, d.c12, d.c13, d.c14, d.c15, d.c16,
 			d.c19, $16::timestamptz, NULLIF(d.c17, ''), NULLIF(d.c18, ''), NULLIF(d.c20, ''), string_to_array(NULLIF(d.c21, ''), ','), NULLIF(d.c22, '')::uuid
 		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
 			$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bool[], $12::int[], $13::timestamptz[],
 			$14::jsonb[], $15::jsonb[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::text[], $22::text[], $23::text[])
-			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, c22)`,
-		ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now, errs,
-		parents, states, created, holds, unless, windows)
-	return err
+			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, c22)`
+	args := []any{ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now, errs,
+		parents, states, created, holds, unless, windows}
+	if !skipExisting {
+		_, err := tx.Exec(ctx, stmt, args...)
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, stmt+`
+		ORDER BY d.c3, d.c4, d.c6, d.c8
+		ON CONFLICT (tenant_id, event_id, user_id, channel, created_at) DO NOTHING
+		RETURNING delivery_id::text`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // InsertPlaceDeliveries writes the posts of events to places, in tx: one
