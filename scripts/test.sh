@@ -96,6 +96,7 @@ while read -r target pkg; do
 done <<'FUZZ'
 FuzzLoadRulesHCL ./core/internal/rulesfile
 FuzzLoadRulesYAML ./core/internal/rulesfile
+FuzzParseSchedule ./core/internal/rules
 FuzzDirectory ./core/internal/directory
 FuzzDaemonHCL ./core/internal/config
 FuzzParseQuery ./core/internal/api

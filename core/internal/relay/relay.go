@@ -492,6 +492,9 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 				deferred[d.Channel]++
 			case d.Status == store.StatusWaiting && d.Hold == store.HoldDigest:
 				collected[d.Channel]++
+				if d.Throttle != nil {
+					throttled[d.Channel]++ // over the limit, folded
+				}
 			case d.Status == store.StatusSkipped && d.Throttle != nil:
 				throttled[d.Channel]++
 			}
@@ -676,6 +679,14 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 				d.Throttle = &store.ThrottleItem{TenantID: e.TenantID, UserID: rd.Recipient.UserID, Channel: cd.Channel, EventType: e.Type,
 					Key: th.Key, Limit: th.Limit, Per: th.Per}
 				d.LastError = th.Reason() // kept only when it goes over
+				if th.Folds() {
+					if item == nil {
+						if item, err = json.Marshal(ev); err != nil {
+							return nil, nil, err
+						}
+					}
+					d.Throttle.Fold = item
+				}
 			}
 			switch {
 			case cd.Throttle != nil && cd.Throttle.Err != "":
@@ -769,6 +780,9 @@ func (r *Relay) digestItem(rs *rules.RuleSet, e store.EventRow, nid string, rd r
 		UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: cd.Channel, Severity: severity,
 		Status: store.StatusWaiting, Hold: store.HoldDigest, BestEffort: cc.Resolved.BestEffort, MaxAttempts: maxAttempts,
 		NextAttemptAt: now, Recipient: recipient, Content: item, DigestKey: cd.Digest.Key}
+	if cd.Digest.ClosesAt != nil {
+		d.NextAttemptAt = *cd.Digest.ClosesAt // a scheduled close; openDigests reads it
+	}
 	if cd.Digest.Err != "" {
 		d.Status, d.Hold, d.Content, d.LastError = store.StatusFailed, "", nil, cd.Digest.String()
 	}
@@ -798,15 +812,22 @@ func inboxItem(e store.EventRow, nid string, rd rules.RecipientDecision, dec rul
 	if e.ProjectID != "" && e.ProjectID != store.DefaultProject {
 		key = "project " + e.ProjectID + ": " + key
 	}
-	return store.NewDelivery{NotificationID: nid, TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
+	d := store.NewDelivery{NotificationID: nid, TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
 		UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: rules.InboxChannel, Severity: dec.Severity,
 		Status: store.StatusWaiting, Hold: store.HoldDigest, MaxAttempts: 1, Recipient: recipient, Content: content,
-		DigestKey: key}, nil
+		DigestKey: key}
+	if rd.InboxDigestClosesAt != nil {
+		d.NextAttemptAt = *rd.InboxDigestClosesAt // a scheduled close; openDigests reads it
+	}
+	return d, nil
 }
 
 // countThrottled counts the batch's throttled deliveries against their
 // throttles and writes those over the limit SKIPPED (last_error
-// "throttled: N per W").
+// "throttled: N per W"), or, when the throttle folds them, WAITING as
+// items of a digest that closes when the throttle window ends (last_error
+// "throttled: N per W, folded into digest K, sent at T"; openDigests
+// gives them their window).
 func countThrottled(ctx context.Context, tx pgx.Tx, dels []store.NewDelivery, now time.Time) error {
 	var (
 		idx   []int
@@ -825,10 +846,16 @@ func countThrottled(ctx context.Context, tx pgx.Tx, dels []store.NewDelivery, no
 		return err
 	}
 	for j, i := range idx {
-		if within[j] {
-			dels[i].LastError = ""
-		} else {
-			dels[i].Status = store.StatusSkipped
+		d := &dels[i]
+		switch th := d.Throttle; {
+		case within[j]:
+			d.LastError = ""
+		case th.Fold != nil:
+			end := th.WindowEnd(now)
+			d.Status, d.Hold, d.Content, d.DigestKey, d.NextAttemptAt = store.StatusWaiting, store.HoldDigest, th.Fold, th.Key, end
+			d.LastError += ", sent at " + end.UTC().Format(time.RFC3339)
+		default:
+			d.Status = store.StatusSkipped
 		}
 	}
 	return nil
@@ -845,13 +872,23 @@ func openDigests(ctx context.Context, tx pgx.Tx, rs *rules.RuleSet, dels []store
 		if d.Hold != store.HoldDigest {
 			continue
 		}
-		spec, ok := rs.Digest(d.EventType)
-		if !ok {
-			return fmt.Errorf("event type %s has no digest", d.EventType)
+		it := store.DigestItem{TenantID: d.TenantID, UserID: d.UserID, Channel: d.Channel, EventType: d.EventType, Key: d.DigestKey}
+		if d.Throttle != nil {
+			// Over a throttle's limit: the window closes with the
+			// throttle's (countThrottled set when).
+			it.ClosesAt, it.MaxItems = d.NextAttemptAt, rules.MaxDigestItems
+		} else {
+			spec, ok := rs.Digest(d.EventType)
+			if !ok {
+				return fmt.Errorf("event type %s has no digest", d.EventType)
+			}
+			it.Window, it.MaxItems = spec.Window, spec.MaxItems
+			if spec.Schedule != "" {
+				it.ClosesAt = d.NextAttemptAt // the recipient's next occurrence (digestItem)
+			}
 		}
 		idx = append(idx, i)
-		items = append(items, store.DigestItem{TenantID: d.TenantID, UserID: d.UserID, Channel: d.Channel, EventType: d.EventType,
-			Key: d.DigestKey, Window: spec.Window, MaxItems: spec.MaxItems})
+		items = append(items, it)
 	}
 	if len(items) == 0 {
 		return nil

@@ -326,7 +326,7 @@ func (rs *RuleSet) decideIndexed(ev Event, dix DirectoryIndex, at time.Time, exp
 	}
 	slices.SortFunc(d.Excluded, func(a, b Exclusion) int { return strings.Compare(a.UserID, b.UserID) })
 	d.Posts = posts(ce, ix, data)
-	ce.applyDigest(&d, data)
+	ce.applyDigest(&d, data, at, rs.recipientZone)
 	ce.applyThrottle(&d, data)
 	if explain {
 		d.Warnings = audienceWarnings(outcomes, ix)
@@ -642,12 +642,7 @@ func (rs *RuleSet) userEnabled(ix *dirIndex, rec directory.Recipient, evType, ch
 // and their zone (bad or empty zones fall back to the defaults' zone), and
 // says whose window it is.
 func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec directory.Recipient) (*window, *time.Location, string) {
-	loc := rs.defaultZone
-	if rec.TimeZone != "" {
-		if l := loadZone(rec.TimeZone); l != nil {
-			loc = l
-		}
-	}
+	loc := rs.recipientZone(rec)
 	if rec.QuietHours != nil {
 		if w, err := parseWindow(*rec.QuietHours); err == nil {
 			return w, loc, "the user's own window (explicit)"
@@ -664,6 +659,17 @@ func (rs *RuleSet) quietWindow(ix *dirIndex, r *reach, rec directory.Recipient) 
 		return w, loc, "the default window for user type " + rec.UserType + " (default)"
 	}
 	return rs.defaultQH, loc, "the global default window (default)"
+}
+
+// recipientZone is rec's time zone: their own, or the defaults' zone when
+// they have none or a bad one.
+func (rs *RuleSet) recipientZone(rec directory.Recipient) *time.Location {
+	if rec.TimeZone != "" {
+		if l := loadZone(rec.TimeZone); l != nil {
+			return l
+		}
+	}
+	return rs.defaultZone
 }
 
 // groupSetting is a group's switch for a channel, optionally limited to

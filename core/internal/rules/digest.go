@@ -30,10 +30,21 @@ func compileDigest(c *specChecker, ce *compiledEvent, base []string) *compiledDi
 		}
 	}
 	switch {
-	case ds.Window == 0 && ds.MaxItems == 0:
-		c.addf(p, "set %s, %s or both: a window must close", KeyWindow, KeyMaxItems)
+	case ds.Window == 0 && ds.MaxItems == 0 && ds.Schedule == "":
+		c.addf(p, "set %s, %s or %s: a window must close", KeyWindow, KeySchedule, KeyMaxItems)
 	case ds.Window != 0 && (ds.Window < MinDigestWindow || ds.Window > MaxDigestWindow):
 		c.addf(extend(p, KeyWindow), "must be between %s and %s (7 days), got %s", shortDuration(MinDigestWindow), shortDuration(MaxDigestWindow), shortDuration(ds.Window))
+	}
+	if ds.Schedule != "" {
+		sc, err := ParseSchedule(ds.Schedule)
+		switch {
+		case err != nil:
+			c.add(err.Error(), extend(p, KeySchedule)...)
+		case ds.Window != 0:
+			c.addf(extend(p, KeySchedule), "set %s or %s, not both: a window closes after a length or at a time of day", KeyWindow, KeySchedule)
+		default:
+			cd.schedule = &sc
+		}
 	}
 	if ds.MaxItems < 0 || ds.MaxItems > MaxDigestItems {
 		c.addf(extend(p, KeyMaxItems), "must be between 1 and %d, got %d", MaxDigestItems, ds.MaxItems)
@@ -163,6 +174,8 @@ func checkItemsUse(c *specChecker, ce *compiledEvent, base []string) {
 	}
 	for _, ch := range sortedKeys(ce.templates) {
 		switch {
+		case ce.throttle.folds(ch):
+			// What goes over the throttle is sent as a digest.
 		case ce.digest == nil:
 			texts(extend(base, KeyTemplate, ch), ce.templates[ch], "the rule has no digest block")
 		case !ce.digest.channels[ch]:
@@ -215,8 +228,17 @@ type DigestDecision struct {
 	// Err says why, and the delivery fails alone).
 	Key string `json:"key"`
 	// Window is how long a window stays open after its first item (0:
-	// until MaxItems items).
+	// until Schedule or MaxItems items).
 	Window time.Duration `json:"window"`
+	// Schedule, when set, closes the window at its next occurrence after
+	// the first item ("daily 08:00"), in Zone, the recipient's zone.
+	Schedule string `json:"schedule,omitempty"`
+	Zone     string `json:"zone,omitempty"`
+	// ClosesAt is when a window the item opened would close: the
+	// schedule's next occurrence after the decision's time (nil without
+	// a schedule). An item that joins an open window waits for that
+	// window's close.
+	ClosesAt *time.Time `json:"closes_at,omitempty"`
 	// MaxItems closes a window early.
 	MaxItems int `json:"max_items"`
 	// Inbox is the inbox mode (per_event or per_digest).
@@ -230,14 +252,7 @@ func (d DigestDecision) String() string {
 	if d.Err != "" {
 		return "digest key: " + d.Err + " (the delivery fails alone)"
 	}
-	var until string
-	switch {
-	case d.Window > 0:
-		until = fmt.Sprintf("for %s or %d items", shortDuration(d.Window), d.MaxItems)
-	default:
-		until = fmt.Sprintf("until %d items", d.MaxItems)
-	}
-	return fmt.Sprintf("collected into digest %q %s, inbox %s", d.Key, until, d.Inbox)
+	return fmt.Sprintf("collected into digest %q %s, inbox %s", d.Key, d.until(), d.Inbox)
 }
 
 // InboxString is a per_digest inbox in explain's words.
@@ -245,26 +260,38 @@ func (d DigestDecision) InboxString() string {
 	if d.Err != "" {
 		return "inbox per_digest, but digest key: " + d.Err + " (the inbox keeps this event's own row)"
 	}
-	var until string
-	switch {
-	case d.Window > 0:
-		until = fmt.Sprintf("for %s or %d items", shortDuration(d.Window), d.MaxItems)
-	default:
-		until = fmt.Sprintf("until %d items", d.MaxItems)
-	}
-	return fmt.Sprintf("inbox per_digest: one row per recipient for digest %q %s, written when the window closes", d.Key, until)
+	return fmt.Sprintf("inbox per_digest: one row per recipient for digest %q %s, written when the window closes", d.Key, d.until())
 }
 
-// digestDecision renders ce's digest key for one event (data: .payload and
+// until says when the decision's window closes.
+func (d DigestDecision) until() string {
+	switch {
+	case d.Schedule != "" && d.ClosesAt != nil:
+		return fmt.Sprintf("until %s in %s (next %s) or %d items", d.Schedule, d.Zone, d.ClosesAt.Format("2006-01-02 15:04 MST"), d.MaxItems)
+	case d.Schedule != "":
+		return fmt.Sprintf("until %s in each recipient's zone or %d items", d.Schedule, d.MaxItems)
+	case d.Window > 0:
+		return fmt.Sprintf("for %s or %d items", shortDuration(d.Window), d.MaxItems)
+	default:
+		return fmt.Sprintf("until %d items", d.MaxItems)
+	}
+}
+
+// decision renders ce's digest key for one event (data: .payload and
 // .event).
 func (cd *compiledDigest) decision(evType string, data map[string]any) *DigestDecision {
 	out := &DigestDecision{Window: cd.spec.Window, MaxItems: cd.maxItems, Inbox: cd.spec.Inbox}
 	out.Key, out.Err = renderWorkflowKey(cd.key, data, evType)
+	if cd.schedule != nil {
+		out.Schedule = cd.schedule.String()
+	}
 	return out
 }
 
-// applyDigest marks the channels of d that ce's digest collects.
-func (ce *compiledEvent) applyDigest(d *Decision, data map[string]any) {
+// applyDigest marks the channels of d that ce's digest collects; a
+// scheduled digest's close is computed from at in each recipient's zone
+// (zone picks it, with the quiet hours' fallback).
+func (ce *compiledEvent) applyDigest(d *Decision, data map[string]any, at time.Time, zone func(directory.Recipient) *time.Location) {
 	if ce.digest == nil {
 		return
 	}
@@ -274,12 +301,29 @@ func (ce *compiledEvent) applyDigest(d *Decision, data map[string]any) {
 		d.InboxDigest = &x
 	}
 	for i := range d.Recipients {
+		var closes *time.Time
+		var zname string
+		if sc := ce.digest.schedule; sc != nil && dd.Err == "" && ce.perDigest() {
+			loc := zone(d.Recipients[i].Recipient)
+			next := sc.Next(at, loc)
+			closes, zname = &next, loc.String()
+			d.Recipients[i].InboxDigestClosesAt = closes
+		}
 		for j := range d.Recipients[i].Channels {
 			c := &d.Recipients[i].Channels[j]
-			if ce.digest.channels[c.Channel] {
-				x := *dd
-				c.Digest = &x
+			if !ce.digest.channels[c.Channel] {
+				continue
 			}
+			x := *dd
+			if sc := ce.digest.schedule; sc != nil && x.Err == "" {
+				if closes == nil {
+					loc := zone(d.Recipients[i].Recipient)
+					next := sc.Next(at, loc)
+					closes, zname = &next, loc.String()
+				}
+				x.ClosesAt, x.Zone = closes, zname
+			}
+			c.Digest = &x
 		}
 	}
 }

@@ -379,7 +379,7 @@ func (rs *RuleSet) render(pe *PreparedEvent, r directory.Recipient, ch string, i
 		"recipient": recipientData(r),
 		"channel":   ch,
 	}
-	if items == nil && ((ch != "" && ce.digest != nil && ce.digest.channels[ch]) || (ch == "" && ce.perDigest())) {
+	if items == nil && ((ch != "" && (ce.digest != nil && ce.digest.channels[ch] || ce.throttle.folds(ch))) || (ch == "" && ce.perDigest())) {
 		items = []any{map[string]any{"payload": pe.payload, "event": pe.event}}
 	}
 	if items != nil {

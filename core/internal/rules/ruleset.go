@@ -68,6 +68,8 @@ type compiledDigest struct {
 	channels map[string]bool
 	// maxItems is spec.MaxItems or MaxDigestItems.
 	maxItems int
+	// schedule is the parsed spec.Schedule (nil: none).
+	schedule *Schedule
 }
 
 type compiledAudience struct {

@@ -87,6 +87,10 @@ type EventSpec struct {
 const (
 	// ThrottleDrop writes it SKIPPED ("throttled: N per W").
 	ThrottleDrop = "drop"
+	// ThrottleDigest folds it into a digest for the recipient, channel
+	// and throttle key that is sent when the throttle's window ends,
+	// rendered by the channel's template with .items.
+	ThrottleDigest = "digest"
 )
 
 // Limits of a throttle.
@@ -109,7 +113,7 @@ type ThrottleSpec struct {
 	Limit int
 	// Per is the window's length.
 	Per time.Duration
-	// Over is what happens to the rest: drop.
+	// Over is what happens to the rest: drop (the default) or digest.
 	Over string
 }
 
@@ -150,8 +154,13 @@ type DigestSpec struct {
 	// (default: the event type).
 	Key string
 	// Window is how long a window stays open after its first item (0:
-	// until MaxItems).
+	// until Schedule or MaxItems).
 	Window time.Duration
+	// Schedule, instead of Window, closes a window at the next
+	// occurrence of a wall-clock time after its first item, in the
+	// recipient's zone ("daily 08:00", "weekly mon 08:00"; see
+	// ParseSchedule).
+	Schedule string
 	// MaxItems closes a window as soon as it holds this many items (0:
 	// MaxDigestItems).
 	MaxItems int
@@ -337,6 +346,7 @@ const (
 	KeyKey                 = "key"
 	KeyWindow              = "window"
 	KeyMaxItems            = "max_items"
+	KeySchedule            = "schedule"
 	KeyThrottle            = "throttle"
 	KeyLimit               = "limit"
 	KeyPer                 = "per"

@@ -32,8 +32,14 @@ func compileThrottle(c *specChecker, ce *compiledEvent, base []string) *compiled
 	switch ts.Over {
 	case "", ThrottleDrop:
 		ct.spec.Over = ThrottleDrop
+	case ThrottleDigest:
+		for _, ch := range sortedKeys(ce.escalations) {
+			if ct.channels[ch] {
+				c.addf(extend(p, KeyOver), "channel %s also escalates (escalate %q): what goes over would be folded into a digest and never wait for the inbox row; fold or escalate it, not both", ch, ch)
+			}
+		}
 	default:
-		c.addf(extend(p, KeyOver), "must be %s, got %q", ThrottleDrop, ts.Over)
+		c.addf(extend(p, KeyOver), "must be %s or %s, got %q", ThrottleDrop, ThrottleDigest, ts.Over)
 	}
 	if ce.digest != nil {
 		for ch := range ct.channels {
@@ -47,8 +53,16 @@ func compileThrottle(c *specChecker, ce *compiledEvent, base []string) *compiled
 	return ct
 }
 
+// folds reports whether the throttle folds what goes over its limit on ch
+// into a digest (false for a nil throttle).
+func (ct *compiledThrottle) folds(ch string) bool {
+	return ct != nil && ct.spec.Over == ThrottleDigest && ct.channels[ch]
+}
+
 // ThrottleDecision says that a kept channel counts against a throttle:
-// past Limit per Per (for its key), it is not sent.
+// past Limit per Per (for its key), it is not sent alone: it is SKIPPED
+// (Over drop) or folded into a digest sent when the window ends (Over
+// digest).
 type ThrottleDecision struct {
 	// Key is the rendered throttle key ("" when it could not be
 	// rendered: Err says why, and the delivery fails alone).
@@ -61,13 +75,23 @@ type ThrottleDecision struct {
 
 // Reason is the last_error of a delivery over the limit.
 func (t ThrottleDecision) Reason() string {
+	if t.Over == ThrottleDigest {
+		return fmt.Sprintf("throttled: %d per %s, folded into digest %q", t.Limit, shortDuration(t.Per), t.Key)
+	}
 	return fmt.Sprintf("throttled: %d per %s", t.Limit, shortDuration(t.Per))
 }
+
+// Folds reports whether what goes over the limit is folded into a digest.
+func (t ThrottleDecision) Folds() bool { return t.Over == ThrottleDigest }
 
 // String is the throttle in explain's words.
 func (t ThrottleDecision) String() string {
 	if t.Err != "" {
 		return "throttle key: " + t.Err + " (the delivery fails alone)"
+	}
+	if t.Folds() {
+		return fmt.Sprintf("throttled to %d per %s for %q (more are folded into digest %q, sent when the %s window ends)",
+			t.Limit, shortDuration(t.Per), t.Key, t.Key, shortDuration(t.Per))
 	}
 	return fmt.Sprintf("throttled to %d per %s for %q (more are SKIPPED %q)", t.Limit, shortDuration(t.Per), t.Key, t.Reason())
 }

@@ -94,6 +94,10 @@ type RecipientDecision struct {
 	// QuietHours is the window that applies to the recipient and whose it
 	// is ("22:00–08:00 (the user's own (explicit))"); empty: none.
 	QuietHours string `json:"quiet_hours,omitempty"`
+	// InboxDigestClosesAt is when the recipient's per_digest inbox window
+	// would close, for a digest with a schedule: its next occurrence in
+	// the recipient's zone (nil otherwise).
+	InboxDigestClosesAt *time.Time `json:"inbox_digest_closes_at,omitempty"`
 }
 
 // ChannelDecision says why one channel was kept or dropped.

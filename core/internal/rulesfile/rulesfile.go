@@ -154,13 +154,14 @@ type rulesThrottleRaw struct {
 	Key      string   `hcl:"key,attr" doc:"Each key has its own count, a template such as alert:{{ .payload.alert_id }} (default: the event type)."`
 	Limit    int      `hcl:"limit,attr" doc:"How many may go out per window (1 to 10000)."`
 	Per      string   `hcl:"per,attr" doc:"The window, a Go duration from 1s to 168h such as 10m."`
-	Over     string   `hcl:"over,attr" doc:"drop: what goes over the limit is SKIPPED with last_error throttled."`
+	Over     string   `hcl:"over,attr" doc:"drop (default): what goes over the limit is SKIPPED with last_error throttled; digest: it waits and goes out as one digest per recipient and key when the window ends (the channel's template sees .items)."`
 }
 
 type rulesDigestRaw struct {
 	Channels []string `hcl:"channels,attr" doc:"The channels collected (default: every channel of the rule)."`
 	Key      string   `hcl:"key,attr" doc:"What is collected together, a template such as restaurant:{{ .payload.restaurant_id }} (default: the event type)."`
 	Window   string   `hcl:"window,attr" doc:"How long a window stays open after its first item, a Go duration from 1s to 168h such as 5m."`
+	Schedule string   `hcl:"schedule,attr" doc:"Instead of window: close at the next daily HH:MM or weekly DAY HH:MM (DAY mon to sun) after the first item, in the recipient's time zone, e.g. daily 08:00."`
 	MaxItems *int     `hcl:"max_items,attr" doc:"Close a window as soon as it holds this many items (1 to 1000; default 1000)."`
 	Inbox    string   `hcl:"inbox,attr" doc:"per_event (default): the in-app inbox keeps one row per event; per_digest: one row per recipient and window, written when it closes."`
 }
@@ -691,7 +692,7 @@ func rulesEventFrom(c *rulesCollector, f *rulesFile, name string, raw *rulesEven
 		}
 	}
 	if d := raw.Digest; d != nil {
-		ev.Digest = &rules.DigestSpec{Channels: d.Channels, Key: d.Key, Inbox: d.Inbox}
+		ev.Digest = &rules.DigestSpec{Channels: d.Channels, Key: d.Key, Inbox: d.Inbox, Schedule: d.Schedule}
 		if d.MaxItems != nil {
 			ev.Digest.MaxItems = *d.MaxItems
 			if *d.MaxItems == 0 {

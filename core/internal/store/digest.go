@@ -32,8 +32,14 @@ type DigestItem struct {
 	TenantID, UserID, Channel, EventType string
 	// Key is the rendered digest key (never empty).
 	Key string
-	// Window is how long a new window stays open (0: until MaxItems).
+	// Window is how long a new window stays open (0: until ClosesAt or
+	// MaxItems).
 	Window time.Duration
+	// ClosesAt, when set, is when a new window closes (a schedule's next
+	// occurrence in the recipient's zone, or the end of a throttle's
+	// window); Window is then ignored. An item counted into an open
+	// window keeps that window's close.
+	ClosesAt time.Time
 	// MaxItems closes a window as soon as it holds this many.
 	MaxItems int
 }
@@ -67,19 +73,20 @@ func OpenDigestWindows(ctx context.Context, tx pgx.Tx, items []DigestItem) ([]st
 		slices.SortFunc(round, func(a, b int) int { return strings.Compare(items[a].windowKey(), items[b].windowKey()) })
 		n := len(round)
 		tenants, users, chans, types, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		maxes, windows := make([]int32, n), make([]float64, n)
+		maxes, windows, ats := make([]int32, n), make([]float64, n), make([]pgtype.Timestamptz, n)
 		byKey := make(map[string]int, n)
 		for j, i := range round {
 			it := items[i]
 			tenants[j], users[j], chans[j], types[j], keys[j] = it.TenantID, it.UserID, it.Channel, it.EventType, it.Key
 			maxes[j], windows[j] = int32(it.MaxItems), it.Window.Seconds()
+			ats[j] = pgtype.Timestamptz{Time: it.ClosesAt, Valid: !it.ClosesAt.IsZero()}
 			byKey[it.windowKey()] = i
 		}
 		rows, err := tx.Query(ctx, `INSERT INTO digest_windows AS w (tenant_id, user_id, channel, event_type, digest_key, items, max_items,
 				status, closes_at)
 			SELECT x.t, x.u, x.c, x.e, x.k, 1, x.m, CASE WHEN x.m <= 1 THEN 'FULL' ELSE 'OPEN' END,
-				CASE WHEN x.m <= 1 THEN now() WHEN x.s > 0 THEN now() + make_interval(secs => x.s) ELSE 'infinity' END
-			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::float8[]) AS x(t, u, c, e, k, m, s)
+				CASE WHEN x.m <= 1 THEN now() WHEN x.a IS NOT NULL THEN x.a WHEN x.s > 0 THEN now() + make_interval(secs => x.s) ELSE 'infinity' END
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::float8[], $8::timestamptz[]) AS x(t, u, c, e, k, m, s, a)
 			ORDER BY 1, 2, 3, 4, 5
 			ON CONFLICT (tenant_id, user_id, channel, event_type, digest_key) WHERE status = 'OPEN'
 			DO UPDATE SET items = w.items + 1,
@@ -87,7 +94,7 @@ func OpenDigestWindows(ctx context.Context, tx pgx.Tx, items []DigestItem) ([]st
 				closes_at = CASE WHEN w.items + 1 >= w.max_items THEN least(w.closes_at, now()) ELSE w.closes_at END
 			RETURNING window_id::text, tenant_id, user_id, channel, event_type, digest_key,
 				least(closes_at, now() + interval '100 years')`,
-			tenants, users, chans, types, keys, maxes, windows)
+			tenants, users, chans, types, keys, maxes, windows, ats)
 		if err != nil {
 			return nil, nil, fmt.Errorf("open digest windows: %w", err)
 		}

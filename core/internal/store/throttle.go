@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,6 +19,16 @@ type ThrottleItem struct {
 	Key   string
 	Limit int
 	Per   time.Duration
+	// Fold, when set, is the event as a digest item: the relay folds a
+	// delivery over the limit into a digest window closing when the
+	// throttle window ends, with Fold as its content (not stored here).
+	Fold json.RawMessage
+}
+
+// WindowEnd is when the throttle window holding now ends: windows are now
+// truncated to Per, so every daemon agrees on them.
+func (t ThrottleItem) WindowEnd(now time.Time) time.Time {
+	return now.Truncate(t.Per).Add(t.Per)
 }
 
 func (t ThrottleItem) counterKey() string {
@@ -49,7 +60,7 @@ func CountThrottled(ctx context.Context, tx pgx.Tx, items []ThrottleItem, now ti
 		it := items[groups[k][0]]
 		tenants[j], users[j], chans[j], types[j], tkeys[j] = it.TenantID, it.UserID, it.Channel, it.EventType, it.Key
 		starts[j] = now.Truncate(it.Per)
-		ends[j] = starts[j].Add(it.Per)
+		ends[j] = it.WindowEnd(now)
 		adds[j] = int32(len(groups[k]))
 	}
 	rows, err := tx.Query(ctx, `INSERT INTO throttle_counters AS c (tenant_id, user_id, channel, event_type, throttle_key, window_start, window_end, sent)
