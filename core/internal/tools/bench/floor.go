@@ -443,10 +443,21 @@ func (h *floorHandoff) Offer(ctx context.Context, id int64, dels []store.NewDeli
 // rounds do (handoffGather).
 const floorGather = 10000
 
-// run publishes the offered batches to the queues and deletes their
-// handoff rows (one statement per round, after the round's messages are
-// queued), until ctx ends.
+// run publishes the offered batches to the queues until ctx ends. As in
+// the handoff, publishing never waits for the database: a second goroutine
+// deletes the handoff rows of the rounds queued (those ready together with
+// one statement, as the handoff's confirm loop does).
 func (h *floorHandoff) run(ctx context.Context, r *floorRun) {
+	rounds := make(chan []int64, floorPipeline)
+	deleted := make(chan struct{})
+	go func() {
+		defer close(deleted)
+		h.deleteRounds(ctx, r, rounds)
+	}()
+	defer func() {
+		close(rounds)
+		<-deleted
+	}()
 	for {
 		var batches []floorBatch
 		select {
@@ -506,9 +517,37 @@ func (h *floorHandoff) run(ctx context.Context, r *floorRun) {
 				}
 			}
 		}
-		if err := store.DeleteHandoffs(context.WithoutCancel(ctx), r.pool, ids); err != nil && ctx.Err() == nil {
-			r.fail(fmt.Errorf("delete handoffs: %w", err))
+		select {
+		case rounds <- ids:
+		case <-ctx.Done():
 			return
+		}
+	}
+}
+
+// floorPipeline bounds the rounds queued whose handoff rows are not yet
+// deleted, as the handoff bounds its unconfirmed rounds (handoffPipeline).
+const floorPipeline = 16
+
+// deleteRounds deletes the handoff rows of each round queued, those
+// waiting together with one statement, until rounds is closed.
+func (h *floorHandoff) deleteRounds(ctx context.Context, r *floorRun, rounds <-chan []int64) {
+	work := context.WithoutCancel(ctx)
+	for ids := range rounds {
+	more:
+		for {
+			select {
+			case more, ok := <-rounds:
+				if !ok {
+					break more
+				}
+				ids = append(ids, more...)
+			default:
+				break more
+			}
+		}
+		if err := store.DeleteHandoffs(work, r.pool, ids); err != nil && ctx.Err() == nil {
+			r.fail(fmt.Errorf("delete handoffs: %w", err))
 		}
 	}
 }
