@@ -57,6 +57,10 @@ type benchFlags struct {
 	dirWrites  int
 	dirAPI     bench.DirectoryAPIScenario
 	dirFanout  bool
+	// floorFanout and floorSingle are the events of the database floor's
+	// fanout and single shapes.
+	floorFanout int
+	floorSingle int
 	// digestWindow and digestRcpts shape the digest scenario.
 	digestWindow time.Duration
 	digestRcpts  int
@@ -83,6 +87,8 @@ server is local; targets: both within 10 % of the direct INSERT). At the end it
 checks that every expected delivery is SENT exactly once.
 
 --scenario all (the default) runs the standard suite:
+  floor    the database floor of the fanout and single shapes (below), before
+           the pipeline runs
   fanout   10 recipients × 3 channels, unpaced; the pipeline runs as herald_worker
   fanout-rls-policies   the fanout run with database.worker_role = "": the
            pipeline runs as the tables' owner, bound by the row-level security
@@ -114,6 +120,20 @@ schema, back to back (both loaded the same way);
 --soak-baseline-herald names the herald binary of the first run's daemons
 (one built from a commit of that schema: this binary's queries may need
 the latest).
+--scenario floor runs the database floor only (with the ceilings): for the
+fanout shape (10 recipients × 3 channels, --floor-fanout-events) and the single
+shape (1 × 1, --floor-single-events), with no broker and no plugin, the
+pipeline's own code in this process against a migrated database of its own as
+herald_worker: the producers enqueue as the runs' producers do, the relay
+(the daemon's relay settings, the run's rules) writes notifications,
+deliveries, counters and handoff rows, a stand-in for the handoff deletes the
+handoff rows and hands each batch's messages straight to the listener's code,
+which checks, records (store.RecordOutcomes, the sink's MaxBatch) and releases
+them with a plugin stand-in that answers sent at once; every expected delivery
+must end SENT exactly once. It reports events/s and deliveries/s, the row
+writes per delivery of every table (pg_stat_user_tables), and every run's
+deliveries/s as a ratio to the floor of its shape (÷floor; target: fanout ≥
+0.80×).
 --scenario rls runs the three fanout runs only.
 --scenario admin runs the superadmin API benchmark only: --admin-rows
 notifications in a database of its own, the real API served in-process, and
@@ -166,7 +186,9 @@ ratio to the plain run's deliveries/s, and the exactly-once check of the digests
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", "all", "all, fanout, source (direct and through a source database, then its lag at half load), rls, latency, single, scale, admin, inbox, soak, directory, enqueue, digest or custom")
+	fl.IntVar(&f.floorFanout, "floor-fanout-events", 2_000, "events of the database floor's fanout shape (floor)")
+	fl.IntVar(&f.floorSingle, "floor-single-events", 10_000, "events of the database floor's single shape (floor)")
+	fl.StringVar(&f.scenario, "scenario", "all", "all, floor, fanout, source (direct and through a source database, then its lag at half load), rls, latency, single, scale, admin, inbox, soak, directory, enqueue, digest or custom")
 	fl.IntVar(&f.directory.Recipients, "directory-recipients", 100_000, "recipients the directory import writes, one device and one membership each (directory)")
 	fl.IntVar(&f.directory.Erased, "directory-erased", 20_000, "notifications (one delivery each) of the user the directory benchmark erases (directory)")
 	fl.DurationVar(&f.digestWindow, "digest-window", time.Minute, "the digest rule's window (digest; 1s to 168h)")
@@ -237,6 +259,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if f.directory.Recipients < 100 || f.directory.Erased < 1 || f.dirWrites < 1 {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--directory-recipients (≥ 100), --directory-erased and --directory-write-rate (≥ 1): got %d, %d, %d",
 			f.directory.Recipients, f.directory.Erased, f.dirWrites)}
+	}
+	if f.floorFanout < 1 || f.floorSingle < 1 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--floor-fanout-events and --floor-single-events: want ≥ 1 each, got %d, %d", f.floorFanout, f.floorSingle)}
 	}
 	if f.baseline < 0 {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--soak-baseline: %d is not a migration version", f.baseline)}
@@ -309,6 +334,22 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 
 	fanout := bench.Scenario{Name: "fanout", Events: pick(f.events, 6000), Recipients: 10, Channels: 3,
 		Producers: f.producers, Serve: 1, Duration: f.duration}
+	single := bench.Scenario{Name: "single", Events: pick(f.events, 30000), Recipients: 1, Channels: 1,
+		Producers: singleProducers(f), Serve: 1, Duration: f.duration}
+	if f.scenario == "all" || f.scenario == "floor" {
+		for _, sc := range bench.FloorScenarios(fanout, single, f.floorFanout, f.floorSingle) {
+			if idle, waited := bench.Settle(ctx, 0.8, 30*time.Second); !idle {
+				logf("machine still busy after %s; starting the %s floor anyway", waited.Round(time.Second), sc.Name)
+			}
+			fl, err := bench.RunFloor(ctx, env, sc)
+			if err != nil {
+				return fmt.Errorf("bench floor %s: %w", sc.Name, err)
+			}
+			logf("floor %s: %s deliveries/s, %s events/s, %.2f row writes per delivery, this process %.0f%% of a core; %s", sc.Name,
+				fmtRate(fl.DeliveriesPerS), fmtRate(fl.EventsPerSec), fl.WritesPerDelivery, fl.GoCPU*100, fl.Check.Detail)
+			rep.Floors = append(rep.Floors, fl)
+		}
+	}
 	// The fanout run under each row-level security mode, for the "RLS
 	// cost" lines.
 	rls := []bench.Scenario{fanout, fanout, fanout}
@@ -334,8 +375,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		admin, inbox = true, true
 		runs = append(runs, rls...)
 		runs = append(runs, viaSource, bench.Scenario{Name: "latency-source"})
-		runs = append(runs, bench.Scenario{Name: "latency"}, bench.Scenario{Name: "single", Events: pick(f.events, 30000), Recipients: 1,
-			Channels: 1, Producers: singleProducers(f), Serve: 1, Duration: f.duration})
+		runs = append(runs, bench.Scenario{Name: "latency"}, single)
 		for _, n := range []int{2, 3} {
 			s := fanout
 			s.Name, s.Serve = fmt.Sprintf("scale-%d", n), n
@@ -366,8 +406,8 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		runs = []bench.Scenario{rls[2], rls[0], rls[1]}
 	case "admin":
 		admin = true
-	case "enqueue":
-		// The ceilings above are the whole of it.
+	case "enqueue", "floor":
+		// The ceilings (and floors) above are the whole of it.
 	case "inbox":
 		inbox = true
 	case "latency":
@@ -377,8 +417,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			runs = []bench.Scenario{{Name: "latency"}}
 		}
 	case "single":
-		runs = []bench.Scenario{{Name: "single", Events: pick(f.events, 30000), Recipients: 1, Channels: 1,
-			Producers: singleProducers(f), Serve: 1, Duration: f.duration}}
+		runs = []bench.Scenario{single}
 	case "scale":
 		for _, n := range []int{1, 2, 3} {
 			s := fanout
@@ -409,7 +448,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		runs = []bench.Scenario{{Name: "custom", Events: pick(f.events, 10000), Recipients: f.recipients, Channels: f.channels,
 			Producers: f.producers, Rate: f.rate, Serve: f.serve, Duration: f.duration}}
 	default:
-		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, fanout, source, rls, latency, single, scale, admin, inbox, soak, directory, enqueue, digest or custom", f.scenario)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("--scenario: %q is not all, floor, fanout, source, rls, latency, single, scale, admin, inbox, soak, directory, enqueue, digest or custom", f.scenario)}
 	}
 
 	for i, sc := range runs {

@@ -37,3 +37,25 @@ func TestBenchSoakFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchFloorFlags checks that a database floor of no events is refused
+// before anything runs, with the flags named and exit code 2.
+func TestBenchFloorFlags(t *testing.T) {
+	t.Parallel()
+	for name, args := range map[string][]string{
+		"no fanout events": {"--floor-fanout-events", "0"},
+		"no single events": {"--floor-single-events", "-1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			root := NewRoot()
+			root.SetArgs(append([]string{"bench", "--scenario", "floor", "--plugins-dir", t.TempDir()}, args...))
+			root.SilenceUsage, root.SilenceErrors = true, true
+			err := root.Execute()
+			var ee *ExitError
+			if err == nil || !strings.Contains(err.Error(), "--floor-fanout-events and --floor-single-events") || !errors.As(err, &ee) || ee.Code != 2 {
+				t.Fatalf("herald bench %v: %v, want exit code 2 naming both flags", args, err)
+			}
+		})
+	}
+}

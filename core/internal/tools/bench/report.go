@@ -18,7 +18,10 @@ type Report struct {
 	Started  time.Time `json:"started"`
 	Machine  Machine   `json:"machine"`
 	Ceilings []Ceiling `json:"ceilings"`
-	Runs     []Result  `json:"runs"`
+	// Floors are the database floors of the fanout and single shapes
+	// (RunFloor), when they ran.
+	Floors []Floor  `json:"floors,omitempty"`
+	Runs   []Result `json:"runs"`
 	// Admin is the superadmin API benchmark, when it ran.
 	Admin *AdminResult `json:"admin,omitempty"`
 	// Inbox is the notification centre benchmark, when it ran.
@@ -60,6 +63,14 @@ const enqueueTarget = 0.90
 // rlsTarget is the least ratio to the run without row-level security that
 // the pipeline's default role may reach: within 5 %.
 const rlsTarget = 0.95
+
+// floorTarget is the least ratio of the fanout run's deliveries/s to its
+// database floor's (issue 30).
+const floorTarget = 0.80
+
+// singleProducersTarget is the least ratio of the single run's events/s to
+// what the producers alone commit (issue 30).
+const singleProducersTarget = 0.70
 
 // Machine describes where the benchmark ran.
 type Machine struct {
@@ -105,11 +116,16 @@ func (r *Report) ceiling(prefix string) (Ceiling, bool) {
 // superadmin benchmark's shapes and the inbox benchmark's endpoints and
 // reads per second; other runs only count for OK.
 func (r *Report) Evaluate() {
-	r.OK = len(r.Runs) > 0
+	r.OK = len(r.Runs) > 0 || len(r.Floors) > 0
 	r.Targets = nil
 	r.digestBaselines()
 	for _, run := range r.Runs {
 		if !run.Check.OK {
+			r.OK = false
+		}
+	}
+	for _, f := range r.Floors {
+		if !f.Check.OK {
 			r.OK = false
 		}
 	}
@@ -121,6 +137,13 @@ func (r *Report) Evaluate() {
 			r.Targets = append(r.Targets, Target{Name: "fanout throughput (10 recipients × 3 channels)",
 				Want: "≥ 10,000 deliveries/s", Got: fmt.Sprintf("%s deliveries/s", num(run.DeliveriesPerS)),
 				Met: run.DeliveriesPerS >= 10000, Measured: run.DeliveriesPerS})
+			if f, ok := r.floor(run.Scenario); ok && f.DeliveriesPerS > 0 {
+				ratio := run.DeliveriesPerS / f.DeliveriesPerS
+				r.Targets = append(r.Targets, Target{Name: "fanout ÷ its database floor, deliveries/s",
+					Want: fmt.Sprintf("≥ %.2f×", floorTarget), Got: fmt.Sprintf("%.2f×", ratio), Met: ratio >= floorTarget, Measured: ratio,
+					Note: fmt.Sprintf("fanout floor: %s deliveries/s with no broker and no plugin, %.2f row writes per delivery",
+						num(f.DeliveriesPerS), f.WritesPerDelivery)})
+			}
 		case "latency":
 			r.Targets = append(r.Targets,
 				Target{Name: fmt.Sprintf("latency p50 at %s events/s", num(run.Scenario.Rate)), Want: "< 50 ms",
@@ -140,6 +163,17 @@ func (r *Report) Evaluate() {
 				}
 			}
 			r.Targets = append(r.Targets, t)
+			if c, ok := r.ceiling(ProducerCeilingName); ok && c.PerSec > 0 {
+				ratio := run.EventsPerSec / c.PerSec
+				t := Target{Name: "single ÷ producers alone, events/s", Want: fmt.Sprintf("≥ %.2f×", singleProducersTarget),
+					Got: fmt.Sprintf("%.2f×", ratio), Met: ratio >= singleProducersTarget, Measured: ratio,
+					Note: "single ≥ 2.5× a Watermill outbox forwarder tuned with confirms: not run by herald bench; " +
+						"measure the peer on the same servers the same day (docs/performance/README.md)"}
+				if f, ok := r.floor(run.Scenario); ok && f.EventsPerSec > 0 {
+					t.Note = fmt.Sprintf("single floor: %s events/s (%.2f× producers alone); ", num(f.EventsPerSec), f.EventsPerSec/c.PerSec) + t.Note
+				}
+				r.Targets = append(r.Targets, t)
+			}
 		}
 		if run.Soak != nil && len(run.Soak.Windows) >= 2 {
 			last := run.Soak.Windows[len(run.Soak.Windows)-1]
@@ -269,7 +303,7 @@ func (r *Report) Evaluate() {
 // its exactly-once check, or superadmin requests that were not answered.
 func (r *Report) Err() error {
 	var errs []error
-	if len(r.Runs) > 0 && !r.OK {
+	if (len(r.Runs) > 0 || len(r.Floors) > 0) && !r.OK {
 		errs = append(errs, errors.New("exactly-once check failed"))
 	}
 	if r.Admin != nil && r.Admin.Failed > 0 {
@@ -284,7 +318,7 @@ func (r *Report) Err() error {
 	if r.DirectoryAPI != nil && r.DirectoryAPI.Failed > 0 {
 		errs = append(errs, fmt.Errorf("%d directory API requests were not answered 200 or 201: %s", r.DirectoryAPI.Failed, r.DirectoryAPI.Detail))
 	}
-	if len(r.Runs) == 0 && r.Admin == nil && r.Inbox == nil && r.Directory == nil && r.DirectoryAPI == nil && len(r.Ceilings) == 0 {
+	if len(r.Runs) == 0 && len(r.Floors) == 0 && r.Admin == nil && r.Inbox == nil && r.Directory == nil && r.DirectoryAPI == nil && len(r.Ceilings) == 0 {
 		errs = append(errs, errors.New("nothing ran"))
 	}
 	return errors.Join(errs...)
@@ -408,6 +442,17 @@ func sameShape(a, b Scenario) bool {
 		a.Rate == b.Rate && a.Serve == b.Serve
 }
 
+// floor returns the report's database floor of sc's shape (recipients ×
+// channels), if it ran.
+func (r *Report) floor(sc Scenario) (Floor, bool) {
+	for _, f := range r.Floors {
+		if f.Scenario.Recipients == sc.Recipients && f.Scenario.Channels == sc.Channels {
+			return f, true
+		}
+	}
+	return Floor{}, false
+}
+
 // run returns the report's run of that scenario name.
 func (r *Report) run(name string) (Result, bool) {
 	for _, run := range r.Runs {
@@ -432,6 +477,9 @@ func (r *Report) Print(w io.Writer) {
 		}
 		_ = tw.Flush()
 		fmt.Fprintln(w)
+	}
+	if len(r.Floors) > 0 {
+		r.printFloors(w)
 	}
 	if len(r.EnqueueRounds) > 0 {
 		fmt.Fprintln(w, "Enqueue ceilings by round (events/s; the ways alternate, each round in a rotated order):")
@@ -502,7 +550,7 @@ func (r *Report) Print(w io.Writer) {
 			}
 		}
 	}
-	if len(r.Runs) > 0 {
+	if len(r.Runs) > 0 || len(r.Floors) > 0 {
 		if r.OK {
 			fmt.Fprintln(w, "\nexactly-once check: every expected delivery SENT exactly once in every run")
 		} else {
@@ -530,7 +578,7 @@ func (r *Report) printRuns(w io.Writer) {
 	pg, hasPG := r.ceiling("postgresql")
 	producers, hasProducers := r.ceiling(ProducerCeilingName)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tserve\tevents\trcpt×ch\trate\tevents/s\tdeliveries/s\t÷rabbit\t÷pg copy\t÷producers\tp50 ms\tp95 ms\tp99 ms\tdaemon RSS\tplugin RSS\texactly once\t")
+	fmt.Fprintln(tw, "run\tserve\tevents\trcpt×ch\trate\tevents/s\tdeliveries/s\t÷rabbit\t÷pg copy\t÷producers\t÷floor\tp50 ms\tp95 ms\tp99 ms\tdaemon RSS\tplugin RSS\texactly once\t")
 	for _, run := range r.Runs {
 		s := run.Scenario
 		rate := "max"
@@ -549,10 +597,15 @@ func (r *Report) printRuns(w io.Writer) {
 		if !run.Check.OK {
 			verdict = "NO"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d×%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t\n",
+		// Deliveries are compared with the floor of the same shape.
+		toFloor := "-"
+		if f, ok := r.floor(s); ok && f.DeliveriesPerS > 0 {
+			toFloor = fmt.Sprintf("%.2f", run.DeliveriesPerS/f.DeliveriesPerS)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d×%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t\n",
 			s.Name, s.Serve, num(float64(run.EventsEnqueued)), s.Recipients, s.Channels, rate,
 			num(run.EventsPerSec), num(run.DeliveriesPerS), ratio(run.DeliveriesPerS, rabbit, hasRabbit),
-			ratio(run.DeliveriesPerS, pg, hasPG), ratio(run.EventsPerSec, producers, hasProducers),
+			ratio(run.DeliveriesPerS, pg, hasPG), ratio(run.EventsPerSec, producers, hasProducers), toFloor,
 			run.Latency.P50, run.Latency.P95, run.Latency.P99, mib(run.DaemonPeakBytes), mib(run.PluginPeakBytes), verdict)
 	}
 	_ = tw.Flush()
@@ -584,6 +637,41 @@ func (r *Report) printRuns(w io.Writer) {
 			fmt.Fprintf(w, "%s: configs and logs kept in %s\n", run.Scenario.Name, run.Dir)
 		}
 	}
+}
+
+// printFloors writes the database floors and the row writes per delivery
+// each observed.
+func (r *Report) printFloors(w io.Writer) {
+	fmt.Fprintln(w, "Database floor, same run: the pipeline's own code and SQL with no broker and no plugin (herald_worker, RLS on):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "floor\trcpt×ch\tevents\tdeliveries\tseconds\tevents/s\tdeliveries/s\twrites/delivery\tGo CPU\texactly once\t")
+	for _, f := range r.Floors {
+		verdict := "yes"
+		if !f.Check.OK {
+			verdict = "NO"
+		}
+		fmt.Fprintf(tw, "%s\t%d×%d\t%s\t%s\t%.2f\t%s\t%s\t%.2f\t%.0f%%\t%s\t\n", f.Scenario.Name, f.Scenario.Recipients, f.Scenario.Channels,
+			num(float64(f.EventsEnqueued)), num(float64(f.Deliveries)), f.Elapsed.Seconds(), num(f.EventsPerSec), num(f.DeliveriesPerS),
+			f.WritesPerDelivery, f.GoCPU*100, verdict)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "Row writes per delivery (pg_stat_user_tables; HOT: updates that wrote no index entry):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "floor\ttable\tinserts\tupdates\tHOT\tdeletes\ttotal\t")
+	for _, f := range r.Floors {
+		for _, t := range f.Writes {
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", f.Scenario.Name, t.Table, f.perDelivery(t.Inserts),
+				f.perDelivery(t.Updates), f.perDelivery(t.HOTUpdates), f.perDelivery(t.Deletes), f.perDelivery(t.Rows()))
+		}
+	}
+	_ = tw.Flush()
+	for _, f := range r.Floors {
+		fmt.Fprintf(w, "  %s: %s; %s\n", f.Scenario.Name, f.Concurrency, f.Check.Detail)
+		if f.Redelivered > 0 {
+			fmt.Fprintf(w, "  %s: %d messages given back by the listener and handled again\n", f.Scenario.Name, f.Redelivered)
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // printRLSCosts writes one "RLS cost" line per run compared with the run

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestReportProducerCeiling(t *testing.T) {
 	rep.Evaluate()
 	var single Target
 	for _, tg := range rep.Targets {
-		if strings.HasPrefix(tg.Name, "single") {
+		if strings.HasPrefix(tg.Name, "single (") {
 			single = tg
 		}
 	}
@@ -275,5 +276,110 @@ func TestReportSourceTargets(t *testing.T) {
 		if strings.HasPrefix(tg.Name, "source stage lag") && !tg.Met {
 			t.Errorf("a lag p99 of 800 ms: %+v, want met", tg)
 		}
+	}
+}
+
+// TestReportFloor checks that each run is put next to the database floor of
+// its shape (a ÷floor column), that the floors and their row writes per
+// delivery are printed and in the JSON, that the issue's targets are
+// judged (fanout ≥ 0.80× its floor, single ≥ 0.70× producers alone, the
+// Watermill peer named as not run), and that a floor that failed its
+// check fails the report.
+func TestReportFloor(t *testing.T) {
+	t.Parallel()
+	fanoutFloor := Floor{Scenario: Scenario{Name: "fanout", Recipients: 10, Channels: 3, Producers: 4}, EventsEnqueued: 2000,
+		Deliveries: 60000, Elapsed: 4 * time.Second, EventsPerSec: 500, DeliveriesPerS: 15000, GoCPU: 0.8,
+		Concurrency: "relay 2 workers", Check: Check{OK: true, Detail: "all 60000 deliveries SENT exactly once"},
+		Writes: []TableWrites{
+			{Table: "deliveries", Inserts: 60000, Updates: 60000, HOTUpdates: 45000},
+			{Table: "delivery_attempts", Inserts: 60000},
+			{Table: "notifications", Inserts: 20000},
+			{Table: "delivery_handoffs", Inserts: 30, Deletes: 30},
+		}}
+	fanoutFloor.WritesPerDelivery = writesPerDelivery(fanoutFloor.Writes, fanoutFloor.Deliveries)
+	singleFloor := Floor{Scenario: Scenario{Name: "single", Recipients: 1, Channels: 1, Producers: 8}, EventsEnqueued: 10000,
+		Deliveries: 10000, Elapsed: 4 * time.Second, EventsPerSec: 2500, DeliveriesPerS: 2500, Check: Check{OK: true}}
+	rep := Report{
+		Ceilings: []Ceiling{newCeiling(ProducerCeilingName+" (8 producers, one event per transaction)", "events/s", 20000, 5*time.Second)},
+		Floors:   []Floor{fanoutFloor, singleFloor},
+		Runs: []Result{
+			{Scenario: Scenario{Name: "fanout", Recipients: 10, Channels: 3, Serve: 1}, EventsEnqueued: 6000,
+				EventsPerSec: 400, DeliveriesPerS: 12000, Check: Check{OK: true}},
+			{Scenario: Scenario{Name: "single", Recipients: 1, Channels: 1, Serve: 1}, EventsEnqueued: 30000,
+				EventsPerSec: 2000, DeliveriesPerS: 2000, Check: Check{OK: true}},
+		},
+	}
+	if got, want := fanoutFloor.WritesPerDelivery, (60000.0+60000+60000+20000+60)/60000; got != want {
+		t.Errorf("writes per delivery = %v, want %v", got, want)
+	}
+	rep.Evaluate()
+	if !rep.OK || rep.Err() != nil {
+		t.Fatalf("report not OK: %v", rep.Err())
+	}
+	targets := map[string]Target{}
+	for _, tg := range rep.Targets {
+		targets[tg.Name] = tg
+	}
+	// 12,000 of 15,000 deliveries/s: 0.80×, met; 2,000 of 4,000 events/s: 0.50×, not met.
+	for name, want := range map[string]Target{
+		"fanout ÷ its database floor, deliveries/s": {Want: "≥ 0.80×", Got: "0.80×", Met: true, Measured: 0.8,
+			Note: "fanout floor: 15,000 deliveries/s with no broker and no plugin, 3.33 row writes per delivery"},
+		"single ÷ producers alone, events/s": {Want: "≥ 0.70×", Got: "0.50×", Met: false, Measured: 0.5,
+			Note: "single floor: 2,500 events/s (0.62× producers alone); single ≥ 2.5× a Watermill outbox forwarder tuned with confirms: " +
+				"not run by herald bench; measure the peer on the same servers the same day (docs/performance/README.md)"},
+	} {
+		want.Name = name
+		if diff := cmp.Diff(want, targets[name], cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+			t.Errorf("target %q (-want +got):\n%s", name, diff)
+		}
+	}
+
+	var out bytes.Buffer
+	rep.Print(&out)
+	text := out.String()
+	for _, want := range []string{
+		"Database floor, same run:",
+		"fanout: relay 2 workers; all 60000 deliveries SENT exactly once",
+		"÷floor",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report has no %q:\n%s", want, text)
+		}
+	}
+	// The rows: the floors' rates and writes, each run's ratio to its floor.
+	rows := map[string]string{}
+	for _, l := range strings.Split(text, "\n") {
+		f := strings.Fields(l)
+		if len(f) > 1 {
+			rows[f[0]+" "+f[1]] = strings.Join(f, " ")
+		}
+	}
+	for key, want := range map[string]string{
+		"fanout 10×3":              "fanout 10×3 2,000 60,000 4.00 500 15,000 3.33 80% yes",
+		"fanout deliveries":        "fanout deliveries 1.00 1.00 0.75 0.00 2.00",
+		"fanout delivery_handoffs": "fanout delivery_handoffs 0.00 0.00 0.00 0.00 0.00",
+		"fanout 1":                 "fanout 1 6,000 10×3 max 400 12,000 - - 0.10 0.80",
+		"single 1":                 "single 1 30,000 1×1 max 2,000 2,000 - - 0.50 0.80",
+	} {
+		if got := rows[key]; !strings.HasPrefix(got, want) {
+			t.Errorf("row %q = %q, want it to start with %q", key, got, want)
+		}
+	}
+
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"floors":[{`, `"writes_per_delivery":3.33`, `"table":"delivery_attempts","inserts":60000`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("JSON has no %s:\n%s", want, js)
+		}
+	}
+
+	// A floor that did not end exactly once fails the report, runs or not.
+	bad := Report{Floors: []Floor{{Scenario: singleFloor.Scenario, Check: Check{OK: false, Detail: "9999 SENT, want 10000"}}}}
+	bad.Evaluate()
+	if bad.OK || bad.Err() == nil {
+		t.Errorf("a failed floor: OK = %t, Err = %v; want not OK and an error", bad.OK, bad.Err())
 	}
 }
