@@ -413,11 +413,15 @@ type floorBatch struct {
 // the handoff would publish (version 2, grouped by routing key, at most
 // PerMessage deliveries each) and puts them on their channel's queue, and
 // deletes the batches' handoff rows as the handoff does once the broker
-// confirmed them (here at once).
+// confirmed them (here at once): the relay's next batch takes them
+// (TakeConfirmed) and deletes them in its own transaction, and what no
+// batch took within floorDeleteAfter is deleted by a statement of its own.
 type floorHandoff struct {
 	batches    chan floorBatch
 	grace      time.Duration
 	perMessage int
+	mu         sync.Mutex
+	done       []int64
 }
 
 var _ relay.Handoff = (*floorHandoff)(nil)
@@ -430,6 +434,23 @@ func (h *floorHandoff) Grace() time.Duration { return h.grace }
 
 // Owner is 0: the rows name no daemon (none takes them over here).
 func (h *floorHandoff) Owner() int32 { return 0 }
+
+// TakeConfirmed returns the rows queued since the last take, for the
+// relay's transaction to delete.
+func (h *floorHandoff) TakeConfirmed() []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := h.done
+	h.done = nil
+	return ids
+}
+
+// ReturnConfirmed gives back rows a relay transaction did not delete.
+func (h *floorHandoff) ReturnConfirmed(ids []int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.done = append(h.done, ids...)
+}
 
 // Offer hands over a committed batch; it waits while the handoff is behind.
 func (h *floorHandoff) Offer(ctx context.Context, id int64, dels []store.NewDelivery) {
@@ -529,25 +550,34 @@ func (h *floorHandoff) run(ctx context.Context, r *floorRun) {
 // deleted, as the handoff bounds its unconfirmed rounds (handoffPipeline).
 const floorPipeline = 16
 
-// deleteRounds deletes the handoff rows of each round queued, those
-// waiting together with one statement, until rounds is closed.
+// floorDeleteAfter is how long queued rows wait for a relay batch to take
+// them before they are deleted alone (the handoff's deleteAfter).
+const floorDeleteAfter = 200 * time.Millisecond
+
+// deleteRounds makes the handoff rows of each round queued confirmed, for
+// the relay's next batch to delete; every floorDeleteAfter it deletes those
+// no batch took, and at the end what is left, until rounds is closed.
 func (h *floorHandoff) deleteRounds(ctx context.Context, r *floorRun, rounds <-chan []int64) {
 	work := context.WithoutCancel(ctx)
-	for ids := range rounds {
-	more:
-		for {
-			select {
-			case more, ok := <-rounds:
-				if !ok {
-					break more
-				}
-				ids = append(ids, more...)
-			default:
-				break more
+	sweep := func() {
+		if ids := h.TakeConfirmed(); len(ids) > 0 {
+			if err := store.DeleteHandoffs(work, r.pool, ids); err != nil && ctx.Err() == nil {
+				r.fail(fmt.Errorf("delete handoffs: %w", err))
 			}
 		}
-		if err := store.DeleteHandoffs(work, r.pool, ids); err != nil && ctx.Err() == nil {
-			r.fail(fmt.Errorf("delete handoffs: %w", err))
+	}
+	tick := time.NewTicker(floorDeleteAfter)
+	defer tick.Stop()
+	for {
+		select {
+		case ids, ok := <-rounds:
+			if !ok {
+				sweep()
+				return
+			}
+			h.ReturnConfirmed(ids)
+		case <-tick.C:
+			sweep()
 		}
 	}
 }
