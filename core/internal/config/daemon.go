@@ -19,6 +19,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/config/field"
 	"github.com/heraldhq/herald/core/internal/delivery"
+	"github.com/heraldhq/herald/core/internal/digest"
 	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/live"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
@@ -80,6 +81,9 @@ type Daemon struct {
 	// action to the broker (tenant in the routing key) and POSTs them to
 	// the webhooks tenants configure (docs/api.md, "Status events").
 	StatusEvents statusev.Config `koanf:"status_events"`
+	// Digest tunes the flusher that sends each digest window as one
+	// message once it falls due (rules' digest blocks, docs/rules.md).
+	Digest digest.Config `koanf:"digest"`
 
 	// Warnings are what LoadDaemon accepted but the operator should fix
 	// (a setting that is no longer read), each naming the file, line and
@@ -167,6 +171,7 @@ func DefaultDaemon() Daemon {
 		Supervisor:   SupervisorConfig{ShutdownGrace: 30 * time.Second, LivenessTimeout: time.Minute},
 		Tracing:      tracing.DefaultConfig(),
 		StatusEvents: statusev.DefaultConfig(),
+		Digest:       digest.DefaultConfig(),
 	}
 }
 
@@ -193,6 +198,7 @@ func (d Daemon) Validate() error {
 	errs.Merge("log", d.Log.Validate())
 	errs.Merge("source", source.ValidateAll(d.Sources))
 	errs.Merge("status_events", d.StatusEvents.Validate())
+	errs.Merge("digest", d.Digest.Validate())
 	if d.StatusEvents.Exchange == d.AMQP.Exchange || d.StatusEvents.Exchange == d.Live.Exchange {
 		errs.Add("status_events.exchange", "must differ from amqp.exchange and live.exchange")
 	}

@@ -106,6 +106,9 @@ func TestLoadDaemonErrorsNameTheField(t *testing.T) {
 		"misspelt supervisor key":                  {`supervisor { grace = "1s" }`, "grace"},
 		"unknown traces exporter":                  {`tracing { exporter = "zipkin" }`, "tracing.exporter"},
 		"misspelt tracing key":                     {`tracing { exporters = "otlp" }`, "exporters"},
+		"no digest workers":                        {`digest { workers = 0 }`, "digest.workers"},
+		"digest batch over the bound":              {`digest { batch_size = 100000 }`, "digest.batch_size"},
+		"digest poll not a duration":               {`digest { poll_interval = "often" }`, "poll_interval"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/config/field"
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/metrics"
 	"github.com/heraldhq/herald/core/internal/rules"
@@ -23,26 +24,80 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Batch is how many due windows one flush transaction claims.
-const Batch = 200
+// Config tunes the digest flusher of `herald serve`.
+type Config struct {
+	// Workers is how many flush loops run side by side in one daemon: the
+	// first flushes whenever a window falls due, the others join while
+	// claims come back full (a wave of windows falling due together, such
+	// as every recipient's window opened by one burst of events). Windows
+	// are claimed FOR UPDATE SKIP LOCKED, so workers (and daemons) never
+	// flush one window twice.
+	Workers int `koanf:"workers"`
+	// BatchSize is how many due windows one flush transaction claims; its
+	// digests are handed to the publisher as it commits.
+	BatchSize int `koanf:"batch_size"`
+	// PollInterval is the longest the flusher sleeps between looks for due
+	// windows (it sleeps until the next window falls due when that is
+	// sooner; a window that fills up wakes it at once).
+	PollInterval time.Duration `koanf:"poll_interval"`
+	// Metrics records the flushed windows and their lag (nil: none).
+	Metrics *metrics.Metrics
+}
+
+// DefaultConfig returns the flusher's default settings.
+func DefaultConfig() Config {
+	return Config{Workers: 2, BatchSize: 500, PollInterval: time.Second}
+}
+
+// MaxBatchSize bounds Config.BatchSize: a window holds up to the rules'
+// largest max_items, and one transaction loads every item of its windows.
+const MaxBatchSize = 5000
+
+// Validate checks the settings; it returns field.Errors naming the keys.
+func (c Config) Validate() error {
+	var errs field.Errors
+	errs.Positive("workers", c.Workers)
+	if c.Workers > 64 {
+		errs.Add("workers", "must be at most 64, got %d", c.Workers)
+	}
+	errs.Positive("batch_size", c.BatchSize)
+	if c.BatchSize > MaxBatchSize {
+		errs.Add("batch_size", "must be at most %d, got %d", MaxBatchSize, c.BatchSize)
+	}
+	errs.PositiveDuration("poll_interval", c.PollInterval)
+	return errs.Err()
+}
+
+// setDefaults gives every setting left zero its default.
+func (c *Config) setDefaults() {
+	d := DefaultConfig()
+	if c.Workers <= 0 {
+		c.Workers = d.Workers
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = d.BatchSize
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = d.PollInterval
+	}
+}
 
 // Flusher flushes due digest windows.
 type Flusher struct {
 	pool  *pgxpool.Pool
 	rules func() *rules.RuleSet
 	log   hclog.Logger
-	// sent is called after a flush wrote digest deliveries (the
-	// publisher's kick).
+	cfg   Config
+	// sent is called after each flush transaction that wrote digest
+	// deliveries (the publisher's kick), so that they go out while later
+	// windows are still flushing.
 	sent func()
-	// Poll is the longest the flusher sleeps between looks for due
-	// windows.
-	Poll time.Duration
-	// Metrics records the flushed windows and their lag (nil: none).
-	Metrics *metrics.Metrics
 	// Notifier, when set, carries the inbox rows of per_digest windows to
 	// their users' open sessions once the flush committed (live.Server).
 	Notifier Notifier
 	kick     chan struct{}
+	// surge wakes the workers after the first: a claim came back full.
+	surge chan struct{}
 }
 
 // Notifier carries a frame to a user's live sessions (live.Server).
@@ -66,12 +121,15 @@ type Frame struct {
 }
 
 // New returns a flusher rendering with the current rules and calling sent
-// after each flush that wrote deliveries.
-func New(pool *pgxpool.Pool, ruleset func() *rules.RuleSet, sent func(), log hclog.Logger) *Flusher {
+// after each flush that wrote deliveries; settings left zero in cfg take
+// their defaults.
+func New(pool *pgxpool.Pool, ruleset func() *rules.RuleSet, sent func(), log hclog.Logger, cfg Config) *Flusher {
 	if sent == nil {
 		sent = func() {}
 	}
-	return &Flusher{pool: pool, rules: ruleset, log: log.Named("digest"), sent: sent, Poll: time.Second, kick: make(chan struct{}, 1)}
+	cfg.setDefaults()
+	return &Flusher{pool: pool, rules: ruleset, log: log.Named("digest"), cfg: cfg, sent: sent,
+		kick: make(chan struct{}, 1), surge: make(chan struct{}, cfg.Workers)}
 }
 
 // Kick wakes the flusher (a window may have filled up).
@@ -82,9 +140,29 @@ func (f *Flusher) Kick() {
 	}
 }
 
-// Run flushes until ctx ends. It sleeps until the next window is due (at
-// most Poll); a failed flush is logged and tried again.
+// Run flushes until ctx ends with Config.Workers workers: the first
+// sleeps until the next window is due (at most PollInterval), the others
+// join while claims come back full. A failed flush is logged and tried
+// again.
 func (f *Flusher) Run(ctx context.Context) error {
+	done := make(chan struct{})
+	for i := range f.cfg.Workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			if i == 0 {
+				f.loop(ctx)
+			} else {
+				f.surgeLoop(ctx)
+			}
+		}()
+	}
+	for range f.cfg.Workers {
+		<-done
+	}
+	return nil
+}
+
+func (f *Flusher) loop(ctx context.Context) {
 	var swept time.Time
 	for ctx.Err() == nil {
 		if time.Since(swept) > time.Minute {
@@ -100,13 +178,14 @@ func (f *Flusher) Run(ctx context.Context) error {
 				break
 			}
 			f.log.Warn("digest flush failed; it will be retried", "error", err)
-			sleep(ctx, f.Poll, f.kick)
+			sleep(ctx, f.cfg.PollInterval, f.kick)
 			continue
 		}
-		if res.Windows >= Batch {
+		if res.Windows >= f.cfg.BatchSize {
+			f.signalSurge()
 			continue
 		}
-		wait := f.Poll
+		wait := f.cfg.PollInterval
 		var next time.Time
 		if err := f.pool.QueryRow(ctx, `SELECT coalesce(min(closes_at), 'infinity') FROM digest_windows`).Scan(&next); err == nil {
 			if d := time.Until(next); d < wait {
@@ -115,7 +194,79 @@ func (f *Flusher) Run(ctx context.Context) error {
 		}
 		sleep(ctx, wait, f.kick)
 	}
-	return nil
+}
+
+// signalSurge wakes the idle extra workers.
+func (f *Flusher) signalSurge() {
+	for range f.cfg.Workers - 1 {
+		select {
+		case f.surge <- struct{}{}:
+		default:
+			return
+		}
+	}
+}
+
+// surgeLoop is a worker after the first: it flushes while claims come
+// back full (a backlog of due windows), and otherwise waits for the next
+// surge. When windows fall due one at a time, one worker flushes each as
+// it comes: more would only race for it.
+func (f *Flusher) surgeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.surge:
+		}
+		for ctx.Err() == nil {
+			res, err := f.FlushOnce(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					f.log.Warn("digest flush failed; it will be retried", "error", err)
+					sleep(ctx, f.cfg.PollInterval, f.kick)
+				}
+				break
+			}
+			if res.Windows < f.cfg.BatchSize {
+				break
+			}
+		}
+	}
+}
+
+// Drain flushes with Config.Workers workers side by side until none finds
+// a due window, and returns how many windows they flushed: what Run does
+// to a backlog, for tests and benchmarks.
+func (f *Flusher) Drain(ctx context.Context) (int, error) {
+	type result struct {
+		n   int
+		err error
+	}
+	out := make(chan result, f.cfg.Workers)
+	for range f.cfg.Workers {
+		go func() {
+			var r result
+			for {
+				res, err := f.FlushOnce(ctx)
+				r.n += res.Windows
+				if err != nil || res.Windows == 0 {
+					r.err = err
+					out <- r
+					return
+				}
+			}
+		}()
+	}
+	var n int
+	var errs []error
+	for range f.cfg.Workers {
+		r := <-out
+		n += r.n
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
+	return n, errors.Join(errs...)
 }
 
 // FlushOnce flushes one batch of due windows.
@@ -124,7 +275,7 @@ func (f *Flusher) FlushOnce(ctx context.Context) (store.FlushResult, error) {
 	if rs == nil {
 		return store.FlushResult{}, errors.New("no rules loaded")
 	}
-	res, err := store.FlushDigests(ctx, f.pool, Batch, func(w store.DueWindow, items []store.WaitingItem) store.NewDelivery {
+	res, err := store.FlushDigests(ctx, f.pool, f.cfg.BatchSize, func(w store.DueWindow, items []store.WaitingItem) store.NewDelivery {
 		return Build(rs, w, items)
 	})
 	if err != nil {
@@ -139,7 +290,7 @@ func (f *Flusher) FlushOnce(ctx context.Context) (store.FlushResult, error) {
 		case store.StatusFailed:
 			outcome = metrics.OutcomeFailed
 		}
-		f.Metrics.DigestFlushed(w.Channel, outcome, done.Sub(w.ClosesAt))
+		f.cfg.Metrics.DigestFlushed(w.Channel, outcome, done.Sub(w.ClosesAt))
 	}
 	if f.Notifier != nil && len(res.Inbox) > 0 {
 		go f.announce(context.WithoutCancel(ctx), res.Inbox)

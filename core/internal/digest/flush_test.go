@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/digest"
@@ -52,7 +54,7 @@ func setup(t *testing.T, users int) (*testenv.DB, *rules.RuleSet) {
 	return setupRules(t, users, testRules)
 }
 
-func setupRules(t *testing.T, users int, text string) (*testenv.DB, *rules.RuleSet) {
+func setupRules(t testing.TB, users int, text string) (*testenv.DB, *rules.RuleSet) {
 	t.Helper()
 	db := testenv.Postgres(t)
 	p := filepath.Join(t.TempDir(), "rules.hcl")
@@ -92,7 +94,7 @@ func count(t *testing.T, db *testenv.DB, q string, args ...any) int {
 	return n
 }
 
-func relayAll(t *testing.T, db *testenv.DB, rs *rules.RuleSet) {
+func relayAll(t testing.TB, db *testenv.DB, rs *rules.RuleSet) {
 	t.Helper()
 	r := relay.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(), relay.Config{BatchSize: 100})
 	for {
@@ -116,7 +118,7 @@ func flushConcurrently(t *testing.T, db *testenv.DB, rs *rules.RuleSet, n int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f := digest.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger())
+			f := digest.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(), digest.Config{})
 			for {
 				res, err := f.FlushOnce(context.Background())
 				if err != nil {
@@ -270,5 +272,57 @@ func TestDigestTwoFlushersFlushEveryWindowOnce(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status = 'DIGESTED'`); n != 600 {
 		t.Fatalf("%d items digested, want 600", n)
+	}
+}
+
+// TestDigestWorkersOfTwoDaemonsFlushEveryWindowOnce opens 600 windows (300
+// recipients × 2 keys), closes them all at once (a wave, as one burst of
+// events makes a window later) and runs two flushers as two daemons do,
+// each with three workers claiming 50 windows a transaction, so the extra
+// workers join: each window is flushed exactly once, every item is in
+// its window's digest, and the flushers go on running once it is done.
+func TestDigestWorkersOfTwoDaemonsFlushEveryWindowOnce(t *testing.T) {
+	t.Parallel()
+	db, rs := setup(t, 300)
+	for i := range 300 {
+		for _, r := range []int{1, 2} {
+			enqueue(t, db, fmt.Sprintf("e%d-%d", i, r), fmt.Sprintf(`{"manager": "m%d", "restaurant": %d, "n": %d}`, i, r, i))
+		}
+	}
+	relayAll(t, db, rs)
+	if _, err := db.Pool.Exec(context.Background(), `UPDATE digest_windows SET closes_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var kicks atomic.Int64
+	done := make(chan error, 2)
+	for range 2 {
+		f := digest.New(db.Pool, func() *rules.RuleSet { return rs }, func() { kicks.Add(1) }, hclog.NewNullLogger(),
+			digest.Config{Workers: 3, BatchSize: 50, PollInterval: 50 * time.Millisecond})
+		go func() { done <- f.Run(ctx) }()
+	}
+	testenv.Eventually(t, 2*time.Minute, func() bool {
+		return count(t, db, `SELECT count(*) FROM digest_windows`) == 0
+	}, "every window flushed")
+	cancel()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM deliveries WHERE event_id LIKE 'digest:%'`); n != 600 {
+		t.Fatalf("%d digest deliveries, want 600", n)
+	}
+	if n := count(t, db, `SELECT count(DISTINCT digest_window) FROM deliveries WHERE event_id LIKE 'digest:%'`); n != 600 {
+		t.Fatalf("%d windows have a digest, want 600 (one each)", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM deliveries i WHERE i.status = 'DIGESTED' AND EXISTS (
+			SELECT 1 FROM deliveries d WHERE d.event_id = 'digest:' || i.digest_window::text
+			AND i.last_error = 'sent in digest delivery ' || d.delivery_id::text)`); n != 600 {
+		t.Fatalf("%d items digested into their window's digest, want 600", n)
+	}
+	// The publisher is kicked per committed batch: at least 600/50.
+	if k := kicks.Load(); k < 12 {
+		t.Fatalf("publisher kicked %d times, want one per batch (≥ 12)", k)
 	}
 }

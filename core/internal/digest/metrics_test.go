@@ -72,8 +72,7 @@ func TestDigestAndThrottleMetricsMoveWithARealFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f := digest.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger())
-	f.Metrics = m
+	f := digest.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(), digest.Config{Metrics: m})
 	if _, err := f.FlushOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -234,7 +234,7 @@ func flushWith(t *testing.T, db *testenv.DB, rs *rules.RuleSet, rec *frames, n i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f := digest.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger())
+			f := digest.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(), digest.Config{})
 			if rec != nil {
 				f.Notifier = rec
 			}

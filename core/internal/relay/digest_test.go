@@ -246,7 +246,7 @@ func TestThrottleFoldsWhatGoesOverIntoOneDigest(t *testing.T) {
 	if _, err := db.Pool.Exec(context.Background(), `UPDATE digest_windows SET closes_at = now()`); err != nil {
 		t.Fatal(err)
 	}
-	res, err := digest.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger()).FlushOnce(context.Background())
+	res, err := digest.New(db.Pool, func() *rules.RuleSet { return rs }, nil, hclog.NewNullLogger(), digest.Config{}).FlushOnce(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,5 +262,11 @@ func TestThrottleFoldsWhatGoesOverIntoOneDigest(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT count(*) FROM deliveries WHERE status = 'DIGESTED' AND event_id LIKE 'r5-%'`); n != 3 {
 		t.Errorf("%d reminders DIGESTED, want 3", n)
+	}
+	// Each keeps why it waited, then where it went.
+	if n := count(t, db, `SELECT count(*) FROM deliveries i JOIN deliveries d ON d.event_id LIKE 'digest:%'
+		WHERE i.status = 'DIGESTED' AND i.event_id LIKE 'r5-%'
+			AND i.last_error LIKE 'throttled: 2 per 1h, folded into digest "restaurant:5", sent at %; sent in digest delivery ' || d.delivery_id::text`); n != 3 {
+		t.Errorf("%d reminders name the throttle and their digest, want 3", n)
 	}
 }

@@ -525,8 +525,9 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	}
 	rl := relay.New(pool, current, pub.Kick, log, relayCfg)
 	maint := maintenance.New(pool, d.Retry.PollInterval, pub.Kick, log)
-	digests := digest.New(pool, current, pub.Kick, log)
-	digests.Metrics = m
+	digestCfg := d.Digest
+	digestCfg.Metrics = m
+	digests := digest.New(pool, current, pub.Kick, log, digestCfg)
 
 	// The sources' stage (services' own outboxes); a source that cannot
 	// be reached degrades, it does not make the daemon unready.

@@ -179,12 +179,14 @@ type FlushedWindow struct {
 }
 
 // FlushDigests flushes up to limit due digest windows in one transaction:
-// it claims them (FOR UPDATE SKIP LOCKED: another daemon flushes others),
-// takes their items still WAITING (a cancelled item is left out; a window
-// whose items were all cancelled sends nothing), writes one digest
+// it claims them and deletes them (FOR UPDATE SKIP LOCKED: another daemon
+// or worker flushes others), marks their items still WAITING DIGESTED and
+// takes them in the same statement (a cancelled item is left out; a window
+// whose items were all cancelled sends nothing), and writes one digest
 // delivery per window through build (PENDING, event_id "digest:" and the
-// window id), marks the items DIGESTED naming it, and deletes the windows.
-// A crash anywhere rolls it all back: nothing is lost or sent twice.
+// window id, the id each item's last_error names). Four round trips
+// whatever the batch: claim, items, digests, commit. A crash anywhere rolls
+// it all back: nothing is lost or sent twice.
 func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build DigestBuilder) (FlushResult, error) {
 	var res FlushResult
 	tx, err := pool.Begin(ctx)
@@ -192,8 +194,14 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		return res, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := tx.Query(ctx, `SELECT tenant_id, window_id::text, user_id, channel, event_type, digest_key, opened_at, closes_at
-		FROM digest_windows WHERE closes_at <= now() ORDER BY closes_at LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+	// The windows go in the claiming statement: the relay's next item for
+	// one of them waits for this transaction, then opens a new window.
+	rows, err := tx.Query(ctx, `WITH due AS (
+			SELECT tenant_id, window_id FROM digest_windows WHERE closes_at <= now()
+			ORDER BY closes_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+		DELETE FROM digest_windows w USING due
+		WHERE w.tenant_id = due.tenant_id AND w.window_id = due.window_id
+		RETURNING w.tenant_id, w.window_id::text, w.user_id, w.channel, w.event_type, w.digest_key, w.opened_at, w.closes_at`, limit)
 	if err != nil {
 		return res, fmt.Errorf("claim digest windows: %w", err)
 	}
@@ -207,39 +215,64 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 	if len(wins) == 0 {
 		return res, nil
 	}
-	ids := make([]string, len(wins))
+	slices.SortFunc(wins, func(a, b DueWindow) int {
+		if c := a.ClosesAt.Compare(b.ClosesAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.WindowID, b.WindowID)
+	})
+	// Each window's digest id is known before its items are read, so that
+	// one statement marks them DIGESTED naming it and returns them: the
+	// items of windows this transaction holds, through the digest-items
+	// index. An item cancelled meanwhile is no longer WAITING and stays
+	// out; one being cancelled is waited for.
+	// An item a throttle folded keeps why it waited ("throttled: …"),
+	// followed by where it went; the others say where they went.
+	winIDs, digestIDs, where := make([]string, len(wins)), make([]string, len(wins)), make([]string, len(wins))
 	for i, w := range wins {
-		ids[i] = w.WindowID
+		id, err := uuid.NewV7()
+		if err != nil {
+			return res, err
+		}
+		winIDs[i], digestIDs[i] = w.WindowID, id.String()
+		where[i] = "sent in digest delivery " + digestIDs[i]
+		if w.Channel == InboxChannel {
+			where[i] = "shown in digest inbox notification " + digestIDs[i]
+		}
 	}
-	rows, err = tx.Query(ctx, `SELECT digest_window::text, delivery_id::text, created_at, notification_id::text, event_id, user_type,
-			severity, best_effort, max_attempts, recipient, content, coalesce(traceparent, ''), coalesce(tracestate, '')
-		FROM deliveries WHERE digest_window = ANY($1::uuid[]) AND queue = 'WAITING' AND status = 'WAITING' AND hold = 'digest'
-		ORDER BY digest_window, created_at, delivery_id FOR UPDATE`, ids)
+	rows, err = tx.Query(ctx, `UPDATE deliveries d SET status = 'DIGESTED', updated_at = now(),
+			last_error = CASE WHEN d.last_error LIKE 'throttled:%' THEN d.last_error || '; ' ELSE '' END || x.digest
+		FROM unnest($1::uuid[], $2::text[]) AS x(win, digest)
+		WHERE d.digest_window = x.win AND d.queue = 'WAITING' AND d.status = 'WAITING' AND d.hold = 'digest'
+		RETURNING d.digest_window::text, d.delivery_id::text, d.created_at, d.notification_id::text, d.event_id, d.user_type,
+			d.severity, d.best_effort, d.max_attempts, d.recipient, d.content, coalesce(d.traceparent, ''), coalesce(d.tracestate, '')`,
+		winIDs, where)
 	if err != nil {
-		return res, fmt.Errorf("load digest items: %w", err)
+		return res, fmt.Errorf("take digest items: %w", err)
 	}
 	items := map[string][]WaitingItem{}
 	for rows.Next() {
 		var win string
 		var it WaitingItem
 		if err := rows.Scan(&win, &it.DeliveryID, &it.CreatedAt, &it.NotificationID, &it.EventID, &it.UserType, &it.Severity,
-			&it.BestEffort, &it.MaxAttempts, &it.Recipient, &it.Content, &it.TraceParent, &it.TraceState); err != nil {
+			// As bytes: a json.RawMessage target would have pgx validate
+			// each document again.
+			&it.BestEffort, &it.MaxAttempts, (*[]byte)(&it.Recipient), (*[]byte)(&it.Content), &it.TraceParent, &it.TraceState); err != nil {
 			rows.Close()
-			return res, fmt.Errorf("load digest items: %w", err)
+			return res, fmt.Errorf("take digest items: %w", err)
 		}
 		items[win] = append(items[win], it)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return res, fmt.Errorf("load digest items: %w", err)
+		return res, fmt.Errorf("take digest items: %w", err)
 	}
 	var (
-		digests             []NewDelivery
-		notes               []NewNotification
-		inbox               []DigestInboxRow
-		itemIDs, itemDigest []string
-		itemCreated         []time.Time
+		digests []NewDelivery
+		notes   []NewNotification
+		inbox   []DigestInboxRow
 	)
+	n := 0
 	now := time.Now()
 	flushed := make([]FlushedWindow, len(wins))
 	for i, w := range wins {
@@ -248,26 +281,26 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		if len(its) == 0 {
 			continue // every item was cancelled: nothing to send
 		}
+		// Oldest first, as they came.
+		slices.SortFunc(its, func(a, b WaitingItem) int {
+			if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(a.DeliveryID, b.DeliveryID)
+		})
 		d := build(w, its)
 		last := its[len(its)-1]
-		id, err := uuid.NewV7()
-		if err != nil {
-			return res, err
-		}
 		if w.Channel == InboxChannel {
-			note, row, err := digestNote(w, its, d, id.String(), now)
+			note, row, err := digestNote(w, its, d, digestIDs[i], now)
 			if err != nil {
 				return res, err
 			}
 			flushed[i].Status = d.Status
 			notes, inbox = append(notes, note), append(inbox, row)
-			for _, it := range its {
-				itemIDs, itemCreated = append(itemIDs, it.DeliveryID), append(itemCreated, it.CreatedAt)
-				itemDigest = append(itemDigest, "shown in digest inbox notification "+note.ID)
-			}
+			n += len(its)
 			continue
 		}
-		d.ID, d.CreatedAt = id.String(), now
+		d.ID, d.CreatedAt = digestIDs[i], now
 		d.TenantID, d.UserID, d.Channel, d.EventType, d.DigestWindow = w.TenantID, w.UserID, w.Channel, w.EventType, w.WindowID
 		d.EventID, d.NotificationID, d.UserType, d.Severity = DigestEventPrefix+w.WindowID, last.NotificationID, last.UserType, last.Severity
 		d.BestEffort, d.MaxAttempts, d.NextAttemptAt = last.BestEffort, last.MaxAttempts, now
@@ -280,9 +313,7 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		d.TraceParent, d.TraceState = last.TraceParent, last.TraceState
 		flushed[i].Status = d.Status
 		digests = append(digests, d)
-		for _, it := range its {
-			itemIDs, itemDigest, itemCreated = append(itemIDs, it.DeliveryID), append(itemDigest, "sent in digest delivery "+d.ID), append(itemCreated, it.CreatedAt)
-		}
+		n += len(its)
 	}
 	if len(notes) > 0 {
 		// The inbox rows of per_digest windows, and the unread counters,
@@ -292,35 +323,19 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 			return res, fmt.Errorf("insert digest inbox rows: %w", err)
 		}
 	}
-	if len(itemIDs) > 0 {
-		if len(digests) > 0 {
-			dids, nids := make([]pgtype.UUID, len(digests)), make([]pgtype.UUID, len(digests))
-			for i, d := range digests {
-				dids[i], nids[i] = uuidOrNull(d.ID), uuidOrNull(d.NotificationID)
-			}
-			if err := insertDeliveries(ctx, tx, digests, dids, nids, now); err != nil {
-				return res, fmt.Errorf("insert digest deliveries: %w", err)
-			}
+	if len(digests) > 0 {
+		dids, nids := make([]pgtype.UUID, len(digests)), make([]pgtype.UUID, len(digests))
+		for i, d := range digests {
+			dids[i], nids[i] = uuidOrNull(d.ID), uuidOrNull(d.NotificationID)
 		}
-		tag, err := tx.Exec(ctx, `UPDATE deliveries d SET status = 'DIGESTED', last_error = x.digest,
-				updated_at = now()
-			FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS x(id, digest, created)
-			WHERE d.delivery_id = x.id AND d.created_at = x.created AND d.status = 'WAITING'`, itemIDs, itemDigest, itemCreated)
-		if err != nil {
-			return res, fmt.Errorf("mark digest items: %w", err)
+		if err := insertDeliveries(ctx, tx, digests, dids, nids, now); err != nil {
+			return res, fmt.Errorf("insert digest deliveries: %w", err)
 		}
-		if int(tag.RowsAffected()) != len(itemIDs) {
-			return res, fmt.Errorf("mark digest items: %d of %d were still waiting", tag.RowsAffected(), len(itemIDs))
-		}
-	}
-	if _, err := tx.Exec(ctx, `DELETE FROM digest_windows w USING unnest($1::text[], $2::uuid[]) AS x(t, id)
-		WHERE w.tenant_id = x.t AND w.window_id = x.id`, tenantsOf(wins), ids); err != nil {
-		return res, fmt.Errorf("delete digest windows: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("commit digest flush: %w", err)
 	}
-	return FlushResult{Windows: len(wins), Digests: len(digests) + len(notes), Items: len(itemIDs), Flushed: flushed, Inbox: inbox}, nil
+	return FlushResult{Windows: len(wins), Digests: len(digests) + len(notes), Items: n, Flushed: flushed, Inbox: inbox}, nil
 }
 
 // digestNote is the inbox row of a per_digest window, from the content d
@@ -350,12 +365,4 @@ func digestNote(w DueWindow, items []WaitingItem, d NewDelivery, id string, now 
 		UserID: w.UserID, EventType: w.EventType, Title: c.Title, Body: c.Body, Data: c.Data, Severity: last.Severity, CreatedAt: now}
 	return n, DigestInboxRow{TenantID: n.TenantID, UserID: n.UserID, NotificationID: id, EventType: n.EventType, Severity: n.Severity,
 		Title: n.Title, Body: n.Body, Data: n.Data}, nil
-}
-
-func tenantsOf(wins []DueWindow) []string {
-	out := make([]string, len(wins))
-	for i, w := range wins {
-		out[i] = w.TenantID
-	}
-	return out
 }
