@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -289,9 +290,12 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 		r.oversize(claim.Oversize)
 		return len(claim.Oversize), claim.Full, nil
 	}
+	// Each event's notifications and deliveries are gathered per event and
+	// joined once, at their final size: appending thousands of deliveries
+	// one event at a time would copy them over and over as the slice grows.
 	var (
-		notes []store.NewNotification
-		dels  []store.NewDelivery
+		noteParts [][]store.NewNotification
+		delParts  [][]store.NewDelivery
 	)
 	now := r.now()
 	// One directory snapshot per tenant for the whole batch: the union of
@@ -396,9 +400,9 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 				"attempt", e.Attempts+1, "failed", failed, "error", err)
 			continue
 		}
-		notes = append(notes, n...)
-		dels = append(dels, d...)
+		noteParts, delParts = append(noteParts, n), append(delParts, d)
 	}
+	notes, dels := slices.Concat(noteParts...), slices.Concat(delParts...)
 	handoff := r.cfg.Handoff != nil && r.cfg.Handoff.Ready()
 	if handoff {
 		// Written as PUBLISHED: the publisher's claim leaves them alone,
@@ -416,14 +420,7 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 	if err := openDigests(ctx, tx, rs, dels); err != nil {
 		return 0, false, err
 	}
-	var persons, places []store.NewDelivery
-	for _, d := range dels {
-		if d.Place {
-			places = append(places, d)
-		} else {
-			persons = append(persons, d)
-		}
-	}
+	persons, places := splitPlaces(dels)
 	_, written, err := store.InsertFanout(ctx, tx, notes, persons)
 	if err != nil {
 		return 0, false, err
@@ -441,9 +438,20 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 	)
 	for _, d := range written {
 		if d.Status == store.StatusPublished {
-			handed, handedIDs = append(handed, d), append(handedIDs, d.ID)
+			handedIDs = append(handedIDs, d.ID)
 		} else {
 			others++
+		}
+	}
+	if others == 0 {
+		// Every delivery goes by the handoff (the usual case): no copy.
+		handed = written
+	} else if len(handedIDs) > 0 {
+		handed = make([]store.NewDelivery, 0, len(handedIDs))
+		for _, d := range written {
+			if d.Status == store.StatusPublished {
+				handed = append(handed, d)
+			}
 		}
 	}
 	if len(handed) > 0 {
@@ -491,6 +499,32 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 		r.published()
 	}
 	return len(events) + len(claim.Oversize), claim.Full, nil
+}
+
+// splitPlaces splits a batch's deliveries into those to persons and the
+// posts to places (Place). A batch without posts (the usual case) is
+// returned as it is, not copied: a relay batch holds thousands of
+// deliveries, and every copy of them is the daemon's memory until the
+// batch is handed over.
+func splitPlaces(dels []store.NewDelivery) (persons, places []store.NewDelivery) {
+	n := 0
+	for i := range dels {
+		if dels[i].Place {
+			n++
+		}
+	}
+	if n == 0 {
+		return dels, nil
+	}
+	persons, places = make([]store.NewDelivery, 0, len(dels)-n), make([]store.NewDelivery, 0, n)
+	for _, d := range dels {
+		if d.Place {
+			places = append(places, d)
+		} else {
+			persons = append(persons, d)
+		}
+	}
+	return persons, places
 }
 
 // oversize logs and counts the events a committed claim failed for their
