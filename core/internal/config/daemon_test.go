@@ -104,6 +104,9 @@ func TestLoadDaemonErrorsNameTheField(t *testing.T) {
 		"negative liveness timeout":                {`supervisor { liveness_timeout = "-1s" }`, "supervisor.liveness_timeout"},
 		"shutdown grace not a duration":            {`supervisor { shutdown_grace = 30 }`, "shutdown_grace"},
 		"misspelt supervisor key":                  {`supervisor { grace = "1s" }`, "grace"},
+		"negative memory limit":                    {`runtime { memory_limit_mib = -1 }`, "runtime.memory_limit_mib"},
+		"memory limit below the idle daemon":       {`runtime { memory_limit_mib = 8 }`, "runtime.memory_limit_mib"},
+		"memory limit not a number":                {`runtime { memory_limit_mib = "a lot" }`, "memory_limit_mib"},
 		"unknown traces exporter":                  {`tracing { exporter = "zipkin" }`, "tracing.exporter"},
 		"misspelt tracing key":                     {`tracing { exporters = "otlp" }`, "exporters"},
 	}
