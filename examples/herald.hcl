@@ -135,6 +135,13 @@ supervisor {
   liveness_timeout = "1m" # the liveness lock lost this long: exit 1
 }
 
+# The daemon's soft memory limit (Go's GOMEMLIMIT, which wins when set):
+# near it the garbage collector runs sooner and hands memory back. A safety
+# net, not a cap; 0 turns it off.
+runtime {
+  memory_limit_mib = 80
+}
+
 log {
   level = "info"
 }

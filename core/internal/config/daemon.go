@@ -65,6 +65,9 @@ type Daemon struct {
 	// Supervisor bounds the daemon's shutdown and how long it runs
 	// without its liveness lock.
 	Supervisor SupervisorConfig `koanf:"supervisor"`
+	// Runtime tunes the Go runtime the daemon runs on: its soft memory
+	// limit.
+	Runtime RuntimeConfig `koanf:"runtime"`
 	// Tracing turns OpenTelemetry tracing on.
 	Tracing tracing.Config `koanf:"tracing"`
 	// Retention drops old rows of the partitioned tables, whole months
@@ -114,6 +117,42 @@ func (c SupervisorConfig) Validate() error {
 	errs.PositiveDuration("liveness_timeout", c.LivenessTimeout)
 	return errs.Err()
 }
+
+// RuntimeConfig tunes the Go runtime of `herald serve`.
+type RuntimeConfig struct {
+	// MemoryLimitMiB is the daemon's soft memory limit in MiB (Go's
+	// runtime/debug.SetMemoryLimit, what GOMEMLIMIT sets). While the Go
+	// heap, stacks and runtime structures stay well under it the garbage
+	// collector paces itself as usual (the heap grows to about twice what
+	// is live); near it the collector runs sooner and returns freed memory
+	// to the system, so a burst does not leave the daemon's resident
+	// memory at twice its live heap. It is a safety net, not a cap: a
+	// daemon whose live data needs more goes over it and is not killed,
+	// its collector then taking up to about half of the CPU. Raise it with
+	// the load (many live sessions, larger batches or prefetch); 0 turns it
+	// off; a GOMEMLIMIT in the environment wins over it. Resident memory
+	// also counts what is mapped from the binary (about 30 MiB), which the
+	// limit does not cover.
+	MemoryLimitMiB int `koanf:"memory_limit_mib"`
+}
+
+// Validate checks the settings; it returns field.Errors naming the keys.
+func (c RuntimeConfig) Validate() error {
+	var errs field.Errors
+	if c.MemoryLimitMiB < 0 {
+		errs.Add("memory_limit_mib", "must not be negative (0: no limit), got %d", c.MemoryLimitMiB)
+	} else if c.MemoryLimitMiB > 0 && c.MemoryLimitMiB < MinMemoryLimitMiB {
+		errs.Add("memory_limit_mib", "%d MiB is below the %d MiB the daemon needs idle (0: no limit)", c.MemoryLimitMiB, MinMemoryLimitMiB)
+	}
+	return errs.Err()
+}
+
+// DefaultMemoryLimitMiB is runtime.memory_limit_mib's default.
+const DefaultMemoryLimitMiB = 80
+
+// MinMemoryLimitMiB is the smallest runtime.memory_limit_mib accepted:
+// below it the collector would run without pause from the start.
+const MinMemoryLimitMiB = 32
 
 // RetryConfig tunes the maintenance stage (core/internal/maintenance) and
 // the listeners' lease.
@@ -169,6 +208,7 @@ func DefaultDaemon() Daemon {
 		Auth:         auth.DefaultConfig(),
 		Live:         live.DefaultConfig(),
 		Supervisor:   SupervisorConfig{ShutdownGrace: 30 * time.Second, LivenessTimeout: time.Minute},
+		Runtime:      RuntimeConfig{MemoryLimitMiB: DefaultMemoryLimitMiB},
 		Tracing:      tracing.DefaultConfig(),
 		StatusEvents: statusev.DefaultConfig(),
 		Digest:       digest.DefaultConfig(),
@@ -194,6 +234,7 @@ func (d Daemon) Validate() error {
 	errs.Merge("publisher", d.Publisher.Validate())
 	errs.Merge("retry", d.Retry.Validate())
 	errs.Merge("supervisor", d.Supervisor.Validate())
+	errs.Merge("runtime", d.Runtime.Validate())
 	errs.Merge("retention", d.Retention.Validate())
 	errs.Merge("log", d.Log.Validate())
 	errs.Merge("source", source.ValidateAll(d.Sources))

@@ -275,7 +275,11 @@ func (h *Handoff) Run(ctx context.Context) error {
 // confirms. Deliveries no queue is bound for are set aside as unroutable.
 func (h *Handoff) publish(ctx context.Context, batches []handoffBatch) handoffRound {
 	round := handoffRound{batches: batches, returns: h.returns, ch: h.ch, began: time.Now()}
-	var out []outgoing
+	n := 0
+	for _, b := range batches {
+		n += len(b.dels)
+	}
+	out := make([]outgoing, 0, n)
 	for _, b := range batches {
 		for _, d := range b.dels {
 			out = append(out, outgoing{userType: d.UserType, channel: d.Channel, wire: wireOf(d)})

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -295,9 +296,12 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 		r.oversize(claim.Oversize)
 		return len(claim.Oversize), claim.Full, nil
 	}
+	// Each event's notifications and deliveries are gathered per event and
+	// joined once, at their final size: appending thousands of deliveries
+	// one event at a time would copy them over and over as the slice grows.
 	var (
-		notes []store.NewNotification
-		dels  []store.NewDelivery
+		noteParts [][]store.NewNotification
+		delParts  [][]store.NewDelivery
 	)
 	now := r.now()
 	// One directory snapshot per tenant for the whole batch: the union of
@@ -402,9 +406,9 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 				"attempt", e.Attempts+1, "failed", failed, "error", err)
 			continue
 		}
-		notes = append(notes, n...)
-		dels = append(dels, d...)
+		noteParts, delParts = append(noteParts, n), append(delParts, d)
 	}
+	notes, dels := slices.Concat(noteParts...), slices.Concat(delParts...)
 	handoff := r.cfg.Handoff != nil && r.cfg.Handoff.Ready()
 	if handoff {
 		// Written as PUBLISHED: the publisher's claim leaves them alone,
@@ -422,17 +426,7 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 	if err := openDigests(ctx, tx, rs, dels); err != nil {
 		return 0, false, err
 	}
-	var persons, places, unanchored []store.NewDelivery
-	for _, d := range dels {
-		switch {
-		case d.Place:
-			places = append(places, d)
-		case d.Unanchored:
-			unanchored = append(unanchored, d)
-		default:
-			persons = append(persons, d)
-		}
-	}
+	persons, places, unanchored := splitDeliveries(dels)
 	_, written, err := store.InsertFanout(ctx, tx, notes, persons)
 	if err != nil {
 		return 0, false, err
@@ -455,9 +449,20 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 	)
 	for _, d := range written {
 		if d.Status == store.StatusPublished {
-			handed, handedIDs = append(handed, d), append(handedIDs, d.ID)
+			handedIDs = append(handedIDs, d.ID)
 		} else {
 			others++
+		}
+	}
+	if others == 0 {
+		// Every delivery goes by the handoff (the usual case): no copy.
+		handed = written
+	} else if len(handedIDs) > 0 {
+		handed = make([]store.NewDelivery, 0, len(handedIDs))
+		for _, d := range written {
+			if d.Status == store.StatusPublished {
+				handed = append(handed, d)
+			}
 		}
 	}
 	if len(handed) > 0 {
@@ -516,6 +521,34 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 		r.published()
 	}
 	return len(events) + len(claim.Oversize), claim.Full, nil
+}
+
+// splitDeliveries splits a batch's deliveries into those to persons (on
+// their inbox row), the posts to places, and those that hang on no inbox
+// row (NewDelivery.Unanchored). In the usual batch every delivery is a
+// person's, and persons is dels itself: no copy.
+func splitDeliveries(dels []store.NewDelivery) (persons, places, unanchored []store.NewDelivery) {
+	other := 0
+	for i := range dels {
+		if dels[i].Place || dels[i].Unanchored {
+			other++
+		}
+	}
+	if other == 0 {
+		return dels, nil, nil
+	}
+	persons = make([]store.NewDelivery, 0, len(dels)-other)
+	for _, d := range dels {
+		switch {
+		case d.Place:
+			places = append(places, d)
+		case d.Unanchored:
+			unanchored = append(unanchored, d)
+		default:
+			persons = append(persons, d)
+		}
+	}
+	return persons, places, unanchored
 }
 
 // oversize logs and counts the events a committed claim failed for their

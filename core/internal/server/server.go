@@ -402,6 +402,9 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	for _, w := range d.Warnings {
 		log.Warn("config: " + w)
 	}
+	if ml := ApplyMemoryLimit(d.Runtime, os.Getenv); ml.From != "" {
+		log.Info("soft memory limit", "mib", ml.Bytes>>20, "from", ml.From)
+	}
 	adminToken, err := AdminToken(d.HTTP, log)
 	if err != nil {
 		return err

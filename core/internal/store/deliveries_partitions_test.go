@@ -499,3 +499,74 @@ func TestWrittenAtReadsTheUUIDv7Time(t *testing.T) {
 		t.Fatal("WrittenAt of a version 4 id")
 	}
 }
+
+// TestFanoutWritesLargeBatches: a relay batch larger than one INSERT's
+// chunk (a role bound by row-level security writes by INSERT, 500
+// deliveries a statement) and the same batch by COPY (streamed row by row)
+// write every delivery once, with its recipient and content as given (an
+// empty one as {}), and a second run of the batch writes none.
+func TestFanoutWritesLargeBatches(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	api, err := store.NewPoolWith(ctx, db.URL, store.PoolOptions{MaxConns: 2, Role: store.RoleAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	const users = 1234 // two full chunks and a partial one
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	for k, pool := range []*pgxpool.Pool{api, db.Pool} {
+		name := []string{"insert", "copy"}[k]
+		event := "large-" + name
+		notes := make([]store.NewNotification, users)
+		dels := make([]store.NewDelivery, users)
+		for i := range users {
+			u := fmt.Sprintf("u%d", i)
+			id := fmt.Sprintf("00000000-0000-4000-800%d-%012d", k, i)
+			notes[i] = store.NewNotification{ID: id, TenantID: "t", EventID: event, UserID: u, EventType: "X", Severity: "info", CreatedAt: at}
+			dels[i] = store.NewDelivery{NotificationID: id, TenantID: "t", EventID: event, EventType: "X", UserID: u, UserType: "CUSTOMER",
+				Channel: "EMAIL", Severity: "info", Status: store.StatusPending, MaxAttempts: 3, NextAttemptAt: at,
+				Recipient: []byte(fmt.Sprintf(`{"UserID": %q}`, u)), Content: []byte(fmt.Sprintf(`{"Title": "n%d"}`, i))}
+			if i%2 == 1 {
+				dels[i].Content = nil // stored as {}
+			}
+		}
+		write := func() []store.NewDelivery {
+			t.Helper()
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, `SELECT set_config('herald.tenant', 't', true)`); err != nil {
+				t.Fatal(err)
+			}
+			_, kept, err := store.InsertFanout(ctx, tx, notes, dels)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return kept
+		}
+		if kept := write(); len(kept) != users {
+			t.Fatalf("%s: first run wrote %d deliveries, want %d", name, len(kept), users)
+		}
+		if kept := write(); len(kept) != 0 {
+			t.Fatalf("%s: second run wrote %d deliveries, want none", name, len(kept))
+		}
+		var n, ids, wrong int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT delivery_id),
+				count(*) FILTER (WHERE recipient->>'UserID' <> user_id
+					OR content <> CASE WHEN substr(user_id, 2)::int % 2 = 1 THEN '{}'::jsonb
+						ELSE jsonb_build_object('Title', 'n' || substr(user_id, 2)) END)
+			FROM deliveries WHERE event_id = $1`, event).Scan(&n, &ids, &wrong); err != nil {
+			t.Fatal(err)
+		}
+		if n != users || ids != users || wrong != 0 {
+			t.Errorf("%s: %d rows, %d ids, %d with the wrong recipient or content; want %d, %d, 0", name, n, ids, wrong, users, users)
+		}
+	}
+}

@@ -383,3 +383,45 @@ func TestReportFloor(t *testing.T) {
 		t.Errorf("a failed floor: OK = %t, Err = %v; want not OK and an error", bad.OK, bad.Err())
 	}
 }
+
+// TestReportDaemonRSSTarget: the daemon's peak RSS target is the largest
+// peak of any run, judged against DaemonRSSTarget (128 MiB).
+func TestReportDaemonRSSTarget(t *testing.T) {
+	t.Parallel()
+	fan := Scenario{Name: "fanout", Recipients: 10, Channels: 3, Producers: 4, Serve: 1}
+	soak := fan
+	soak.Name = "soak"
+	tests := map[string]struct {
+		fanout, soak int64
+		met          bool
+		got          string
+	}{
+		"under":             {fanout: 100 << 20, soak: 127 << 20, met: true, got: "127 MiB"},
+		"one run over":      {fanout: 129 << 20, soak: 90 << 20, met: false, got: "129 MiB"},
+		"at the target":     {fanout: 128 << 20, soak: 90 << 20, met: false, got: "128 MiB"},
+		"no daemon sampled": {met: false, got: "-"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rep := Report{Runs: []Result{
+				{Scenario: fan, DeliveriesPerS: 9600, DaemonPeakBytes: tc.fanout, Check: Check{OK: true}},
+				{Scenario: soak, DeliveriesPerS: 9000, DaemonPeakBytes: tc.soak, Check: Check{OK: true}},
+			}}
+			rep.Evaluate()
+			var found bool
+			for _, tg := range rep.Targets {
+				if tg.Name != "daemon peak RSS" {
+					continue
+				}
+				found = true
+				if tg.Met != tc.met || tg.Got != tc.got || tg.Want != "< 128 MiB" {
+					t.Errorf("target = %+v, want met=%t got %q want \"< 128 MiB\"", tg, tc.met, tc.got)
+				}
+			}
+			if !found {
+				t.Error("no daemon peak RSS target")
+			}
+		})
+	}
+}

@@ -18,6 +18,12 @@ import (
 // procRoot is where process information is read from.
 const procRoot = "/proc"
 
+// DaemonRSSTarget is the daemon's peak resident memory target (issue 30):
+// the largest peak of one herald serve process over every run of a
+// report, as PeakRSS and RSSWatch read it (VmHWM: the binary's code
+// resident in memory counts too).
+const DaemonRSSTarget int64 = 128 << 20
+
 // defaultRSSInterval is the sampling interval when WatchRSS gets none.
 const defaultRSSInterval = 100 * time.Millisecond
 
