@@ -936,6 +936,17 @@ CREATE TABLE public.api_keys (
 ALTER TABLE ONLY public.api_keys FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: attempt_log_floors; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.attempt_log_floors (
+    scope text NOT NULL,
+    since timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY public.attempt_log_floors FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: deliveries; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -974,6 +985,7 @@ END) STORED,
     digest_window uuid,
     escalate_unless text[],
     place boolean DEFAULT false NOT NULL,
+    attempt_started_at timestamp with time zone,
     CONSTRAINT deliveries_escalate_unless_check CHECK (((escalate_unless <@ ARRAY['read'::text, 'acted'::text]) AND (cardinality(escalate_unless) > 0))),
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
@@ -1025,6 +1037,7 @@ END) STORED,
     digest_window uuid,
     escalate_unless text[],
     place boolean DEFAULT false NOT NULL,
+    attempt_started_at timestamp with time zone,
     CONSTRAINT deliveries_escalate_unless_check CHECK (((escalate_unless <@ ARRAY['read'::text, 'acted'::text]) AND (cardinality(escalate_unless) > 0))),
     CONSTRAINT deliveries_hold_check CHECK ((hold = ANY (ARRAY['escalation'::text, 'digest'::text]))),
     CONSTRAINT deliveries_status_check1 CHECK ((status = ANY (ARRAY['DEFERRED'::text, 'WAITING'::text, 'PENDING'::text, 'PUBLISHED'::text, 'SENDING'::text, 'SENT'::text, 'RETRY'::text, 'FAILED'::text, 'SKIPPED'::text, 'CANCELLED'::text, 'DIGESTED'::text])))
@@ -1059,6 +1072,42 @@ ALTER TABLE ONLY public.delivery_attempts ALTER COLUMN provider_message_id SET S
 ALTER TABLE ONLY public.delivery_attempts ALTER COLUMN error SET STATISTICS 0;
 
 ALTER TABLE ONLY public.delivery_attempts FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: delivery_attempt_log; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.delivery_attempt_log WITH (security_invoker='true') AS
+ SELECT a.tenant_id,
+    a.delivery_id,
+    a.attempt,
+    a.outcome,
+    a.provider,
+    a.provider_message_id,
+    a.error,
+    a.retry_after_ms,
+    a.started_at,
+    a.finished_at,
+    a.delivery_created_at,
+    false AS synthesized
+   FROM public.delivery_attempts a
+UNION ALL
+ SELECT d.tenant_id,
+    d.delivery_id,
+    1 AS attempt,
+    'sent'::text AS outcome,
+    d.provider,
+    d.provider_message_id,
+    ''::text AS error,
+    (0)::bigint AS retry_after_ms,
+    d.attempt_started_at AS started_at,
+    d.sent_at AS finished_at,
+    d.created_at AS delivery_created_at,
+    true AS synthesized
+   FROM public.deliveries d
+  WHERE ((d.attempt_started_at IS NOT NULL) AND (d.created_at >= COALESCE(( SELECT max(f.since) AS max
+           FROM public.attempt_log_floors f
+          WHERE (f.scope = ANY (ARRAY[''::text, d.tenant_id]))), '-infinity'::timestamp with time zone)));
 
 --
 -- Name: delivery_attempts_default; Type: TABLE; Schema: public; Owner: -
@@ -1637,6 +1686,13 @@ ALTER TABLE ONLY public.api_keys
 
 ALTER TABLE ONLY public.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (key_id);
+
+--
+-- Name: attempt_log_floors attempt_log_floors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.attempt_log_floors
+    ADD CONSTRAINT attempt_log_floors_pkey PRIMARY KEY (scope);
 
 --
 -- Name: deliveries deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2305,6 +2361,12 @@ ALTER TABLE ONLY public.token_keys
     ADD CONSTRAINT token_keys_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(tenant_id);
 
 --
+-- Name: attempt_log_floors admin_read; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY admin_read ON public.attempt_log_floors FOR SELECT TO herald_admin USING (true);
+
+--
 -- Name: deliveries admin_read; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2393,6 +2455,12 @@ ALTER TABLE public.api_keys ENABLE ROW LEVEL SECURITY;
 --
 
 CREATE POLICY api_tenant ON public.api_keys TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
+
+--
+-- Name: attempt_log_floors api_tenant; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_tenant ON public.attempt_log_floors FOR SELECT TO herald_api USING ((scope = ANY (ARRAY[''::text, current_setting('herald.tenant'::text, true)])));
 
 --
 -- Name: deliveries api_tenant; Type: POLICY; Schema: public; Owner: -
@@ -2543,6 +2611,12 @@ CREATE POLICY api_tenant ON public.token_keys TO herald_api USING ((tenant_id = 
 --
 
 CREATE POLICY api_tenant ON public.user_preferences TO herald_api USING ((tenant_id = current_setting('herald.tenant'::text, true))) WITH CHECK ((tenant_id = current_setting('herald.tenant'::text, true)));
+
+--
+-- Name: attempt_log_floors; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.attempt_log_floors ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: deliveries; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2729,6 +2803,12 @@ ALTER TABLE public.user_preferences ENABLE ROW LEVEL SECURITY;
 --
 
 CREATE POLICY worker_all ON public.api_keys TO herald_worker USING (true) WITH CHECK (true);
+
+--
+-- Name: attempt_log_floors worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.attempt_log_floors TO herald_worker USING (true) WITH CHECK (true);
 
 --
 -- Name: deliveries worker_all; Type: POLICY; Schema: public; Owner: -
@@ -3052,6 +3132,14 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.api_keys TO herald_api;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.api_keys TO herald_worker;
 
 --
+-- Name: TABLE attempt_log_floors; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.attempt_log_floors TO herald_worker;
+GRANT SELECT ON TABLE public.attempt_log_floors TO herald_api;
+GRANT SELECT ON TABLE public.attempt_log_floors TO herald_admin;
+
+--
 -- Name: TABLE deliveries; Type: ACL; Schema: public; Owner: -
 --
 
@@ -3066,6 +3154,14 @@ GRANT SELECT ON TABLE public.deliveries TO herald_admin;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.delivery_attempts TO herald_api;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.delivery_attempts TO herald_worker;
 GRANT SELECT ON TABLE public.delivery_attempts TO herald_admin;
+
+--
+-- Name: TABLE delivery_attempt_log; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.delivery_attempt_log TO herald_api;
+GRANT SELECT ON TABLE public.delivery_attempt_log TO herald_worker;
+GRANT SELECT ON TABLE public.delivery_attempt_log TO herald_admin;
 
 --
 -- Name: TABLE delivery_handoffs; Type: ACL; Schema: public; Owner: -

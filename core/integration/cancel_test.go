@@ -245,7 +245,7 @@ func TestCancelRacesThePipeline(t *testing.T) {
 		return e.count(`SELECT count(*) FROM deliveries WHERE status NOT IN ('SENT', 'CANCELLED')`) == 0 &&
 			e.count(`SELECT count(*) FROM event_outbox WHERE status = 'PENDING'`) == 0
 	}, "every delivery SENT or CANCELLED (now: %s)", e.statusSummary())
-	if n := e.count(`SELECT count(*) FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.delivery_id
+	if n := e.count(`SELECT count(*) FROM deliveries d JOIN delivery_attempt_log a ON a.delivery_id = d.delivery_id
 		WHERE d.status = 'CANCELLED' AND a.outcome = 'sent'`); n != 0 {
 		t.Fatalf("%d CANCELLED deliveries have a sent attempt", n)
 	}

@@ -138,7 +138,7 @@ func TestChaosClusterNodeLoss(t *testing.T) {
 		hits = append(hits, fmt.Sprintf("%q ×%d", what, strings.Count(d.Log(), what)))
 	}
 	t.Logf("in flight at the losses: %s; %d attempts recorded for %d deliveries", strings.Join(hits, ", "),
-		e.count(`SELECT count(*) FROM delivery_attempts`), want)
+		e.count(`SELECT count(*) FROM delivery_attempt_log`), want)
 	// A channel that published to a quorum queue whose leader died kept
 	// being nacked for 5-7 s after the new leader took over (every relay
 	// round then: 206-260 failed handoffs in a run); the handoff and the

@@ -92,7 +92,7 @@ event "RESERVATION_REQUESTED" {
 			t.Errorf("%s: %d of 3 deliveries FAILED after %d of %d attempts (%s)", c.channel, n, c.attempts, c.maxAttempts, e.statusSummary())
 		}
 	}
-	if n := e.count(`SELECT count(*) FROM delivery_attempts a JOIN deliveries d ON d.delivery_id = a.delivery_id WHERE d.channel = 'LIVE'`); n != 3 {
+	if n := e.count(`SELECT count(*) FROM delivery_attempt_log a JOIN deliveries d ON d.delivery_id = a.delivery_id WHERE d.channel = 'LIVE'`); n != 3 {
 		t.Errorf("LIVE: %d attempts logged, want 3 (one per delivery)", n)
 	}
 

@@ -288,12 +288,12 @@ func TestDaemonSIGKILLMidBurst(t *testing.T) {
 	var waitMax, waitHandedMax float64
 	var afterRestart int
 	if err := e.db.Pool.QueryRow(ctx, `SELECT count(*), coalesce(max(extract(epoch FROM a.finished_at - greatest(d.created_at, $1::timestamptz))), 0)
-		FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.delivery_id AND a.outcome = 'sent'
+		FROM deliveries d JOIN delivery_attempt_log a ON a.delivery_id = d.delivery_id AND a.outcome = 'sent'
 		WHERE a.finished_at > $1`, readyDB).Scan(&afterRestart, &waitMax); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.db.Pool.QueryRow(ctx, `SELECT coalesce(max(extract(epoch FROM a.finished_at - $1::timestamptz)), 0)
-		FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.delivery_id AND a.outcome = 'sent'
+		FROM deliveries d JOIN delivery_attempt_log a ON a.delivery_id = d.delivery_id AND a.outcome = 'sent'
 		WHERE d.created_at < $2 AND a.finished_at > $1`, readyDB, killedDB).Scan(&waitHandedMax); err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +459,7 @@ func TestStoppedDaemonKeepsItsHandoffs(t *testing.T) {
 	want := (events-canaries)*deliveriesPerEvent + canaries
 	e.waitAllSent(want, 120*time.Second)
 	e.assertExactlyOnce(want)
-	if n := e.count(`SELECT count(*) FROM delivery_attempts`); n != want {
+	if n := e.count(`SELECT count(*) FROM delivery_attempt_log`); n != want {
 		t.Fatalf("%d attempts for %d deliveries: something was sent twice (attempts by outcome: %s)", n, want,
 			e.attemptOutcomes())
 	}
@@ -473,7 +473,7 @@ func TestStoppedDaemonKeepsItsHandoffs(t *testing.T) {
 
 // attemptOutcomes counts the attempt log by outcome, for a failure message.
 func (e *env) attemptOutcomes() string {
-	rows, err := e.db.Pool.Query(context.Background(), `SELECT outcome, count(*) FROM delivery_attempts GROUP BY 1 ORDER BY 1`)
+	rows, err := e.db.Pool.Query(context.Background(), `SELECT outcome, count(*) FROM delivery_attempt_log GROUP BY 1 ORDER BY 1`)
 	if err != nil {
 		return err.Error()
 	}

@@ -83,7 +83,7 @@ func TestNoProviderDoesNotSpendAttempts(t *testing.T) {
 	if n := e.count(`SELECT count(*) FROM deliveries WHERE status = 'FAILED'`); n != 0 {
 		t.Fatalf("%d deliveries FAILED while no provider was available", n)
 	}
-	if n := e.count(`SELECT count(*) FROM delivery_attempts`); n != 0 {
+	if n := e.count(`SELECT count(*) FROM delivery_attempt_log`); n != 0 {
 		t.Fatalf("%d attempts logged while no provider was available", n)
 	}
 	e.writeRules(rules(sha256File(t, filepath.Join(e.pluginDir, "herald-plugin-sink"))))

@@ -372,7 +372,7 @@ func TestEscalationsSurviveSIGKILL(t *testing.T) {
 	if c := w.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status = 'CANCELLED' AND last_error LIKE 'read at %'`); c != read {
 		t.Errorf("%d cancelled by their read, want %d: %s", c, read, w.statusSummary())
 	}
-	if c := w.count(`SELECT count(*) FROM (SELECT d.delivery_id FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.delivery_id
+	if c := w.count(`SELECT count(*) FROM (SELECT d.delivery_id FROM deliveries d JOIN delivery_attempt_log a ON a.delivery_id = d.delivery_id
 		WHERE d.channel = 'EMAIL' AND a.outcome = 'sent' GROUP BY 1 HAVING count(*) <> 1) x`); c != 0 {
 		t.Errorf("%d EMAIL deliveries have more than one successful attempt", c)
 	}

@@ -444,11 +444,11 @@ func (e *env) assertExactlyOnce(want int) {
 	if n := e.count(`SELECT count(*) FROM deliveries WHERE status <> 'SENT'`); n != 0 {
 		e.t.Fatalf("%d deliveries not SENT: %s", n, e.statusSummary())
 	}
-	if n := e.count(`SELECT count(*) FROM (SELECT delivery_id FROM delivery_attempts WHERE outcome = 'sent'
+	if n := e.count(`SELECT count(*) FROM (SELECT delivery_id FROM delivery_attempt_log WHERE outcome = 'sent'
 		GROUP BY delivery_id HAVING count(*) <> 1) x`); n != 0 {
 		e.t.Fatalf("%d deliveries have more than one successful attempt", n)
 	}
-	if n := e.count(`SELECT count(DISTINCT delivery_id) FROM delivery_attempts WHERE outcome = 'sent'`); n != want {
+	if n := e.count(`SELECT count(DISTINCT delivery_id) FROM delivery_attempt_log WHERE outcome = 'sent'`); n != want {
 		e.t.Fatalf("deliveries with a sent attempt = %d, want %d", n, want)
 	}
 }

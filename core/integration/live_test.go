@@ -171,7 +171,7 @@ func TestLiveDeliveryReachesTheUserOnAnotherDaemon(t *testing.T) {
 			AND status = 'SKIPPED' AND last_error = 'offline'`); n != 6 {
 		t.Fatalf("staff2 and staff3: %d WEBSOCKET deliveries SKIPPED offline, want 6 (%s)", n, e.statusSummary())
 	}
-	if n := e.count(`SELECT count(*) FROM delivery_attempts a JOIN deliveries d ON d.delivery_id = a.delivery_id
+	if n := e.count(`SELECT count(*) FROM delivery_attempt_log a JOIN deliveries d ON d.delivery_id = a.delivery_id
 			WHERE d.channel = 'WEBSOCKET' AND d.user_id <> 'staff1' AND a.outcome = 'skipped' AND a.error = 'offline'`); n != 6 {
 		t.Fatalf("staff2 and staff3: %d attempts logged skipped offline, want 6", n)
 	}

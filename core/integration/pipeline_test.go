@@ -248,7 +248,7 @@ func TestRedeliveredMessageRecordsOneAttempt(t *testing.T) {
 		return err == nil && q.Messages == 0
 	}, "email queue drained")
 	e.assertExactlyOnce(2 * deliveriesPerEvent)
-	if n := e.count(`SELECT count(*) FROM delivery_attempts`); n != 2*deliveriesPerEvent {
+	if n := e.count(`SELECT count(*) FROM delivery_attempt_log`); n != 2*deliveriesPerEvent {
 		t.Fatalf("attempts = %d, want %d (one per delivery)", n, 2*deliveriesPerEvent)
 	}
 	for id, n := range e.sinkRecords() {

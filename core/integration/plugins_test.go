@@ -322,9 +322,9 @@ func eventIndex(t *testing.T, id string) int {
 // nothing failed, not even once.
 func (e *env) assertOneAttemptEach(want int) {
 	e.t.Helper()
-	if n := e.count(`SELECT count(*) FROM delivery_attempts`); n != want {
+	if n := e.count(`SELECT count(*) FROM delivery_attempt_log`); n != want {
 		rows, _ := e.db.Pool.Query(context.Background(),
-			`SELECT outcome, error, count(*) FROM delivery_attempts WHERE outcome <> 'sent' GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 5`)
+			`SELECT outcome, error, count(*) FROM delivery_attempt_log WHERE outcome <> 'sent' GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 5`)
 		var why []string
 		for rows.Next() {
 			var o, msg string
@@ -458,7 +458,7 @@ func TestPluginSIGKILLMidBatch(t *testing.T) {
 	// "sink-<pid>-<batch>-<index>").
 	heldHere := strings.Join(heldBy(t, holdFile+".held", before.PID), ",")
 	rows, err := e.db.Pool.Query(context.Background(), `SELECT d.delivery_id::text, d.status, d.provider_message_id,
-			(SELECT count(*) FROM delivery_attempts a WHERE a.delivery_id = d.delivery_id AND a.outcome <> 'sent'
+			(SELECT count(*) FROM delivery_attempt_log a WHERE a.delivery_id = d.delivery_id AND a.outcome <> 'sent'
 			 AND a.error LIKE '%plugin send: plugin exited%')
 		FROM deliveries d WHERE d.delivery_id = ANY(string_to_array($1, ',')::uuid[])`, heldHere)
 	if err != nil {
@@ -752,7 +752,7 @@ func TestPluginChecksumMismatchRefused(t *testing.T) {
 	if n := e.count(`SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND status IN ('SENT', 'FAILED')`); n != 0 {
 		t.Fatalf("%d EMAIL deliveries SENT or FAILED while the plugin is refused", n)
 	}
-	if n := e.count(`SELECT count(*) FROM delivery_attempts a JOIN deliveries d USING (delivery_id)
+	if n := e.count(`SELECT count(*) FROM delivery_attempt_log a JOIN deliveries d USING (delivery_id)
 		WHERE d.channel = 'EMAIL' AND a.outcome = 'sent'`); n != 0 {
 		t.Fatalf("%d EMAIL attempts sent while the plugin is refused", n)
 	}
@@ -862,7 +862,7 @@ func TestPluginFailoverAndBack(t *testing.T) {
 	if byProvider["a"] == 0 || byProvider["b"] == 0 || byProvider["a"]+byProvider["b"] != want {
 		t.Errorf("deliveries by provider = %v, want a and b adding up to %d", byProvider, want)
 	}
-	if n := e.count(`SELECT count(*) FROM delivery_attempts WHERE provider = 'a' AND outcome = 'retryable'`); n == 0 {
+	if n := e.count(`SELECT count(*) FROM delivery_attempt_log WHERE provider = 'a' AND outcome = 'retryable'`); n == 0 {
 		t.Errorf("no attempt recorded a's failures")
 	}
 	var lateOnB []string

@@ -124,7 +124,7 @@ channel "WEBSOCKET"`, e.record)
 			t.Errorf("%s: %q, want FAILED with code device_gone", u, status[u])
 		}
 	}
-	if n := e.count(`SELECT count(*) FROM delivery_attempts a JOIN deliveries d USING (delivery_id) WHERE d.channel = 'PUSH' AND d.user_id <> 'staff1'`); n != 2 {
+	if n := e.count(`SELECT count(*) FROM delivery_attempt_log a JOIN deliveries d USING (delivery_id) WHERE d.channel = 'PUSH' AND d.user_id <> 'staff1'`); n != 2 {
 		t.Errorf("gone deliveries tried %d times in all, want once each (not retried)", n)
 	}
 	// The gone devices are deleted; staff1's stay.

@@ -419,10 +419,16 @@ type Outcome struct {
 // attempt (the LoadForSend guard) takes the attempt's number and its next
 // status, and the attempt joins the audit log, both in one statement. A
 // second record of the same attempt matches nothing and is ignored. It
-// returns how many attempts were logged (a NotAttempted outcome moves its
-// delivery but logs none). A final outcome (FinalStatuses) keeps the row's
-// next_attempt_at, so that it changes no indexed column: the update is HOT
-// (migration 0017).
+// returns how many attempts were recorded (a NotAttempted outcome moves its
+// delivery but records none). A final outcome (FinalStatuses) keeps the
+// row's next_attempt_at, so that it changes no indexed column: the update
+// is HOT (migration 0017).
+//
+// A first-try success (attempt 1, sent) writes no delivery_attempts row:
+// the delivery row keeps its facts (provider, provider message id, sent_at)
+// and its start in attempt_started_at, and delivery_attempt_log shows it
+// as attempt 1 (migration 0115). Every other attempt, the final success
+// of a retried delivery included, is logged.
 func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error) {
 	if len(outs) == 0 {
 		return 0, nil
@@ -441,28 +447,36 @@ func RecordOutcomes(ctx context.Context, q Querier, outs []Outcome) (int, error)
 			next[i] = time.Now()
 		}
 	}
-	tag, err := q.Exec(ctx, `WITH m AS (
-			SELECT * FROM unnest($1::text[]::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::timestamptz[], $11::bool[])
+	// first_try marks a first-try success: kept on the delivery row alone.
+	var recorded int
+	err := q.QueryRow(ctx, `WITH m AS (
+			SELECT *, counted AND attempt = 1 AND kind = 'sent' AND status = 'SENT' AS first_try
+			FROM unnest($1::text[]::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::timestamptz[], $10::timestamptz[], $11::bool[])
 				AS m(id, attempt, kind, provider, pmid, err, status, retry_ms, next_at, started_at, counted)
 		), upd AS (
 			UPDATE deliveries d SET status = m.status, provider = m.provider, provider_message_id = m.pmid, last_error = m.err,
 				next_attempt_at = CASE WHEN m.status = ANY($12::text[]) THEN d.next_attempt_at ELSE m.next_at END,
 				lease_until = NULL, updated_at = now(),
 				attempts = CASE WHEN m.counted THEN m.attempt ELSE d.attempts END,
-				sent_at = CASE WHEN m.status = 'SENT' THEN now() ELSE d.sent_at END
+				sent_at = CASE WHEN m.status = 'SENT' THEN now() ELSE d.sent_at END,
+				attempt_started_at = CASE WHEN m.first_try THEN m.started_at ELSE d.attempt_started_at END
 			FROM m WHERE d.delivery_id = m.id AND `+sendable+`
-			RETURNING d.delivery_id, d.tenant_id, d.created_at
+			RETURNING d.delivery_id, d.tenant_id, d.created_at, m.attempt, m.kind, m.provider, m.pmid, m.err, m.retry_ms, m.started_at,
+				m.counted, m.first_try
+		), logged AS (
+			INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, provider, provider_message_id, error, retry_after_ms,
+				started_at, delivery_created_at)
+			SELECT tenant_id, delivery_id, attempt, kind, provider, pmid, err, retry_ms, started_at, created_at
+			FROM upd WHERE counted AND NOT first_try
+			ON CONFLICT (delivery_id, attempt, delivery_created_at) DO NOTHING
+			RETURNING 1
 		)
-		INSERT INTO delivery_attempts (tenant_id, delivery_id, attempt, outcome, provider, provider_message_id, error, retry_after_ms, started_at,
-			delivery_created_at)
-		SELECT upd.tenant_id, m.id, m.attempt, m.kind, m.provider, m.pmid, m.err, m.retry_ms, m.started_at, upd.created_at
-		FROM upd JOIN m ON m.id = upd.delivery_id WHERE m.counted
-		ON CONFLICT (delivery_id, attempt, delivery_created_at) DO NOTHING`,
-		ids, atts, kinds, provs, pmids, errs, stats, retry, next, started, counted, FinalStatuses)
+		SELECT (SELECT count(*) FROM logged) + (SELECT count(*) FROM upd WHERE first_try)`,
+		ids, atts, kinds, provs, pmids, errs, stats, retry, next, started, counted, FinalStatuses).Scan(&recorded)
 	if err != nil {
 		return 0, fmt.Errorf("record outcomes: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return recorded, nil
 }
 
 // ExpireLeases moves deliveries whose SENDING lease ran out (the daemon or

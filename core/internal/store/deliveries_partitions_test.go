@@ -319,7 +319,7 @@ func TestRetentionOfDeliveriesKeepsOwedOnes(t *testing.T) {
 	}
 	var status string
 	var attempts int
-	if err := db.Pool.QueryRow(ctx, `SELECT d.status, (SELECT count(*) FROM delivery_attempts a
+	if err := db.Pool.QueryRow(ctx, `SELECT d.status, (SELECT count(*) FROM delivery_attempt_log a
 			WHERE a.delivery_id = d.delivery_id AND a.delivery_created_at = d.created_at AND a.outcome = 'sent')
 		FROM deliveries d WHERE d.delivery_id = $1`, id).Scan(&status, &attempts); err != nil || status != store.StatusSent || attempts != 1 {
 		t.Fatalf("kept delivery after its outcome: %s with %d attempts (%v), want SENT with 1", status, attempts, err)

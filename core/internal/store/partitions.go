@@ -135,13 +135,35 @@ func ApplyRetention(ctx context.Context, q Querier, r Retention, now time.Time) 
 		if err != nil {
 			return dropped, fmt.Errorf("retention of %s: %w", t, err)
 		}
+		var upTo time.Time
 		for _, n := range names {
 			for _, p := range parts {
 				if p.Name == n {
 					dropped = append(dropped, p)
+					if p.To.After(upTo) {
+						upTo = p.To
+					}
 				}
+			}
+		}
+		if t == "delivery_attempts" && !upTo.IsZero() {
+			if err := RaiseAttemptLogFloor(ctx, q, "", upTo); err != nil {
+				return dropped, err
 			}
 		}
 	}
 	return dropped, nil
+}
+
+// RaiseAttemptLogFloor records that the attempt log of scope (a tenant id,
+// or "" for every tenant) holds no attempt of a delivery created before
+// since, so that delivery_attempt_log rebuilds no first-try success
+// retention has taken (migration 0115). A floor only rises.
+func RaiseAttemptLogFloor(ctx context.Context, q Querier, scope string, since time.Time) error {
+	_, err := q.Exec(ctx, `INSERT INTO attempt_log_floors (scope, since) VALUES ($1, $2)
+		ON CONFLICT (scope) DO UPDATE SET since = greatest(attempt_log_floors.since, excluded.since)`, scope, since)
+	if err != nil {
+		return fmt.Errorf("retention of delivery_attempts: raise the attempt log's floor: %w", err)
+	}
+	return nil
 }

@@ -626,8 +626,9 @@ func TestRowsOfMonthsWithoutPartition(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `UPDATE deliveries SET created_at = now() - interval '400 days' WHERE delivery_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	sent := store.Outcome{ID: id, Attempt: 1, Kind: "sent", Status: store.StatusSent, StartedAt: now}
-	if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{sent}); err != nil || n != 1 {
+	// A failure (a first-try success would log no row: migration 0115).
+	failed := store.Outcome{ID: id, Attempt: 1, Kind: "permanent", Error: "rejected", Status: store.StatusFailed, StartedAt: now}
+	if n, err := store.RecordOutcomes(ctx, db.Pool, []store.Outcome{failed}); err != nil || n != 1 {
 		t.Fatalf("outcome of a delivery of a month without partition: %d logged, %v", n, err)
 	}
 	if n := fanout(t, db, "old-event", now.AddDate(0, 0, -400), "u1", "u2"); n != 2 {

@@ -45,7 +45,12 @@ func insertPublished(t *testing.T, db *testenv.DB, event string, n int) []string
 // from growing by one entry per outcome: recording SENT or FAILED on a
 // PUBLISHED delivery changes no indexed column, so PostgreSQL updates it
 // in place (HOT), and a retry, which re-enters a queue index, does not.
-// The transaction's own counters say so, exactly.
+// The transaction's own counters say so, exactly: every final row whose
+// new version found room on its page was updated HOT. (A page that all of
+// its rows leave at once, in one transaction, can run out of room for the
+// last new version, a little longer than the old one: that update is not
+// HOT for want of space, whatever the columns; the test tells the two
+// apart by the page each new version is on.)
 func TestFinalOutcomeIsHOTUpdate(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
@@ -62,6 +67,22 @@ func TestFinalOutcomeIsHOTUpdate(t *testing.T) {
 		}
 		outs = append(outs, o)
 	}
+	pages := func() map[string]string {
+		rows, err := db.Pool.Query(ctx, `SELECT delivery_id::text, tableoid::regclass::text || '/' || (ctid::text::point)[0] FROM deliveries`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for rows.Next() {
+			var id, page string
+			if err := rows.Scan(&id, &page); err != nil {
+				t.Fatal(err)
+			}
+			m[id] = page
+		}
+		return m
+	}
+	before := pages()
 	var upd, hot int64
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 		n, err := store.RecordOutcomes(ctx, tx, outs)
@@ -75,8 +96,15 @@ func TestFinalOutcomeIsHOTUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if upd != 30 || hot != 20 {
-		t.Errorf("updates = %d, HOT = %d; want 30 updates, the 20 final ones HOT", upd, hot)
+	after := pages()
+	var stayed int64
+	for i, id := range ids {
+		if i%3 != 2 && after[id] == before[id] {
+			stayed++
+		}
+	}
+	if upd != 30 || hot != stayed || stayed < 15 {
+		t.Errorf("updates = %d, HOT = %d; want 30 updates, HOT the %d final ones whose page had room (of 20, at least 15)", upd, hot, stayed)
 	}
 	// The retries are found through the queue index, and the final rows
 	// kept their next_attempt_at.

@@ -209,6 +209,13 @@ func ApplySweeps(ctx context.Context, q Querier, r Retention, now time.Time, l S
 	for _, s := range sweeps {
 		res := SweepResult{Sweep: s}
 		before := now.Add(-s.Period)
+		if s.Kind == SweepDeliveryAttempts {
+			// The first-try successes kept on the delivery rows leave the
+			// log with the logged attempts (migration 0115).
+			if err := RaiseAttemptLogFloor(ctx, q, s.Tenant, before); err != nil {
+				return out, err
+			}
+		}
 		var after *time.Time
 		for {
 			if statements >= l.MaxStatements || !time.Now().Before(deadline) {

@@ -931,9 +931,16 @@ func waitDigestsDone(ctx context.Context, pool *pgxpool.Pool, tail *recordTail, 
 // sent attempts, one the plugin received twice, or records that do not
 // match the SENT rows. what names the deliveries in the problems.
 func sentOnce(ctx context.Context, pool *pgxpool.Pool, c *Check, recs []sinkRecord, what string) ([]string, error) {
+	// The attempt history is delivery_attempt_log (a first-try success
+	// has no delivery_attempts row, migration 0115); a baseline run's
+	// database migrated before it has the table only.
+	var log string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(to_regclass('public.delivery_attempt_log')::text, 'delivery_attempts')`).Scan(&log); err != nil {
+		return nil, fmt.Errorf("bench: check attempts: %w", err)
+	}
 	var multi int
 	err := pool.QueryRow(ctx, `SELECT count(*), count(*) - count(DISTINCT delivery_id)
-		FROM delivery_attempts WHERE outcome = 'sent'`).Scan(&c.SentAttempts, &multi)
+		FROM `+log+` WHERE outcome = 'sent'`).Scan(&c.SentAttempts, &multi)
 	if err != nil {
 		return nil, fmt.Errorf("bench: check attempts: %w", err)
 	}
