@@ -175,7 +175,7 @@ func TestScheduledPerDigestInboxClosesWithTheChannels(t *testing.T) {
 				t.Fatal(err)
 			}
 			chans = append(chans, ch)
-			if l := at.In(loc); l.Hour() != 8 || l.Minute() != 0 || at.Sub(time.Now()) > 25*time.Hour {
+			if l := at.In(loc); l.Hour() != 8 || l.Minute() != 0 || time.Until(at) > 25*time.Hour {
 				t.Errorf("%s's %s window closes at %s, want the next 08:00 in %s", u, ch, l.Format(time.RFC3339), z)
 			}
 		}
