@@ -713,6 +713,7 @@ BEGIN
         FROM new_rows n JOIN old_rows o ON o.delivery_id = n.delivery_id
         LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
         WHERE n.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'DIGESTED') AND o.status IS DISTINCT FROM n.status
+            AND n.channel <> '@inbox'
         ORDER BY n.tenant_id, n.delivery_id;
     ELSE
         INSERT INTO public.status_events (tenant_id, kind, data, webhook_due_at)
@@ -723,7 +724,7 @@ BEGIN
                 'reason', n.last_error),
             CASE WHEN 'delivery.' || lower(n.status) = ANY (w.kinds) THEN now() END
         FROM new_rows n LEFT JOIN public.tenant_webhooks w ON w.tenant_id = n.tenant_id AND w.enabled
-        WHERE n.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'DIGESTED')
+        WHERE n.status IN ('SENT', 'FAILED', 'SKIPPED', 'CANCELLED', 'DIGESTED') AND n.channel <> '@inbox'
         ORDER BY n.tenant_id, n.delivery_id;
     END IF;
     RETURN NULL;

@@ -167,6 +167,14 @@ func TestDigestPerDigestInboxOneRowPerWindow(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM deliveries WHERE event_id LIKE 'digest:%' AND channel = 'EMAIL' AND status = 'PENDING'`); n != 2 {
 		t.Fatalf("%d EMAIL digests, want 2", n)
 	}
+	// The inbox's items are its bookkeeping: their end is no
+	// delivery-status event (migration 0137); the EMAIL items' is.
+	if n := count(t, db, `SELECT count(*) FROM status_events WHERE data->>'channel' = $1`, store.InboxChannel); n != 0 {
+		t.Errorf("%d status events of inbox items, want none", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM status_events WHERE data->>'channel' = 'EMAIL' AND kind IN ('delivery.digested', 'delivery.cancelled')`); n != 9 {
+		t.Errorf("%d status events of EMAIL items, want 9 (8 digested, 1 cancelled)", n)
+	}
 
 	testenv.Eventually(t, 10*time.Second, func() bool { return len(rec.list()) == 2 }, "two live frames, got %q", rec.list())
 	wantFrames := []string{"t1/m0 notification digest=true 6 new reservations", "t1/m1 notification digest=true 2 new reservations"}

@@ -697,16 +697,10 @@ func (r *Relay) fanout(rs *rules.RuleSet, e store.EventRow, dir rules.DirectoryI
 			if err != nil {
 				return nil, nil, err
 			}
-			// The channel's class in force already made a best-effort
-			// channel's policy a single try (channel.Config.Resolve).
-			cc, _ := rs.Channel(cd.Channel)
-			maxAttempts := cc.Retry.MaxAttempts
-			if maxAttempts <= 0 {
-				maxAttempts = channel.DefaultRetry.MaxAttempts
-			}
+			bestEffort, maxAttempts := sending(rs, cd.Channel)
 			d := store.NewDelivery{NotificationID: nid.String(), TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
 				UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: cd.Channel, Severity: dec.Severity,
-				Status: store.StatusPending, BestEffort: cc.Resolved.BestEffort, MaxAttempts: maxAttempts, NextAttemptAt: now,
+				Status: store.StatusPending, BestEffort: bestEffort, MaxAttempts: maxAttempts, NextAttemptAt: now,
 				Recipient: recipient, Content: body}
 			if th := cd.Throttle; th != nil && th.Err == "" && !failed {
 				d.Throttle = &store.ThrottleItem{TenantID: e.TenantID, UserID: rd.Recipient.UserID, Channel: cd.Channel, EventType: e.Type,
@@ -766,13 +760,9 @@ func (r *Relay) post(rs *rules.RuleSet, pe *rules.PreparedEvent, e store.EventRo
 	if err != nil {
 		return store.NewDelivery{}, err
 	}
-	cc, _ := rs.Channel(p.Channel)
-	maxAttempts := cc.Retry.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = channel.DefaultRetry.MaxAttempts
-	}
+	bestEffort, maxAttempts := sending(rs, p.Channel)
 	d := store.NewDelivery{NotificationID: pid.String(), TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
-		UserID: p.To, Channel: p.Channel, Severity: severity, Status: store.StatusPending, BestEffort: cc.Resolved.BestEffort,
+		UserID: p.To, Channel: p.Channel, Severity: severity, Status: store.StatusPending, BestEffort: bestEffort,
 		MaxAttempts: maxAttempts, NextAttemptAt: now, CreatedAt: e.CreatedAt, Place: true}
 	if p.Error != "" {
 		d.Status, d.LastError = store.StatusFailed, "post to a place: "+p.Error
@@ -798,20 +788,29 @@ func (r *Relay) post(rs *rules.RuleSet, pe *rules.PreparedEvent, e store.EventRo
 	return d, err
 }
 
+// sending is how a delivery on channel ch goes out: whether it is best
+// effort, and how many attempts it may take (the channel's retry policy;
+// the class in force already made a best-effort channel's a single try,
+// channel.Config.Resolve).
+func sending(rs *rules.RuleSet, ch string) (bestEffort bool, maxAttempts int) {
+	cc, _ := rs.Channel(ch)
+	maxAttempts = cc.Retry.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = channel.DefaultRetry.MaxAttempts
+	}
+	return cc.Resolved.BestEffort, maxAttempts
+}
+
 // digestItem is the delivery of a channel collected into a digest: WAITING
 // in its window (OpenDigestWindows assigns it before the batch is written)
 // with the event as its content, or FAILED alone when its digest key could
 // not be rendered.
 func (r *Relay) digestItem(rs *rules.RuleSet, e store.EventRow, nid string, rd rules.RecipientDecision, cd rules.ChannelDecision,
 	severity string, recipient, item json.RawMessage, now time.Time) store.NewDelivery {
-	cc, _ := rs.Channel(cd.Channel)
-	maxAttempts := cc.Retry.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = channel.DefaultRetry.MaxAttempts
-	}
+	bestEffort, maxAttempts := sending(rs, cd.Channel)
 	d := store.NewDelivery{NotificationID: nid, TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
 		UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: cd.Channel, Severity: severity,
-		Status: store.StatusWaiting, Hold: store.HoldDigest, BestEffort: cc.Resolved.BestEffort, MaxAttempts: maxAttempts,
+		Status: store.StatusWaiting, Hold: store.HoldDigest, BestEffort: bestEffort, MaxAttempts: maxAttempts,
 		NextAttemptAt: now, Recipient: recipient, Content: item, DigestKey: cd.Digest.Key}
 	if cd.Digest.ClosesAt != nil {
 		d.NextAttemptAt = *cd.Digest.ClosesAt // a scheduled close; openDigests reads it

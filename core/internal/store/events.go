@@ -389,6 +389,14 @@ func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nid
 // nothing the second time. It returns the deliveries written, with their
 // ids.
 func InsertUnanchoredDeliveries(ctx context.Context, tx pgx.Tx, dels []NewDelivery) ([]NewDelivery, error) {
+	return insertOnce(ctx, tx, dels, "insert unanchored deliveries")
+}
+
+// insertOnce writes dels, each with its CreatedAt set, leaving out those
+// whose unique key (tenant, event, user, channel, created_at) is taken,
+// and returns those written, with their ids; what names the caller in its
+// errors.
+func insertOnce(ctx context.Context, tx pgx.Tx, dels []NewDelivery, what string) ([]NewDelivery, error) {
 	if len(dels) == 0 {
 		return nil, nil
 	}
@@ -398,7 +406,7 @@ func InsertUnanchoredDeliveries(ctx context.Context, tx pgx.Tx, dels []NewDelive
 	for i := range dels {
 		d := &dels[i]
 		if d.CreatedAt.IsZero() {
-			return nil, fmt.Errorf("insert unanchored deliveries: delivery of event %s to %s on %s has no CreatedAt (the event's time)", d.EventID, d.UserID, d.Channel)
+			return nil, fmt.Errorf("%s: delivery of event %s to %s on %s has no CreatedAt (the event's time)", what, d.EventID, d.UserID, d.Channel)
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -406,7 +414,7 @@ func InsertUnanchoredDeliveries(ctx context.Context, tx pgx.Tx, dels []NewDelive
 		}
 		nid, err := uuid.Parse(d.NotificationID)
 		if err != nil {
-			return nil, fmt.Errorf("insert unanchored deliveries: notification id: %w", err)
+			return nil, fmt.Errorf("%s: notification id: %w", what, err)
 		}
 		d.ID = id.String()
 		byID[d.ID] = i
@@ -414,7 +422,7 @@ func InsertUnanchoredDeliveries(ctx context.Context, tx pgx.Tx, dels []NewDelive
 	}
 	written, err := insertDeliveryRows(ctx, tx, dels, ids, nids, time.Now(), true)
 	if err != nil {
-		return nil, fmt.Errorf("insert unanchored deliveries: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	out := make([]NewDelivery, 0, len(written))
 	for _, id := range written {
@@ -463,7 +471,7 @@ func insertDeliveryChunk(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids
 	best, maxAtt, next, recips, contents, errs := make([]bool, n), make([]int32, n), make([]time.Time, n), make([]string, n), make([]string, n),
 		make([]string, n)
 	parents, states, created := make([]string, n), make([]string, n), make([]time.Time, n)
-	holds, unless, windows := make([]string, n), make([]string, n), make([]string, n)
+	holds, unless, windows, places := make([]string, n), make([]string, n), make([]string, n), make([]bool, n)
 	for i := range keep {
 		d := &keep[i]
 		tenants[i], events[i], types[i], users[i], utypes[i], chans[i], sevs[i], stats[i] =
@@ -472,17 +480,19 @@ func insertDeliveryChunk(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids
 			jsonOr(d.Recipient), jsonOr(d.Content)
 		errs[i] = d.LastError
 		parents[i], states[i], created[i] = d.TraceParent, d.TraceState, d.CreatedAt
-		holds[i], unless[i], windows[i] = d.Hold, strings.Join(d.EscalateUnless, ","), d.DigestWindow
+		holds[i], unless[i], windows[i], places[i] = d.Hold, strings.Join(d.EscalateUnless, ","), d.DigestWindow, d.Place
 	}
-	stmt := `INSERT INTO deliveries (` + strings.Join(deliveryColumns, ", ") + `)
+	stmt := `INSERT INTO deliveries (` + strings.Join(deliveryColumns, ", ") + `, place)
 		SELECT d.c1, d.c2, d.c3, d.c4, d.c5, d.c6, d.c7, d.c8, d.c9, d.c10, d.c11, d.c12, d.c13, d.c14, d.c15, d.c16,
-			d.c19, $16::timestamptz, NULLIF(d.c17, ''), NULLIF(d.c18, ''), NULLIF(d.c20, ''), string_to_array(NULLIF(d.c21, ''), ','), NULLIF(d.c22, '')::uuid
+			d.c19, $16::timestamptz, NULLIF(d.c17, ''), NULLIF(d.c18, ''), NULLIF(d.c20, ''), string_to_array(NULLIF(d.c21, ''), ','), NULLIF(d.c22, '')::uuid,
+			d.c23
 		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[],
 			$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bool[], $12::int[], $13::timestamptz[],
-			$14::jsonb[], $15::jsonb[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::text[], $22::text[], $23::text[])
-			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, c22)`
+			$14::jsonb[], $15::jsonb[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::text[], $22::text[], $23::text[],
+			$24::bool[])
+			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, c22, c23)`
 	args := []any{ids, nids, tenants, events, types, users, utypes, chans, sevs, stats, best, maxAtt, next, recips, contents, now, errs,
-		parents, states, created, holds, unless, windows}
+		parents, states, created, holds, unless, windows, places}
 	if !skipExisting {
 		_, err := tx.Exec(ctx, stmt, args...)
 		return nil, err
@@ -504,62 +514,7 @@ func insertDeliveryChunk(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids
 // twice for an event writes nothing the second time. It returns the
 // deliveries written, with their ids.
 func InsertPlaceDeliveries(ctx context.Context, tx pgx.Tx, dels []NewDelivery) ([]NewDelivery, error) {
-	if len(dels) == 0 {
-		return nil, nil
-	}
-	n := len(dels)
-	ids, nids := make([]pgtype.UUID, n), make([]pgtype.UUID, n)
-	tenants, events, types, users, chans, sevs, stats, errs := make([]string, n), make([]string, n), make([]string, n),
-		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	best, maxAtt, next, recips, contents := make([]bool, n), make([]int32, n), make([]time.Time, n), make([]string, n), make([]string, n)
-	parents, states, created := make([]string, n), make([]string, n), make([]time.Time, n)
-	byID := make(map[string]int, n)
-	for i := range dels {
-		d := &dels[i]
-		if d.CreatedAt.IsZero() {
-			return nil, fmt.Errorf("insert place deliveries: post of event %s to %s has no CreatedAt (the event's time)", d.EventID, d.UserID)
-		}
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, err
-		}
-		nid, err := uuid.Parse(d.NotificationID)
-		if err != nil {
-			return nil, fmt.Errorf("insert place deliveries: notification id: %w", err)
-		}
-		d.ID = id.String()
-		byID[d.ID] = i
-		ids[i], nids[i] = pgtype.UUID{Bytes: id, Valid: true}, pgtype.UUID{Bytes: nid, Valid: true}
-		tenants[i], events[i], types[i], users[i], chans[i], sevs[i], stats[i] =
-			d.TenantID, d.EventID, d.EventType, d.UserID, d.Channel, d.Severity, d.Status
-		best[i], maxAtt[i], next[i], recips[i], contents[i] = d.BestEffort, int32(d.MaxAttempts), d.NextAttemptAt,
-			jsonOr(d.Recipient), jsonOr(d.Content)
-		errs[i], parents[i], states[i], created[i] = d.LastError, d.TraceParent, d.TraceState, d.CreatedAt
-	}
-	rows, err := tx.Query(ctx, `INSERT INTO deliveries (`+strings.Join(deliveryColumns, ", ")+`, place)
-		SELECT d.c1, d.c2, d.c3, d.c4, d.c5, d.c6, '', d.c7, d.c8, d.c9, d.c10, d.c11, d.c12, d.c13, d.c14, d.c15,
-			d.c18, now(), NULLIF(d.c16, ''), NULLIF(d.c17, ''), NULL, NULL, NULL, true
-		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-			$9::text[], $10::bool[], $11::int[], $12::timestamptz[], $13::jsonb[], $14::jsonb[], $15::text[], $16::text[],
-			$17::text[], $18::timestamptz[])
-			AS d(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18)
-		ORDER BY d.c3, d.c4, d.c6, d.c7
-		ON CONFLICT (tenant_id, event_id, user_id, channel, created_at) DO NOTHING
-		RETURNING delivery_id::text`,
-		ids, nids, tenants, events, types, users, chans, sevs, stats, best, maxAtt, next, recips, contents, errs,
-		parents, states, created)
-	if err != nil {
-		return nil, fmt.Errorf("insert place deliveries: %w", err)
-	}
-	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("insert place deliveries: %w", err)
-	}
-	out := make([]NewDelivery, 0, len(written))
-	for _, id := range written {
-		out = append(out, dels[byID[id]])
-	}
-	return out, nil
+	return insertOnce(ctx, tx, dels, "insert place deliveries")
 }
 
 // uuidOrNull is the uuid s, or NULL for an empty (or malformed) s.
