@@ -185,10 +185,9 @@ func directoryWrites(ctx context.Context, pool *pgxpool.Pool, rate int, rows *at
 	every := time.Duration(float64(time.Second) * float64(perBatch) / float64(rate))
 	next := time.Now()
 	for n := 0; ; n++ {
-		if err := store.ImportDirectory(ctx, pool, benchTenant, benchDirectoryAt(n*batch, batch)); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		// A batch once begun is finished, not cut off by the stop: cut
+		// off at its commit it may be written without being counted.
+		if err := store.ImportDirectory(context.WithoutCancel(ctx), pool, benchTenant, benchDirectoryAt(n*batch, batch)); err != nil {
 			return fmt.Errorf("bench: directory writes: %w", err)
 		}
 		rows.Add(int64(perBatch))
