@@ -25,6 +25,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk/producer"
+	"github.com/jackc/pgx/v5"
 )
 
 var (
@@ -408,6 +409,20 @@ func (e *env) count(q string, args ...any) int {
 		e.t.Fatalf("%s: %v", q, err)
 	}
 	return n
+}
+
+// strings runs a query of one text column and returns its rows.
+func (e *env) strings(q string, args ...any) []string {
+	e.t.Helper()
+	rows, err := e.db.Pool.Query(context.Background(), q, args...)
+	if err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+	return out
 }
 
 // waitAllSent waits until want deliveries exist and all are SENT.
