@@ -13,7 +13,7 @@ versions() { awk '/^require \(/{r=1; next} r && /^\)/{r=0} r && NF>=2 {print $1,
 status=0
 declare -A root
 while read -r mod ver; do root[$mod]=$ver; done < <(versions go.mod)
-for gomod in sdk/go.mod sdk/producer/go.mod sdk/host/testdata/sdkv1plugin/go.mod examples/plugins/*/go.mod; do
+for gomod in sdk/go.mod sdk/producer/go.mod sdk/host/testdata/sdkv1plugin/go.mod examples/plugins/*/go.mod core/internal/tools/watermillpeer/go.mod; do
 	[ -f "$gomod" ] || continue
 	while read -r mod ver; do
 		want=${root[$mod]:-}

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 status=0
-for mod in . sdk sdk/producer deploy/helm/test examples/plugins/*/; do
+for mod in . sdk sdk/producer deploy/helm/test examples/plugins/*/ core/internal/tools/watermillpeer; do
 	mod=${mod%/}
 	[ -f "$mod/go.mod" ] || continue
 	if ! diff=$(cd "$mod" && go mod tidy -diff 2>&1); then

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhq/herald/core/internal/config"
+	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/tools/bench"
 )
 
@@ -300,6 +301,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 
 	rep := bench.Report{Started: time.Now().UTC(), Machine: bench.NewMachine()}
 	rep.Machine.Postgres, rep.Machine.RabbitMQ = serverVersions(ctx, f.dbURL, f.amqpURL)
+	if strings.HasSuffix(rep.Machine.Postgres, "(autovacuum off)") {
+		logf("warning: %s", store.AutovacuumWarning)
+	}
 
 	if !f.noCeilings && !apiOnly {
 		logf("measuring RabbitMQ: %d persistent messages, publish with pipelined confirms + consume", f.rabbitN)
@@ -624,6 +628,11 @@ func serverVersions(ctx context.Context, dbURL, amqpURL string) (pg, rabbit stri
 		var v string
 		if conn.QueryRow(c, "SHOW server_version").Scan(&v) == nil {
 			pg = "PostgreSQL " + strings.Fields(v)[0]
+		}
+		// A server without autovacuum keeps every dead row: a long run
+		// slows down for that, not for Herald (store.AutovacuumWarning).
+		if off, err := store.AutovacuumOff(c, conn); err == nil && off {
+			pg += " (autovacuum off)"
 		}
 		_ = conn.Close(c)
 	}

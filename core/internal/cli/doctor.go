@@ -226,6 +226,14 @@ func (dr *doctor) checkDatabase(ctx context.Context, d config.Daemon) {
 		dr.checkAudience(ctx, pool, d)
 		dr.checkStatusEvents(ctx, pool, d)
 	}
+	switch off, err := store.AutovacuumOff(ctx, pool); {
+	case err != nil:
+		dr.add(checkFail, "database vacuum", "%v", err)
+	case off:
+		dr.add(checkWarn, "database vacuum", "%s", store.AutovacuumWarning)
+	default:
+		dr.add(checkOK, "database vacuum", "autovacuum is on")
+	}
 
 	// The database's clock is read between two local readings; the skew
 	// is measured from their midpoint, within half the round trip.

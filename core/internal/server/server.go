@@ -435,6 +435,9 @@ func Run(ctx context.Context, d config.Daemon, log hclog.Logger, redact *secret.
 	for _, w := range pools.Warnings {
 		log.Warn(w)
 	}
+	if off, err := store.AutovacuumOff(ctx, pools.Worker); err == nil && off {
+		log.Warn(store.AutovacuumWarning)
+	}
 	defer func() {
 		if !abandoned {
 			pools.Close()
