@@ -168,7 +168,7 @@ func (r *Report) Evaluate() {
 				t := Target{Name: "single ÷ producers alone, events/s", Want: fmt.Sprintf("≥ %.2f×", singleProducersTarget),
 					Got: fmt.Sprintf("%.2f×", ratio), Met: ratio >= singleProducersTarget, Measured: ratio,
 					Note: "single ≥ 2.5× a Watermill outbox forwarder tuned with confirms: not run by herald bench; " +
-						"measure the peer on the same servers the same day (docs/performance/README.md)"}
+						"measure the peer on the same servers the same day: cd core/internal/tools/watermillpeer && go run ."}
 				if f, ok := r.floor(run.Scenario); ok && f.EventsPerSec > 0 {
 					t.Note = fmt.Sprintf("single floor: %s events/s (%.2f× producers alone); ", num(f.EventsPerSec), f.EventsPerSec/c.PerSec) + t.Note
 				}

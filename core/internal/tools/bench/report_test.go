@@ -326,7 +326,7 @@ func TestReportFloor(t *testing.T) {
 			Note: "fanout floor: 15,000 deliveries/s with no broker and no plugin, 3.33 row writes per delivery"},
 		"single ÷ producers alone, events/s": {Want: "≥ 0.70×", Got: "0.50×", Met: false, Measured: 0.5,
 			Note: "single floor: 2,500 events/s (0.62× producers alone); single ≥ 2.5× a Watermill outbox forwarder tuned with confirms: " +
-				"not run by herald bench; measure the peer on the same servers the same day (docs/performance/README.md)"},
+				"not run by herald bench; measure the peer on the same servers the same day: cd core/internal/tools/watermillpeer && go run ."},
 	} {
 		want.Name = name
 		if diff := cmp.Diff(want, targets[name], cmpopts.EquateApprox(0, 1e-9)); diff != "" {
