@@ -11,7 +11,7 @@ GO=${GO:-go}
 # its path, so that one binary checks every module.
 bin=$("$GO" tool -n staticcheck)
 status=0
-for mod in . sdk sdk/producer core/internal/tools/watermillpeer; do
+for mod in . sdk sdk/producer; do
 	[ -f "$mod/go.mod" ] || continue
 	echo "staticcheck: $mod"
 	(cd "$mod" && "$bin" ./...) || status=1
