@@ -830,7 +830,7 @@ type inboxDigestItem struct {
 }
 
 // inboxItem is the item a per_digest inbox collects for one recipient of
-// e: a delivery WAITING (hold digest) on channel rules.InboxChannel, in
+// e: a delivery WAITING (hold digest) on the pseudo-channel channel.Inbox, in
 // the window of the digest key (and the event's project, so that one
 // inbox row never mixes projects), with the event as its content. The
 // flush writes the window's inbox row from its items; a cancel of the
@@ -845,7 +845,7 @@ func inboxItem(e store.EventRow, nid string, rd rules.RecipientDecision, dec rul
 		key = "project " + e.ProjectID + ": " + key
 	}
 	d := store.NewDelivery{NotificationID: nid, TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
-		UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: rules.InboxChannel, Severity: dec.Severity,
+		UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: channel.Inbox, Severity: dec.Severity,
 		Status: store.StatusWaiting, Hold: store.HoldDigest, MaxAttempts: 1, Recipient: recipient, Content: content,
 		DigestKey: key}
 	if rd.InboxDigestClosesAt != nil {

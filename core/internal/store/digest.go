@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldhq/herald/core/internal/channel"
 )
 
 // HoldDigest is the hold of a WAITING delivery that is an item of an open
@@ -21,11 +23,6 @@ const HoldDigest = "digest"
 // DigestEventPrefix starts the event_id of a digest delivery: the digest
 // of window W is delivery event_id "digest:W".
 const DigestEventPrefix = "digest:"
-
-// InboxChannel is the channel name of a per_digest inbox's items and
-// windows (rules.InboxChannel): the flush of such a window writes one
-// inbox row, not a delivery.
-const InboxChannel = "@inbox"
 
 // DigestItem is one item the relay counts into a digest window.
 type DigestItem struct {
@@ -144,7 +141,7 @@ type WaitingItem struct {
 // DigestBuilder makes the digest delivery of a window from its items
 // (oldest first, at least one): its content, or FAILED with LastError when
 // it cannot be rendered. FlushDigests fills in the keys. For a window of
-// InboxChannel the content (sdk.Content's JSON: title, body, data) is the
+// channel.Inbox the content (sdk.Content's JSON: title, body, data) is the
 // inbox row's, and is required even when the status is FAILED (the row is
 // written anyway, so that no item is lost).
 type DigestBuilder func(w DueWindow, items []WaitingItem) NewDelivery
@@ -236,7 +233,7 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		}
 		winIDs[i], digestIDs[i] = w.WindowID, id.String()
 		where[i] = "sent in digest delivery " + digestIDs[i]
-		if w.Channel == InboxChannel {
+		if w.Channel == channel.Inbox {
 			where[i] = "shown in digest inbox notification " + digestIDs[i]
 		}
 	}
@@ -290,7 +287,7 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		})
 		d := build(w, its)
 		last := its[len(its)-1]
-		if w.Channel == InboxChannel {
+		if w.Channel == channel.Inbox {
 			note, row, err := digestNote(w, its, d, digestIDs[i], now)
 			if err != nil {
 				return res, err

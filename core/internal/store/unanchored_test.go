@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 )
@@ -23,7 +24,7 @@ func TestInsertUnanchoredDeliveriesWritesOnce(t *testing.T) {
 	dels := func() []store.NewDelivery {
 		nid := uuid.NewString() // names no inbox row
 		return []store.NewDelivery{
-			{NotificationID: nid, TenantID: "t1", EventID: "e1", EventType: "T", UserID: "u1", UserType: "STAFF", Channel: store.InboxChannel,
+			{NotificationID: nid, TenantID: "t1", EventID: "e1", EventType: "T", UserID: "u1", UserType: "STAFF", Channel: channel.Inbox,
 				Severity: "info", Status: store.StatusWaiting, Hold: store.HoldDigest, MaxAttempts: 1, NextAttemptAt: at, CreatedAt: at,
 				Content: []byte(`{"event_id": "e1"}`), Unanchored: true},
 			{NotificationID: nid, TenantID: "t1", EventID: "e1", EventType: "T", UserID: "u1", UserType: "STAFF", Channel: "WEBSOCKET",
