@@ -225,6 +225,13 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 	// out; one being cancelled is waited for.
 	// An item a throttle folded keeps why it waited ("throttled: …"),
 	// followed by where it went; the others say where they went.
+	// The items are locked first, in delivery_id order, and only then
+	// updated: a cancel (herald_cancel, migration 0060) locks an event's
+	// deliveries in that order too, one by one, so the two never wait for
+	// each other in a cycle. Updated in the join's order instead, a flush
+	// holding one item of an event and wanting another deadlocked with a
+	// cancel of that event holding the second and wanting the first
+	// (40P01), and the cancel could be the one PostgreSQL aborted.
 	winIDs, digestIDs, where := make([]string, len(wins)), make([]string, len(wins)), make([]string, len(wins))
 	for i, w := range wins {
 		id, err := uuid.NewV7()
@@ -237,10 +244,15 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 			where[i] = "shown in digest inbox notification " + digestIDs[i]
 		}
 	}
-	rows, err = tx.Query(ctx, `UPDATE deliveries d SET status = 'DIGESTED', updated_at = now(),
+	rows, err = tx.Query(ctx, `WITH locked AS (
+			SELECT d.delivery_id, d.created_at, x.digest
+			FROM deliveries d JOIN unnest($1::uuid[], $2::text[]) AS x(win, digest) ON d.digest_window = x.win
+			WHERE d.queue = 'WAITING' AND d.status = 'WAITING' AND d.hold = 'digest'
+			ORDER BY d.delivery_id FOR UPDATE OF d)
+		UPDATE deliveries d SET status = 'DIGESTED', updated_at = now(),
 			last_error = CASE WHEN d.last_error LIKE 'throttled:%' THEN d.last_error || '; ' ELSE '' END || x.digest
-		FROM unnest($1::uuid[], $2::text[]) AS x(win, digest)
-		WHERE d.digest_window = x.win AND d.queue = 'WAITING' AND d.status = 'WAITING' AND d.hold = 'digest'
+		FROM locked x
+		WHERE d.delivery_id = x.delivery_id AND d.created_at = x.created_at
 		RETURNING d.digest_window::text, d.delivery_id::text, d.created_at, d.notification_id::text, d.event_id, d.user_type,
 			d.severity, d.best_effort, d.max_attempts, d.recipient, d.content, coalesce(d.traceparent, ''), coalesce(d.tracestate, '')`,
 		winIDs, where)
