@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/core/internal/auth"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk/producer"
@@ -67,7 +68,7 @@ func TestDigestPerDigestInboxSIGKILLAndLive(t *testing.T) {
 			n++
 		}
 	}
-	inboxItems := `SELECT count(*) FROM deliveries WHERE channel = '` + store.InboxChannel + `'`
+	inboxItems := `SELECT count(*) FROM deliveries WHERE channel = '` + channel.Inbox + `'`
 
 	// 1. Killed inside a window: items wait, none is due yet, no row yet.
 	d := e.start()
@@ -105,7 +106,7 @@ func TestDigestPerDigestInboxSIGKILLAndLive(t *testing.T) {
 		t.Fatalf("%d inbox items DIGESTED, want %d", got, n)
 	}
 	rows := e.count(`SELECT count(*) FROM notifications`)
-	if w := e.count(`SELECT count(DISTINCT digest_window) FROM deliveries WHERE channel = '` + store.InboxChannel + `'`); w != rows {
+	if w := e.count(`SELECT count(DISTINCT digest_window) FROM deliveries WHERE channel = '` + channel.Inbox + `'`); w != rows {
 		t.Fatalf("%d inbox rows for %d inbox windows: a window wrote two rows or none", rows, w)
 	}
 	if got := e.count(`SELECT count(*) FROM notifications WHERE event_id NOT LIKE 'digest:%'`); got != 0 {
@@ -131,7 +132,7 @@ func TestDigestPerDigestInboxSIGKILLAndLive(t *testing.T) {
 			t.Fatalf("res-%d is in %d inbox rows, want 1", i, c)
 		}
 	}
-	if got := e.count(`SELECT count(*) FROM deliveries i WHERE i.channel = '` + store.InboxChannel + `' AND EXISTS (SELECT 1 FROM notifications x
+	if got := e.count(`SELECT count(*) FROM deliveries i WHERE i.channel = '` + channel.Inbox + `' AND EXISTS (SELECT 1 FROM notifications x
 			WHERE i.last_error = 'shown in digest inbox notification ' || x.notification_id::text
 			AND x.event_id = 'digest:' || i.digest_window::text)`); got != n {
 		t.Fatalf("%d items name their window's inbox row, want %d", got, n)

@@ -444,7 +444,9 @@ func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
 // cancelEvent cancels an event still pending and every delivery of it
 // still waiting (store.CancelEvent): 200 with what the cancel left, the
 // same again on a repeat; 409 naming what went out when nothing could be
-// cancelled; 404 for an event the key cannot see.
+// cancelled; 404 for an event the key cannot see. A cancel that PostgreSQL
+// aborted as a deadlock's victim or on a serialization failure
+// (store.Retryable) runs again, up to three times in all.
 func (s *Server) cancelEvent(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("event_id")
 	if msg := store.EventIDProblem(id); msg != "" {
@@ -452,11 +454,17 @@ func (s *Server) cancelEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var c store.Cancellation
-	err := s.inTenant(r, func(tx pgx.Tx) error {
-		var err error
-		c, err = store.CancelEvent(r.Context(), tx, principalOf(r).Tenant, id)
-		return err
-	})
+	var err error
+	for range 3 {
+		err = s.inTenant(r, func(tx pgx.Tx) error {
+			var err error
+			c, err = store.CancelEvent(r.Context(), tx, principalOf(r).Tenant, id)
+			return err
+		})
+		if !store.Retryable(err) {
+			break
+		}
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		Problem(w, http.StatusNotFound, "event not found", fmt.Sprintf("no event %q for this tenant", id), "event_id")
 		return

@@ -72,6 +72,13 @@ type Config struct {
 	Place bool
 }
 
+// Inbox is the pseudo-channel a per_digest inbox's items go by where a
+// channel's name would (their deliveries rows and digest windows): it
+// starts with "@", which no channel a rule may use does. The relay writes
+// the items under it, the flush of such a window writes one inbox row, not
+// a delivery, and the rules engine refuses a channel of that name.
+const Inbox = "@inbox"
+
 // Text formats of a channel.
 const (
 	TextPlain = "plain"

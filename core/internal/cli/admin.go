@@ -343,7 +343,9 @@ func newEventsCmd() *cobra.Command {
 }
 
 // newEventsCancelCmd is `herald events cancel ID --tenant T`: DELETE
-// /v1/events/{id} run on the database (store.CancelEvent).
+// /v1/events/{id} run on the database (store.CancelEvent), again (up to
+// three times in all) when PostgreSQL aborted it as a deadlock's victim or
+// on a serialization failure (store.Retryable).
 func newEventsCancelCmd() *cobra.Command {
 	var cfgPath, tenant string
 	cmd := &cobra.Command{
@@ -359,7 +361,14 @@ func newEventsCancelCmd() *cobra.Command {
 				return &ExitError{Code: 2, Err: fmt.Errorf("events cancel: event_id: %s", msg)}
 			}
 			return withPool(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
-				c, err := store.CancelEvent(ctx, q, tenant, id)
+				var c store.Cancellation
+				var err error
+				for range 3 {
+					c, err = store.CancelEvent(ctx, q, tenant, id)
+					if !store.Retryable(err) {
+						break
+					}
+				}
 				if errors.Is(err, store.ErrNotFound) {
 					return &ExitError{Code: 1, Err: fmt.Errorf("events cancel: event_id: tenant %q has no event %q", tenant, id)}
 				}

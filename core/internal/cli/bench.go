@@ -215,7 +215,7 @@ ratio to the plain run's deliveries/s, and the exactly-once check of the digests
 	fl.DurationVar(&f.duration, "duration", 3*time.Minute, "cap per run")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fl.BoolVar(&f.keep, "keep", false, "keep each run's database, configs and logs")
-	fl.BoolVar(&f.pprof, "pprof", false, "expose /debug/pprof on each daemon's admin listener")
+	fl.BoolVar(&f.pprof, "pprof", false, "expose /debug/pprof on each daemon's admin listener and print its URL on stderr")
 	fl.BoolVar(&f.noCeilings, "no-ceilings", false, "skip the raw server ceilings")
 	fl.StringVar(&f.dbURL, "database-url", envOr("HERALD_PG_ADMIN_URL", "postgres://herald:herald@127.0.0.1:5432/herald?sslmode=disable"),
 		"PostgreSQL URL of a role that may create databases; env HERALD_PG_ADMIN_URL")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/config/field"
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/metrics"
@@ -319,14 +320,14 @@ func (f *Flusher) announce(ctx context.Context, rows []store.DigestInboxRow) {
 // PENDING with the rendered content, or FAILED naming why it cannot be
 // rendered (the rule or its template is gone or broken), so that a bad
 // window never holds up the others. A per_digest inbox window
-// (store.InboxChannel) renders the inbox template; when that fails its row
+// (channel.Inbox) renders the inbox template; when that fails its row
 // still gets a plain content (the event type, the count of items), since
 // an inbox row cannot be FAILED and no item may be lost.
 func Build(rs *rules.RuleSet, w store.DueWindow, items []store.WaitingItem) store.NewDelivery {
 	content, err := render(rs, w, items)
 	if err != nil {
 		d := store.NewDelivery{Status: store.StatusFailed, LastError: fmt.Sprintf("digest %s: %v", w.Key, err)}
-		if w.Channel == store.InboxChannel {
+		if w.Channel == channel.Inbox {
 			d.Content = plainInbox(w, items)
 		}
 		return d
@@ -361,7 +362,7 @@ func render(rs *rules.RuleSet, w store.DueWindow, items []store.WaitingItem) (js
 	rec := directory.Recipient{UserID: r.UserID, UserType: r.UserType, Email: r.Email, Phone: r.Phone, Locale: r.Locale,
 		TimeZone: r.TimeZone, Attributes: r.Attributes, Active: true}
 	ch := w.Channel
-	if ch == store.InboxChannel {
+	if ch == channel.Inbox {
 		ch = "" // the inbox template
 	}
 	out, err := rs.RenderDigest(evs, rec, ch)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/digest"
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/rulesfile"
@@ -81,9 +82,6 @@ func (f *frames) list() []string {
 // row, the items name their row, and each row is announced live once.
 func TestDigestPerDigestInboxOneRowPerWindow(t *testing.T) {
 	t.Parallel()
-	if rules.InboxChannel != store.InboxChannel {
-		t.Fatalf("rules.InboxChannel %q, store.InboxChannel %q: the relay and the flush must agree", rules.InboxChannel, store.InboxChannel)
-	}
 	db, rs := setupRules(t, 2, perDigestRules)
 	ctx := context.Background()
 	for i := range 7 {
@@ -101,7 +99,7 @@ func TestDigestPerDigestInboxOneRowPerWindow(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM notifications WHERE event_id = 'empty'`); n != 1 {
 		t.Fatal("the event whose key renders empty lost its inbox row")
 	}
-	if n := count(t, db, `SELECT count(*) FROM deliveries WHERE channel = $1 AND status = 'WAITING' AND hold = 'digest'`, store.InboxChannel); n != 9 {
+	if n := count(t, db, `SELECT count(*) FROM deliveries WHERE channel = $1 AND status = 'WAITING' AND hold = 'digest'`, channel.Inbox); n != 9 {
 		t.Fatalf("%d inbox items waiting, want 9", n)
 	}
 	if n := count(t, db, `SELECT count(*) FROM deliveries WHERE channel = 'WEBSOCKET' AND status = 'PENDING'`); n != 10 {
@@ -115,7 +113,7 @@ func TestDigestPerDigestInboxOneRowPerWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Now[store.InboxChannel] != 1 || c.Now["EMAIL"] != 1 {
+	if c.Now[channel.Inbox] != 1 || c.Now["EMAIL"] != 1 {
 		t.Fatalf("cancel of a6 cancelled %v, want its inbox and EMAIL items", c.Now)
 	}
 
@@ -157,10 +155,10 @@ func TestDigestPerDigestInboxOneRowPerWindow(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT count(*) FROM deliveries i WHERE i.channel = $1 AND i.status = 'DIGESTED' AND EXISTS (
 			SELECT 1 FROM notifications x WHERE x.event_id = 'digest:' || i.digest_window::text
-			AND i.last_error = 'shown in digest inbox notification ' || x.notification_id::text)`, store.InboxChannel); n != 8 {
+			AND i.last_error = 'shown in digest inbox notification ' || x.notification_id::text)`, channel.Inbox); n != 8 {
 		t.Fatalf("%d inbox items name their window's row, want 8", n)
 	}
-	if n := count(t, db, `SELECT count(*) FROM deliveries WHERE event_id = 'a6' AND channel IN ('EMAIL', $1) AND status = 'CANCELLED'`, store.InboxChannel); n != 2 {
+	if n := count(t, db, `SELECT count(*) FROM deliveries WHERE event_id = 'a6' AND channel IN ('EMAIL', $1) AND status = 'CANCELLED'`, channel.Inbox); n != 2 {
 		t.Fatal("the cancelled event's items are no longer CANCELLED")
 	}
 	// The EMAIL digests are as with a per_event inbox.
@@ -169,7 +167,7 @@ func TestDigestPerDigestInboxOneRowPerWindow(t *testing.T) {
 	}
 	// The inbox's items are its bookkeeping: their end is no
 	// delivery-status event (migration 0137); the EMAIL items' is.
-	if n := count(t, db, `SELECT count(*) FROM status_events WHERE data->>'channel' = $1`, store.InboxChannel); n != 0 {
+	if n := count(t, db, `SELECT count(*) FROM status_events WHERE data->>'channel' = $1`, channel.Inbox); n != 0 {
 		t.Errorf("%d status events of inbox items, want none", n)
 	}
 	if n := count(t, db, `SELECT count(*) FROM status_events WHERE data->>'channel' = 'EMAIL' AND kind IN ('delivery.digested', 'delivery.cancelled')`); n != 9 {
@@ -224,7 +222,7 @@ event "OTHER" {
 	if title != "RESERVATION_REQUESTED" || body != "2 new RESERVATION_REQUESTED" || n != 2 {
 		t.Fatalf("row %q %q count %d, want the plain row of 2 items", title, body, n)
 	}
-	if got := count(t, db, `SELECT count(*) FROM deliveries WHERE channel = $1 AND status = 'DIGESTED'`, store.InboxChannel); got != 2 {
+	if got := count(t, db, `SELECT count(*) FROM deliveries WHERE channel = $1 AND status = 'DIGESTED'`, channel.Inbox); got != 2 {
 		t.Fatalf("%d inbox items DIGESTED, want 2", got)
 	}
 	if got := count(t, db, `SELECT count(*) FROM deliveries WHERE channel = 'EMAIL' AND event_id LIKE 'digest:%' AND status = 'FAILED'`); got != 1 {

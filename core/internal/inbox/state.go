@@ -11,7 +11,6 @@ import (
 
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -330,12 +329,6 @@ func readAll(ctx context.Context, tx pgx.Tx, tenant, user, project string) (*tou
 	return t, applyCounters(ctx, tx, tenant, append(changes, c...))
 }
 
-// retryable reports a transaction that lost a race and may run again.
-func retryable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
-}
-
 // inUserTx runs fn in a transaction bound to the user's tenant and
 // project, again (up to three times) when it deadlocked with a concurrent
 // change of the same rows.
@@ -343,7 +336,7 @@ func inUserTx(ctx context.Context, pool *pgxpool.Pool, tenant, project string, f
 	var err error
 	for range 3 {
 		err = store.InTenant(ctx, pool, tenant, project, fn)
-		if !retryable(err) {
+		if !store.Retryable(err) {
 			return err
 		}
 	}

@@ -31,7 +31,6 @@ import (
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -99,8 +98,7 @@ func (s *Server) inUserTx(ctx context.Context, u auth.User, fn func(pgx.Tx) erro
 	var err error
 	for range 3 {
 		err = store.InTenant(ctx, s.pool, u.Tenant, u.Project, fn)
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || (pe.Code != "40P01" && pe.Code != "40001") {
+		if !store.Retryable(err) {
 			return err
 		}
 	}

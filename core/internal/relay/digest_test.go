@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/digest"
 	"github.com/heraldhq/herald/core/internal/directory"
 	"github.com/heraldhq/herald/core/internal/relay"
@@ -180,8 +181,8 @@ func TestScheduledPerDigestInboxClosesWithTheChannels(t *testing.T) {
 			}
 		}
 		rows.Close()
-		if len(chans) != 2 || chans[0] != rules.InboxChannel || chans[1] != "EMAIL" {
-			t.Errorf("%s's windows: %v, want %s and EMAIL", u, chans, rules.InboxChannel)
+		if len(chans) != 2 || chans[0] != channel.Inbox || chans[1] != "EMAIL" {
+			t.Errorf("%s's windows: %v, want %s and EMAIL", u, chans, channel.Inbox)
 		}
 	}
 }

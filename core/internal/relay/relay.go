@@ -426,21 +426,16 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 	if err := openDigests(ctx, tx, rs, dels); err != nil {
 		return 0, false, err
 	}
-	persons, places, unanchored := splitDeliveries(dels)
+	persons, once := splitDeliveries(dels)
 	_, written, err := store.InsertFanout(ctx, tx, notes, persons)
 	if err != nil {
 		return 0, false, err
 	}
-	posted, err := store.InsertPlaceDeliveries(ctx, tx, places)
+	onceOut, err := store.InsertDeliveriesOnce(ctx, tx, once)
 	if err != nil {
 		return 0, false, err
 	}
-	written = append(written, posted...)
-	unanchoredOut, err := store.InsertUnanchoredDeliveries(ctx, tx, unanchored)
-	if err != nil {
-		return 0, false, err
-	}
-	written = append(written, unanchoredOut...)
+	written = append(written, onceOut...)
 	var (
 		handed    []store.NewDelivery
 		handedIDs []string
@@ -524,31 +519,29 @@ func (r *Relay) runOnce(ctx context.Context) (int, bool, error) {
 }
 
 // splitDeliveries splits a batch's deliveries into those to persons (on
-// their inbox row), the posts to places, and those that hang on no inbox
-// row (NewDelivery.Unanchored). In the usual batch every delivery is a
-// person's, and persons is dels itself: no copy.
-func splitDeliveries(dels []store.NewDelivery) (persons, places, unanchored []store.NewDelivery) {
-	other := 0
+// their inbox row) and those that hang on no inbox row: the posts to
+// places and the unanchored deliveries (NewDelivery.Place, Unanchored),
+// which store.InsertDeliveriesOnce writes together. In the usual batch
+// every delivery is a person's, and persons is dels itself: no copy.
+func splitDeliveries(dels []store.NewDelivery) (persons, once []store.NewDelivery) {
+	n := 0
 	for i := range dels {
 		if dels[i].Place || dels[i].Unanchored {
-			other++
+			n++
 		}
 	}
-	if other == 0 {
-		return dels, nil, nil
+	if n == 0 {
+		return dels, nil
 	}
-	persons = make([]store.NewDelivery, 0, len(dels)-other)
+	persons, once = make([]store.NewDelivery, 0, len(dels)-n), make([]store.NewDelivery, 0, n)
 	for _, d := range dels {
-		switch {
-		case d.Place:
-			places = append(places, d)
-		case d.Unanchored:
-			unanchored = append(unanchored, d)
-		default:
+		if d.Place || d.Unanchored {
+			once = append(once, d)
+		} else {
 			persons = append(persons, d)
 		}
 	}
-	return persons, places, unanchored
+	return persons, once
 }
 
 // oversize logs and counts the events a committed claim failed for their
@@ -830,7 +823,7 @@ type inboxDigestItem struct {
 }
 
 // inboxItem is the item a per_digest inbox collects for one recipient of
-// e: a delivery WAITING (hold digest) on channel rules.InboxChannel, in
+// e: a delivery WAITING (hold digest) on the pseudo-channel channel.Inbox, in
 // the window of the digest key (and the event's project, so that one
 // inbox row never mixes projects), with the event as its content. The
 // flush writes the window's inbox row from its items; a cancel of the
@@ -845,7 +838,7 @@ func inboxItem(e store.EventRow, nid string, rd rules.RecipientDecision, dec rul
 		key = "project " + e.ProjectID + ": " + key
 	}
 	d := store.NewDelivery{NotificationID: nid, TenantID: e.TenantID, EventID: e.EventID, EventType: e.Type,
-		UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: rules.InboxChannel, Severity: dec.Severity,
+		UserID: rd.Recipient.UserID, UserType: rd.Recipient.UserType, Channel: channel.Inbox, Severity: dec.Severity,
 		Status: store.StatusWaiting, Hold: store.HoldDigest, MaxAttempts: 1, Recipient: recipient, Content: content,
 		DigestKey: key}
 	if rd.InboxDigestClosesAt != nil {

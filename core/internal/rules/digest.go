@@ -8,6 +8,7 @@ import (
 	"text/template/parse"
 	"time"
 
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/directory"
 )
 
@@ -76,8 +77,8 @@ func checkPerDigest(c *specChecker, ce *compiledEvent, path []string) {
 	for _, ch := range sortedKeys(ce.escalations) {
 		c.addf(path, "%s cannot be used with escalate %q: it waits for the event's inbox row to be read, and %s writes none (collect the channel in the digest instead)", DigestInboxPerDigest, ch, DigestInboxPerDigest)
 	}
-	if ce.mandatory[InboxChannel] || ce.optional[InboxChannel] {
-		c.addf(path, "%s cannot be used with a channel named %q: the inbox's digest items go by that name", DigestInboxPerDigest, InboxChannel)
+	if ce.mandatory[channel.Inbox] || ce.optional[channel.Inbox] {
+		c.addf(path, "%s cannot be used with a channel named %q: the inbox's digest items go by that name", DigestInboxPerDigest, channel.Inbox)
 	}
 }
 

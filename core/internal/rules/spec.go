@@ -127,11 +127,6 @@ const (
 	DigestInboxPerDigest = "per_digest"
 )
 
-// InboxChannel is the name a per_digest inbox's items go by where a
-// channel's would (their deliveries rows and digest windows): it starts
-// with "@", which no channel a rule may use does.
-const InboxChannel = "@inbox"
-
 // Limits of a digest.
 const (
 	// MinDigestWindow and MaxDigestWindow bound a digest's window.

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldhq/herald/core/internal/channel"
 )
 
 // HoldDigest is the hold of a WAITING delivery that is an item of an open
@@ -21,11 +23,6 @@ const HoldDigest = "digest"
 // DigestEventPrefix starts the event_id of a digest delivery: the digest
 // of window W is delivery event_id "digest:W".
 const DigestEventPrefix = "digest:"
-
-// InboxChannel is the channel name of a per_digest inbox's items and
-// windows (rules.InboxChannel): the flush of such a window writes one
-// inbox row, not a delivery.
-const InboxChannel = "@inbox"
 
 // DigestItem is one item the relay counts into a digest window.
 type DigestItem struct {
@@ -144,7 +141,7 @@ type WaitingItem struct {
 // DigestBuilder makes the digest delivery of a window from its items
 // (oldest first, at least one): its content, or FAILED with LastError when
 // it cannot be rendered. FlushDigests fills in the keys. For a window of
-// InboxChannel the content (sdk.Content's JSON: title, body, data) is the
+// channel.Inbox the content (sdk.Content's JSON: title, body, data) is the
 // inbox row's, and is required even when the status is FAILED (the row is
 // written anyway, so that no item is lost).
 type DigestBuilder func(w DueWindow, items []WaitingItem) NewDelivery
@@ -228,6 +225,13 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 	// out; one being cancelled is waited for.
 	// An item a throttle folded keeps why it waited ("throttled: …"),
 	// followed by where it went; the others say where they went.
+	// The items are locked first, in delivery_id order, and only then
+	// updated: a cancel (herald_cancel, migration 0060) locks an event's
+	// deliveries in that order too, one by one, so the two never wait for
+	// each other in a cycle. Updated in the join's order instead, a flush
+	// holding one item of an event and wanting another deadlocked with a
+	// cancel of that event holding the second and wanting the first
+	// (40P01), and the cancel could be the one PostgreSQL aborted.
 	winIDs, digestIDs, where := make([]string, len(wins)), make([]string, len(wins)), make([]string, len(wins))
 	for i, w := range wins {
 		id, err := uuid.NewV7()
@@ -236,14 +240,19 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		}
 		winIDs[i], digestIDs[i] = w.WindowID, id.String()
 		where[i] = "sent in digest delivery " + digestIDs[i]
-		if w.Channel == InboxChannel {
+		if w.Channel == channel.Inbox {
 			where[i] = "shown in digest inbox notification " + digestIDs[i]
 		}
 	}
-	rows, err = tx.Query(ctx, `UPDATE deliveries d SET status = 'DIGESTED', updated_at = now(),
+	rows, err = tx.Query(ctx, `WITH locked AS (
+			SELECT d.delivery_id, d.created_at, x.digest
+			FROM deliveries d JOIN unnest($1::uuid[], $2::text[]) AS x(win, digest) ON d.digest_window = x.win
+			WHERE d.queue = 'WAITING' AND d.status = 'WAITING' AND d.hold = 'digest'
+			ORDER BY d.delivery_id FOR UPDATE OF d)
+		UPDATE deliveries d SET status = 'DIGESTED', updated_at = now(),
 			last_error = CASE WHEN d.last_error LIKE 'throttled:%' THEN d.last_error || '; ' ELSE '' END || x.digest
-		FROM unnest($1::uuid[], $2::text[]) AS x(win, digest)
-		WHERE d.digest_window = x.win AND d.queue = 'WAITING' AND d.status = 'WAITING' AND d.hold = 'digest'
+		FROM locked x
+		WHERE d.delivery_id = x.delivery_id AND d.created_at = x.created_at
 		RETURNING d.digest_window::text, d.delivery_id::text, d.created_at, d.notification_id::text, d.event_id, d.user_type,
 			d.severity, d.best_effort, d.max_attempts, d.recipient, d.content, coalesce(d.traceparent, ''), coalesce(d.tracestate, '')`,
 		winIDs, where)
@@ -290,7 +299,7 @@ func FlushDigests(ctx context.Context, pool *pgxpool.Pool, limit int, build Dige
 		})
 		d := build(w, its)
 		last := its[len(its)-1]
-		if w.Channel == InboxChannel {
+		if w.Channel == channel.Inbox {
 			note, row, err := digestNote(w, its, d, digestIDs[i], now)
 			if err != nil {
 				return res, err

@@ -215,7 +215,7 @@ type NewDelivery struct {
 	// TraceParent and TraceState are the W3C trace context the delivery
 	// continues: the relay's span for its event ("": none).
 	TraceParent, TraceState string
-	// Place marks a post to a place (InsertPlaceDeliveries): UserID holds
+	// Place marks a post to a place (InsertDeliveriesOnce): UserID holds
 	// the place's group key, UserType is empty, and NotificationID names
 	// the post alone (a place has no inbox row).
 	Place bool
@@ -236,7 +236,7 @@ type NewDelivery struct {
 	Throttle *ThrottleItem
 	// Unanchored marks a delivery of a recipient whose inbox keeps one
 	// row per digest (inbox = "per_digest"): the event wrote no inbox row
-	// for them, NotificationID names none, and InsertUnanchoredDeliveries
+	// for them, NotificationID names none, and InsertDeliveriesOnce
 	// writes it (CreatedAt set: the event's time).
 	Unanchored bool
 }
@@ -380,33 +380,32 @@ func copyDeliveries(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids, nid
 	return err
 }
 
-// InsertUnanchoredDeliveries writes deliveries that have no inbox row of
-// their event to hang on (NewDelivery.Unanchored: a per_digest inbox's
-// item and the recipient's other deliveries), in tx, each with its
-// CreatedAt set (the event's time, as the deliveries' unique key needs).
-// A delivery already written (a retried fan-out) is skipped by the unique
-// key (event, user, channel), so running it twice for an event writes
-// nothing the second time. It returns the deliveries written, with their
-// ids.
-func InsertUnanchoredDeliveries(ctx context.Context, tx pgx.Tx, dels []NewDelivery) ([]NewDelivery, error) {
-	return insertOnce(ctx, tx, dels, "insert unanchored deliveries")
-}
-
-// insertOnce writes dels, each with its CreatedAt set, leaving out those
-// whose unique key (tenant, event, user, channel, created_at) is taken,
-// and returns those written, with their ids; what names the caller in its
-// errors.
-func insertOnce(ctx context.Context, tx pgx.Tx, dels []NewDelivery, what string) ([]NewDelivery, error) {
+// InsertDeliveriesOnce writes, in tx, the deliveries that have no inbox
+// row of their recipient to hang on: the posts to places (NewDelivery.Place:
+// one row per event, place and channel) and the unanchored deliveries
+// (NewDelivery.Unanchored: a per_digest inbox's item and the recipient's
+// other deliveries). InsertFanout skips a retried event's deliveries by
+// their inbox row; these are skipped by the deliveries' unique key
+// (tenant, event, user, channel, created_at) instead, so each must have
+// its CreatedAt set (the event's time), and running it twice for an event
+// writes nothing the second time. The relay writes both kinds of a batch
+// with one call: one round trip. It returns the deliveries written, with
+// their ids; an error names the kind of delivery that failed.
+func InsertDeliveriesOnce(ctx context.Context, tx pgx.Tx, dels []NewDelivery) ([]NewDelivery, error) {
 	if len(dels) == 0 {
 		return nil, nil
 	}
 	n := len(dels)
 	ids, nids := make([]pgtype.UUID, n), make([]pgtype.UUID, n)
 	byID := make(map[string]int, n)
+	places := 0
 	for i := range dels {
 		d := &dels[i]
+		if d.Place {
+			places++
+		}
 		if d.CreatedAt.IsZero() {
-			return nil, fmt.Errorf("%s: delivery of event %s to %s on %s has no CreatedAt (the event's time)", what, d.EventID, d.UserID, d.Channel)
+			return nil, fmt.Errorf("insert %s: delivery of event %s to %s on %s has no CreatedAt (the event's time)", onceKind(*d), d.EventID, d.UserID, d.Channel)
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -414,7 +413,7 @@ func insertOnce(ctx context.Context, tx pgx.Tx, dels []NewDelivery, what string)
 		}
 		nid, err := uuid.Parse(d.NotificationID)
 		if err != nil {
-			return nil, fmt.Errorf("%s: notification id: %w", what, err)
+			return nil, fmt.Errorf("insert %s: delivery of event %s to %s on %s: notification id: %w", onceKind(*d), d.EventID, d.UserID, d.Channel, err)
 		}
 		d.ID = id.String()
 		byID[d.ID] = i
@@ -422,13 +421,21 @@ func insertOnce(ctx context.Context, tx pgx.Tx, dels []NewDelivery, what string)
 	}
 	written, err := insertDeliveryRows(ctx, tx, dels, ids, nids, time.Now(), true)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("insert %d place deliveries and %d unanchored deliveries: %w", places, n-places, err)
 	}
 	out := make([]NewDelivery, 0, len(written))
 	for _, id := range written {
 		out = append(out, dels[byID[id]])
 	}
 	return out, nil
+}
+
+// onceKind names the kind of d in InsertDeliveriesOnce's errors.
+func onceKind(d NewDelivery) string {
+	if d.Place {
+		return "place deliveries"
+	}
+	return "unanchored deliveries"
 }
 
 // insertDeliveries is copyDeliveries for sessions bound by row-level
@@ -505,16 +512,6 @@ func insertDeliveryChunk(ctx context.Context, tx pgx.Tx, keep []NewDelivery, ids
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
-}
-
-// InsertPlaceDeliveries writes the posts of events to places, in tx: one
-// row per (event, place, channel), each with its CreatedAt set (the
-// event's time, as the deliveries' unique key needs). A post already
-// written (a retried fan-out) is skipped by the unique key, so running it
-// twice for an event writes nothing the second time. It returns the
-// deliveries written, with their ids.
-func InsertPlaceDeliveries(ctx context.Context, tx pgx.Tx, dels []NewDelivery) ([]NewDelivery, error) {
-	return insertOnce(ctx, tx, dels, "insert place deliveries")
 }
 
 // uuidOrNull is the uuid s, or NULL for an empty (or malformed) s.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The kinds of sweep: retention that dropping whole partitions cannot
@@ -251,8 +250,7 @@ func sweepBatch(ctx context.Context, q Querier, s Sweep, before time.Time, limit
 	for range 3 {
 		err = q.QueryRow(ctx, `SELECT deleted, last_key FROM herald_sweep($1, $2, $3, $4, $5)`, s.Kind, s.Tenant, before, limit, after).
 			Scan(&n, &last)
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || (pe.Code != "40P01" && pe.Code != "40001") {
+		if !Retryable(err) {
 			return n, last, err
 		}
 	}

@@ -475,6 +475,11 @@ func (r *pipelineRun) startDaemons(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.env.Pprof {
+		for _, line := range pprofLines(r.res.Admin) {
+			r.logf("%s: %s", sc.Name, line)
+		}
+	}
 	if sc.Window > 0 {
 		r.logf("%s: %d daemon(s) ready (%s; the relay writes by %s); %d events enqueued before they started; enqueuing events × %d deliveries until %d are recorded, at most %d waiting",
 			sc.Name, len(r.daemons), sc.RLS, relayWrite(r.res.RelayRLS), r.enqueued.Load(), sc.perEvent(), sc.Deliveries, sc.Backlog)
@@ -1134,6 +1139,17 @@ func daemonProcs(serve int) int {
 		return runtime.GOMAXPROCS(0)
 	}
 	return max(1, runtime.GOMAXPROCS(0)/serve)
+}
+
+// pprofLines is what --pprof prints (on stderr, through Env.Log) once the
+// daemons are ready: each daemon's admin URL and where its profiles are,
+// so that a run can be profiled while it goes.
+func pprofLines(admin []string) []string {
+	lines := make([]string, len(admin))
+	for i, u := range admin {
+		lines[i] = fmt.Sprintf("daemon %d: admin %s, pprof %s/debug/pprof/ (go tool pprof %s/debug/pprof/profile?seconds=30)", i, u, u, u)
+	}
+	return lines
 }
 
 func startDaemon(ctx context.Context, env Env, dir string, i int, dbURL, exchange string, channels []string, sc Scenario) (*daemon, error) {

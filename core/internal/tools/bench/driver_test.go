@@ -177,3 +177,19 @@ func TestDaemonEnvSharesCPUs(t *testing.T) {
 		t.Fatalf("caller's GOMAXPROCS=7: daemonProcs %d", got)
 	}
 }
+
+// TestPprofLines: --pprof names each daemon's admin URL and its pprof
+// path, one line per daemon, in the daemons' order.
+func TestPprofLines(t *testing.T) {
+	got := pprofLines([]string{"http://127.0.0.1:4001", "http://127.0.0.1:4002"})
+	want := []string{
+		"daemon 0: admin http://127.0.0.1:4001, pprof http://127.0.0.1:4001/debug/pprof/ (go tool pprof http://127.0.0.1:4001/debug/pprof/profile?seconds=30)",
+		"daemon 1: admin http://127.0.0.1:4002, pprof http://127.0.0.1:4002/debug/pprof/ (go tool pprof http://127.0.0.1:4002/debug/pprof/profile?seconds=30)",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pprofLines:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := pprofLines(nil); len(got) != 0 {
+		t.Fatalf("no daemons: %v", got)
+	}
+}
