@@ -20,7 +20,9 @@ import (
 //   - the product never imports tooling: only the CLI (and the commands
 //     under core/cmd) import core/internal/tools/...; tests may;
 //   - only tests import the test helpers: no non-test file outside
-//     core/internal/testenv imports it.
+//     core/internal/testenv imports it;
+//   - retries go through channel.RetryPolicy: only channel (and the
+//     broker, for its redials) import the backoff formula.
 
 const module = "github.com/heraldhq/herald/"
 
@@ -32,7 +34,13 @@ const (
 	commands   = module + "core/cmd"
 	pluginhost = module + "core/internal/pluginhost"
 	store      = module + "core/internal/store"
+	backoff    = module + "core/internal/backoff"
 )
+
+// backoffUsers are the packages that may compute a backoff themselves:
+// channel (RetryPolicy) and the broker (its redials). Every other retry is
+// a channel.RetryPolicy.
+var backoffUsers = []string{module + "core/internal/channel", module + "core/internal/broker"}
 
 // engineMayUse are the packages of the module the engine may depend on:
 // the domain types, the backoff formula and the duration format.
@@ -144,6 +152,15 @@ func TestToolingAndTestHelpersStayOutOfTheProduct(t *testing.T) {
 			if hasPrefixIn(imp, []string{testenv}) && !hasPrefixIn(p.ImportPath, []string{testenv}) {
 				t.Errorf("%s imports %s outside a _test file: only tests use the test helpers", p.ImportPath, imp)
 			}
+		}
+	}
+}
+
+func TestRetriesGoThroughRetryPolicy(t *testing.T) {
+	t.Parallel()
+	for _, p := range goList(t, module+"...") {
+		if slices.Contains(p.Imports, backoff) && !slices.Contains(backoffUsers, p.ImportPath) {
+			t.Errorf("%s imports %s: retry with a channel.RetryPolicy (only %v use the formula directly)", p.ImportPath, backoff, backoffUsers)
 		}
 	}
 }

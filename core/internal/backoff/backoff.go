@@ -1,7 +1,7 @@
 // Package backoff is the one exponential backoff formula of Herald:
 // channel.RetryPolicy (delivery retries, the relay's event retries, lost
-// attempts, plugin restarts) and the broker's redials compute their delays
-// with a Policy.
+// attempts, plugin restarts, status-event webhooks) and the broker's
+// redials compute their delays with a Policy.
 package backoff
 
 import (

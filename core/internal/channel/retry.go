@@ -11,8 +11,9 @@ import (
 // each channel has one (the rules' retry blocks, DefaultRetry when they
 // say nothing), and so do the relay's event retries
 // (relay.DefaultEventRetry), attempts lost mid-send
-// (maintenance.LostAttempts) and plugin restarts (pluginhost's
-// Config.Restart). What an attempt's outcome leads to, given a policy, is
+// (maintenance.LostAttempts), plugin restarts (pluginhost's
+// Config.Restart) and status-event webhook POSTs
+// (statusev.Config.WebhookRetry). What an attempt's outcome leads to, given a policy, is
 // delivery.NextStep (core/internal/delivery/outcome.go).
 type RetryPolicy struct {
 	// MaxAttempts counts every try, the first included (0: no limit).

@@ -34,8 +34,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/heraldhq/herald/core/internal/backoff"
 	"github.com/heraldhq/herald/core/internal/broker"
+	"github.com/heraldhq/herald/core/internal/channel"
 	"github.com/heraldhq/herald/core/internal/config/field"
 	"github.com/heraldhq/herald/core/internal/inbox"
 	"github.com/heraldhq/herald/core/internal/store"
@@ -100,6 +100,14 @@ func (c Config) Validate() error {
 		errs.Add("webhook_backoff_max", "must be at least webhook_backoff_initial (%s)", c.WebhookBackoffInitial)
 	}
 	return errs.Err()
+}
+
+// WebhookRetry is the retry policy of webhook POSTs: WebhookMaxAttempts
+// tries, WebhookBackoffInitial doubling up to WebhookBackoffMax, ±10 %
+// jitter.
+func (c Config) WebhookRetry() channel.RetryPolicy {
+	return channel.RetryPolicy{MaxAttempts: c.WebhookMaxAttempts, Initial: c.WebhookBackoffInitial,
+		Max: c.WebhookBackoffMax, Multiplier: 2, Jitter: 0.1}
 }
 
 // Message is an event as the broker and the webhook carry it (the body
@@ -313,12 +321,13 @@ func (s *Stage) tenantWorker(ctx context.Context, tenant string) {
 			// This event and the rest of the batch wait for the backoff:
 			// a failing endpoint is not hammered with the whole batch.
 			attempts := e.attempts + 1
-			if attempts >= s.cfg.WebhookMaxAttempts {
+			retry := s.cfg.WebhookRetry()
+			if retry.Exhausted(attempts) {
 				s.settle(ctx, evs[i:i+1], "failed", err.Error(), 0)
 				s.metrics.webhook(tenant, "failed")
 				s.log.Warn("status events: webhook event given up", "tenant", tenant, "event_id", e.id, "attempts", attempts, "error", err)
 			} else {
-				wait := backoff.Policy{Initial: s.cfg.WebhookBackoffInitial, Max: s.cfg.WebhookBackoffMax, Multiplier: 2, Jitter: 0.1}.Delay(attempts)
+				wait := retry.Next(attempts, 0)
 				s.settle(ctx, evs[i:i+1], "retry", err.Error(), wait)
 				s.metrics.webhook(tenant, "retried")
 				s.log.Debug("status events: webhook POST failed; retrying", "tenant", tenant, "event_id", e.id, "attempts", attempts, "in", wait, "error", err)

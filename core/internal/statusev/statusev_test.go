@@ -244,3 +244,21 @@ func TestTwoStagesSendEachEventOnce(t *testing.T) {
 		t.Errorf("%d published and %d posted (keys tenant/tenant/id) for %d events: something crossed tenants", len(published), len(posted), len(ids))
 	}
 }
+
+// TestWebhookRetryFollowsTheSettings: webhook POSTs retry on a
+// channel.RetryPolicy built from the webhook_* settings.
+func TestWebhookRetryFollowsTheSettings(t *testing.T) {
+	t.Parallel()
+	cfg := statusev.DefaultConfig()
+	cfg.WebhookMaxAttempts, cfg.WebhookBackoffInitial, cfg.WebhookBackoffMax = 3, time.Second, 3*time.Second
+	p := cfg.WebhookRetry()
+	if p.Exhausted(2) || !p.Exhausted(3) {
+		t.Errorf("Exhausted(2), Exhausted(3) = %v, %v; want false, true", p.Exhausted(2), p.Exhausted(3))
+	}
+	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 3 * time.Second, 9: 3 * time.Second} {
+		got := p.Next(attempt, 0)
+		if lo, hi := want*9/10, want*11/10; got < lo || got > hi {
+			t.Errorf("Next(%d) = %s, want %s ±10 %%", attempt, got, want)
+		}
+	}
+}
