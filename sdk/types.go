@@ -101,7 +101,10 @@ type Description struct {
 	// Config declares the plugin's config fields, usually
 	// ConfigFields(Config{}) of the plugin's config struct.
 	Config []FieldSpec
-	// Capabilities lists optional features the plugin supports.
+	// Capabilities lists optional features the plugin supports. The host
+	// records them and shows them (herald plugins ls, the admin API's
+	// plugin status); it acts on none yet, so a plugin must work without
+	// any of them being used.
 	Capabilities []string
 	// SDKVersion is the version of the SDK the plugin was built with. The
 	// SDK fills it in; plugins leave it empty.

@@ -725,7 +725,7 @@ func TestPluginChecksumMismatchRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("herald plugins ls: %v\n%s", err, out)
 	}
-	if !regexpMatch(`(?m)^sink\s+-\s+EMAIL\s+sink\s+refused\s+-\s+-\s+0\s+checksum mismatch`, out) {
+	if !regexpMatch(`(?m)^sink\s+-\s+EMAIL\s+sink\s+refused\s+-\s+-\s+0\s+\S+\s+checksum mismatch`, out) {
 		t.Errorf("herald plugins ls does not show EMAIL refused for a checksum mismatch:\n%s", out)
 	}
 	if !logHasLine(d.Log(), "plugin refused", "channel=EMAIL", "checksum mismatch", good) {

@@ -187,7 +187,7 @@ func adminCall(ctx context.Context, method string, at adminTarget, path string, 
 // printPlugins writes the status table.
 func printPlugins(w io.Writer, st []pluginhost.ProviderStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tVERSION\tCHANNEL\tPROVIDER\tSTATE\tPID\tUPTIME\tRESTARTS\tLAST ERROR")
+	fmt.Fprintln(tw, "NAME\tVERSION\tCHANNEL\tPROVIDER\tSTATE\tPID\tUPTIME\tRESTARTS\tCAPABILITIES\tLAST ERROR")
 	for _, s := range st {
 		pid, uptime := "-", "-"
 		if s.PID > 0 {
@@ -198,8 +198,9 @@ func printPlugins(w io.Writer, st []pluginhost.ProviderStatus) error {
 		if !s.ThrottledUntil.IsZero() {
 			state += " (throttled)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
-			s.Name, orDash(s.Version), s.Channel, s.Provider, state, pid, uptime, s.Restarts, orDash(oneLine(s.LastError)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
+			s.Name, orDash(s.Version), s.Channel, s.Provider, state, pid, uptime, s.Restarts,
+			orDash(strings.Join(s.Capabilities, ",")), orDash(oneLine(s.LastError)))
 	}
 	return tw.Flush()
 }

@@ -49,15 +49,15 @@ func TestPluginsLsAndReload(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("plugins ls printed %d lines, want header + 2:\n%s", len(lines), out)
 	}
-	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "NAME VERSION CHANNEL PROVIDER STATE PID UPTIME RESTARTS LAST ERROR" {
+	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "NAME VERSION CHANNEL PROVIDER STATE PID UPTIME RESTARTS CAPABILITIES LAST ERROR" {
 		t.Errorf("header = %q", lines[0])
 	}
 	// Channels are sorted: PINNED, then TEST.
-	if !regexp.MustCompile(`^sink\s+-\s+PINNED\s+sink\s+refused\s+-\s+-\s+0\s+checksum mismatch`).MatchString(lines[1]) {
+	if !regexp.MustCompile(`^sink\s+-\s+PINNED\s+sink\s+refused\s+-\s+-\s+0\s+-\s+checksum mismatch`).MatchString(lines[1]) {
 		t.Errorf("refused row = %q", lines[1])
 	}
 	pid := h.Status()[1].PID
-	if !regexp.MustCompile(`^sink\s+1\.0\.0\s+TEST\s+primary\s+serving\s+` + strconv.Itoa(pid) + `\s+\d+s\s+0\s+-$`).MatchString(lines[2]) {
+	if !regexp.MustCompile(`^sink\s+1\.0\.0\s+TEST\s+primary\s+serving\s+` + strconv.Itoa(pid) + `\s+\d+s\s+0\s+idempotency_key\s+-$`).MatchString(lines[2]) {
 		t.Errorf("serving row = %q", lines[2])
 	}
 
@@ -116,7 +116,7 @@ func TestPluginsAdminToken(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const header = "NAME  VERSION  CHANNEL  PROVIDER  STATE  PID  UPTIME  RESTARTS  LAST ERROR\n"
+	const header = "NAME  VERSION  CHANNEL  PROVIDER  STATE  PID  UPTIME  RESTARTS  CAPABILITIES  LAST ERROR\n"
 
 	if _, stderr, code := runHerald(t, "plugins", "ls", "--admin-url", url); code == 0 || !strings.Contains(stderr, "admin token") ||
 		!strings.Contains(stderr, "--admin-token-file") {

@@ -232,8 +232,10 @@ func TestSendSplitsByMaxBatchAndRecords(t *testing.T) {
 	if n := strings.Count(env.logs.String(), "sink batch"); n != 3 {
 		t.Errorf("plugin logged %d batches, want 3", n)
 	}
+	// Capabilities: what the sink declares in Describe, recorded and shown
+	// (the host acts on none).
 	want := ProviderStatus{Name: "sink", Version: "1.0.0", Channel: "TEST", Provider: "sink", State: StateServing,
-		Binary: filepath.Join(env.dir, "herald-plugin-sink")}
+		Binary: filepath.Join(env.dir, "herald-plugin-sink"), Capabilities: []string{"idempotency_key"}}
 	got := st
 	got.PID, got.StartedAt, got.Uptime, got.SHA256, got.Executable = 0, time.Time{}, 0, "", ""
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -84,6 +84,10 @@ type ProviderStatus struct {
 	Executable string `json:"executable,omitempty"`
 	// SHA256 is the checksum of the running binary.
 	SHA256 string `json:"sha256,omitempty"`
+	// Capabilities are the optional features the plugin declared in
+	// Description.Capabilities at its last launch, sorted. The host records
+	// and shows them; it acts on none yet.
+	Capabilities []string `json:"capabilities,omitempty"`
 	// ProbeReady is set while State is circuit_open and the circuit would
 	// let the next send through as its half-open probe (the cooldown has
 	// passed and health checks pass).
@@ -140,6 +144,10 @@ type provider struct {
 	// declared is what the plugin of the last launch declared in
 	// Describe (nil: never launched).
 	declared *channel.Declared
+	// capabilities is what the plugin of the last launch listed in
+	// Description.Capabilities, sorted. The host records and shows it
+	// (ProviderStatus.Capabilities); it acts on none yet.
+	capabilities []string
 	// logLim bounds the plugin's log lines the host re-emits, across
 	// restarts.
 	logLim *logLimit
@@ -160,8 +168,10 @@ type reloadRequest struct {
 }
 
 // setDeclared records what desc declares about the channel and reports
-// whether it changed. p.mu is held.
+// whether it changed; it records the plugin's capabilities too (they
+// change no decision, so they are not counted as a change). p.mu is held.
 func (p *provider) setDeclared(desc sdk.Description) bool {
+	p.capabilities = slices.Sorted(slices.Values(desc.Capabilities))
 	d := channel.Declared{Plugin: p.cfg.Plugin, BestEffort: desc.Class == sdk.BestEffort, UserTypes: slices.Clone(desc.UserTypes)}
 	if old := p.declared; old != nil && old.Plugin == d.Plugin && old.BestEffort == d.BestEffort && slices.Equal(old.UserTypes, d.UserTypes) {
 		return false
@@ -808,6 +818,7 @@ func (p *provider) status(now time.Time) ProviderStatus {
 		LastError: p.h.cfg.Redactor.String(p.lastErr),
 		Binary:    p.binaryPath(),
 	}
+	s.Capabilities = slices.Clone(p.capabilities)
 	if p.inst != nil {
 		s.Binary, s.Executable = p.inst.path, p.inst.exe
 	}
