@@ -140,135 +140,205 @@ const adminProjectTenants = 4
 
 func adminTenant(i int) string { return fmt.Sprintf("tenant-%03d", i) }
 
-// RunAdmin runs the superadmin benchmark.
+// RunAdmin runs the superadmin benchmark, in steps: load (a database of
+// its own with the tenants, their projects and the notifications,
+// analyzed), sample users (the admin key and users that have
+// notifications), serve the real API in this process, and measure (each
+// request shape, then stats).
 func RunAdmin(ctx context.Context, env Env, sc AdminScenario) (res AdminResult, err error) {
 	sc.setDefaults()
 	res.Scenario = sc
 	if err := sc.Validate(); err != nil {
 		return res, err
 	}
-	logf := env.Log
-	if logf == nil {
-		logf = func(string, ...any) {}
+	r := &adminRun{sc: sc, logf: env.Log, res: &res}
+	if r.logf == nil {
+		r.logf = func(string, ...any) {}
 	}
+	defer r.close()
+	if err := r.load(ctx, env); err != nil {
+		return res, err
+	}
+	if err := r.sampleUsers(ctx); err != nil {
+		return res, err
+	}
+	if err := r.serve(ctx); err != nil {
+		return res, err
+	}
+	if err := r.measure(ctx); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// adminRun is one RunAdmin under way: what its steps set up and share,
+// and the cleanups that undo them, run in reverse order by close.
+type adminRun struct {
+	sc   AdminScenario
+	logf func(format string, args ...any)
+	res  *AdminResult
+
+	// Set up by load.
+	dbURL string
+	pool  *pgxpool.Pool
+	now   time.Time // the notifications are dated up to sc.Days before it
+
+	// Set up by sampleUsers: the admin key and up to 256 (tenant, user)
+	// pairs that have notifications.
+	key   string
+	users [][2]string
+
+	// Set up by serve.
+	cl *adminClient
+
+	cleanups []func()
+}
+
+// onClose registers f to run when the run closes, before the cleanups
+// registered earlier.
+func (r *adminRun) onClose(f func()) { r.cleanups = append(r.cleanups, f) }
+
+// close runs the cleanups, the latest first.
+func (r *adminRun) close() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+// load makes the run's database with its tenants (the first few with
+// extra projects) and loads, analyzes and sizes the notifications.
+func (r *adminRun) load(ctx context.Context, env Env) error {
+	sc, res := r.sc, r.res
 	name := fmt.Sprintf("herald_bench_admin_%d_%d", time.Now().Unix(), os.Getpid())
 	dbURL, pool, dropDB, err := heraldDatabase(ctx, env.AdminDatabaseURL, name, 4, 0)
 	if err != nil {
-		return res, err
+		return err
 	}
+	r.dbURL, r.pool = dbURL, pool
 	if env.Keep {
 		res.Database = name
 	} else {
-		defer func() { _ = dropDB() }()
+		r.onClose(func() { _ = dropDB() })
 	}
-	defer pool.Close()
+	r.onClose(pool.Close)
 
 	for t := range sc.Tenants {
 		if err := store.EnsureTenant(ctx, pool, adminTenant(t), "Admin benchmark "+strconv.Itoa(t)); err != nil {
-			return res, err
+			return err
 		}
 		if t < adminProjectTenants {
 			for _, p := range adminExtraProjects {
 				if err := store.EnsureProject(ctx, pool, adminTenant(t), p, p); err != nil {
-					return res, err
+					return err
 				}
 			}
 		}
 	}
-	logf("admin: inserting %s notifications (%d tenants × %d users, %d days)", num(float64(sc.Rows)), sc.Tenants, sc.UsersPerTenant, sc.Days)
-	now := time.Now().UTC()
+	r.logf("admin: inserting %s notifications (%d tenants × %d users, %d days)", num(float64(sc.Rows)), sc.Tenants, sc.UsersPerTenant, sc.Days)
+	r.now = time.Now().UTC()
 	start := time.Now()
-	if err := loadNotifications(ctx, pool, sc, now); err != nil {
-		return res, err
+	if err := loadNotifications(ctx, pool, sc, r.now); err != nil {
+		return err
 	}
 	res.Load = time.Since(start)
 	start = time.Now()
 	if _, err := pool.Exec(ctx, `ANALYZE notifications, tenants, projects`); err != nil {
-		return res, fmt.Errorf("bench: admin: analyze: %w", err)
+		return fmt.Errorf("bench: admin: analyze: %w", err)
 	}
 	res.Analyze = time.Since(start)
 	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::bigint FROM pg_partition_tree('notifications') WHERE isleaf`).Scan(&res.TableBytes); err != nil {
-		return res, fmt.Errorf("bench: admin: table size: %w", err)
+		return fmt.Errorf("bench: admin: table size: %w", err)
 	}
-	logf("admin: loaded in %s, analyzed in %s; %s with indexes", res.Load.Round(100*time.Millisecond),
+	r.logf("admin: loaded in %s, analyzed in %s; %s with indexes", res.Load.Round(100*time.Millisecond),
 		res.Analyze.Round(100*time.Millisecond), mib(res.TableBytes))
+	return nil
+}
 
-	_, key, err := store.CreateAdmin(ctx, pool, "bench")
-	if err != nil {
-		return res, err
+// sampleUsers creates the superadmin key and picks users that have
+// notifications, in no particular order: rows are in time order, so they
+// are ordered by a hash of their event ids.
+func (r *adminRun) sampleUsers(ctx context.Context) error {
+	var err error
+	if _, r.key, err = store.CreateAdmin(ctx, r.pool, "bench"); err != nil {
+		return err
 	}
-	// Users that have notifications, in no particular order: rows are in
-	// time order, so they are ordered by a hash of their event ids.
-	var users [][2]string
-	rows, err := pool.Query(ctx, `SELECT tenant_id, user_id FROM notifications ORDER BY md5(event_id) LIMIT 256`)
+	rows, err := r.pool.Query(ctx, `SELECT tenant_id, user_id FROM notifications ORDER BY md5(event_id) LIMIT 256`)
 	if err != nil {
-		return res, fmt.Errorf("bench: admin: sample users: %w", err)
+		return fmt.Errorf("bench: admin: sample users: %w", err)
 	}
 	for rows.Next() {
 		var u [2]string
 		if err := rows.Scan(&u[0], &u[1]); err != nil {
 			rows.Close()
-			return res, err
+			return err
 		}
-		users = append(users, u)
+		r.users = append(r.users, u)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return res, err
+		return err
 	}
-	if len(users) == 0 {
-		return res, errors.New("bench: admin: no notifications loaded")
+	if len(r.users) == 0 {
+		return errors.New("bench: admin: no notifications loaded")
 	}
+	return nil
+}
 
-	// The real API, in this process.
+// serve serves the real API in this process on a loopback port, with a
+// client holding the admin key.
+func (r *adminRun) serve(ctx context.Context) error {
 	dbCfg := config.DefaultDaemon().Database
-	dbCfg.URL, dbCfg.MaxConns, dbCfg.APIMaxConns = dbURL, 2, 2
+	dbCfg.URL, dbCfg.MaxConns, dbCfg.APIMaxConns = r.dbURL, 2, 2
 	// A throw-away database on the benchmark's cluster: the pools log in
 	// as its owner, which costs what a login of their own would.
 	dbCfg.AllowOwnerLogin = true
 	pools, err := server.OpenPools(ctx, dbCfg)
 	if err != nil {
-		return res, err
+		return err
 	}
-	defer pools.Close()
+	r.onClose(pools.Close)
 	d := config.DefaultDaemon()
 	d.HTTP.RateLimit = httpguard.RateLimits{} // the benchmark is the only client
 	pub, err := server.PublicAPI(ctx, d, pools, nil, func() *rules.RuleSet { return nil }, hclog.NewNullLogger())
 	if err != nil {
-		return res, err
+		return err
 	}
-	handler := pub.Handler
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return res, err
+		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: pub.Handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	defer func() {
+	r.onClose(func() {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		_ = srv.Shutdown(c)
-	}()
-	cl := &adminClient{base: "http://" + ln.Addr().String(), key: key, http: &http.Client{Timeout: 30 * time.Second}}
+	})
+	r.cl = &adminClient{base: "http://" + ln.Addr().String(), key: r.key, http: &http.Client{Timeout: 30 * time.Second}}
+	return nil
+}
 
+// measure runs every request shape, then the stats requests.
+func (r *adminRun) measure(ctx context.Context) error {
+	sc, res := r.sc, r.res
 	overall := &Latencies{}
-	for _, shape := range adminShapes(sc, now, users) {
-		logf("admin: %s: %d requests after %d unmeasured", shape.name, sc.Requests, sc.Warmup)
-		sr, err := cl.runShape(ctx, shape, sc, overall)
+	for _, shape := range adminShapes(sc, r.now, r.users) {
+		r.logf("admin: %s: %d requests after %d unmeasured", shape.name, sc.Requests, sc.Warmup)
+		sr, err := r.cl.runShape(ctx, shape, sc, overall)
 		if err != nil {
-			return res, err
+			return err
 		}
 		res.Failed += sr.Failed
 		res.Shapes = append(res.Shapes, sr)
 	}
 	res.Overall = summarize(overall)
-	logf("admin: stats: %d requests", sc.StatsRequests)
-	res.Stats, err = cl.runStats(ctx, sc)
-	if err != nil {
-		return res, err
+	r.logf("admin: stats: %d requests", sc.StatsRequests)
+	var err error
+	if res.Stats, err = r.cl.runStats(ctx, sc); err != nil {
+		return err
 	}
 	res.Failed += res.Stats.Failed
-	return res, nil
+	return nil
 }
 
 // adminBatch is how many notifications share a created_at: the relay
@@ -277,14 +347,6 @@ func RunAdmin(ctx context.Context, env Env, sc AdminScenario) (res AdminResult, 
 // created_at that only notification_id orders.
 const adminBatch = 100
 
-// loadNotifications inserts sc.Rows notifications with one INSERT ...
-// SELECT: in created_at order, as the relay writes them, spread evenly
-// over sc.Days days before now in runs of adminBatch rows with the same
-// created_at, with time-ordered (version 7) ids as the relay makes them. Tenants and users are uniform; severities info,
-// warning and critical at 80, 15 and 5 %; 10 % archived, 60 % read and not
-// archived, 30 % unread. The first few tenants split their rows 40 % to
-// "default" and 20 % to each of three more projects. The random numbers
-// are seeded, so every run loads the same rows.
 // ensureNotificationMonths creates the monthly partitions of notifications
 // (migration 0019) for rows dated up to days before now.
 func ensureNotificationMonths(ctx context.Context, pool *pgxpool.Pool, days int, now time.Time) error {
@@ -295,6 +357,14 @@ func ensureNotificationMonths(ctx context.Context, pool *pgxpool.Pool, days int,
 	return nil
 }
 
+// loadNotifications inserts sc.Rows notifications with one INSERT ...
+// SELECT: in created_at order, as the relay writes them, spread evenly
+// over sc.Days days before now in runs of adminBatch rows with the same
+// created_at, with time-ordered (version 7) ids as the relay makes them. Tenants and users are uniform; severities info,
+// warning and critical at 80, 15 and 5 %; 10 % archived, 60 % read and not
+// archived, 30 % unread. The first few tenants split their rows 40 % to
+// "default" and 20 % to each of three more projects. The random numbers
+// are seeded, so every run loads the same rows.
 func loadNotifications(ctx context.Context, pool *pgxpool.Pool, sc AdminScenario, now time.Time) error {
 	tenants := make([]string, sc.Tenants)
 	for t := range tenants {

@@ -72,25 +72,79 @@ type DirectoryAPIResult struct {
 // recipients with their memberships and devices, and their groups: 4,824
 // entries, under the default limit of 5,000) from BatchClients clients until Recipients
 // are written, then Writers writers each sending Puts single upserts of
-// random existing recipients (p50/p99).
+// random existing recipients (p50/p99), then Readers readers each reading
+// GET /v1/me/preferences Reads times. In steps: set up (database, tenant,
+// keys, the API served), batches, single upserts, preference reads.
 func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (DirectoryAPIResult, error) {
 	res := DirectoryAPIResult{Scenario: sc}
-	logf := env.Log
-	if logf == nil {
-		logf = func(string, ...any) {}
+	r := &directoryAPIRun{sc: sc, logf: env.Log, res: &res}
+	if r.logf == nil {
+		r.logf = func(string, ...any) {}
 	}
+	defer r.close()
+	if err := r.setUp(ctx, env); err != nil {
+		return res, err
+	}
+	r.batches(ctx)
+	r.puts(ctx)
+	if err := r.preferenceReads(ctx); err != nil {
+		return res, err
+	}
+	res.Failed = int(r.failed.Load())
+	if s, ok := r.firstErr.Load().(string); ok {
+		res.Detail = s
+	}
+	return res, ctx.Err()
+}
+
+// directoryAPIRun is one RunDirectoryAPI under way: what its steps set up
+// and share, and the cleanups that undo them, run in reverse order by
+// close.
+type directoryAPIRun struct {
+	sc   DirectoryAPIScenario
+	logf func(format string, args ...any)
+	res  *DirectoryAPIResult
+
+	// Set up by setUp.
+	daemon config.Daemon
+	key    string         // the service API key
+	tk     store.TokenKey // signs the readers' user tokens
+	base   string         // the served API's URL
+	cl     *http.Client
+
+	// failed counts the requests not answered 200 or 201; firstErr
+	// keeps the first one's error.
+	failed   atomic.Int64
+	firstErr atomic.Value
+
+	cleanups []func()
+}
+
+// onClose registers f to run when the run closes, before the cleanups
+// registered earlier.
+func (r *directoryAPIRun) onClose(f func()) { r.cleanups = append(r.cleanups, f) }
+
+// close runs the cleanups, the latest first.
+func (r *directoryAPIRun) close() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+// setUp makes the run's database with the benchmark tenant, its API key
+// and a token key, and serves the public API on a loopback port.
+func (r *directoryAPIRun) setUp(ctx context.Context, env Env) error {
 	name := fmt.Sprintf("herald_bench_directory_api_%d_%d", time.Now().Unix(), os.Getpid())
 	dbURL, pool, drop, err := heraldDatabase(ctx, env.AdminDatabaseURL, name, 4, 0)
 	if err != nil {
-		return res, err
+		return err
 	}
-	defer func() { pool.Close(); _ = drop() }()
+	r.onClose(func() { pool.Close(); _ = drop() })
 	if err := store.EnsureTenant(ctx, pool, benchTenant, "Benchmark"); err != nil {
-		return res, err
+		return err
 	}
-	key, err := store.CreateAPIKey(ctx, pool, benchTenant, "bench", "")
-	if err != nil {
-		return res, err
+	if r.key, err = store.CreateAPIKey(ctx, pool, benchTenant, "bench", ""); err != nil {
+		return err
 	}
 	d := config.DefaultDaemon()
 	d.Database.URL = dbURL
@@ -100,74 +154,83 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 	d.HTTP.RateLimit = httpguard.RateLimits{} // the benchmark is the only client
 	pools, err := server.OpenPools(ctx, d.Database)
 	if err != nil {
-		return res, err
+		return err
 	}
-	defer pools.Close()
+	r.onClose(pools.Close)
 	// The deployment's own token audience, as the daemon resolves it.
 	if d.Auth.Audience, err = auth.ResolveAudience(ctx, pools.Worker, d.Auth); err != nil {
-		return res, err
+		return err
 	}
-	tk, err := directoryTokenKey(ctx, pool)
-	if err != nil {
-		return res, err
+	r.daemon = d
+	if r.tk, err = directoryTokenKey(ctx, pool); err != nil {
+		return err
 	}
 	rs, err := directoryRules()
 	if err != nil {
-		return res, err
+		return err
 	}
 	pub, err := server.PublicAPI(ctx, d, pools, nil, func() *rules.RuleSet { return rs }, hclog.NewNullLogger())
 	if err != nil {
-		return res, err
+		return err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return res, err
+		return err
 	}
 	srv := &http.Server{Handler: pub.Handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	defer func() {
+	r.onClose(func() {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		_ = srv.Shutdown(c)
-	}()
-	base := "http://" + ln.Addr().String()
-	conns := max(sc.BatchClients, sc.Writers, sc.Readers)
-	cl := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, DisableCompression: true}}
-	defer cl.CloseIdleConnections()
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	fail := func(format string, args ...any) {
-		failed.Add(1)
-		firstErr.CompareAndSwap(nil, fmt.Sprintf(format, args...))
-	}
-	sendAs := func(bearer, method, path, ctype string, body []byte) (int, error) {
-		req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
-		if err != nil {
-			return 0, err
-		}
-		req.Header.Set("Authorization", "Bearer "+bearer)
-		req.Header.Set("Content-Type", ctype)
-		resp, err := cl.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 && resp.StatusCode != 201 {
-			return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, clip(b))
-		}
-		return resp.StatusCode, nil
-	}
-	send := func(method, path, ctype string, body []byte) (int, error) {
-		return sendAs(key, method, path, ctype, body)
-	}
+	})
+	r.base = "http://" + ln.Addr().String()
+	conns := max(r.sc.BatchClients, r.sc.Writers, r.sc.Readers)
+	r.cl = &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, DisableCompression: true}}
+	r.onClose(r.cl.CloseIdleConnections)
+	return nil
+}
 
-	// Batches of 2,400 recipients (4,824 entries, under the default limit of
-	// 5,000): their groups, then per recipient its
-	// entry (with a device) and its membership.
+// fail counts a failed request and keeps the first one's error.
+func (r *directoryAPIRun) fail(format string, args ...any) {
+	r.failed.Add(1)
+	r.firstErr.CompareAndSwap(nil, fmt.Sprintf(format, args...))
+}
+
+// sendAs sends one request with bearer as its credential; an answer other
+// than 200 or 201 is an error.
+func (r *directoryAPIRun) sendAs(ctx context.Context, bearer, method, path, ctype string, body []byte) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, r.base+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	req.Header.Set("Content-Type", ctype)
+	resp, err := r.cl.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 && resp.StatusCode != 201 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, clip(b))
+	}
+	return resp.StatusCode, nil
+}
+
+// send sends one request with the service API key.
+func (r *directoryAPIRun) send(ctx context.Context, method, path, ctype string, body []byte) (int, error) {
+	return r.sendAs(ctx, r.key, method, path, ctype, body)
+}
+
+// batches writes the Recipients in batches of 2,400 (4,824 entries, under
+// the default limit of 5,000: their groups, then per recipient its entry,
+// with a device, and its membership), BatchClients at a time.
+func (r *directoryAPIRun) batches(ctx context.Context) {
+	sc, res := r.sc, r.res
 	const perBatch = 2400
 	batches := (sc.Recipients + perBatch - 1) / perBatch
-	logf("directory api: %d batches of %d recipients from %d clients", batches, perBatch, sc.BatchClients)
+	r.logf("directory api: %d batches of %d recipients from %d clients", batches, perBatch, sc.BatchClients)
 	var next atomic.Int64
 	var rows atomic.Int64
 	var wg sync.WaitGroup
@@ -183,8 +246,8 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 				}
 				from, to := b*perBatch, min((b+1)*perBatch, sc.Recipients)
 				body, n := batchBody(from, to)
-				if _, err := send(http.MethodPost, "/v1/recipients:batch?mode=all", "application/x-ndjson", body); err != nil {
-					fail("%v", err)
+				if _, err := r.send(ctx, http.MethodPost, "/v1/recipients:batch?mode=all", "application/x-ndjson", body); err != nil {
+					r.fail("%v", err)
 					continue
 				}
 				rows.Add(int64(n))
@@ -194,12 +257,17 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 	wg.Wait()
 	res.BatchElapsed, res.Batches, res.BatchRows = time.Since(start), batches, int(rows.Load())
 	res.BatchRowsPerS = float64(res.BatchRows) / res.BatchElapsed.Seconds()
+}
 
-	// Single upserts of random existing recipients, Writers at a time.
-	logf("directory api: %d writers × %d single upserts", sc.Writers, sc.Puts)
+// puts sends single upserts of random existing recipients, Writers at a
+// time.
+func (r *directoryAPIRun) puts(ctx context.Context) {
+	sc, res := r.sc, r.res
+	r.logf("directory api: %d writers × %d single upserts", sc.Writers, sc.Puts)
 	lat := &Latencies{}
 	var mu sync.Mutex
-	start = time.Now()
+	var wg sync.WaitGroup
+	start := time.Now()
 	for w := range sc.Writers {
 		wg.Add(1)
 		go func() {
@@ -210,10 +278,10 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 				body, _ := json.Marshal(map[string]any{"user_type": "STAFF", "email": uid + "@bench.invalid", "locale": []string{"en", "it"}[i%2],
 					"devices": []map[string]string{{"kind": "fcm", "token": "fcm-" + uid}}})
 				t0 := time.Now()
-				_, err := send(http.MethodPut, "/v1/recipients/"+uid, "application/json", body)
+				_, err := r.send(ctx, http.MethodPut, "/v1/recipients/"+uid, "application/json", body)
 				el := time.Since(t0)
 				if err != nil {
-					fail("%v", err)
+					r.fail("%v", err)
 					continue
 				}
 				mu.Lock()
@@ -225,20 +293,27 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 	wg.Wait()
 	res.Put = summarize(lat)
 	res.PutPerS = float64(lat.Count()) / time.Since(start).Seconds()
+}
 
-	// GET /v1/me/preferences, Readers at a time, each request as a random
-	// user of the batches (a user token each, issued up front).
-	logf("directory api: %d readers × %d GET /v1/me/preferences", sc.Readers, sc.Reads)
+// preferenceReads reads GET /v1/me/preferences, Readers at a time, each
+// request as a random user of the batches (a user token each, issued up
+// front).
+func (r *directoryAPIRun) preferenceReads(ctx context.Context) error {
+	sc, res, d := r.sc, r.res, r.daemon
+	r.logf("directory api: %d readers × %d GET /v1/me/preferences", sc.Readers, sc.Reads)
 	users := min(max(res.BatchRows/3, 1), 1000)
 	toks := make([]string, users)
 	for i := range toks {
-		if toks[i], err = auth.Issue(tk, d.Auth.Audience, auth.User{UserID: fmt.Sprintf("r%07d", i*max(res.BatchRows/3/users, 1)), UserType: "STAFF"},
+		var err error
+		if toks[i], err = auth.Issue(r.tk, d.Auth.Audience, auth.User{UserID: fmt.Sprintf("r%07d", i*max(res.BatchRows/3/users, 1)), UserType: "STAFF"},
 			d.Auth.MaxTokenLifetime, time.Now()); err != nil {
-			return res, err
+			return err
 		}
 	}
-	lat = &Latencies{}
-	start = time.Now()
+	lat := &Latencies{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
 	for rd := range sc.Readers {
 		wg.Add(1)
 		go func() {
@@ -246,10 +321,10 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 			rng := rand.New(rand.NewPCG(uint64(rd), 2))
 			for range sc.Reads {
 				t0 := time.Now()
-				_, err := sendAs(toks[rng.IntN(len(toks))], http.MethodGet, "/v1/me/preferences", "application/json", nil)
+				_, err := r.sendAs(ctx, toks[rng.IntN(len(toks))], http.MethodGet, "/v1/me/preferences", "application/json", nil)
 				el := time.Since(t0)
 				if err != nil {
-					fail("%v", err)
+					r.fail("%v", err)
 					continue
 				}
 				mu.Lock()
@@ -261,11 +336,7 @@ func RunDirectoryAPI(ctx context.Context, env Env, sc DirectoryAPIScenario) (Dir
 	wg.Wait()
 	res.MePreferences = summarize(lat)
 	res.MePreferencesPerS = float64(lat.Count()) / time.Since(start).Seconds()
-	res.Failed = int(failed.Load())
-	if s, ok := firstErr.Load().(string); ok {
-		res.Detail = s
-	}
-	return res, ctx.Err()
+	return nil
 }
 
 // batchBody is the JSON lines of recipients [from, to): their groups of
