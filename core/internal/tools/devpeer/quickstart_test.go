@@ -469,6 +469,21 @@ func portOf(t *testing.T, addr string) int {
 	return n
 }
 
+// TestReadmeIsAMap keeps README.md a map (issue 23): what Herald is, the
+// quick start, the walk-through and links, in at most 250 lines; the rest
+// belongs under docs/.
+func TestReadmeIsAMap(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const most = 250
+	if n := strings.Count(string(readme), "\n"); n > most {
+		t.Errorf("README.md has %d lines, at most %d: move the detail to a page under docs/ and link it", n, most)
+	}
+}
+
 // TestReadmeMalformedEventNamesPax checks the README walk-through's step 4:
 // its event must fail the quickstart rules' payload schema at /pax (the
 // field the README promises, "payload/pax"), not at a missing field.
