@@ -22,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/core/internal/digest"
 	"github.com/heraldhq/herald/core/internal/httpguard"
 	"github.com/heraldhq/herald/core/internal/live"
+	"github.com/heraldhq/herald/core/internal/maintenance"
 	"github.com/heraldhq/herald/core/internal/pluginhost"
 	"github.com/heraldhq/herald/core/internal/relay"
 	"github.com/heraldhq/herald/core/internal/secret"
@@ -54,7 +55,7 @@ type Daemon struct {
 	// Publisher tunes the delivery publisher and the relay's handoff.
 	Publisher delivery.PublisherConfig `koanf:"publisher"`
 	// Retry tunes the maintenance stage and the listeners' lease.
-	Retry RetryConfig `koanf:"retry"`
+	Retry maintenance.Config `koanf:"retry"`
 	// Log sets the level and format of the daemon's log (hclog, on
 	// standard error).
 	Log LogConfig `koanf:"log"`
@@ -154,26 +155,6 @@ const DefaultMemoryLimitMiB = 80
 // below it the collector would run without pause from the start.
 const MinMemoryLimitMiB = 32
 
-// RetryConfig tunes the maintenance stage (core/internal/maintenance) and
-// the listeners' lease.
-type RetryConfig struct {
-	// PollInterval is how often expired leases and DEFERRED deliveries
-	// whose quiet hours ended are released.
-	PollInterval time.Duration `koanf:"poll_interval"`
-	// Lease bounds one attempt: a listener gives a plugin's Send half of it.
-	// (SENDING rows left by Herald versions that claimed before sending are
-	// moved to RETRY once it has passed.)
-	Lease time.Duration `koanf:"lease"`
-}
-
-// Validate checks the settings; it returns field.Errors naming the keys.
-func (c RetryConfig) Validate() error {
-	var errs field.Errors
-	errs.PositiveDuration("poll_interval", c.PollInterval)
-	errs.PositiveDuration("lease", c.Lease)
-	return errs.Err()
-}
-
 // LogConfig sets logging.
 type LogConfig struct {
 	// Level is trace, debug, info, warn or error.
@@ -203,7 +184,7 @@ func DefaultDaemon() Daemon {
 		Plugins:      pluginhost.DefaultConfig(),
 		Relay:        relay.DefaultConfig(),
 		Publisher:    delivery.DefaultPublisherConfig(),
-		Retry:        RetryConfig{PollInterval: time.Second, Lease: 2 * time.Minute},
+		Retry:        maintenance.DefaultConfig(),
 		Log:          LogConfig{Level: "info"},
 		Auth:         auth.DefaultConfig(),
 		Live:         live.DefaultConfig(),
