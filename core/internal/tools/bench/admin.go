@@ -191,18 +191,7 @@ type adminRun struct {
 	// Set up by serve.
 	cl *adminClient
 
-	cleanups []func()
-}
-
-// onClose registers f to run when the run closes, before the cleanups
-// registered earlier.
-func (r *adminRun) onClose(f func()) { r.cleanups = append(r.cleanups, f) }
-
-// close runs the cleanups, the latest first.
-func (r *adminRun) close() {
-	for i := len(r.cleanups) - 1; i >= 0; i-- {
-		r.cleanups[i]()
-	}
+	undo // what the steps set up, undone by close
 }
 
 // load makes the run's database with its tenants (the first few with

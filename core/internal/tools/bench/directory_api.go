@@ -117,18 +117,7 @@ type directoryAPIRun struct {
 	failed   atomic.Int64
 	firstErr atomic.Value
 
-	cleanups []func()
-}
-
-// onClose registers f to run when the run closes, before the cleanups
-// registered earlier.
-func (r *directoryAPIRun) onClose(f func()) { r.cleanups = append(r.cleanups, f) }
-
-// close runs the cleanups, the latest first.
-func (r *directoryAPIRun) close() {
-	for i := len(r.cleanups) - 1; i >= 0; i-- {
-		r.cleanups[i]()
-	}
+	undo // what the steps set up, undone by close
 }
 
 // setUp makes the run's database with the benchmark tenant, its API key
