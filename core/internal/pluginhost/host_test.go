@@ -228,7 +228,10 @@ func TestSendSplitsByMaxBatchAndRecords(t *testing.T) {
 			t.Errorf("delivery %s: plugin saw idempotency key %q, want %q", d.DeliveryID, keys[d.DeliveryID], d.IdempotencyKey)
 		}
 	}
-	// Three chunks: 100, 100, 50.
+	// Three chunks: 100, 100, 50. The plugin's lines come through its
+	// stderr, a moment after the calls returned.
+	testenv.Eventually(t, 10*time.Second, func() bool { return strings.Count(env.logs.String(), "sink batch") >= 3 },
+		"the plugin logged fewer than 3 batches")
 	if n := strings.Count(env.logs.String(), "sink batch"); n != 3 {
 		t.Errorf("plugin logged %d batches, want 3", n)
 	}

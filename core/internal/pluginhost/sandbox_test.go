@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/core/internal/channel"
+	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/sdk"
 )
 
@@ -30,9 +32,11 @@ func probeSecrets(t *testing.T, tweak func(*Config)) (environ, token string) {
 	}
 	r := results[0]
 	// The plugin's lines are named after it, not after the sandbox helper.
-	if logs := env.logs.String(); !strings.Contains(logs, "herald-plugin-sink: sink configured") {
-		t.Errorf("the plugin's log lines are not named herald-plugin-sink:\n%s", logs)
-	}
+	// They reach the host's log through the plugin's stderr, a moment after
+	// the calls they tell of returned.
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(env.logs.String(), "herald-plugin-sink: sink configured")
+	}, "the plugin's log lines are not named herald-plugin-sink (the host log follows)")
 	if r.Outcome != sdk.OutcomePermanent || r.Code != "SINK_PROBE" {
 		t.Fatalf("probe result %+v", r)
 	}
