@@ -454,17 +454,13 @@ func (s *Server) cancelEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var c store.Cancellation
-	var err error
-	for range 3 {
-		err = s.inTenant(r, func(tx pgx.Tx) error {
+	err := store.RetryRaces(func() error {
+		return s.inTenant(r, func(tx pgx.Tx) error {
 			var err error
 			c, err = store.CancelEvent(r.Context(), tx, principalOf(r).Tenant, id)
 			return err
 		})
-		if !store.Retryable(err) {
-			break
-		}
-	}
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		Problem(w, http.StatusNotFound, "event not found", fmt.Sprintf("no event %q for this tenant", id), "event_id")
 		return

@@ -362,13 +362,11 @@ func newEventsCancelCmd() *cobra.Command {
 			}
 			return withPool(cmd.Context(), cfgPath, func(ctx context.Context, q store.Querier) error {
 				var c store.Cancellation
-				var err error
-				for range 3 {
+				err := store.RetryRaces(func() error {
+					var err error
 					c, err = store.CancelEvent(ctx, q, tenant, id)
-					if !store.Retryable(err) {
-						break
-					}
-				}
+					return err
+				})
 				if errors.Is(err, store.ErrNotFound) {
 					return &ExitError{Code: 1, Err: fmt.Errorf("events cancel: event_id: tenant %q has no event %q", tenant, id)}
 				}

@@ -300,8 +300,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		Keep: f.keep, Progress: progress, Pprof: f.pprof, Log: logf}
 
 	rep := bench.Report{Started: time.Now().UTC(), Machine: bench.NewMachine()}
-	rep.Machine.Postgres, rep.Machine.RabbitMQ = serverVersions(ctx, f.dbURL, f.amqpURL)
-	if strings.HasSuffix(rep.Machine.Postgres, "(autovacuum off)") {
+	var noAutovacuum bool
+	rep.Machine.Postgres, rep.Machine.RabbitMQ, noAutovacuum = serverVersions(ctx, f.dbURL, f.amqpURL)
+	if noAutovacuum {
 		logf("warning: %s", store.AutovacuumWarning)
 	}
 
@@ -620,7 +621,7 @@ func copyCeiling(ctx context.Context, adminURL string, rows int) (bench.Ceiling,
 }
 
 // serverVersions asks both servers for their versions.
-func serverVersions(ctx context.Context, dbURL, amqpURL string) (pg, rabbit string) {
+func serverVersions(ctx context.Context, dbURL, amqpURL string) (pg, rabbit string, noAutovacuum bool) {
 	pg, rabbit = "PostgreSQL (unknown version)", "RabbitMQ (unknown version)"
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -632,7 +633,7 @@ func serverVersions(ctx context.Context, dbURL, amqpURL string) (pg, rabbit stri
 		// A server without autovacuum keeps every dead row: a long run
 		// slows down for that, not for Herald (store.AutovacuumWarning).
 		if off, err := store.AutovacuumOff(c, conn); err == nil && off {
-			pg += " (autovacuum off)"
+			pg, noAutovacuum = pg+" (autovacuum off)", true
 		}
 		_ = conn.Close(c)
 	}
@@ -642,5 +643,5 @@ func serverVersions(ctx context.Context, dbURL, amqpURL string) (pg, rabbit stri
 		}
 		_ = conn.Close()
 	}
-	return pg, rabbit
+	return pg, rabbit, noAutovacuum
 }

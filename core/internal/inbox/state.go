@@ -333,14 +333,7 @@ func readAll(ctx context.Context, tx pgx.Tx, tenant, user, project string) (*tou
 // project, again (up to three times) when it deadlocked with a concurrent
 // change of the same rows.
 func inUserTx(ctx context.Context, pool *pgxpool.Pool, tenant, project string, fn func(pgx.Tx) error) error {
-	var err error
-	for range 3 {
-		err = store.InTenant(ctx, pool, tenant, project, fn)
-		if !store.Retryable(err) {
-			return err
-		}
-	}
-	return err
+	return store.RetryRaces(func() error { return store.InTenant(ctx, pool, tenant, project, fn) })
 }
 
 // likePattern escapes s for ILIKE and wraps it in %.

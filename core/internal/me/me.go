@@ -95,14 +95,7 @@ func userOf(r *http.Request) auth.User { return r.Context().Value(userKey{}).(au
 // project, again (up to three times) when it lost a deadlock or a
 // serialization race.
 func (s *Server) inUserTx(ctx context.Context, u auth.User, fn func(pgx.Tx) error) error {
-	var err error
-	for range 3 {
-		err = store.InTenant(ctx, s.pool, u.Tenant, u.Project, fn)
-		if !store.Retryable(err) {
-			return err
-		}
-	}
-	return err
+	return store.RetryRaces(func() error { return store.InTenant(ctx, s.pool, u.Tenant, u.Project, fn) })
 }
 
 // readBody reads a request body of at most MaxBody bytes; it answers 413

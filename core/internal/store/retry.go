@@ -14,3 +14,15 @@ func Retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
+
+// RetryRaces runs fn, and runs it again while it fails with a Retryable
+// error, three times in all; it returns fn's last error.
+func RetryRaces(fn func() error) error {
+	var err error
+	for range 3 {
+		if err = fn(); !Retryable(err) {
+			return err
+		}
+	}
+	return err
+}

@@ -246,14 +246,10 @@ func ApplySweeps(ctx context.Context, q Querier, r Retention, now time.Time, l S
 func sweepBatch(ctx context.Context, q Querier, s Sweep, before time.Time, limit int, after *time.Time) (int, *time.Time, error) {
 	var n int
 	var last *time.Time
-	var err error
-	for range 3 {
-		err = q.QueryRow(ctx, `SELECT deleted, last_key FROM herald_sweep($1, $2, $3, $4, $5)`, s.Kind, s.Tenant, before, limit, after).
+	err := RetryRaces(func() error {
+		return q.QueryRow(ctx, `SELECT deleted, last_key FROM herald_sweep($1, $2, $3, $4, $5)`, s.Kind, s.Tenant, before, limit, after).
 			Scan(&n, &last)
-		if !Retryable(err) {
-			return n, last, err
-		}
-	}
+	})
 	return n, last, err
 }
 
