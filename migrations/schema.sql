@@ -1487,6 +1487,19 @@ CREATE TABLE public.recipients (
 ALTER TABLE ONLY public.recipients FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: status_event_cursor; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.status_event_cursor (
+    only_row boolean DEFAULT true NOT NULL,
+    txid xid8 NOT NULL,
+    seq bigint NOT NULL,
+    CONSTRAINT status_event_cursor_only_row_check CHECK (only_row)
+);
+
+ALTER TABLE ONLY public.status_event_cursor FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: status_events; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1497,12 +1510,12 @@ CREATE TABLE public.status_events (
     kind text NOT NULL,
     occurred_at timestamp with time zone DEFAULT now() NOT NULL,
     data jsonb NOT NULL,
-    published_at timestamp with time zone,
     webhook_due_at timestamp with time zone,
     webhook_attempts integer DEFAULT 0 NOT NULL,
     webhook_lease_until timestamp with time zone,
     webhook_delivered_at timestamp with time zone,
     webhook_last_error text DEFAULT ''::text NOT NULL,
+    txid xid8 DEFAULT pg_current_xact_id(),
     CONSTRAINT status_events_kind CHECK ((kind = ANY (ARRAY['delivery.sent'::text, 'delivery.failed'::text, 'delivery.skipped'::text, 'delivery.cancelled'::text, 'delivery.digested'::text, 'notification.read'::text, 'notification.acted'::text])))
 )
 WITH (autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.05');
@@ -1878,6 +1891,13 @@ ALTER TABLE ONLY public.recipients
     ADD CONSTRAINT recipients_pkey PRIMARY KEY (tenant_id, user_id);
 
 --
+-- Name: status_event_cursor status_event_cursor_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.status_event_cursor
+    ADD CONSTRAINT status_event_cursor_pkey PRIMARY KEY (only_row);
+
+--
 -- Name: status_events status_events_event_id_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2152,10 +2172,10 @@ CREATE INDEX recipients_by_update ON public.recipients USING btree (tenant_id, u
 CREATE INDEX status_events_by_time ON public.status_events USING btree (tenant_id, occurred_at);
 
 --
--- Name: status_events_unpublished; Type: INDEX; Schema: public; Owner: -
+-- Name: status_events_by_txid; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX status_events_unpublished ON public.status_events USING btree (seq) WHERE (published_at IS NULL);
+CREATE INDEX status_events_by_txid ON public.status_events USING btree (txid, seq);
 
 --
 -- Name: status_events_webhook_due; Type: INDEX; Schema: public; Owner: -
@@ -2740,6 +2760,12 @@ CREATE POLICY producer_own_tenant ON public.projects FOR SELECT TO herald_produc
 ALTER TABLE public.projects ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: status_event_cursor read_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY read_all ON public.status_event_cursor FOR SELECT TO herald_api, herald_admin USING (true);
+
+--
 -- Name: recipient_devices; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2750,6 +2776,12 @@ ALTER TABLE public.recipient_devices ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.recipients ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: status_event_cursor; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.status_event_cursor ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: status_events; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2930,6 +2962,12 @@ CREATE POLICY worker_all ON public.recipient_devices TO herald_worker USING (tru
 --
 
 CREATE POLICY worker_all ON public.recipients TO herald_worker USING (true) WITH CHECK (true);
+
+--
+-- Name: status_event_cursor worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.status_event_cursor TO herald_worker USING (true) WITH CHECK (true);
 
 --
 -- Name: status_events worker_all; Type: POLICY; Schema: public; Owner: -
@@ -3288,6 +3326,14 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipient_devices TO herald_wo
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipients TO herald_api;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.recipients TO herald_worker;
+
+--
+-- Name: TABLE status_event_cursor; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,UPDATE ON TABLE public.status_event_cursor TO herald_worker;
+GRANT SELECT ON TABLE public.status_event_cursor TO herald_api;
+GRANT SELECT ON TABLE public.status_event_cursor TO herald_admin;
 
 --
 -- Name: TABLE status_events; Type: ACL; Schema: public; Owner: -

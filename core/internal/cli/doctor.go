@@ -534,7 +534,7 @@ func (dr *doctor) checkStatusEvents(ctx context.Context, q store.Querier, d conf
 	msg := fmt.Sprintf("%d unpublished on exchange %s (oldest %.1fs), %d owed to webhooks (oldest %.1fs); replay window %s",
 		b.Unpublished, d.StatusEvents.Exchange, b.OldestUnpublished.Seconds(), b.WebhookDue, b.OldestWebhookDue.Seconds(), d.StatusEvents.Retention)
 	if b.OldestUnpublished > statusEventsWarnAge || b.OldestWebhookDue > statusEventsWarnAge {
-		dr.add(checkWarn, "status events", "%s: over %s old (is herald serve running? herald tenants webhook show --tenant T names a failing webhook)", msg, statusEventsWarnAge)
+		dr.add(checkWarn, "status events", "%s: over %s old (is herald serve running? a write transaction open that long on the server holds the broker's back: pg_stat_activity; herald tenants webhook show --tenant T names a failing webhook)", msg, statusEventsWarnAge)
 		return
 	}
 	dr.add(checkOK, "status events", "%s", msg)

@@ -5,10 +5,12 @@
 // The broker: every event is published, persistent and confirmed, to the
 // topic exchange Config.Exchange with routing key "<tenant>.<kind>"
 // (acme.delivery.sent, acme.notification.read; a dot in a tenant id is
-// written %2E), message id the event's stable id; rows are claimed with
-// FOR UPDATE SKIP LOCKED and marked published on the broker's confirm, so
-// two daemons never publish one event twice and a crash before the mark
-// publishes it again, with the same id.
+// written %2E), message id the event's stable id. One cursor (migration
+// 0138) says how far the broker has confirmed: a daemon takes the cursor's
+// row lock (the others skip the round), publishes the events past it from
+// transactions that have all ended, and moves it on the broker's confirm
+// in the same transaction, so two daemons never publish one event twice
+// and a crash before the move publishes it again, with the same id.
 //
 // Webhooks: each tenant with events owed to its webhook gets one worker,
 // which leases a batch of its tenant's events, POSTs them one by one
@@ -170,6 +172,7 @@ func (s *Stage) runBroker(ctx context.Context) {
 
 type row struct {
 	seq      int64
+	txid     string
 	id, kind string
 	tenant   string
 	at       time.Time
@@ -183,18 +186,45 @@ func (r row) message() Message {
 
 func scanRow(r pgx.CollectableRow) (row, error) {
 	var x row
-	err := r.Scan(&x.seq, &x.id, &x.tenant, &x.kind, &x.at, &x.data, &x.attempts)
+	err := r.Scan(&x.seq, &x.txid, &x.id, &x.tenant, &x.kind, &x.at, &x.data, &x.attempts)
 	return x, err
 }
 
-// publishRound publishes one batch, pipelined, and marks the confirmed
-// ones published in the claim's transaction. It returns how many were
+// published is true of a status event the broker has confirmed: one at
+// or before the publisher's cursor (migration 0138), or one recorded
+// before the cursor existed and published then (txid NULL).
+const published = `(e.txid IS NULL OR (e.txid, e.seq) <= (SELECT c.txid, c.seq FROM status_event_cursor c))`
+
+// unpublished is true of a status event the broker has not confirmed.
+const unpublished = `(e.txid, e.seq) > (SELECT c.txid, c.seq FROM status_event_cursor c)`
+
+// publishRound publishes one batch, pipelined, and moves the cursor past
+// the confirmed ones in the claim's transaction. It returns how many were
 // confirmed, or -1 when the broker nacked any.
+//
+// The batch is the next events in (txid, seq) order past the cursor,
+// written by transactions older than every one still running: those have
+// all ended, so no event can appear behind the cursor later (migration
+// 0138). The cursor's row lock makes one daemon publish at a time; the
+// others skip the round. The cursor moves past the confirmed prefix of
+// the batch: an event nacked and the ones after it are published again
+// (with their ids) in the next round.
 func (s *Stage) publishRound(ctx context.Context, ch *amqp.Channel) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT seq, event_id::text, tenant_id, kind, occurred_at, data, webhook_attempts
-			FROM status_events WHERE published_at IS NULL ORDER BY seq LIMIT 500 FOR UPDATE SKIP LOCKED`)
+		var curTxid string
+		var curSeq int64
+		err := tx.QueryRow(ctx, `SELECT txid::text, seq FROM status_event_cursor FOR UPDATE SKIP LOCKED`).Scan(&curTxid, &curSeq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // another daemon is publishing
+		}
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT seq, txid::text, event_id::text, tenant_id, kind, occurred_at, data, webhook_attempts
+			FROM status_events
+			WHERE (txid, seq) > ($1::text::xid8, $2::bigint) AND txid < pg_snapshot_xmin(pg_current_snapshot())
+			ORDER BY txid, seq LIMIT 500`, curTxid, curSeq)
 		if err != nil {
 			return err
 		}
@@ -213,17 +243,16 @@ func (s *Stage) publishRound(ctx context.Context, ch *amqp.Channel) (int, error)
 		if err != nil {
 			return err
 		}
-		seqs := make([]int64, 0, len(evs))
-		for i, ok := range acked {
-			if ok {
-				seqs = append(seqs, evs[i].seq)
-				s.metrics.published(evs[i].tenant)
+		for n < len(acked) && acked[n] {
+			s.metrics.published(evs[n].tenant)
+			n++
+		}
+		if n > 0 {
+			last := evs[n-1]
+			if _, err := tx.Exec(ctx, `UPDATE status_event_cursor SET txid = $1::text::xid8, seq = $2`, last.txid, last.seq); err != nil {
+				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE status_events SET published_at = now() WHERE seq = ANY($1)`, seqs); err != nil {
-			return err
-		}
-		n = len(seqs)
 		if n < len(evs) {
 			n = -1
 		}
@@ -357,7 +386,7 @@ func (s *Stage) lease(ctx context.Context, tenant string) ([]row, error) {
 		      AND (webhook_lease_until IS NULL OR webhook_lease_until < now())
 		      ORDER BY webhook_due_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED) c
 		WHERE e.seq = c.seq
-		RETURNING e.seq, e.event_id::text, e.tenant_id, e.kind, e.occurred_at, e.data, e.webhook_attempts`, tenant, s.batch, lease)
+		RETURNING e.seq, COALESCE(e.txid::text, ''), e.event_id::text, e.tenant_id, e.kind, e.occurred_at, e.data, e.webhook_attempts`, tenant, s.batch, lease)
 	if err != nil {
 		return nil, err
 	}
@@ -496,8 +525,8 @@ func (s *Stage) runSweep(ctx context.Context) {
 // nothing to a webhook, in bounded batches.
 func (s *Stage) sweep(ctx context.Context) {
 	for ctx.Err() == nil {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM status_events WHERE seq IN (SELECT seq FROM status_events
-			WHERE occurred_at < now() - $1::interval AND published_at IS NOT NULL AND webhook_due_at IS NULL LIMIT 5000)`, s.cfg.Retention)
+		tag, err := s.pool.Exec(ctx, `DELETE FROM status_events WHERE seq IN (SELECT e.seq FROM status_events e
+			WHERE e.occurred_at < now() - $1::interval AND `+published+` AND e.webhook_due_at IS NULL LIMIT 5000)`, s.cfg.Retention)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("status events: sweep failed", "error", err)
@@ -535,8 +564,8 @@ func Backlog(ctx context.Context, q store.Querier) (BacklogStats, error) {
 	var b BacklogStats
 	var a1, a2 float64
 	err := q.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM status_events WHERE published_at IS NULL),
-		COALESCE((SELECT extract(epoch FROM now() - min(occurred_at)) FROM status_events WHERE published_at IS NULL), 0),
+		(SELECT count(*) FROM status_events e WHERE `+unpublished+`),
+		COALESCE((SELECT extract(epoch FROM now() - min(e.occurred_at)) FROM status_events e WHERE `+unpublished+`), 0),
 		(SELECT count(*) FROM status_events WHERE webhook_due_at IS NOT NULL),
 		COALESCE((SELECT extract(epoch FROM now() - min(occurred_at)) FROM status_events WHERE webhook_due_at IS NOT NULL), 0)`).
 		Scan(&b.Unpublished, &a1, &b.WebhookDue, &a2)

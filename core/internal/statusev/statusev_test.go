@@ -218,7 +218,7 @@ func TestTwoStagesSendEachEventOnce(t *testing.T) {
 	}
 	testenv.Eventually(t, 60*time.Second, func() bool {
 		var n int
-		_ = db.Pool.QueryRow(ctx, `SELECT count(*) FROM status_events WHERE published_at IS NULL OR webhook_due_at IS NOT NULL`).Scan(&n)
+		_ = db.Pool.QueryRow(ctx, `SELECT count(*) FROM status_events WHERE (txid, seq) > (SELECT txid, seq FROM status_event_cursor) OR webhook_due_at IS NOT NULL`).Scan(&n)
 		return n == 0
 	}, "every status event published and delivered")
 	cancel()

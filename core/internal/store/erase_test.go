@@ -268,7 +268,8 @@ func TestEraseRecipientLeavesNoTrace(t *testing.T) {
 	// pseudonym; the erase's own stops are recorded as FAILED under the
 	// pseudonym, owed too; the erase's other changes record nothing.
 	rows, err := w.db.Pool.Query(ctx, `SELECT kind, COALESCE(data->>'reason', ''), COALESCE(data->>'data', ''), count(*)
-		FROM status_events WHERE tenant_id = 't' AND data->>'user_id' = $1 AND webhook_due_at IS NOT NULL AND published_at IS NULL
+		FROM status_events WHERE tenant_id = 't' AND data->>'user_id' = $1 AND webhook_due_at IS NOT NULL
+		  AND (txid, seq) > (SELECT txid, seq FROM status_event_cursor)
 		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, e.Pseudonym)
 	if err != nil {
 		t.Fatal(err)
