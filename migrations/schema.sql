@@ -1898,13 +1898,6 @@ ALTER TABLE ONLY public.status_event_cursor
     ADD CONSTRAINT status_event_cursor_pkey PRIMARY KEY (only_row);
 
 --
--- Name: status_events status_events_event_id_key; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.status_events
-    ADD CONSTRAINT status_events_event_id_key UNIQUE (event_id);
-
---
 -- Name: status_events status_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
