@@ -84,6 +84,14 @@ type Scenario struct {
 	// sourceURL is the source database of the run (set by setUp).
 	sourceURL string
 
+	// Warmup, when not 0, leaves the first Warmup events out of the
+	// latencies (Latency, ToFanout, ToRecord, Tail), not out of the
+	// throughput or the exactly-once check: a paced run starts on an
+	// empty database whose plans change under it as it grows (the first
+	// analyzes), which is not the steady state a latency target is about.
+	// Result.WarmupLatency reports them apart.
+	Warmup int `json:"warmup_events,omitempty"`
+
 	Window     int `json:"window,omitempty"`
 	Deliveries int `json:"deliveries,omitempty"`
 	Backlog    int `json:"backlog,omitempty"`
@@ -157,6 +165,9 @@ type Result struct {
 	// Tail is where the slowest 1 % of the trips (event commit → the
 	// plugin's Send) spent their time, stage by stage.
 	Tail TailSplit `json:"tail"`
+	// WarmupLatency is event commit → the plugin's Send of the events
+	// Scenario.Warmup left out of Latency (nil: none).
+	WarmupLatency *LatencySummary `json:"warmup_latency,omitempty"`
 	// ToHerald is, in a Source run, event commit (in the source) → the
 	// event's row written in Herald's event_outbox by the source stage
 	// (its created_at, the time of the forward's transaction): the
@@ -667,6 +678,19 @@ func (r *pipelineRun) judge(ctx context.Context, m measured) error {
 		// left out of the latencies.
 		start = m.wallStart.UnixNano()
 		clear(commits[:r.filled])
+	}
+	if w := min(sc.Warmup, produced); w > 0 && r.filled == 0 {
+		// The warm-up's events: timed apart, then left out of the rest.
+		warm := &Latencies{}
+		for _, rec := range recs {
+			i, ok := eventIndex(rec.EventID)
+			if ok && i < w && commits[i] != 0 && rec.Attempt == 1 {
+				warm.Add(time.Duration(rec.At - commits[i]))
+			}
+		}
+		ws := summarize(warm)
+		res.WarmupLatency = &ws
+		clear(commits[:w])
 	}
 	lat := &Latencies{}
 	var lastSent int64
@@ -1457,6 +1481,10 @@ type TailSplit struct {
 	// Deliver is the row made → the plugin's Send: the relay's commit,
 	// the handoff's publish, the broker and the listener's check.
 	Deliver float64 `json:"deliver_ms"`
+	// Fifths is the p99 (ms) of the trips of each fifth of the run, by
+	// the event's commit: whether the tail is the start's (a database
+	// growing from empty, its first analyzes) or the whole run's.
+	Fifths []float64 `json:"p99_by_fifth_ms,omitempty"`
 }
 
 // tailSplit returns the split of the trips at or above the q-quantile of
@@ -1480,6 +1508,25 @@ func tailSplit(trips []trip, q float64) TailSplit {
 		deliver.Add(time.Duration(t.sent - t.written))
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	first, last := trips[0].commit, trips[0].commit
+	for _, t := range trips {
+		first, last = min(first, t.commit), max(last, t.commit)
+	}
+	fifths := make([]*Latencies, 5)
+	for i := range fifths {
+		fifths[i] = &Latencies{}
+	}
+	for _, t := range trips {
+		i := 0
+		if last > first {
+			i = min(int(5*(t.commit-first)/(last-first)), 4)
+		}
+		fifths[i].Add(time.Duration(t.sent - t.commit))
+	}
+	var byFifth []float64
+	for _, l := range fifths {
+		byFifth = append(byFifth, ms(l.Quantile(q)))
+	}
 	return TailSplit{Count: wake.Count(), From: ms(from), Wake: ms(wake.Quantile(0.5)), Relay: ms(relay.Quantile(0.5)),
-		Deliver: ms(deliver.Quantile(0.5))}
+		Deliver: ms(deliver.Quantile(0.5)), Fifths: byFifth}
 }

@@ -148,8 +148,9 @@ func (r *Report) Evaluate() {
 			r.Targets = append(r.Targets,
 				Target{Name: fmt.Sprintf("latency p50 at %s events/s", num(run.Scenario.Rate)), Want: "< 50 ms",
 					Got: fmt.Sprintf("%.1f ms", run.Latency.P50), Met: run.Latency.Count > 0 && run.Latency.P50 < 50, Measured: run.Latency.P50},
-				Target{Name: fmt.Sprintf("latency p99 at %s events/s", num(run.Scenario.Rate)), Want: "< 250 ms",
-					Got: fmt.Sprintf("%.1f ms", run.Latency.P99), Met: run.Latency.Count > 0 && run.Latency.P99 < 250, Measured: run.Latency.P99})
+				Target{Name: fmt.Sprintf("latency p99 at %s events/s", num(run.Scenario.Rate)), Want: fmt.Sprintf("< %.0f ms", latencyP99Target),
+					Got: fmt.Sprintf("%.1f ms", run.Latency.P99), Met: run.Latency.Count > 0 && run.Latency.P99 < latencyP99Target, Measured: run.Latency.P99,
+					Note: warmupNote(run)})
 		case "single":
 			t := Target{Name: "single (1 recipient × 1 channel, confirms on)",
 				Want: "≥ 4,500 events/s", Got: fmt.Sprintf("%s events/s", num(run.EventsPerSec)),
@@ -626,8 +627,12 @@ func (r *Report) printRuns(w io.Writer) {
 	fmt.Fprintln(w, "Where the p99 comes from (medians of the trips at or above it, ms): commit → relay claim (wake-up); claim → row written (relay); row → plugin Send (commit, handoff, broker, listener)")
 	for _, run := range r.Runs {
 		if t := run.Tail; t.Count > 0 {
-			fmt.Fprintf(w, "  %-*s %d trips ≥ %.1f ms: wake %.1f   relay %.1f   deliver %.1f\n", width, run.Scenario.Name,
-				t.Count, t.From, t.Wake, t.Relay, t.Deliver)
+			fifths := make([]string, len(t.Fifths))
+			for i, f := range t.Fifths {
+				fifths[i] = fmt.Sprintf("%.1f", f)
+			}
+			fmt.Fprintf(w, "  %-*s %d trips ≥ %.1f ms: wake %.1f   relay %.1f   deliver %.1f   p99 by fifth of the run: %s\n", width, run.Scenario.Name,
+				t.Count, t.From, t.Wake, t.Relay, t.Deliver, strings.Join(fifths, " / "))
 		}
 	}
 	fmt.Fprintln(w)
@@ -766,6 +771,21 @@ func mib(b int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+}
+
+// latencyP99Target is the p99 the latency run (half the fan-out's rate)
+// must stay under, in ms (issue 30).
+const latencyP99Target = 100.0
+
+// warmupNote says what a run's warm-up left out of its latencies ("" when
+// it had none).
+func warmupNote(run Result) string {
+	w := run.WarmupLatency
+	if w == nil || run.Scenario.Warmup == 0 {
+		return ""
+	}
+	return fmt.Sprintf("after a warm-up of %s events (the database growing from empty), left out: p50 %.1f ms, p99 %.1f ms over the warm-up",
+		num(float64(run.Scenario.Warmup)), w.P50, w.P99)
 }
 
 // targets judges the inbox benchmark: p99 of each read endpoint under the

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -127,15 +128,22 @@ func TestTailSplit(t *testing.T) {
 		q     float64
 		want  TailSplit
 	}{
-		"none":  {q: 0.99, want: TailSplit{}},
-		"p99":   {trips: trips, q: 0.99, want: TailSplit{Count: 2, From: 160, Wake: 2, Relay: 1, Deliver: 9}},
-		"p100":  {trips: trips, q: 1, want: TailSplit{Count: 1, From: 203, Wake: 2, Relay: 1, Deliver: 200}},
-		"p0":    {trips: trips[:98], q: 0, want: TailSplit{Count: 98, From: 4, Wake: 1, Relay: 1, Deliver: 2}},
-		"alone": {trips: trips[98:99], q: 0.99, want: TailSplit{Count: 1, From: 160, Wake: 150, Relay: 1, Deliver: 9}},
+		// The fifths are by commit (0 to 970 ms): the two slow trips
+		// committed at 0, in the first fifth with the 20 quick ones
+		// committed before 194 ms.
+		"none": {q: 0.99, want: TailSplit{}},
+		"p99": {trips: trips, q: 0.99, want: TailSplit{Count: 2, From: 160, Wake: 2, Relay: 1, Deliver: 9,
+			Fifths: []float64{203, 4, 4, 4, 4}}},
+		"p100": {trips: trips, q: 1, want: TailSplit{Count: 1, From: 203, Wake: 2, Relay: 1, Deliver: 200,
+			Fifths: []float64{203, 4, 4, 4, 4}}},
+		"p0": {trips: trips[:98], q: 0, want: TailSplit{Count: 98, From: 4, Wake: 1, Relay: 1, Deliver: 2,
+			Fifths: []float64{4, 4, 4, 4, 4}}},
+		"alone": {trips: trips[98:99], q: 0.99, want: TailSplit{Count: 1, From: 160, Wake: 150, Relay: 1, Deliver: 9,
+			Fifths: []float64{160, 0, 0, 0, 0}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if got := tailSplit(tc.trips, tc.q); got != tc.want {
+			if got := tailSplit(tc.trips, tc.q); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("tailSplit(q=%v) = %+v, want %+v", tc.q, got, tc.want)
 			}
 		})
