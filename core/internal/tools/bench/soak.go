@@ -17,7 +17,7 @@ import (
 // soakTables are the tables whose growth the soak scenario follows: the
 // ones every event writes to.
 var soakTables = []string{"event_outbox", "notifications", "notification_counters", "deliveries",
-	"delivery_attempts", "delivery_handoffs"}
+	"delivery_attempts", "delivery_handoffs", "status_events"}
 
 // SoakWindow is what the soak scenario measured over one window of
 // deliveries (Scenario.Window of them), sampled when the sink had

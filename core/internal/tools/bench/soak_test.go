@@ -305,7 +305,11 @@ func TestSoakTableStatsPartitioned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h = stats[len(stats)-1]
+		for _, st := range stats {
+			if st.Name == "delivery_handoffs" {
+				h = st
+			}
+		}
 		return h.Updates == 2
 	}, "both partitions' updates reach the statistics")
 	if h.Name != "delivery_handoffs" || h.Updates != 2 || h.TotalBytes < 2*8192 {
