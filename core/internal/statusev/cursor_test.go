@@ -10,7 +10,6 @@ import (
 	"github.com/heraldhq/herald/core/internal/statusev"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/jackc/pgx/v5"
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // The publisher moves one cursor over (txid, seq) instead of marking each
@@ -28,19 +27,8 @@ func TestCursorSkipsNoEventWhateverTheCommitOrder(t *testing.T) {
 	seed(t, db, "acme", 4)
 
 	cfg := statusev.DefaultConfig()
-	conn, err := amqp.Dial(mq.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := statusChannel(t, mq.URL, cfg.Exchange)
 	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.ExchangeDeclare(cfg.Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	q, err := ch.QueueDeclare("", false, true, true, false, nil)

@@ -172,7 +172,6 @@ func (s *Stage) runBroker(ctx context.Context) {
 
 type row struct {
 	seq      int64
-	txid     string
 	id, kind string
 	tenant   string
 	at       time.Time
@@ -186,7 +185,7 @@ func (r row) message() Message {
 
 func scanRow(r pgx.CollectableRow) (row, error) {
 	var x row
-	err := r.Scan(&x.seq, &x.txid, &x.id, &x.tenant, &x.kind, &x.at, &x.data, &x.attempts)
+	err := r.Scan(&x.seq, &x.id, &x.tenant, &x.kind, &x.at, &x.data, &x.attempts)
 	return x, err
 }
 
@@ -221,7 +220,7 @@ func (s *Stage) publishRound(ctx context.Context, ch *amqp.Channel) (int, error)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT seq, txid::text, event_id::text, tenant_id, kind, occurred_at, data, webhook_attempts
+		rows, err := tx.Query(ctx, `SELECT seq, event_id::text, tenant_id, kind, occurred_at, data, webhook_attempts
 			FROM status_events
 			WHERE (txid, seq) > ($1::text::xid8, $2::bigint) AND txid < pg_snapshot_xmin(pg_current_snapshot())
 			ORDER BY txid, seq LIMIT 500`, curTxid, curSeq)
@@ -248,8 +247,8 @@ func (s *Stage) publishRound(ctx context.Context, ch *amqp.Channel) (int, error)
 			n++
 		}
 		if n > 0 {
-			last := evs[n-1]
-			if _, err := tx.Exec(ctx, `UPDATE status_event_cursor SET txid = $1::text::xid8, seq = $2`, last.txid, last.seq); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE status_event_cursor SET (txid, seq) = (SELECT txid, seq FROM status_events WHERE seq = $1)`,
+				evs[n-1].seq); err != nil {
 				return err
 			}
 		}
@@ -386,7 +385,7 @@ func (s *Stage) lease(ctx context.Context, tenant string) ([]row, error) {
 		      AND (webhook_lease_until IS NULL OR webhook_lease_until < now())
 		      ORDER BY webhook_due_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED) c
 		WHERE e.seq = c.seq
-		RETURNING e.seq, COALESCE(e.txid::text, ''), e.event_id::text, e.tenant_id, e.kind, e.occurred_at, e.data, e.webhook_attempts`, tenant, s.batch, lease)
+		RETURNING e.seq, e.event_id::text, e.tenant_id, e.kind, e.occurred_at, e.data, e.webhook_attempts`, tenant, s.batch, lease)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,25 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
+// statusChannel opens a channel on the broker at url (closed with the
+// test) and declares the status exchange on it, as the stage does.
+func statusChannel(t *testing.T, url, exchange string) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
 // seed makes tenant t with one notification and n deliveries (PENDING).
 func seed(t *testing.T, db *testenv.DB, tenant string, n int) {
 	t.Helper()
@@ -147,18 +166,7 @@ func TestTwoStagesSendEachEventOnce(t *testing.T) {
 	cfg.WebhookAllowLoopback = true
 	cfg.WebhookTimeout = 5 * time.Second
 
-	conn, err := amqp.Dial(mq.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.ExchangeDeclare(cfg.Exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	ch := statusChannel(t, mq.URL, cfg.Exchange)
 	var mu sync.Mutex
 	published := map[string]int{}
 	posted := map[string]int{}

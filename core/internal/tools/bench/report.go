@@ -781,7 +781,7 @@ const latencyP99Target = 100.0
 // it had none).
 func warmupNote(run Result) string {
 	w := run.WarmupLatency
-	if w == nil || run.Scenario.Warmup == 0 {
+	if w == nil {
 		return ""
 	}
 	return fmt.Sprintf("after a warm-up of %s events (the database growing from empty), left out: p50 %.1f ms, p99 %.1f ms over the warm-up",
