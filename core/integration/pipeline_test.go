@@ -213,15 +213,7 @@ func TestRedeliveredMessageRecordsOneAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := amqp.Dial(e.broker.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.AMQPChannel(t, e.broker.URL)
 	ctx := context.Background()
 	publish := func(key string, body []byte) {
 		t.Helper()

@@ -340,15 +340,7 @@ type statusQueue struct {
 
 func consumeStatus(t *testing.T, url, tenant string) *statusQueue {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.AMQPChannel(t, url)
 	exchange := statusev.DefaultConfig().Exchange
 	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
 		t.Fatal(err)

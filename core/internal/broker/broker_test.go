@@ -15,20 +15,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-func channel(t *testing.T, url string) *amqp.Channel {
-	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ch
-}
-
 // TestDeclareQueueTypeMismatchNamesSettingAndQueue declares a queue with
 // one type and then the topology with the other, both ways: the error
 // names the setting, the queue and what to do.
@@ -57,7 +43,7 @@ func TestDeclareQueueTypeMismatchNamesSettingAndQueue(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			ch := channel(t, b.URL)
+			ch := testenv.AMQPChannel(t, b.URL)
 			if _, err := ch.QueueDeclare(tc.queue.Name, true, false, false, false, tc.existing); err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +66,7 @@ func TestDeclareQueueTypeMismatchNamesSettingAndQueue(t *testing.T) {
 // option) and an existing quorum queue both match.
 func TestDeclareSameTypeAgain(t *testing.T) {
 	b := testenv.RabbitMQ(t)
-	ch := channel(t, b.URL)
+	ch := testenv.AMQPChannel(t, b.URL)
 	topo := broker.Topology{Exchange: "herald.test", Queues: []broker.Queue{
 		{Name: "herald.email", Bindings: []string{"*.EMAIL"}},
 		{Name: "herald.push", Bindings: []string{"*.PUSH"}, Quorum: true},
@@ -102,7 +88,7 @@ func TestDeclareSameTypeAgain(t *testing.T) {
 // database) and logs the error naming the setting and the queue.
 func TestConnLogsQueueTypeMismatch(t *testing.T) {
 	b := testenv.RabbitMQ(t)
-	ch := channel(t, b.URL)
+	ch := testenv.AMQPChannel(t, b.URL)
 	if _, err := ch.QueueDeclare("herald.email", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,6 @@ import (
 	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/heraldhq/herald/migrations"
-
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // doctorSetup is what one doctor run checks.
@@ -96,15 +94,7 @@ func declareTopology(t *testing.T, cfgPath string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := amqp.Dial(d.AMQP.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.AMQPChannel(t, d.AMQP.URL)
 	defer ch.Close()
 	if err := server.Topology(d, rs).Declare(ch); err != nil {
 		t.Fatal(err)
@@ -353,15 +343,7 @@ func TestDoctorQueueType(t *testing.T) {
 	db, mq := testenv.Postgres(t), testenv.RabbitMQ(t)
 	cfg := writeDoctorConfig(t, doctorSetup{dbURL: db.URL, apiURL: db.APIURL, adminURL: db.AdminURL, amqpURL: mq.URL, pluginDir: testenv.PluginBinaries(t, "sink"),
 		provider: `{ plugin = "sink", name = "primary" }`})
-	conn, err := amqp.Dial(mq.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.AMQPChannel(t, mq.URL)
 	topo := broker.Topology{Exchange: "herald.deliveries", Queues: broker.DefaultQueues([]string{"TEST"})}
 	topo.Queues[0].Quorum = true
 	if err := topo.Declare(ch); err != nil {

@@ -603,12 +603,7 @@ func TestActionsArePublished(t *testing.T) {
 	go func() { _ = pub.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	sub, err := amqp.Dial(b.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	ch, _ := sub.Channel()
+	ch := testenv.AMQPChannel(t, b.URL)
 	if err := ch.ExchangeDeclare(inbox.ActionsExchange, "topic", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -653,12 +648,7 @@ func TestNackedActionsGoOutOnANewChannel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	sub, err := amqp.Dial(b.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	ch, _ := sub.Channel()
+	ch := testenv.AMQPChannel(t, b.URL)
 	if err := ch.ExchangeDeclare(inbox.ActionsExchange, "topic", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -738,12 +728,7 @@ func TestActionsExchangeScopesTenants(t *testing.T) {
 	w.keys["a.x"] = k
 
 	b := testenv.RabbitMQ(t)
-	guest, err := amqp.Dial(b.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer guest.Close()
-	gch, _ := guest.Channel()
+	gch := testenv.AMQPChannel(t, b.URL)
 	if err := gch.ExchangeDeclare(inbox.ActionsExchange, "topic", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}

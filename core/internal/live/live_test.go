@@ -172,15 +172,7 @@ type publisher struct {
 
 func newPublisher(t *testing.T, url string) *publisher {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.AMQPChannel(t, url)
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}

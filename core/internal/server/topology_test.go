@@ -13,7 +13,6 @@ import (
 	"github.com/heraldhq/herald/core/internal/rules"
 	"github.com/heraldhq/herald/core/internal/server"
 	"github.com/heraldhq/herald/core/internal/testenv"
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 func TestTopologyQueueType(t *testing.T) {
@@ -72,15 +71,7 @@ func TestTopologyQueueType(t *testing.T) {
 func TestReadinessNamesQueueTypeMismatch(t *testing.T) {
 	t.Parallel()
 	b := testenv.RabbitMQ(t)
-	raw, err := amqp.Dial(b.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	ch, err := raw.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.AMQPChannel(t, b.URL)
 	if _, err := ch.QueueDeclare("herald.email", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -251,6 +251,22 @@ func RabbitMQ(t testing.TB) *Broker {
 	return &Broker{URL: u.String(), VHost: vhost}
 }
 
+// AMQPChannel dials url and opens a channel on the connection, which is
+// closed when the test ends.
+func AMQPChannel(t testing.TB, url string) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
 // erlangSafe matches names that go into an Erlang binary literal as they
 // are.
 var erlangSafe = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
