@@ -40,7 +40,7 @@ CREATE FUNCTION public.herald_analyze(p_table text) RETURNS void
     AS $$
 BEGIN
     IF p_table NOT IN ('event_outbox', 'notifications', 'notification_counters', 'deliveries', 'delivery_attempts',
-                       'delivery_handoffs', 'recipients', 'recipient_devices', 'groups', 'group_members',
+                       'delivery_handoffs', 'status_events', 'recipients', 'recipient_devices', 'groups', 'group_members',
                        'user_preferences', 'group_settings')
        AND NOT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                        WHERE c.relname = p_table AND c.relnamespace = 'public'::regnamespace
@@ -1519,6 +1519,7 @@ CREATE TABLE public.status_events (
     CONSTRAINT status_events_kind CHECK ((kind = ANY (ARRAY['delivery.sent'::text, 'delivery.failed'::text, 'delivery.skipped'::text, 'delivery.cancelled'::text, 'delivery.digested'::text, 'notification.read'::text, 'notification.acted'::text])))
 )
 WITH (autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.05');
+ALTER TABLE ONLY public.status_events ALTER COLUMN data SET STATISTICS 0;
 
 ALTER TABLE ONLY public.status_events FORCE ROW LEVEL SECURITY;
 

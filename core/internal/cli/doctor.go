@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -523,6 +524,14 @@ func (dr *doctor) checkPlugins(ctx context.Context, d config.Daemon, rs *rules.R
 // not confirm, or webhooks failing for that long.
 const statusEventsWarnAge = 10 * time.Minute
 
+// capped formats a backlog count, which stops at store.BacklogCap.
+func capped(n int64) string {
+	if n >= store.BacklogCap {
+		return "at least " + strconv.FormatInt(n, 10)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 // checkStatusEvents reports what status_events still owes the broker and
 // tenants' webhooks (package statusev).
 func (dr *doctor) checkStatusEvents(ctx context.Context, q store.Querier, d config.Daemon) {
@@ -531,8 +540,8 @@ func (dr *doctor) checkStatusEvents(ctx context.Context, q store.Querier, d conf
 		dr.add(checkFail, "status events", "%v", err)
 		return
 	}
-	msg := fmt.Sprintf("%d unpublished on exchange %s (oldest %.1fs), %d owed to webhooks (oldest %.1fs); replay window %s",
-		b.Unpublished, d.StatusEvents.Exchange, b.OldestUnpublished.Seconds(), b.WebhookDue, b.OldestWebhookDue.Seconds(), d.StatusEvents.Retention)
+	msg := fmt.Sprintf("%s unpublished on exchange %s (oldest %.1fs), %s owed to webhooks (oldest %.1fs); replay window %s",
+		capped(b.Unpublished), d.StatusEvents.Exchange, b.OldestUnpublished.Seconds(), capped(b.WebhookDue), b.OldestWebhookDue.Seconds(), d.StatusEvents.Retention)
 	if b.OldestUnpublished > statusEventsWarnAge || b.OldestWebhookDue > statusEventsWarnAge {
 		dr.add(checkWarn, "status events", "%s: over %s old (is herald serve running? a write transaction open that long on the server holds the broker's back: pg_stat_activity; herald tenants webhook show --tenant T names a failing webhook)", msg, statusEventsWarnAge)
 		return

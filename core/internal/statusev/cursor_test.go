@@ -2,12 +2,14 @@ package statusev_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/heraldhq/herald/core/internal/broker"
 	"github.com/heraldhq/herald/core/internal/statusev"
+	"github.com/heraldhq/herald/core/internal/store"
 	"github.com/heraldhq/herald/core/internal/testenv"
 	"github.com/jackc/pgx/v5"
 )
@@ -163,5 +165,66 @@ func TestCursorSkipsNoEventWhateverTheCommitOrder(t *testing.T) {
 		if got[id] != 1 {
 			t.Errorf("event %s reached the queue %d times, want 1", id, got[id])
 		}
+	}
+}
+
+// The backlog is read through indexes: the gauges read it every few
+// seconds, and status_events holds every event of the replay window (half
+// a gigabyte per million deliveries). The broker's part is read past the
+// cursor in its order and counted up to a limit, and once the table holds
+// more than that limit the plan stays on the (txid, seq) index, though
+// the planner cannot know where the cursor is; the webhooks' part goes
+// through their partial index once the daemon's analyze (store.AnalyzeStale,
+// which a server with autovacuum off relies on) has the table's
+// statistics.
+func TestBacklogReadsPastTheCursorByItsIndex(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ctx := context.Background()
+	const events = 50_000
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO status_events (tenant_id, kind, data, occurred_at)
+		SELECT 'acme', 'delivery.sent', '{}', now() - make_interval(secs => $1 - g) FROM generate_series(1, $1) g`, events); err != nil {
+		t.Fatal(err)
+	}
+	// The inserts reach the statistics the analyze reads within a second
+	// or so (PostgreSQL flushes them after the transaction).
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		analyzed, err := store.AnalyzeStale(ctx, db.Pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(analyzed, "status_events")
+	}, "the daemon's analyze never took status_events after %d inserts", events)
+	// The planner's cost of the whole reading, against what it costs to
+	// read the table once: a plan that reads the table, or a third of it,
+	// costs about as much; one that reads up to the limit through the
+	// indexes costs a small part of it.
+	const limit = 100
+	var plan []map[string]any
+	if err := db.Pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+statusev.BacklogQuery, limit).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var table float64
+	if err := db.Pool.QueryRow(ctx, `SELECT relpages * current_setting('seq_page_cost')::float8 + reltuples * current_setting('cpu_tuple_cost')::float8
+		FROM pg_class WHERE oid = 'status_events'::regclass`).Scan(&table); err != nil {
+		t.Fatal(err)
+	}
+	cost, _ := plan[0]["Plan"].(map[string]any)["Total Cost"].(float64)
+	if cost <= 0 || cost > table/5 {
+		t.Fatalf("the backlog's plan costs %.0f, a table read %.0f: it reads the table\n%v", cost, table, plan)
+	}
+	b, err := statusev.Backlog(ctx, db.Pool)
+	if err != nil || b.Unpublished != events {
+		t.Fatalf("backlog: %d unpublished (%v), want %d", b.Unpublished, err, events)
+	}
+	// The first in publishing order was recorded events-1 seconds ago
+	// (by its occurred_at); counted up to the limit, the count stops there
+	// and the age is still the first event's.
+	if got, want := b.OldestUnpublished, time.Duration(events-1)*time.Second; got < want || got > want+time.Minute {
+		t.Fatalf("oldest unpublished %s, want %s", got, want)
+	}
+	capped, err := statusev.BacklogUpTo(ctx, db.Pool, limit)
+	if err != nil || capped.Unpublished != limit || capped.OldestUnpublished < b.OldestUnpublished {
+		t.Fatalf("backlog up to %d: %d unpublished, oldest %s (%v); want %d, at least %s", limit, capped.Unpublished, capped.OldestUnpublished, err, limit, b.OldestUnpublished)
 	}
 }

@@ -549,7 +549,9 @@ func (s *Stage) gauge(ctx context.Context) {
 // BacklogStats is what status_events still owes.
 type BacklogStats struct {
 	// Unpublished counts events not yet confirmed by the broker;
-	// OldestUnpublished is the age of the oldest (0: none).
+	// OldestUnpublished is the age of the first in publishing order, the
+	// one the publisher waits on (0: none). Each count stops at
+	// store.BacklogCap.
 	Unpublished       int64
 	OldestUnpublished time.Duration
 	// WebhookDue counts events owed to webhooks (due now or waiting for
@@ -560,14 +562,32 @@ type BacklogStats struct {
 
 // Backlog reads the backlog (herald doctor and the gauges).
 func Backlog(ctx context.Context, q store.Querier) (BacklogStats, error) {
+	return backlog(ctx, q, store.BacklogCap)
+}
+
+// backlogQuery reads the backlog, each count up to $1, through indexes
+// only, however long the table's history:
+//   - the events the broker owes are counted past the cursor in its own
+//     order (the ORDER BY and LIMIT hold the plan to status_events_by_txid
+//     once the table holds more than the count's limit: the planner cannot
+//     know where the cursor is when it plans, assumes a third of the table
+//     lies past it, and would otherwise read the whole table), and the
+//     oldest is the age of the first of them, the one the publisher waits
+//     on;
+//   - the webhooks' through status_events_webhook_due (partial: only the
+//     events still owed are in it), which the planner takes once the
+//     table's statistics show how few those are (store.AnalyzeStale keeps
+//     them, autovacuum or not).
+const backlogQuery = `SELECT
+		(SELECT count(*) FROM (SELECT 1 FROM status_events e WHERE ` + unpublished + ` ORDER BY e.txid, e.seq LIMIT $1) u),
+		COALESCE((SELECT extract(epoch FROM now() - e.occurred_at) FROM status_events e WHERE ` + unpublished + ` ORDER BY e.txid, e.seq LIMIT 1), 0),
+		(SELECT count(*) FROM (SELECT 1 FROM status_events WHERE webhook_due_at IS NOT NULL LIMIT $1) w),
+		COALESCE((SELECT extract(epoch FROM now() - min(occurred_at)) FROM status_events WHERE webhook_due_at IS NOT NULL), 0)`
+
+func backlog(ctx context.Context, q store.Querier, limit int) (BacklogStats, error) {
 	var b BacklogStats
 	var a1, a2 float64
-	err := q.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM status_events e WHERE `+unpublished+`),
-		COALESCE((SELECT extract(epoch FROM now() - min(e.occurred_at)) FROM status_events e WHERE `+unpublished+`), 0),
-		(SELECT count(*) FROM status_events WHERE webhook_due_at IS NOT NULL),
-		COALESCE((SELECT extract(epoch FROM now() - min(occurred_at)) FROM status_events WHERE webhook_due_at IS NOT NULL), 0)`).
-		Scan(&b.Unpublished, &a1, &b.WebhookDue, &a2)
+	err := q.QueryRow(ctx, backlogQuery, limit).Scan(&b.Unpublished, &a1, &b.WebhookDue, &a2)
 	b.OldestUnpublished = time.Duration(a1 * float64(time.Second))
 	b.OldestWebhookDue = time.Duration(a2 * float64(time.Second))
 	return b, err

@@ -24,15 +24,7 @@ import (
 // test) and declares the status exchange on it, as the stage does.
 func statusChannel(t *testing.T, url, exchange string) *amqp.Channel {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.AMQPChannel(t, url)
 	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}

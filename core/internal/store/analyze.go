@@ -12,7 +12,7 @@ import (
 // (rendered content, recipients' JSON, errors) are left out of every
 // ANALYZE (migration 0006).
 var analyzed = []string{"event_outbox", "notifications", "notification_counters", "deliveries", "delivery_attempts",
-	"delivery_handoffs", "recipients", "recipient_devices", "groups", "group_members", "user_preferences", "group_settings"}
+	"delivery_handoffs", "status_events", "recipients", "recipient_devices", "groups", "group_members", "user_preferences", "group_settings"}
 
 // analyzeLock keeps concurrent daemons from analyzing at the same time.
 const analyzeLock = 0x6865726c6461 // "herlda"
