@@ -86,7 +86,8 @@ func ClaimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, 
 // ClaimStaleSince is ClaimForPublish(ClaimStale) for the deliveries
 // created since since only: it reads the primary key's range of those
 // rows (delivery ids are UUIDv7, time-ordered) instead of the whole
-// table. No index can find PUBLISHED rows without making the outcome's
+// table, and stops where the deliveries are too young to be stale
+// (created less than reclaimAfter ago, a minute allowed for the clocks). No index can find PUBLISHED rows without making the outcome's
 // update of every delivery a non-HOT one (an index that tells PUBLISHED
 // from SENT changes with it), and the whole table is the history of every
 // delivery: the publisher reads it once at start and then hourly, and in
@@ -117,10 +118,15 @@ func claimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, 
 	case ClaimRetry:
 		where = `queue = 'RETRY' AND next_attempt_at <= now()`
 	case ClaimStale:
-		where = `status = 'PUBLISHED' AND updated_at < now() - make_interval(secs => $2)`
-		args = append(args, reclaimAfter.Seconds())
+		// A delivery is stale once its last publish (updated_at) is
+		// reclaimAfter old, and it was published after it was created (its
+		// id's time, the relay's clock): one created since then, less a
+		// minute for the clocks, cannot be stale yet, and the primary key's
+		// range stops before it.
+		where = `status = 'PUBLISHED' AND updated_at < now() - make_interval(secs => $2) AND delivery_id < $3`
+		args = append(args, reclaimAfter.Seconds(), uuidV7Floor(time.Now().Add(time.Minute-reclaimAfter)))
 		if !since.IsZero() {
-			where += ` AND delivery_id >= $3`
+			where += ` AND delivery_id >= $4`
 			args = append(args, uuidV7Floor(since))
 		}
 		order = "updated_at"

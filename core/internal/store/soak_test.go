@@ -119,9 +119,11 @@ func TestFinalOutcomeIsHOTUpdate(t *testing.T) {
 	}
 }
 
-// TestClaimStaleSince checks the stale reclaim's two reaches: a round
-// since a time takes only the stale deliveries created since then (by
-// their UUIDv7 ids), and a full round takes every one.
+// TestClaimStaleSince checks the stale reclaim's reaches: a round since a
+// time takes only the stale deliveries created since then (by their
+// UUIDv7 ids), a full round takes every one, and no round reads the
+// deliveries created too recently to be stale (less than the reclaim age
+// ago, a minute allowed for the clocks), whatever their updated_at says.
 func TestClaimStaleSince(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
@@ -137,10 +139,10 @@ func TestClaimStaleSince(t *testing.T) {
 		FROM (SELECT lpad(to_hex((extract(epoch FROM now() - interval '2 hours') * 1000)::bigint), 12, '0') AS h) x`); err != nil {
 		t.Fatal(err)
 	}
-	claim := func(since time.Time) map[string]bool {
+	claimAfter := func(reclaimAfter time.Duration, since time.Time) map[string]bool {
 		got := map[string]bool{}
 		err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-			rows, err := store.ClaimStaleSince(ctx, tx, 100, time.Minute, since)
+			rows, err := store.ClaimStaleSince(ctx, tx, 100, reclaimAfter, since)
 			for _, r := range rows {
 				var ev string
 				if err := tx.QueryRow(ctx, `SELECT event_id FROM deliveries WHERE delivery_id = $1`, r.ID).Scan(&ev); err != nil {
@@ -155,6 +157,7 @@ func TestClaimStaleSince(t *testing.T) {
 		}
 		return got
 	}
+	claim := func(since time.Time) map[string]bool { return claimAfter(30*time.Second, since) }
 	window := claim(time.Now().Add(-30 * time.Minute))
 	if len(window) != len(recent) {
 		t.Errorf("round since 30 minutes ago took %v, want the %d recent deliveries only", window, len(recent))
@@ -169,5 +172,24 @@ func TestClaimStaleSince(t *testing.T) {
 	}
 	if full := claim(time.Time{}); len(full) != len(old)+len(recent) {
 		t.Errorf("full round took %d deliveries, want %d", len(full), len(old)+len(recent))
+	}
+	// With a reclaim age of ten minutes the recent deliveries, created
+	// just now, cannot be stale, though their updated_at says an hour.
+	if _, err := db.Pool.Exec(ctx, `UPDATE deliveries SET updated_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	for _, since := range []time.Time{{}, time.Now().Add(-3 * time.Hour)} {
+		got := claimAfter(10*time.Minute, since)
+		if len(got) != len(old) {
+			t.Errorf("round since %v with a 10-minute reclaim age took %v, want the %d old deliveries only", since, got, len(old))
+		}
+		for k := range got {
+			if k[:4] != "old/" {
+				t.Errorf("round since %v with a 10-minute reclaim age took %s", since, k)
+			}
+		}
+		if _, err := db.Pool.Exec(ctx, `UPDATE deliveries SET updated_at = now() - interval '1 hour'`); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
