@@ -87,7 +87,8 @@ func ClaimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, 
 // created since since only: it reads the primary key's range of those
 // rows (delivery ids are UUIDv7, time-ordered) instead of the whole
 // table, and stops where the deliveries are too young to be stale
-// (created less than reclaimAfter ago, a minute allowed for the clocks). No index can find PUBLISHED rows without making the outcome's
+// (created less than reclaimAfter ago, a minute allowed for the clocks);
+// the next round's range starts before them. No index can find PUBLISHED rows without making the outcome's
 // update of every delivery a non-HOT one (an index that tells PUBLISHED
 // from SENT changes with it), and the whole table is the history of every
 // delivery: the publisher reads it once at start and then hourly, and in
@@ -118,16 +119,18 @@ func claimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, 
 	case ClaimRetry:
 		where = `queue = 'RETRY' AND next_attempt_at <= now()`
 	case ClaimStale:
-		// A delivery is stale once its last publish (updated_at) is
-		// reclaimAfter old, and it was published after it was created (its
-		// id's time, the relay's clock): one created since then, less a
-		// minute for the clocks, cannot be stale yet, and the primary key's
-		// range stops before it.
-		where = `status = 'PUBLISHED' AND updated_at < now() - make_interval(secs => $2) AND delivery_id < $3`
-		args = append(args, reclaimAfter.Seconds(), uuidV7Floor(time.Now().Add(time.Minute-reclaimAfter)))
+		where = `status = 'PUBLISHED' AND updated_at < now() - make_interval(secs => $2)`
+		args = append(args, reclaimAfter.Seconds())
 		if !since.IsZero() {
-			where += ` AND delivery_id >= $4`
-			args = append(args, uuidV7Floor(since))
+			// A delivery is stale once its last publish (updated_at) is
+			// reclaimAfter old, and it was published after it was created
+			// (its id's time, the relay's clock): one created since then,
+			// less a minute for the clocks, cannot be stale yet, and the
+			// primary key's range stops before it. The full round reads
+			// every row, ids that are not time-ordered (rows older than
+			// UUIDv7 ids) included.
+			where += ` AND delivery_id >= $3 AND delivery_id < $4`
+			args = append(args, uuidV7Floor(since), uuidV7Floor(time.Now().Add(time.Minute-reclaimAfter)))
 		}
 		order = "updated_at"
 	}
