@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,39 +158,38 @@ func TestClaimStaleSince(t *testing.T) {
 		}
 		return got
 	}
-	claim := func(since time.Time) map[string]bool { return claimAfter(30*time.Second, since) }
-	window := claim(time.Now().Add(-30 * time.Minute))
-	if len(window) != len(recent) {
-		t.Errorf("round since 30 minutes ago took %v, want the %d recent deliveries only", window, len(recent))
-	}
-	for k := range window {
-		if k[:7] != "recent/" {
-			t.Errorf("round since 30 minutes ago took %s", k)
+	// stale makes every delivery stale by its updated_at (a claim
+	// publishes what it takes again, with a new one).
+	stale := func() {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, `UPDATE deliveries SET updated_at = now() - interval '1 hour'`); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if _, err := db.Pool.Exec(ctx, `UPDATE deliveries SET updated_at = now() - interval '1 hour'`); err != nil {
-		t.Fatal(err)
+	// only checks that a round took the n deliveries of event ev alone.
+	only := func(round string, got map[string]bool, ev string, n int) {
+		t.Helper()
+		if len(got) != n {
+			t.Errorf("%s took %v, want the %d %s deliveries only", round, got, n, ev)
+		}
+		for k := range got {
+			if !strings.HasPrefix(k, ev+"/") {
+				t.Errorf("%s took %s", round, k)
+			}
+		}
 	}
-	if full := claim(time.Time{}); len(full) != len(old)+len(recent) {
+	only("round since 30 minutes ago", claimAfter(30*time.Second, time.Now().Add(-30*time.Minute)), "recent", len(recent))
+	stale()
+	if full := claimAfter(30*time.Second, time.Time{}); len(full) != len(old)+len(recent) {
 		t.Errorf("full round took %d deliveries, want %d", len(full), len(old)+len(recent))
 	}
 	// With a reclaim age of ten minutes the recent deliveries, created
-	// just now, cannot be stale, though their updated_at says an hour.
-	if _, err := db.Pool.Exec(ctx, `UPDATE deliveries SET updated_at = now() - interval '1 hour'`); err != nil {
-		t.Fatal(err)
-	}
-	got := claimAfter(10*time.Minute, time.Now().Add(-3*time.Hour))
-	if len(got) != len(old) {
-		t.Errorf("round since 3 hours ago with a 10-minute reclaim age took %v, want the %d old deliveries only", got, len(old))
-	}
-	for k := range got {
-		if k[:4] != "old/" {
-			t.Errorf("round since 3 hours ago with a 10-minute reclaim age took %s", k)
-		}
-	}
-	if _, err := db.Pool.Exec(ctx, `UPDATE deliveries SET updated_at = now() - interval '1 hour'`); err != nil {
-		t.Fatal(err)
-	}
+	// just now, cannot be stale, though their updated_at says an hour:
+	// a round since a time stops before them; the full round reads every
+	// row.
+	stale()
+	only("round since 3 hours ago with a 10-minute reclaim age", claimAfter(10*time.Minute, time.Now().Add(-3*time.Hour)), "old", len(old))
+	stale()
 	if full := claimAfter(10*time.Minute, time.Time{}); len(full) != len(old)+len(recent) {
 		t.Errorf("full round with a 10-minute reclaim age took %d deliveries, want %d", len(full), len(old)+len(recent))
 	}
