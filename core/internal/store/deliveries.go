@@ -88,11 +88,12 @@ func ClaimForPublish(ctx context.Context, tx pgx.Tx, kind ClaimKind, limit int, 
 // rows (delivery ids are UUIDv7, time-ordered) instead of the whole
 // table, and stops where the deliveries are too young to be stale
 // (created less than reclaimAfter ago, a minute allowed for the clocks);
-// the next round's range starts before them. No index can find PUBLISHED rows without making the outcome's
-// update of every delivery a non-HOT one (an index that tells PUBLISHED
-// from SENT changes with it), and the whole table is the history of every
-// delivery: the publisher reads it once at start and then hourly, and in
-// between only the recent rows. A zero since reads every row.
+// the next round's range starts before them. No index can find PUBLISHED
+// rows without making the outcome's update of every delivery a non-HOT
+// one (an index that tells PUBLISHED from SENT changes with it), and the
+// whole table is the history of every delivery: the publisher reads it
+// once at start and then hourly, and in between only the recent rows. A
+// zero since reads every row.
 func ClaimStaleSince(ctx context.Context, tx pgx.Tx, limit int, reclaimAfter time.Duration, since time.Time) ([]OutRow, error) {
 	return claimForPublish(ctx, tx, ClaimStale, limit, reclaimAfter, since)
 }

@@ -1512,10 +1512,7 @@ func tailSplit(trips []trip, q float64) TailSplit {
 	for _, t := range trips {
 		first, last = min(first, t.commit), max(last, t.commit)
 	}
-	fifths := make([]*Latencies, 5)
-	for i := range fifths {
-		fifths[i] = &Latencies{}
-	}
+	var fifths [5]Latencies
 	for _, t := range trips {
 		i := 0
 		if last > first {
@@ -1523,9 +1520,9 @@ func tailSplit(trips []trip, q float64) TailSplit {
 		}
 		fifths[i].Add(time.Duration(t.sent - t.commit))
 	}
-	var byFifth []float64
-	for _, l := range fifths {
-		byFifth = append(byFifth, ms(l.Quantile(q)))
+	byFifth := make([]float64, len(fifths))
+	for i := range fifths {
+		byFifth[i] = ms(fifths[i].Quantile(q))
 	}
 	return TailSplit{Count: wake.Count(), From: ms(from), Wake: ms(wake.Quantile(0.5)), Relay: ms(relay.Quantile(0.5)),
 		Deliver: ms(deliver.Quantile(0.5)), Fifths: byFifth}
